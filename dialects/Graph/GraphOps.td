@@ -1,0 +1,447 @@
+//===- GraphOps.td - Kiln graph dialect ops ----------------*- tablegen -*-===//
+//
+// Every op states its semantics in one line, verifies its operands, and
+// infers its result type (InferTypeOpInterface) where the result follows from
+// operands and attributes. Ops whose result shape is a choice (reshape,
+// expand, cast, iota, split, opaque) carry it in the result type, and their
+// verifier checks it against the operands.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_GRAPH_OPS_TD
+#define KILN_GRAPH_OPS_TD
+
+include "Graph/GraphBase.td"
+include "Graph/GraphAttrs.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+// Type inference whose check against declared result types tolerates dims
+// one side does not know yet (see kiln::areCompatibleReturnTypes).
+def Kiln_InferType : InferTypeOpAdaptorBase<[{
+  static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                      ::mlir::TypeRange declared) {
+    return ::kiln::areCompatibleReturnTypes(inferred, declared);
+  }
+}]>;
+
+//===----------------------------------------------------------------------===//
+// Sources: constants, parameters, iota
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant",
+    [ConstantLike, Pure, Kiln_InferType]> {
+  let summary = "A tensor literal (small values only; weights are parameters)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Kiln_ParameterOp : Kiln_Op<"parameter", [Pure]> {
+  let summary = "A named model weight; its value comes from the weight source";
+  let description = [{
+    `kiln.parameter "l1.weight" trainable : tensor<64x32xf32>` is the tensor
+    stored under that name (the ONNX initializer name, kept verbatim so users
+    select trainables by name). The bytes are never part of the IR: they are
+    read from the module's weight source by whoever needs values.
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
+}
+
+def Kiln_IotaOp : Kiln_Op<"iota", [Pure]> {
+  let summary = "result[i...] = i[dim] (0, 1, 2, ... along one dimension)";
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class Kiln_UnaryOp<string mnemonic, Type tensorType, string semantics,
+                   list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits,
+          [Pure, Elementwise, SameOperandsAndResultType, InferTypeOpInterface])> {
+  let summary = semantics;
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", Kiln_SignedNumericTensor, "-x">;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", Kiln_SignedNumericTensor, "|x|">;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", Kiln_FloatTensor, "e^x">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", Kiln_FloatTensor, "natural log">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", Kiln_FloatTensor, "square root">;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", Kiln_FloatTensor, "1 / sqrt(x)">;
+def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor, "1 / x">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", Kiln_FloatTensor, "hyperbolic tangent">;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", Kiln_FloatTensor, "1 / (1 + e^-x)">;
+def Kiln_SiluOp : Kiln_UnaryOp<"silu", Kiln_FloatTensor, "x * sigmoid(x)">;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", Kiln_FloatTensor, "max(x, 0)">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "Gauss error function">;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", Kiln_FloatTensor, "sine">;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", Kiln_FloatTensor, "cosine">;
+def Kiln_NotOp : Kiln_UnaryOp<"not", Kiln_BoolTensor, "logical not">;
+def Kiln_StopGradientOp : Kiln_UnaryOp<"stop_gradient", Kiln_Tensor,
+    "identity whose gradient is zero (cuts differentiation)">;
+
+def Kiln_GeluOp : Kiln_Op<"gelu",
+    [Pure, Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "x * Phi(x); `approximate = tanh` uses the tanh formula";
+  let arguments = (ins Kiln_FloatTensor:$input,
+      DefaultValuedAttr<Kiln_GeluApproximationAttr,
+                        "::kiln::GeluApproximation::none">:$approximate);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary with numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+class Kiln_BinaryOp<string mnemonic, Type tensorType, string semantics,
+                    string resultKind, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits, [Pure, Kiln_InferType])> {
+  let summary = semantics # " (numpy broadcasting)";
+  let arguments = (ins tensorType:$lhs, tensorType:$rhs);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::kiln::inferBroadcastBinary(context, loc, adaptor.getLhs().getType(),
+          adaptor.getRhs().getType(), ::kiln::BinaryResultKind::}] # resultKind # [{,
+          results);
+    }
+  }];
+}
+
+class Kiln_ArithOp<string mnemonic, string semantics, list<Trait> traits = []>
+    : Kiln_BinaryOp<mnemonic, Kiln_NumericTensor, semantics, "SameElement", traits>;
+class Kiln_CompareOp<string mnemonic, string semantics>
+    : Kiln_BinaryOp<mnemonic, Kiln_Tensor, semantics, "Bool">;
+class Kiln_LogicalOp<string mnemonic, string semantics>
+    : Kiln_BinaryOp<mnemonic, Kiln_BoolTensor, semantics, "SameElement">;
+
+def Kiln_AddOp : Kiln_ArithOp<"add", "lhs + rhs", [Commutative]> { let hasFolder = 1; }
+def Kiln_SubOp : Kiln_ArithOp<"sub", "lhs - rhs"> { let hasFolder = 1; }
+def Kiln_MulOp : Kiln_ArithOp<"mul", "lhs * rhs", [Commutative]> { let hasFolder = 1; }
+def Kiln_DivOp : Kiln_ArithOp<"div", "lhs / rhs (integers truncate toward zero)"> {
+  let hasFolder = 1;
+}
+def Kiln_PowOp : Kiln_ArithOp<"pow", "lhs ^ rhs">;
+def Kiln_MaxOp : Kiln_ArithOp<"max", "max(lhs, rhs)", [Commutative]>;
+def Kiln_MinOp : Kiln_ArithOp<"min", "min(lhs, rhs)", [Commutative]>;
+
+def Kiln_EqOp : Kiln_CompareOp<"eq", "lhs == rhs">;
+def Kiln_NeOp : Kiln_CompareOp<"ne", "lhs != rhs">;
+def Kiln_LtOp : Kiln_CompareOp<"lt", "lhs < rhs">;
+def Kiln_LeOp : Kiln_CompareOp<"le", "lhs <= rhs">;
+def Kiln_GtOp : Kiln_CompareOp<"gt", "lhs > rhs">;
+def Kiln_GeOp : Kiln_CompareOp<"ge", "lhs >= rhs">;
+
+def Kiln_AndOp : Kiln_LogicalOp<"and", "lhs and rhs">;
+def Kiln_OrOp : Kiln_LogicalOp<"or", "lhs or rhs">;
+def Kiln_XorOp : Kiln_LogicalOp<"xor", "lhs xor rhs">;
+
+def Kiln_SelectOp : Kiln_Op<"select", [Pure, Kiln_InferType]> {
+  let summary = "condition ? true_value : false_value (numpy broadcasting)";
+  let arguments = (ins Kiln_BoolTensor:$condition, Kiln_Tensor:$true_value,
+                       Kiln_Tensor:$false_value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$condition `,` $true_value `,` $false_value attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def Kiln_CastOp : Kiln_Op<"cast", [Pure, Elementwise]> {
+  let summary = "converts the element type (float->int truncates toward zero)";
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions, normalizations
+//===----------------------------------------------------------------------===//
+
+def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, Kiln_InferType]> {
+  let summary = "batched matrix product op(lhs) x op(rhs), batch dims broadcast";
+  let description = [{
+    Both operands have rank >= 2; the last two dims are the matrix, the rest
+    broadcast like numpy. `transpose_a`/`transpose_b` swap the last two dims
+    of that operand first (so `x * W^T` is `matmul %x, %w {transpose_b}`).
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Kiln_ReduceOp<string mnemonic, string semantics>
+    : Kiln_Op<mnemonic, [Pure, Kiln_InferType]> {
+  let summary = semantics # " over `axes` (kept as size 1 with `keepdim`)";
+  let arguments = (ins Kiln_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdim);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::kiln::inferReduction(context, loc, adaptor.getInput().getType(),
+          adaptor.getAxes(), adaptor.getKeepdim(), results);
+    }
+  }];
+}
+
+def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
+def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "arithmetic mean">;
+def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "maximum">;
+
+class Kiln_SoftmaxLikeOp<string mnemonic, string semantics>
+    : Kiln_Op<mnemonic, [Pure, Kiln_InferType]> {
+  let summary = semantics;
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      auto type = ::llvm::cast<::mlir::RankedTensorType>(adaptor.getInput().getType());
+      if (::mlir::failed(::kiln::verifyAxis(loc, type, adaptor.getAxis(), "axis")))
+        return ::mlir::failure();
+      results.push_back(type);
+      return ::mlir::success();
+    }
+  }];
+}
+
+def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax",
+    "exp(x) / sum(exp(x)) along `axis`">;
+def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax",
+    "x - log(sum(exp(x))) along `axis`">;
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure, Kiln_InferType]> {
+  let summary = "(x - mean) / sqrt(var + epsilon) * weight (+ bias) over dims [axis, rank)";
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Optional<Kiln_FloatTensor>:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure, Kiln_InferType]> {
+  let summary = "x / sqrt(mean(x^2) + epsilon) * weight over dims [axis, rank)";
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_CumsumOp : Kiln_Op<"cumsum",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "running sum along `axis` (optionally exclusive / reversed)";
+  let arguments = (ins Kiln_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Kiln_TriluOp : Kiln_Op<"trilu",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "keeps the upper (j - i >= diagonal) or lower (j - i <= diagonal) "
+                "triangle of the last two dims, zeroes the rest";
+  let arguments = (ins Kiln_Tensor:$input, DefaultValuedAttr<I64Attr, "0">:$diagonal,
+                       UnitAttr:$upper);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [Pure, Kiln_InferType]> {
+  let summary = "-log_softmax(logits)[label] per row, rows with ignore_index "
+                "skipped, then mean over counted rows / sum / none";
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Kiln_ReductionAttr,
+                                         "::kiln::Reduction::mean">:$reduction);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, Kiln_InferType]> {
+  let summary = "softmax(q k^T * scale + mask) v per head; grouped-query heads";
+  let description = [{
+    query [B, Hq, S, D], key [B, Hkv, L, D], value [B, Hkv, L, Dv] with
+    Hq % Hkv == 0 (query head h reads kv head h / (Hq / Hkv)). The optional
+    mask broadcasts to [B, Hq, S, L]: i1 keeps where true, a float mask is
+    added to the scores. `causal` masks j > i. `scale` defaults to 1/sqrt(D).
+  }];
+  let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
+                       Kiln_FloatTensor:$value, Optional<Kiln_Tensor>:$mask,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+def Kiln_GatherOp : Kiln_Op<"gather", [Pure, Kiln_InferType]> {
+  let summary = "result[p..., i..., s...] = data[p..., indices[i...], s...] "
+                "along `axis` (embedding lookup is axis 0; negative indices "
+                "count from the end)";
+  let arguments = (ins Kiln_Tensor:$data, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_GatherElementsOp : Kiln_Op<"gather_elements", [Pure, Kiln_InferType]> {
+  let summary = "result[i] = data[i with i[axis] replaced by indices[i]]";
+  let arguments = (ins Kiln_Tensor:$data, Kiln_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_GatherNdOp : Kiln_Op<"gather_nd", [Pure, Kiln_InferType]> {
+  let summary = "result[b..., i...] = data[b..., indices[b..., i..., :]...] "
+                "(ONNX GatherND; the last indices dim is the index depth)";
+  let arguments = (ins Kiln_Tensor:$data, Kiln_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, Kiln_InferType]> {
+  let summary = "dest with dest[p..., indices[i...], s...] += updates[p..., i..., s...] "
+                "(the transpose of gather; embedding gradients)";
+  let arguments = (ins Kiln_NumericTensor:$dest, Kiln_IndexTensor:$indices,
+                       Kiln_NumericTensor:$updates, I64Attr:$axis);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$dest `,` $indices `,` $updates attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
+  let summary = "same elements in row-major order, new shape (the result type)";
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure, Kiln_InferType]> {
+  let summary = "result dim i = input dim perm[i]";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_InferType]> {
+  let summary = "strided slice per dim; start/end clamp like ONNX Slice, "
+                "negative values count from the end";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Kiln_ConcatOp : Kiln_Op<"concat", [Pure, Kiln_InferType]> {
+  let summary = "joins inputs along `axis`";
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Kiln_SplitOp : Kiln_Op<"split", [Pure]> {
+  let summary = "cuts the input along `axis` into consecutive pieces "
+                "(sizes from the result types)";
+  let arguments = (ins Kiln_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ExpandOp : Kiln_Op<"expand", [Pure]> {
+  let summary = "broadcasts the input to the result shape (numpy rules)";
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_SqueezeOp : Kiln_Op<"squeeze", [Pure, Kiln_InferType]> {
+  let summary = "removes the size-1 dims listed in `axes`";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Kiln_UnsqueezeOp : Kiln_Op<"unsqueeze", [Pure, Kiln_InferType]> {
+  let summary = "inserts size-1 dims at `axes` (positions in the result)";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_InferType]> {
+  let summary = "surrounds the input with `value`: `pads` = [low..., high...]";
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Ops the importer could not map
+//===----------------------------------------------------------------------===//
+
+def Kiln_OpaqueOp : Kiln_Op<"opaque"> {
+  let summary = "an ONNX node Kiln does not support, kept verbatim";
+  let description = [{
+    Keeps the ONNX `op_type`, `domain`, the node name and its attributes so
+    the graph-break analysis can report it and a fallback can run it. It has
+    unknown side effects: nothing moves across it.
+  }];
+  let arguments = (ins StrAttr:$op_type, StrAttr:$domain, StrAttr:$node_name,
+                       DictionaryAttr:$onnx_attributes,
+                       Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = "$op_type `(` $inputs `)` attr-dict `:` "
+                       "functional-type($inputs, $results)";
+}
+
+#endif // KILN_GRAPH_OPS_TD

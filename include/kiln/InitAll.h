@@ -1,0 +1,25 @@
+//===- InitAll.h - Register every Kiln dialect and pass ---------*- C++ -*-===//
+
+#ifndef KILN_INITALL_H
+#define KILN_INITALL_H
+
+#include "kiln/Dialect/Graph/GraphDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace kiln {
+
+inline void registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<GraphDialect, mlir::func::FuncDialect>();
+}
+
+/// Kiln's passes plus the upstream ones its pipelines use (canonicalize, cse).
+inline void registerAllPasses() {
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+}
+
+} // namespace kiln
+
+#endif // KILN_INITALL_H

@@ -1,0 +1,167 @@
+//===- NNOps.cpp - Matmul, norms, attention, loss, scans ------------------===//
+
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/ShapeInference.h"
+
+using namespace mlir;
+using namespace kiln;
+
+static RankedTensorType asTensor(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  RankedTensorType lhs = asTensor(adaptor.getLhs());
+  RankedTensorType rhs = asTensor(adaptor.getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "matmul operands need rank >= 2, got ",
+                             lhs.getRank(), " and ", rhs.getRank());
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "matmul element types differ: ",
+                             lhs.getElementType(), " vs ", rhs.getElementType());
+  DimList a = getDims(lhs), b = getDims(rhs);
+  if (adaptor.getTransposeA())
+    std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (adaptor.getTransposeB())
+    std::swap(b[b.size() - 1], b[b.size() - 2]);
+  Dim m = a[a.size() - 2], k = a.back(), kRhs = b[b.size() - 2], n = b.back();
+  if (failed(expectDim(loc, k, kRhs, "matmul contraction dim")))
+    return failure();
+  // Batch dims broadcast like an elementwise op over the leading dims.
+  DimList batchA(a.begin(), a.end() - 2), batchB(b.begin(), b.end() - 2);
+  Type element = lhs.getElementType();
+  FailureOr<DimList> batch = broadcastShapes(
+      loc, {makeTensorType(batchA, element), makeTensorType(batchB, element)});
+  if (failed(batch))
+    return failure();
+  batch->push_back(m);
+  batch->push_back(n);
+  results.push_back(makeTensorType(*batch, element));
+  return success();
+}
+
+/// Weight (and bias) of a norm over dims [axis, rank) have those dims.
+static LogicalResult verifyNormParam(std::optional<Location> loc,
+                                     RankedTensorType input, int64_t axis,
+                                     Value param, StringRef what) {
+  RankedTensorType type = asTensor(param);
+  if (type.getRank() != input.getRank() - axis)
+    return emitOptionalError(loc, what, " must have rank ",
+                             input.getRank() - axis, " (dims [axis, rank)), got ",
+                             type.getRank());
+  DimList in = getDims(input), p = getDims(type);
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (failed(expectDim(loc, in[axis + i], p[i], (what + " dim").str())))
+      return failure();
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyAxis(loc, input, axis, "layer_norm axis")) ||
+      failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")) ||
+      (adaptor.getBias() &&
+       failed(verifyNormParam(loc, input, axis, adaptor.getBias(), "bias"))))
+    return failure();
+  results.push_back(input);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyAxis(loc, input, axis, "rms_norm axis")) ||
+      failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")))
+    return failure();
+  results.push_back(input);
+  return success();
+}
+
+LogicalResult CumsumOp::verify() {
+  return verifyAxis(getLoc(), getInput().getType(), getAxis(), "cumsum axis");
+}
+
+LogicalResult TriluOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("needs rank >= 2, got ") << getInput().getType().getRank();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  RankedTensorType logits = asTensor(adaptor.getLogits());
+  RankedTensorType labels = asTensor(adaptor.getLabels());
+  if (logits.getRank() != 2 || labels.getRank() != 1)
+    return emitOptionalError(loc, "cross_entropy takes logits [N, C] and labels "
+                                  "[N], got ranks ",
+                             logits.getRank(), " and ", labels.getRank());
+  Dim rows = getDim(logits, 0);
+  if (failed(expectDim(loc, rows, getDim(labels, 0), "labels dim 0")))
+    return failure();
+  DimList dims;
+  if (adaptor.getReduction() == Reduction::none)
+    dims.push_back(rows ? rows : getDim(labels, 0));
+  (void)context;
+  results.push_back(makeTensorType(dims, logits.getElementType()));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  RankedTensorType q = asTensor(adaptor.getQuery());
+  RankedTensorType k = asTensor(adaptor.getKey());
+  RankedTensorType v = asTensor(adaptor.getValue());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOptionalError(loc, "attention takes rank-4 [batch, heads, seq, "
+                                  "head_dim] query/key/value");
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(loc, "attention query/key/value element types differ");
+  DimList qd = getDims(q), kd = getDims(k), vd = getDims(v);
+  if (failed(expectDim(loc, qd[0], kd[0], "key batch")) ||
+      failed(expectDim(loc, kd[0], vd[0], "value batch")) ||
+      failed(expectDim(loc, kd[1], vd[1], "value heads")) ||
+      failed(expectDim(loc, qd[3], kd[3], "key head_dim")) ||
+      failed(expectDim(loc, kd[2], vd[2], "value seq")))
+    return failure();
+  std::optional<int64_t> hq = qd[1] ? qd[1].getConstantValue() : std::nullopt;
+  std::optional<int64_t> hkv = kd[1] ? kd[1].getConstantValue() : std::nullopt;
+  if (hq && hkv && (*hkv == 0 || *hq % *hkv != 0))
+    return emitOptionalError(loc, "query heads ", *hq,
+                             " are not a multiple of key/value heads ", *hkv);
+  if (Value mask = adaptor.getMask()) {
+    RankedTensorType m = asTensor(mask);
+    Type me = m.getElementType();
+    if (!me.isInteger(1) && !llvm::isa<FloatType>(me))
+      return emitOptionalError(loc, "attention mask must be i1 or float, got ", me);
+    DimList scores = {qd[0], qd[1], qd[2], kd[2]};
+    FailureOr<DimList> b = broadcastShapes(
+        loc, {m, makeTensorType(scores, q.getElementType())});
+    if (failed(b))
+      return failure();
+  }
+  (void)context;
+  results.push_back(makeTensorType({qd[0], qd[1], qd[2], vd[3]},
+                                   q.getElementType()));
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  if (failed(verifyAxis(getLoc(), getResult().getType(), getDim(), "iota dim")))
+    return failure();
+  return success();
+}

@@ -1,0 +1,324 @@
+//===- ShapeOps.cpp - Reshape, transpose, slice, concat and friends -------===//
+
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/ShapeInference.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace kiln;
+
+static RankedTensorType asTensor(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// reshape / expand
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  MLIRContext *context = getContext();
+  Dim inCount = dimProduct(getDims(in), context);
+  Dim outCount = dimProduct(getDims(out), context);
+  if (!dimsMayBeEqual(inCount, outCount))
+    return emitOpError("changes the element count from ")
+           << dimToString(inCount) << " to " << dimToString(outCount);
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult ExpandOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  if (in.getRank() > out.getRank())
+    return emitOpError("cannot lower the rank from ")
+           << in.getRank() << " to " << out.getRank();
+  DimList inDims = getDims(in), outDims = getDims(out);
+  int64_t offset = out.getRank() - in.getRank();
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    if (isConst(inDims[i], 1) || dimsMayBeEqual(inDims[i], outDims[offset + i]))
+      continue;
+    return emitOpError("cannot broadcast dim ")
+           << i << " of size " << dimToString(inDims[i]) << " to "
+           << dimToString(outDims[offset + i]);
+  }
+  return success();
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// transpose
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return emitOptionalError(loc, "transpose perm has ", perm.size(),
+                             " entries for rank ", input.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  DimList in = getDims(input), out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= input.getRank() || seen[p])
+      return emitOptionalError(loc, "transpose perm is not a permutation of [0, ",
+                               input.getRank(), ")");
+    seen[p] = true;
+    out.push_back(in[p]);
+  }
+  results.push_back(makeTensorType(out, input.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    if (static_cast<int64_t>(i) != p)
+      return {};
+  return getInput();
+}
+
+//===----------------------------------------------------------------------===//
+// slice
+//===----------------------------------------------------------------------===//
+
+/// An end at or past this means "to the end" whatever the dim is (exporters
+/// write INT64_MAX; INT32_MAX shows up in older exports).
+static constexpr int64_t kSliceToEnd = std::numeric_limits<int32_t>::max();
+
+/// Length of one sliced dim, ONNX Slice clamping for a known size.
+static int64_t sliceLength(int64_t size, int64_t start, int64_t end,
+                           int64_t step) {
+  auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
+    return std::max(lo, std::min(v, hi));
+  };
+  if (start < 0)
+    start += size;
+  if (end < 0 && end > std::numeric_limits<int64_t>::min() / 2)
+    end += size;
+  if (step > 0) {
+    start = clamp(start, 0, size);
+    end = clamp(end, 0, size);
+    return end > start ? (end - start + step - 1) / step : 0;
+  }
+  start = clamp(start, 0, size - 1);
+  end = clamp(end, -1, size - 1);
+  return start > end ? (start - end - step - 1) / -step : 0;
+}
+
+/// Length of a sliced symbolic dim with step 1. Assumes the symbol is large
+/// enough that no clamping happens (a guard the dynamic-shape pass records).
+static Dim symbolicSliceLength(Dim size, int64_t start, int64_t end) {
+  MLIRContext *context = size.getContext();
+  if (start >= 0 && end >= kSliceToEnd)
+    return dimSub(size, dimConst(context, start));
+  if (start >= 0 && end >= 0)
+    return dimConst(context, std::max<int64_t>(0, end - start));
+  if (start >= 0)
+    return dimSub(dimAdd(size, dimConst(context, end)), dimConst(context, start));
+  if (end >= kSliceToEnd)
+    return dimConst(context, -start);
+  if (end < 0)
+    return dimConst(context, std::max<int64_t>(0, end - start));
+  return {};
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+                    steps = adaptor.getSteps();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(ends.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return emitOptionalError(loc, "slice needs one start, end and step per dim "
+                                  "(rank ",
+                             rank, ")");
+  DimList in = getDims(input), out;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (steps[i] == 0)
+      return emitOptionalError(loc, "slice step of dim ", i, " is 0");
+    std::optional<int64_t> size = in[i] ? in[i].getConstantValue() : std::nullopt;
+    if (size)
+      out.push_back(dimConst(context, sliceLength(*size, starts[i], ends[i], steps[i])));
+    else if (in[i] && steps[i] == 1)
+      out.push_back(symbolicSliceLength(in[i], starts[i], ends[i]));
+    else
+      out.push_back(Dim());
+  }
+  results.push_back(makeTensorType(out, input.getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() != getResult().getType())
+    return {};
+  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
+    if (start != 0 || step != 1)
+      return {};
+  return getInput();
+}
+
+//===----------------------------------------------------------------------===//
+// concat / split
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  RankedTensorType first = asTensor(inputs.front());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyAxis(loc, first, axis, "concat axis")))
+    return failure();
+  DimList result = getDims(first);
+  for (Value v : inputs.drop_front()) {
+    RankedTensorType t = asTensor(v);
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "concat inputs differ in rank or element type");
+    DimList dims = getDims(t);
+    for (int64_t i = 0; i < t.getRank(); ++i) {
+      if (i == axis) {
+        result[i] = dimAdd(result[i], dims[i]);
+        continue;
+      }
+      if (failed(expectDim(loc, result[i], dims[i], "concat input dim")))
+        return failure();
+      if (!result[i])
+        result[i] = dims[i];
+    }
+  }
+  results.push_back(makeTensorType(result, first.getElementType()));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1 &&
+      getInputs().front().getType() == getResult().getType())
+    return getInputs().front();
+  return {};
+}
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(getLoc(), input, axis, "split axis")))
+    return failure();
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  DimList in = getDims(input);
+  Dim total = dimConst(getContext(), 0);
+  for (Value r : getResults()) {
+    auto t = llvm::cast<RankedTensorType>(r.getType());
+    if (t.getRank() != input.getRank() ||
+        t.getElementType() != input.getElementType())
+      return emitOpError("result ") << t << " differs in rank or element type";
+    DimList dims = getDims(t);
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (i != axis && !dimsMayBeEqual(in[i], dims[i]))
+        return emitOpError("result dim ") << i << " is " << dimToString(dims[i])
+                                          << ", expected " << dimToString(in[i]);
+    total = dimAdd(total, dims[axis]);
+  }
+  if (!dimsMayBeEqual(total, in[axis]))
+    return emitOpError("pieces add up to ")
+           << dimToString(total) << " along axis " << axis << ", input has "
+           << dimToString(in[axis]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// squeeze / unsqueeze / pad
+//===----------------------------------------------------------------------===//
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  if (failed(verifyAxisList(loc, input.getRank(), axes, "squeeze axis")))
+    return failure();
+  DimList in = getDims(input), out;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    if (!llvm::is_contained(axes, i)) {
+      out.push_back(in[i]);
+      continue;
+    }
+    if (in[i] && !isConst(in[i], 1) && in[i].getConstantValue())
+      return emitOptionalError(loc, "squeeze axis ", i, " has size ",
+                               dimToString(in[i]), ", not 1");
+  }
+  results.push_back(makeTensorType(out, input.getElementType()));
+  return success();
+}
+
+OpFoldResult SqueezeOp::fold(FoldAdaptor) {
+  if (getAxes().empty())
+    return getInput();
+  return {};
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t rank = input.getRank() + static_cast<int64_t>(axes.size());
+  if (failed(verifyAxisList(loc, rank, axes, "unsqueeze axis")))
+    return failure();
+  DimList in = getDims(input), out;
+  auto next = in.begin();
+  for (int64_t i = 0; i < rank; ++i)
+    out.push_back(llvm::is_contained(axes, i) ? dimConst(context, 1) : *next++);
+  results.push_back(makeTensorType(out, input.getElementType()));
+  return success();
+}
+
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor) {
+  if (getAxes().empty())
+    return getInput();
+  return {};
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *context,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return emitOptionalError(loc, "pad needs 2 * rank = ", 2 * rank,
+                             " pads, got ", pads.size());
+  if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+    return emitOptionalError(loc, "pad amounts must be non-negative");
+  DimList out = getDims(input);
+  for (int64_t i = 0; i < rank; ++i)
+    out[i] = dimAdd(out[i], dimConst(context, pads[i] + pads[rank + i]));
+  results.push_back(makeTensorType(out, input.getElementType()));
+  return success();
+}
