@@ -210,21 +210,21 @@ def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
 def Kiln_ReduceMeanOp : Kiln_ReduceOp<"reduce_mean", "arithmetic mean">;
 def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "maximum">;
 
+// The result type is the input type, so it comes from the trait rather than
+// a custom inferReturnTypes: the generated parser infers result types before
+// the attr-dict reaches the properties, where `axis` would still be null.
 class Kiln_SoftmaxLikeOp<string mnemonic, string semantics>
-    : Kiln_Op<mnemonic, [Pure, Kiln_InferType]> {
+    : Kiln_Op<mnemonic,
+          [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = semantics;
   let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
   let extraClassDefinition = [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
-        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
-      auto type = ::llvm::cast<::mlir::RankedTensorType>(adaptor.getInput().getType());
-      if (::mlir::failed(::kiln::verifyAxis(loc, type, adaptor.getAxis(), "axis")))
-        return ::mlir::failure();
-      results.push_back(type);
-      return ::mlir::success();
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::kiln::verifyAxis(getLoc(), getInput().getType(), getAxis(),
+                                "axis");
     }
   }];
 }
@@ -365,13 +365,26 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure, Kiln_InferType]> {
   let hasFolder = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_InferType]> {
-  let summary = "strided slice per dim; start/end clamp like ONNX Slice, "
-                "negative values count from the end";
-  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$starts,
-                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure]> {
+  let summary = "result[i...] = input[starts[d] + i[d] * steps[d], ...] per dim d; "
+                "the result type gives the lengths";
+  let description = [{
+    Starts are size expressions (`#kiln.dims<[0, seq - 1]>`), so slices with
+    symbolic bounds stay exact; there is no clamping (the importer resolves
+    ONNX's clamping and negative indices). A negative step walks backwards
+    from its start.
+
+    ```mlir
+    %0 = kiln.slice %x {starts = #kiln.dims<[0, 1]>, steps = array<i64: 1, 1>}
+        : tensor<?x?xi64, #kiln.dims<[batch, seq]>>
+        -> tensor<?x?xi64, #kiln.dims<[batch, seq - 1]>>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, Kiln_DimsAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
   let results = (outs Kiln_Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
   let hasFolder = 1;
 }
 

@@ -3,7 +3,6 @@
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/ShapeInference.h"
 
-#include <limits>
 
 using namespace mlir;
 using namespace kiln;
@@ -87,6 +86,10 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // The declared result may know dims the input does not; replacing it with
+  // the input would then change the value's type.
+  if (getInput().getType() != getResult().getType())
+    return {};
   for (auto [i, p] : llvm::enumerate(getPerm()))
     if (static_cast<int64_t>(i) != p)
       return {};
@@ -97,82 +100,42 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 // slice
 //===----------------------------------------------------------------------===//
 
-/// An end at or past this means "to the end" whatever the dim is (exporters
-/// write INT64_MAX; INT32_MAX shows up in older exports).
-static constexpr int64_t kSliceToEnd = std::numeric_limits<int32_t>::max();
-
-/// Length of one sliced dim, ONNX Slice clamping for a known size.
-static int64_t sliceLength(int64_t size, int64_t start, int64_t end,
-                           int64_t step) {
-  auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
-    return std::max(lo, std::min(v, hi));
-  };
-  if (start < 0)
-    start += size;
-  if (end < 0 && end > std::numeric_limits<int64_t>::min() / 2)
-    end += size;
-  if (step > 0) {
-    start = clamp(start, 0, size);
-    end = clamp(end, 0, size);
-    return end > start ? (end - start + step - 1) / step : 0;
-  }
-  start = clamp(start, 0, size - 1);
-  end = clamp(end, -1, size - 1);
-  return start > end ? (start - end - step - 1) / -step : 0;
-}
-
-/// Length of a sliced symbolic dim with step 1. Assumes the symbol is large
-/// enough that no clamping happens (a guard the dynamic-shape pass records).
-static Dim symbolicSliceLength(Dim size, int64_t start, int64_t end) {
-  MLIRContext *context = size.getContext();
-  if (start >= 0 && end >= kSliceToEnd)
-    return dimSub(size, dimConst(context, start));
-  if (start >= 0 && end >= 0)
-    return dimConst(context, std::max<int64_t>(0, end - start));
-  if (start >= 0)
-    return dimSub(dimAdd(size, dimConst(context, end)), dimConst(context, start));
-  if (end >= kSliceToEnd)
-    return dimConst(context, -start);
-  if (end < 0)
-    return dimConst(context, std::max<int64_t>(0, end - start));
-  return {};
-}
-
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *context,
-                                        std::optional<Location> loc,
-                                        Adaptor adaptor,
-                                        SmallVectorImpl<Type> &results) {
-  RankedTensorType input = asTensor(adaptor.getInput());
-  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
-                    steps = adaptor.getSteps();
-  int64_t rank = input.getRank();
+LogicalResult SliceOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  int64_t rank = in.getRank();
+  ArrayRef<SymExprAttr> starts = getStarts().getDims();
+  ArrayRef<int64_t> steps = getSteps();
+  if (out.getRank() != rank || out.getElementType() != in.getElementType())
+    return emitOpError("result must have the input's rank and element type");
   if (static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(ends.size()) != rank ||
       static_cast<int64_t>(steps.size()) != rank)
-    return emitOptionalError(loc, "slice needs one start, end and step per dim "
-                                  "(rank ",
-                             rank, ")");
-  DimList in = getDims(input), out;
-  for (int64_t i = 0; i < rank; ++i) {
-    if (steps[i] == 0)
-      return emitOptionalError(loc, "slice step of dim ", i, " is 0");
-    std::optional<int64_t> size = in[i] ? in[i].getConstantValue() : std::nullopt;
-    if (size)
-      out.push_back(dimConst(context, sliceLength(*size, starts[i], ends[i], steps[i])));
-    else if (in[i] && steps[i] == 1)
-      out.push_back(symbolicSliceLength(in[i], starts[i], ends[i]));
-    else
-      out.push_back(Dim());
+    return emitOpError("needs one start and one step per dim (rank ")
+           << rank << ")";
+  DimList inDims = getDims(in), outDims = getDims(out);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!starts[d])
+      return emitOpError("start of dim ") << d << " is unknown";
+    if (steps[d] == 0)
+      return emitOpError("step of dim ") << d << " is 0";
+    // With everything static, every index taken must be inside the input.
+    std::optional<int64_t> size = inDims[d] ? inDims[d].getConstantValue() : std::nullopt;
+    std::optional<int64_t> length = outDims[d] ? outDims[d].getConstantValue() : std::nullopt;
+    std::optional<int64_t> start = starts[d].getConstantValue();
+    if (!size || !length || !start || *length == 0)
+      continue;
+    int64_t last = *start + (*length - 1) * steps[d];
+    if (*start < 0 || *start >= *size || last < 0 || last >= *size)
+      return emitOpError("dim ") << d << " reads indices " << *start << " to "
+                                 << last << " of a dim of size " << *size;
   }
-  results.push_back(makeTensorType(out, input.getElementType()));
   return success();
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
   if (getInput().getType() != getResult().getType())
     return {};
-  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
-    if (start != 0 || step != 1)
+  for (auto [start, step] : llvm::zip(getStarts().getDims(), getSteps()))
+    if (!isConst(start, 0) || step != 1)
       return {};
   return getInput();
 }
@@ -276,7 +239,7 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult SqueezeOp::fold(FoldAdaptor) {
-  if (getAxes().empty())
+  if (getAxes().empty() && getInput().getType() == getResult().getType())
     return getInput();
   return {};
 }
@@ -299,7 +262,7 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *context,
 }
 
 OpFoldResult UnsqueezeOp::fold(FoldAdaptor) {
-  if (getAxes().empty())
+  if (getAxes().empty() && getInput().getType() == getResult().getType())
     return getInput();
   return {};
 }

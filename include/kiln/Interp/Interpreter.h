@@ -1,0 +1,47 @@
+//===- Interpreter.h - CPU reference interpreter ----------------*- C++ -*-===//
+//
+// Executes a graph-dialect function on host tensors. It is the numeric
+// reference for every later stage, so it favours obviously-right loops over
+// speed: fp32 (or the declared type) storage, fp64 accumulation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_INTERP_INTERPRETER_H
+#define KILN_INTERP_INTERPRETER_H
+
+#include "kiln/Support/HostTensor.h"
+#include "absl/status/statusor.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <map>
+
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
+namespace kiln {
+
+/// Supplies the values of `kiln.parameter` ops by name.
+class WeightSource {
+public:
+  virtual ~WeightSource() = default;
+  virtual absl::StatusOr<HostTensor> load(llvm::StringRef name) = 0;
+};
+
+struct InterpreterResult {
+  std::vector<HostTensor> outputs;
+  /// Symbol values bound from the input shapes (e.g. batch=2, seq=16).
+  std::map<std::string, int64_t> symbols;
+};
+
+/// Runs `func` on `inputs` (one per argument, in order). Symbols in the
+/// argument types are bound from the input shapes; a conflict, a wrong rank
+/// or a wrong dtype is an error naming the argument and the symbol.
+absl::StatusOr<InterpreterResult> interpret(mlir::func::FuncOp func,
+                                            llvm::ArrayRef<HostTensor> inputs,
+                                            WeightSource &weights);
+
+} // namespace kiln
+
+#endif // KILN_INTERP_INTERPRETER_H

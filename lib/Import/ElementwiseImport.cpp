@@ -1,0 +1,475 @@
+//===- ElementwiseImport.cpp - ONNX elementwise ops and activations -------===//
+//
+// Direct maps for ops the dialect has, and short decompositions for the
+// activation zoo (LeakyRelu, Elu, HardSigmoid, Clip, ...) so later stages
+// see only the core op set.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeContext.h"
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+Type elementTypeOf(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getElementType();
+}
+
+//===----------------------------------------------------------------------===//
+// Known-tensor folding (shape arithmetic)
+//===----------------------------------------------------------------------===//
+
+std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
+  if (!a || !b)
+    return std::nullopt;
+  std::optional<int64_t> ca = a.getConstantValue(), cb = b.getConstantValue();
+  if (opType == "Add")
+    return dimAdd(a, b);
+  if (opType == "Sub")
+    return dimSub(a, b);
+  if (opType == "Mul")
+    return dimMul(a, b);
+  if (opType == "Div") {
+    if (ca && cb && *cb != 0)
+      return dimConst(ctx, *ca / *cb);
+    if (cb && *cb != 0)
+      if (Dim q = dimDivExact(a, *cb))
+        return q;
+    return std::nullopt;
+  }
+  if (opType == "Equal") {
+    if (a == b)
+      return dimConst(ctx, 1);
+    if (ca && cb)
+      return dimConst(ctx, 0);
+    return std::nullopt;
+  }
+  if (opType == "Max" || opType == "Min") {
+    if (a == b)
+      return a;
+    if (ca && cb)
+      return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb) : std::min(*ca, *cb));
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<KnownTensor> foldKnownBinary(StringRef opType,
+                                           const KnownTensor &a,
+                                           const KnownTensor &b) {
+  size_t n = std::max(a.elements.size(), b.elements.size());
+  if ((a.elements.size() != n && a.elements.size() != 1) ||
+      (b.elements.size() != n && b.elements.size() != 1) || n == 0)
+    return std::nullopt;
+  KnownTensor result;
+  result.dtype = opType == "Equal" ? DType::Bool : a.dtype;
+  result.shape = a.shape.size() >= b.shape.size() ? a.shape : b.shape;
+  MLIRContext *ctx = a.elements.front() ? a.elements.front().getContext()
+                                        : b.elements.front().getContext();
+  for (size_t i = 0; i < n; ++i) {
+    Dim x = a.elements[a.elements.size() == 1 ? 0 : i];
+    Dim y = b.elements[b.elements.size() == 1 ? 0 : i];
+    std::optional<Dim> r = foldDims(opType, x, y, ctx);
+    if (!r)
+      return std::nullopt;
+    result.elements.push_back(*r);
+  }
+  return result;
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Direct maps
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+LogicalResult importUnary(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  FailureOr<Value> r = ctx.create<OpT>(*x);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+template <typename OpT>
+LogicalResult importBinary(NodeContext &ctx) {
+  const KnownTensor *ka = ctx.known(0), *kb = ctx.known(1);
+  if (ka && kb)
+    if (std::optional<KnownTensor> folded =
+            foldKnownBinary(ctx.node().op_type(), *ka, *kb)) {
+      ctx.setKnown(0, *folded);
+      return success();
+    }
+  FailureOr<Value> a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  FailureOr<Value> r = ctx.create<OpT>(*a, *b);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+/// Max, Min, Sum, Mean take any number of inputs.
+template <typename OpT>
+LogicalResult importVariadic(NodeContext &ctx) {
+  if (ctx.numInputs() == 2 && ctx.known(0) && ctx.known(1))
+    if (std::optional<KnownTensor> folded =
+            foldKnownBinary(ctx.node().op_type(), *ctx.known(0), *ctx.known(1))) {
+      ctx.setKnown(0, *folded);
+      return success();
+    }
+  FailureOr<Value> acc = ctx.input(0);
+  if (failed(acc))
+    return failure();
+  for (size_t i = 1; i < ctx.numInputs(); ++i) {
+    FailureOr<Value> next = ctx.input(i);
+    if (failed(next))
+      return failure();
+    acc = ctx.create<OpT>(*acc, *next);
+    if (failed(acc))
+      return failure();
+  }
+  if (ctx.node().op_type() == "Mean" && ctx.numInputs() > 1) {
+    Value n = ctx.scalar(static_cast<double>(ctx.numInputs()), elementTypeOf(*acc));
+    acc = ctx.create<DivOp>(*acc, n);
+    if (failed(acc))
+      return failure();
+  }
+  ctx.setOutput(0, *acc);
+  return success();
+}
+
+LogicalResult importIdentity(NodeContext &ctx) {
+  if (const KnownTensor *k = ctx.known(0)) {
+    ctx.setKnown(0, *k);
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0, *x);
+  return success();
+}
+
+LogicalResult importDropout(NodeContext &ctx) {
+  // Exported graphs run dropout in inference mode (ratio ignored); a
+  // training-mode dropout needs the RNG the LoRA issue brings.
+  if (ctx.hasInput(2)) {
+    const KnownTensor *training = ctx.known(2);
+    std::optional<std::vector<int64_t>> flag =
+        training ? training->constants() : std::nullopt;
+    if (!flag || (*flag)[0] != 0)
+      return ctx.unsupported("Dropout in training mode");
+  }
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty())
+    return ctx.unsupported("Dropout mask output");
+  return importIdentity(ctx);
+}
+
+LogicalResult importPow(NodeContext &ctx) {
+  FailureOr<Value> base = ctx.input(0), exponent = ctx.input(1);
+  if (failed(base) || failed(exponent))
+    return failure();
+  Type element = elementTypeOf(*base);
+  if (elementTypeOf(*exponent) != element) {
+    auto type = llvm::cast<RankedTensorType>(exponent->getType());
+    *exponent = ctx.createTyped<CastOp>(type.clone(element), *exponent);
+  }
+  FailureOr<Value> r = ctx.create<PowOp>(*base, *exponent);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGelu(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  std::string approximate = ctx.attrString("approximate", "none");
+  GeluApproximation mode;
+  if (approximate == "none")
+    mode = GeluApproximation::none;
+  else if (approximate == "tanh")
+    mode = GeluApproximation::tanh;
+  else
+    return ctx.error("unknown approximate '" + approximate + "'");
+  FailureOr<Value> r = ctx.create<GeluOp>(
+      *x, GeluApproximationAttr::get(ctx.context(), mode));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importWhere(NodeContext &ctx) {
+  const KnownTensor *c = ctx.known(0), *a = ctx.known(1), *b = ctx.known(2);
+  if (c && a && b && c->elements.size() == a->elements.size() &&
+      a->elements.size() == b->elements.size()) {
+    if (std::optional<std::vector<int64_t>> cond = c->constants()) {
+      KnownTensor result = *a;
+      for (size_t i = 0; i < cond->size(); ++i)
+        result.elements[i] = (*cond)[i] ? a->elements[i] : b->elements[i];
+      ctx.setKnown(0, result);
+      return success();
+    }
+  }
+  FailureOr<Value> cond = ctx.input(0), x = ctx.input(1), y = ctx.input(2);
+  if (failed(cond) || failed(x) || failed(y))
+    return failure();
+  FailureOr<Value> r = ctx.create<SelectOp>(*cond, *x, *y);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult castTo(NodeContext &ctx, Type target) {
+  std::optional<DType> dtype = fromMlirType(target);
+  if (const KnownTensor *k = ctx.known(0); k && dtype && !isFloat(*dtype)) {
+    KnownTensor result = *k;
+    result.dtype = *dtype;
+    if (*dtype == DType::Bool) // Casting to bool is "!= 0".
+      for (Dim &d : result.elements) {
+        std::optional<int64_t> c = d.getConstantValue();
+        if (!c)
+          return ctx.unsupported("bool cast of a symbolic size");
+        d = dimConst(ctx.context(), *c != 0);
+      }
+    ctx.setKnown(0, result);
+    return success();
+  }
+  FailureOr<RankedTensorType> type = ctx.inputType(0);
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(type) || failed(x))
+    return failure();
+  ctx.setOutput(0, type->getElementType() == target
+                       ? *x
+                       : ctx.createTyped<CastOp>(type->clone(target), *x));
+  return success();
+}
+
+LogicalResult importCast(NodeContext &ctx) {
+  int64_t to = ctx.attrInt("to", 0);
+  static const std::map<int64_t, DType> kinds = {
+      {1, DType::F32}, {2, DType::U8}, {3, DType::I8}, {5, DType::I16},
+      {6, DType::I32}, {7, DType::I64}, {9, DType::Bool}, {10, DType::F16},
+      {11, DType::F64}, {16, DType::BF16}};
+  auto it = kinds.find(to);
+  if (it == kinds.end())
+    return ctx.unsupported("Cast to ONNX type " + Twine(to));
+  return castTo(ctx, toMlirType(it->second, ctx.context()));
+}
+
+LogicalResult importCastLike(NodeContext &ctx) {
+  FailureOr<RankedTensorType> target = ctx.inputType(1);
+  if (failed(target))
+    return failure();
+  return castTo(ctx, target->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Decomposed activations
+//===----------------------------------------------------------------------===//
+
+/// A small expression builder so decompositions read like their formulas.
+struct Expr {
+  NodeContext &ctx;
+  Type element;
+  bool failedAny = false;
+
+  Value check(FailureOr<Value> v) {
+    if (failed(v)) {
+      failedAny = true;
+      return {};
+    }
+    return *v;
+  }
+  Value c(double v) { return ctx.scalar(v, element); }
+  template <typename OpT> Value bin(Value a, Value b) {
+    return failedAny ? Value() : check(ctx.create<OpT>(a, b));
+  }
+  template <typename OpT> Value un(Value a) {
+    return failedAny ? Value() : check(ctx.create<OpT>(a));
+  }
+  Value select(Value cond, Value a, Value b) {
+    return failedAny ? Value() : check(ctx.create<SelectOp>(cond, a, b));
+  }
+};
+
+using Decomposition = Value (*)(Expr &, Value, NodeContext &);
+
+template <Decomposition decompose>
+LogicalResult importDecomposed(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  Type element = elementTypeOf(*x);
+  if (!llvm::isa<FloatType>(element))
+    return ctx.unsupported("non-float input");
+  Expr e{ctx, element};
+  Value r = decompose(e, *x, ctx);
+  if (e.failedAny || !r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+Value leakyRelu(Expr &e, Value x, NodeContext &ctx) {
+  Value alpha = e.c(ctx.attrFloat("alpha", 0.01f));
+  return e.select(e.bin<LtOp>(x, e.c(0)), e.bin<MulOp>(x, alpha), x);
+}
+Value elu(Expr &e, Value x, NodeContext &ctx) {
+  Value alpha = e.c(ctx.attrFloat("alpha", 1.0f));
+  Value negative = e.bin<MulOp>(alpha, e.bin<SubOp>(e.un<ExpOp>(x), e.c(1)));
+  return e.select(e.bin<LtOp>(x, e.c(0)), negative, x);
+}
+Value selu(Expr &e, Value x, NodeContext &ctx) {
+  Value alpha = e.c(ctx.attrFloat("alpha", 1.67326319217681884765625f));
+  Value gamma = e.c(ctx.attrFloat("gamma", 1.05070102214813232421875f));
+  Value negative = e.bin<SubOp>(e.bin<MulOp>(alpha, e.un<ExpOp>(x)), alpha);
+  return e.bin<MulOp>(gamma, e.select(e.bin<LeOp>(x, e.c(0)), negative, x));
+}
+Value celu(Expr &e, Value x, NodeContext &ctx) {
+  double a = ctx.attrFloat("alpha", 1.0f);
+  Value alpha = e.c(a);
+  Value negative = e.bin<MulOp>(
+      alpha, e.bin<SubOp>(e.un<ExpOp>(e.bin<DivOp>(x, alpha)), e.c(1)));
+  return e.bin<AddOp>(e.bin<MaxOp>(x, e.c(0)), e.bin<MinOp>(negative, e.c(0)));
+}
+Value hardSigmoidOf(Expr &e, Value x, double alpha, double beta) {
+  Value linear = e.bin<AddOp>(e.bin<MulOp>(x, e.c(alpha)), e.c(beta));
+  return e.bin<MaxOp>(e.bin<MinOp>(linear, e.c(1)), e.c(0));
+}
+Value hardSigmoid(Expr &e, Value x, NodeContext &ctx) {
+  return hardSigmoidOf(e, x, ctx.attrFloat("alpha", 0.2f), ctx.attrFloat("beta", 0.5f));
+}
+Value hardSwish(Expr &e, Value x, NodeContext &) {
+  return e.bin<MulOp>(x, hardSigmoidOf(e, x, 1.0 / 6.0, 0.5));
+}
+Value softplus(Expr &e, Value x, NodeContext &) {
+  return e.un<LogOp>(e.bin<AddOp>(e.un<ExpOp>(x), e.c(1)));
+}
+Value softsign(Expr &e, Value x, NodeContext &) {
+  return e.bin<DivOp>(x, e.bin<AddOp>(e.un<AbsOp>(x), e.c(1)));
+}
+Value mish(Expr &e, Value x, NodeContext &ctx) {
+  return e.bin<MulOp>(x, e.un<TanhOp>(softplus(e, x, ctx)));
+}
+Value thresholdedRelu(Expr &e, Value x, NodeContext &ctx) {
+  Value alpha = e.c(ctx.attrFloat("alpha", 1.0f));
+  return e.select(e.bin<GtOp>(x, alpha), x, e.c(0));
+}
+
+LogicalResult importPRelu(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0), slope = ctx.input(1);
+  if (failed(x) || failed(slope))
+    return failure();
+  Expr e{ctx, elementTypeOf(*x)};
+  Value r = e.select(e.bin<LtOp>(*x, e.c(0)), e.bin<MulOp>(*x, *slope), *x);
+  if (e.failedAny)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importClip(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  Value r = *x;
+  Type element = elementTypeOf(*x);
+  auto bound = [&](size_t input, const char *attr) -> FailureOr<Value> {
+    if (ctx.opset() < 11) {
+      if (!ctx.attr(attr))
+        return Value();
+      return ctx.scalar(ctx.attrFloat(attr, 0), element);
+    }
+    if (!ctx.hasInput(input))
+      return Value();
+    return ctx.input(input);
+  };
+  FailureOr<Value> lo = bound(1, "min"), hi = bound(2, "max");
+  if (failed(lo) || failed(hi))
+    return failure();
+  if (*lo) {
+    FailureOr<Value> m = ctx.create<MaxOp>(r, *lo);
+    if (failed(m))
+      return failure();
+    r = *m;
+  }
+  if (*hi) {
+    FailureOr<Value> m = ctx.create<MinOp>(r, *hi);
+    if (failed(m))
+      return failure();
+    r = *m;
+  }
+  ctx.setOutput(0, r);
+  return success();
+}
+
+} // namespace
+
+void registerElementwiseHandlers(HandlerMap &map) {
+  map["Neg"] = importUnary<NegOp>;
+  map["Abs"] = importUnary<AbsOp>;
+  map["Exp"] = importUnary<ExpOp>;
+  map["Log"] = importUnary<LogOp>;
+  map["Sqrt"] = importUnary<SqrtOp>;
+  map["Reciprocal"] = importUnary<ReciprocalOp>;
+  map["Tanh"] = importUnary<TanhOp>;
+  map["Sigmoid"] = importUnary<SigmoidOp>;
+  map["Erf"] = importUnary<ErfOp>;
+  map["Sin"] = importUnary<SinOp>;
+  map["Cos"] = importUnary<CosOp>;
+  map["Not"] = importUnary<NotOp>;
+  map["Relu"] = importUnary<ReluOp>;
+  map["Gelu"] = importGelu;
+  map["Identity"] = importIdentity;
+  map["Dropout"] = importDropout;
+
+  map["Add"] = importBinary<AddOp>;
+  map["Sub"] = importBinary<SubOp>;
+  map["Mul"] = importBinary<MulOp>;
+  map["Div"] = importBinary<DivOp>;
+  map["Pow"] = importPow;
+  map["Equal"] = importBinary<EqOp>;
+  map["Less"] = importBinary<LtOp>;
+  map["LessOrEqual"] = importBinary<LeOp>;
+  map["Greater"] = importBinary<GtOp>;
+  map["GreaterOrEqual"] = importBinary<GeOp>;
+  map["And"] = importBinary<AndOp>;
+  map["Or"] = importBinary<OrOp>;
+  map["Xor"] = importBinary<XorOp>;
+  map["Max"] = importVariadic<MaxOp>;
+  map["Min"] = importVariadic<MinOp>;
+  map["Sum"] = importVariadic<AddOp>;
+  map["Mean"] = importVariadic<AddOp>;
+  map["Where"] = importWhere;
+  map["Cast"] = importCast;
+  map["CastLike"] = importCastLike;
+
+  map["LeakyRelu"] = importDecomposed<leakyRelu>;
+  map["Elu"] = importDecomposed<elu>;
+  map["Selu"] = importDecomposed<selu>;
+  map["Celu"] = importDecomposed<celu>;
+  map["HardSigmoid"] = importDecomposed<hardSigmoid>;
+  map["HardSwish"] = importDecomposed<hardSwish>;
+  map["Softplus"] = importDecomposed<softplus>;
+  map["Softsign"] = importDecomposed<softsign>;
+  map["Mish"] = importDecomposed<mish>;
+  map["ThresholdedRelu"] = importDecomposed<thresholdedRelu>;
+  map["PRelu"] = importPRelu;
+  map["Clip"] = importClip;
+}
+
+} // namespace kiln

@@ -1,0 +1,441 @@
+//===- NNImport.cpp - ONNX matmul, reductions, norms, losses, gathers -----===//
+
+#include "NodeContext.h"
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+Type elementTypeOf(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getElementType();
+}
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+DenseI64ArrayAttr i64s(NodeContext &ctx, ArrayRef<int64_t> values) {
+  return ctx.builder().getDenseI64ArrayAttr(values);
+}
+
+FailureOr<Value> unsqueeze(NodeContext &ctx, Value v, ArrayRef<int64_t> axes) {
+  return ctx.create<UnsqueezeOp>(v, i64s(ctx, axes));
+}
+FailureOr<Value> squeeze(NodeContext &ctx, Value v, ArrayRef<int64_t> axes) {
+  return ctx.create<SqueezeOp>(v, i64s(ctx, axes));
+}
+
+Value reshapeTo(NodeContext &ctx, Value v, ArrayRef<Dim> dims) {
+  RankedTensorType type = makeTensorType(dims, elementTypeOf(v));
+  if (type == v.getType())
+    return v;
+  return ctx.createTyped<ReshapeOp>(type, v);
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and Gemm
+//===----------------------------------------------------------------------===//
+
+LogicalResult importMatMul(NodeContext &ctx) {
+  FailureOr<Value> a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  int64_t ra = tensorOf(*a).getRank(), rb = tensorOf(*b).getRank();
+  if (ra == 0 || rb == 0)
+    return ctx.error("MatMul operands must have rank >= 1");
+  // numpy semantics for vectors: promote to a matrix, then drop that dim.
+  if (ra == 1 && failed(a = unsqueeze(ctx, *a, {0})))
+    return failure();
+  if (rb == 1 && failed(b = unsqueeze(ctx, *b, {1})))
+    return failure();
+  FailureOr<Value> r = ctx.create<MatmulOp>(*a, *b, false, false);
+  if (failed(r))
+    return failure();
+  int64_t rank = tensorOf(*r).getRank();
+  if (rb == 1 && failed(r = squeeze(ctx, *r, {rank - 1})))
+    return failure();
+  if (ra == 1 && failed(r = squeeze(ctx, *r, {tensorOf(*r).getRank() - 2 +
+                                              (rb == 1 ? 1 : 0)})))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGemm(NodeContext &ctx) {
+  FailureOr<Value> a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  if (tensorOf(*a).getRank() != 2 || tensorOf(*b).getRank() != 2)
+    return ctx.error("Gemm operands must be matrices");
+  FailureOr<Value> r = ctx.create<MatmulOp>(*a, *b, ctx.attrInt("transA", 0) != 0,
+                                            ctx.attrInt("transB", 0) != 0);
+  if (failed(r))
+    return failure();
+  Type element = elementTypeOf(*r);
+  double alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0 && failed(r = ctx.create<MulOp>(*r, ctx.scalar(alpha, element))))
+    return failure();
+  if (ctx.hasInput(2) && beta != 0.0) {
+    FailureOr<Value> c = ctx.input(2);
+    if (failed(c))
+      return failure();
+    if (beta != 1.0 && failed(c = ctx.create<MulOp>(*c, ctx.scalar(beta, element))))
+      return failure();
+    if (failed(r = ctx.create<AddOp>(*r, *c)))
+      return failure();
+  }
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+LogicalResult importSoftmax(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = tensorOf(*x);
+  int64_t rank = type.getRank();
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", ctx.opset() >= 13 ? -1 : 1), rank);
+  if (failed(axis))
+    return failure();
+  if (ctx.opset() >= 13 || *axis == rank - 1) {
+    FailureOr<Value> r =
+        ctx.create<OpT>(*x, ctx.builder().getI64IntegerAttr(*axis));
+    if (failed(r))
+      return failure();
+    ctx.setOutput(0, *r);
+    return success();
+  }
+  // Before opset 13 the input is flattened to 2-D at `axis`.
+  DimList dims = getDims(type);
+  DimList flat(dims.begin(), dims.begin() + *axis);
+  flat.push_back(dimProduct(ArrayRef<Dim>(dims).drop_front(*axis), ctx.context()));
+  FailureOr<Value> r = ctx.create<OpT>(reshapeTo(ctx, *x, flat),
+                                       ctx.builder().getI64IntegerAttr(*axis));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, reshapeTo(ctx, *r, dims));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Mean, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp };
+
+template <ReduceKind kind>
+LogicalResult importReduce(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorOf(*x).getRank();
+  // Axes became an input at opset 13 for ReduceSum and at 18 for the rest.
+  bool axesAsInput = ctx.opset() >= (kind == ReduceKind::Sum ? 13 : 18);
+  std::vector<int64_t> axes;
+  if (axesAsInput && ctx.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "reduction axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  } else if (!axesAsInput) {
+    axes = ctx.attrInts("axes").value_or(std::vector<int64_t>{});
+  }
+  if (axes.empty()) {
+    if (ctx.attrInt("noop_with_empty_axes", 0)) {
+      ctx.setOutput(0, *x);
+      return success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  for (int64_t &a : axes) {
+    FailureOr<int64_t> n = ctx.normalizeAxis(a, rank);
+    if (failed(n))
+      return failure();
+    a = *n;
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  bool keep = ctx.attrInt("keepdims", 1) != 0;
+  auto axesAttr = i64s(ctx, axes);
+  Value v = *x;
+  FailureOr<Value> r;
+  switch (kind) {
+  case ReduceKind::Sum: r = ctx.create<ReduceSumOp>(v, axesAttr, keep); break;
+  case ReduceKind::Mean: r = ctx.create<ReduceMeanOp>(v, axesAttr, keep); break;
+  case ReduceKind::Max: r = ctx.create<ReduceMaxOp>(v, axesAttr, keep); break;
+  case ReduceKind::Min: {
+    FailureOr<Value> neg = ctx.create<NegOp>(v);
+    if (failed(neg) || failed(r = ctx.create<ReduceMaxOp>(*neg, axesAttr, keep)))
+      return failure();
+    r = ctx.create<NegOp>(*r);
+    break;
+  }
+  case ReduceKind::L1: {
+    FailureOr<Value> a = ctx.create<AbsOp>(v);
+    if (failed(a))
+      return failure();
+    r = ctx.create<ReduceSumOp>(*a, axesAttr, keep);
+    break;
+  }
+  case ReduceKind::L2:
+  case ReduceKind::SumSquare: {
+    FailureOr<Value> sq = ctx.create<MulOp>(v, v);
+    if (failed(sq) || failed(r = ctx.create<ReduceSumOp>(*sq, axesAttr, keep)))
+      return failure();
+    if (kind == ReduceKind::L2)
+      r = ctx.create<SqrtOp>(*r);
+    break;
+  }
+  case ReduceKind::LogSum:
+  case ReduceKind::LogSumExp: {
+    FailureOr<Value> in = kind == ReduceKind::LogSumExp ? ctx.create<ExpOp>(v)
+                                                        : FailureOr<Value>(v);
+    if (failed(in) || failed(r = ctx.create<ReduceSumOp>(*in, axesAttr, keep)))
+      return failure();
+    r = ctx.create<LogOp>(*r);
+    break;
+  }
+  }
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Norms and losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult importLayerNorm(NodeContext &ctx) {
+  for (int i = 1; i < ctx.node().output_size(); ++i)
+    if (!ctx.node().output(i).empty())
+      return ctx.unsupported("LayerNormalization Mean/InvStdDev outputs");
+  FailureOr<Value> x = ctx.input(0), scale = ctx.input(1);
+  if (failed(x) || failed(scale))
+    return failure();
+  RankedTensorType type = tensorOf(*x);
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
+  if (failed(axis))
+    return failure();
+  // ONNX lets scale/bias broadcast; the op wants exactly the normalized dims.
+  DimList dims = getDims(type);
+  DimList normalized(dims.begin() + *axis, dims.end());
+  auto fit = [&](Value p) -> Value {
+    RankedTensorType want = makeTensorType(normalized, elementTypeOf(p));
+    if (p.getType() == want)
+      return p;
+    return ctx.createTyped<ExpandOp>(want, p);
+  };
+  Value bias;
+  if (ctx.hasInput(2)) {
+    FailureOr<Value> b = ctx.input(2);
+    if (failed(b))
+      return failure();
+    bias = fit(*b);
+  }
+  FailureOr<Value> r = ctx.create<LayerNormOp>(
+      *x, fit(*scale), bias, ctx.builder().getI64IntegerAttr(*axis),
+      ctx.builder().getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
+  if (ctx.hasInput(2))
+    return ctx.unsupported("class weights");
+  FailureOr<Value> scores = ctx.input(0), labels = ctx.input(1);
+  if (failed(scores) || failed(labels))
+    return failure();
+  std::string reductionName = ctx.attrString("reduction", "mean");
+  Reduction reduction;
+  if (reductionName == "mean")
+    reduction = Reduction::mean;
+  else if (reductionName == "sum")
+    reduction = Reduction::sum;
+  else if (reductionName == "none")
+    reduction = Reduction::none;
+  else
+    return ctx.error("unknown reduction '" + reductionName + "'");
+  RankedTensorType type = tensorOf(*scores);
+  if (type.getRank() < 2)
+    return ctx.error("scores must have rank >= 2 ([N, C, ...])");
+  // [N, C, d1...] -> [N*d1*..., C] with classes last; labels to [N*d1*...].
+  DimList dims = getDims(type);
+  Value logits = *scores;
+  DimList spatial;
+  if (type.getRank() > 2) {
+    SmallVector<int64_t> perm = {0};
+    for (int64_t i = 2; i < type.getRank(); ++i)
+      perm.push_back(i);
+    perm.push_back(1);
+    FailureOr<Value> t = ctx.create<TransposeOp>(logits, i64s(ctx, perm));
+    if (failed(t))
+      return failure();
+    spatial.assign(dims.begin() + 2, dims.end());
+    DimList rows = {dims[0]};
+    rows.append(spatial);
+    logits = reshapeTo(ctx, *t, {dimProduct(rows, ctx.context()), dims[1]});
+  }
+  DimList rowDims = getDims(tensorOf(*labels));
+  Dim rowCount = dimProduct(rowDims, ctx.context());
+  Value flatLabels = reshapeTo(ctx, *labels, {rowCount});
+  // No ignore_index means every label counts: use one no label can equal.
+  int64_t ignore = ctx.attr("ignore_index") ? ctx.attrInt("ignore_index", -100)
+                                            : std::numeric_limits<int64_t>::min();
+  FailureOr<Value> loss = ctx.create<CrossEntropyOp>(
+      logits, flatLabels, ctx.builder().getI64IntegerAttr(ignore),
+      ReductionAttr::get(ctx.context(), reduction));
+  if (failed(loss))
+    return failure();
+  Value result = *loss;
+  if (reduction == Reduction::none)
+    result = reshapeTo(ctx, result, rowDims);
+  ctx.setOutput(0, result);
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
+    FailureOr<Value> logProb =
+        ctx.create<LogSoftmaxOp>(*scores, ctx.builder().getI64IntegerAttr(1));
+    if (failed(logProb))
+      return failure();
+    ctx.setOutput(1, *logProb);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Scans, masks, gathers
+//===----------------------------------------------------------------------===//
+
+LogicalResult importCumSum(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  FailureOr<std::vector<int64_t>> axis = ctx.constantInts(1, "CumSum axis");
+  if (failed(x) || failed(axis))
+    return failure();
+  FailureOr<int64_t> a = ctx.normalizeAxis((*axis)[0], tensorOf(*x).getRank());
+  if (failed(a))
+    return failure();
+  FailureOr<Value> r = ctx.create<CumsumOp>(*x, *a,
+                                            ctx.attrInt("exclusive", 0) != 0,
+                                            ctx.attrInt("reverse", 0) != 0);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importTrilu(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "Trilu k");
+    if (failed(given))
+      return failure();
+    k = (*given)[0];
+  }
+  FailureOr<Value> r = ctx.create<TriluOp>(*x, k,
+                                           ctx.attrInt("upper", 1) != 0);
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGather(NodeContext &ctx) {
+  int64_t axisAttr = ctx.attrInt("axis", 0);
+  // Shape -> Gather: pick elements of a known vector at compile time.
+  const KnownTensor *data = ctx.known(0), *indices = ctx.known(1);
+  if (data && indices && data->shape.size() == 1) {
+    std::optional<std::vector<int64_t>> idx = indices->constants();
+    if (idx) {
+      KnownTensor result;
+      result.dtype = data->dtype;
+      result.shape = indices->shape;
+      int64_t n = static_cast<int64_t>(data->elements.size());
+      for (int64_t i : *idx) {
+        int64_t j = i < 0 ? i + n : i;
+        if (j < 0 || j >= n)
+          return ctx.error("Gather index " + Twine(i) + " out of range for " +
+                           Twine(n) + " elements");
+        result.elements.push_back(data->elements[j]);
+      }
+      ctx.setKnown(0, result);
+      return success();
+    }
+  }
+  FailureOr<Value> d = ctx.input(0), i = ctx.input(1);
+  if (failed(d) || failed(i))
+    return failure();
+  FailureOr<int64_t> axis = ctx.normalizeAxis(axisAttr, tensorOf(*d).getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> r =
+      ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGatherElements(NodeContext &ctx) {
+  FailureOr<Value> d = ctx.input(0), i = ctx.input(1);
+  if (failed(d) || failed(i))
+    return failure();
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(*d).getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> r =
+      ctx.create<GatherElementsOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGatherND(NodeContext &ctx) {
+  FailureOr<Value> d = ctx.input(0), i = ctx.input(1);
+  if (failed(d) || failed(i))
+    return failure();
+  FailureOr<Value> r = ctx.create<GatherNdOp>(
+      *d, *i, ctx.builder().getI64IntegerAttr(ctx.attrInt("batch_dims", 0)));
+  if (failed(r))
+    return failure();
+  ctx.setOutput(0, *r);
+  return success();
+}
+
+} // namespace
+
+void registerNNHandlers(HandlerMap &map) {
+  map["MatMul"] = importMatMul;
+  map["Gemm"] = importGemm;
+  map["Softmax"] = importSoftmax<SoftmaxOp>;
+  map["LogSoftmax"] = importSoftmax<LogSoftmaxOp>;
+  map["ReduceSum"] = importReduce<ReduceKind::Sum>;
+  map["ReduceMean"] = importReduce<ReduceKind::Mean>;
+  map["ReduceMax"] = importReduce<ReduceKind::Max>;
+  map["ReduceMin"] = importReduce<ReduceKind::Min>;
+  map["ReduceL1"] = importReduce<ReduceKind::L1>;
+  map["ReduceL2"] = importReduce<ReduceKind::L2>;
+  map["ReduceSumSquare"] = importReduce<ReduceKind::SumSquare>;
+  map["ReduceLogSum"] = importReduce<ReduceKind::LogSum>;
+  map["ReduceLogSumExp"] = importReduce<ReduceKind::LogSumExp>;
+  map["LayerNormalization"] = importLayerNorm;
+  map["SoftmaxCrossEntropyLoss"] = importSoftmaxCrossEntropy;
+  map["CumSum"] = importCumSum;
+  map["Trilu"] = importTrilu;
+  map["Gather"] = importGather;
+  map["GatherElements"] = importGatherElements;
+  map["GatherND"] = importGatherND;
+}
+
+} // namespace kiln

@@ -1,0 +1,442 @@
+//===- OnnxImporter.cpp - ONNX models into the graph dialect --------------===//
+//
+// Walks the (topologically sorted) ONNX graph once. Inputs become function
+// arguments with symbolic dims, initializers become parameters or constants
+// on first use, and each node goes through its handler; a node without one,
+// or with a variant the handler does not cover, becomes kiln.opaque.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Import/OnnxImporter.h"
+#include "NodeContext.h"
+#include "kiln/Import/TensorProto.h"
+
+#include "absl/strings/str_cat.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Path.h"
+#include "onnx/defs/parser.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+/// Oldest and newest default-domain opsets whose op semantics Kiln knows.
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 21;
+/// Integer initializers up to this many elements are compile-time values.
+constexpr int64_t kMaxKnownElements = 64;
+
+/// Symbol names must be MLIR keywords: letters, digits, `_`, `.`, `$`.
+std::string symbolName(StringRef raw) {
+  std::string name;
+  for (char c : raw)
+    name += (llvm::isAlnum(c) || c == '_') ? c : '_';
+  if (name.empty() || llvm::isDigit(name[0]))
+    name = "s_" + name;
+  return name;
+}
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *context, const onnx::ModelProto &model,
+                std::string path)
+      : context_(context), model_(model), path_(std::move(path)),
+        builder_(context) {}
+
+  absl::StatusOr<ImportResult> run();
+
+private:
+  absl::Status fail(const Twine &message) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", message.str()));
+  }
+  absl::StatusOr<RankedTensorType> importValueType(const onnx::ValueInfoProto &info);
+  absl::StatusOr<ImportedValue *> lookup(const std::string &name);
+  absl::StatusOr<ImportedValue> importInitializer(const onnx::TensorProto &tensor);
+  absl::Status importNode(const onnx::NodeProto &node, int index);
+  absl::Status emitOpaque(const onnx::NodeProto &node, StringRef nodeName,
+                          StringRef reason, Location loc);
+  Type opaqueResultType(const std::string &name);
+
+  MLIRContext *context_;
+  const onnx::ModelProto &model_;
+  std::string path_;
+  OpBuilder builder_;
+  int64_t opset_ = 0;
+  std::map<std::string, ImportedValue> values_;
+  std::map<std::string, const onnx::TensorProto *> initializers_;
+  std::map<std::string, const onnx::TypeProto *> valueInfo_;
+  std::vector<UnsupportedNode> unsupported_;
+  NodeContext *currentNode_ = nullptr;
+};
+
+absl::StatusOr<RankedTensorType>
+GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type())
+    return fail("graph input '" + info.name() + "' is not a tensor");
+  const onnx::TypeProto::Tensor &tensor = info.type().tensor_type();
+  absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.elem_type());
+  if (!dtype.ok())
+    return fail("graph input '" + info.name() + "': " +
+                std::string(dtype.status().message()));
+  if (!tensor.has_shape())
+    return fail("graph input '" + info.name() + "' has no shape (rank unknown)");
+  DimList dims;
+  for (int i = 0; i < tensor.shape().dim_size(); ++i) {
+    const onnx::TensorShapeProto::Dimension &dim = tensor.shape().dim(i);
+    if (dim.has_dim_value())
+      dims.push_back(dimConst(context_, dim.dim_value()));
+    else if (dim.has_dim_param() && !dim.dim_param().empty())
+      dims.push_back(SymExprAttr::getSymbol(context_, symbolName(dim.dim_param())));
+    else // Unnamed dynamic dim: a generated, stable name.
+      dims.push_back(SymExprAttr::getSymbol(
+          context_, symbolName(info.name() + "_dim" + std::to_string(i))));
+  }
+  return makeTensorType(dims, toMlirType(*dtype, context_));
+}
+
+absl::StatusOr<ImportedValue>
+GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
+  absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.data_type());
+  if (!dtype.ok())
+    return fail("initializer '" + tensor.name() + "': " +
+                std::string(dtype.status().message()));
+  std::vector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  int64_t numel = 1;
+  for (int64_t d : shape)
+    numel *= d;
+  auto type = RankedTensorType::get(shape, toMlirType(*dtype, context_));
+  Location loc = NameLoc::get(StringAttr::get(context_, tensor.name()),
+                              FileLineColLoc::get(context_, path_, 0, 0));
+  ImportedValue result;
+  bool weight = isFloat(*dtype) ? !shape.empty() : numel > kMaxKnownElements;
+  if (weight) {
+    // Only the shape is needed: the bytes stay in the model (or its external
+    // data file) and are read by whoever needs values.
+    result.value = builder_
+                       .create<ParameterOp>(loc, type, tensor.name(),
+                                            /*trainable=*/isFloat(*dtype))
+                       .getResult();
+    return result;
+  }
+  std::string dir = llvm::sys::path::parent_path(path_).str();
+  absl::StatusOr<HostTensor> host = tensorFromProto(tensor, dir);
+  if (!host.ok())
+    return fail(std::string(host.status().message()));
+  if (!isFloat(*dtype) && shape.size() <= 1) {
+    KnownTensor known;
+    known.dtype = *dtype;
+    known.shape = shape;
+    for (int64_t v : host->ints)
+      known.elements.push_back(dimConst(context_, v));
+    result.known = std::move(known);
+    return result; // Materialized only if used as data.
+  }
+  SmallVector<Attribute> elements;
+  for (int64_t i = 0; i < numel; ++i) {
+    if (isFloat(*dtype))
+      elements.push_back(builder_.getFloatAttr(type.getElementType(),
+                                               host->getDouble(i)));
+    else
+      elements.push_back(builder_.getIntegerAttr(type.getElementType(),
+                                                 host->getInt(i)));
+  }
+  result.value = builder_
+                     .create<ConstantOp>(loc, DenseElementsAttr::get(type, elements))
+                     .getResult();
+  return result;
+}
+
+absl::StatusOr<ImportedValue *> GraphImporter::lookup(const std::string &name) {
+  auto it = values_.find(name);
+  if (it != values_.end())
+    return &it->second;
+  auto init = initializers_.find(name);
+  if (init == initializers_.end())
+    return nullptr;
+  absl::StatusOr<ImportedValue> value = importInitializer(*init->second);
+  if (!value.ok())
+    return value.status();
+  return &(values_[name] = *value);
+}
+
+Type GraphImporter::opaqueResultType(const std::string &name) {
+  auto it = valueInfo_.find(name);
+  if (it != valueInfo_.end() && it->second->has_tensor_type()) {
+    const auto &tensor = it->second->tensor_type();
+    absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.elem_type());
+    Type element = dtype.ok() ? toMlirType(*dtype, context_)
+                              : builder_.getF32Type();
+    if (!tensor.has_shape())
+      return UnrankedTensorType::get(element);
+    DimList dims;
+    for (const auto &dim : tensor.shape().dim()) {
+      if (dim.has_dim_value())
+        dims.push_back(dimConst(context_, dim.dim_value()));
+      else if (dim.has_dim_param())
+        dims.push_back(SymExprAttr::getSymbol(context_, symbolName(dim.dim_param())));
+      else
+        dims.push_back(Dim());
+    }
+    return makeTensorType(dims, element);
+  }
+  return UnrankedTensorType::get(builder_.getF32Type());
+}
+
+absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
+                                       StringRef nodeName, StringRef reason,
+                                       Location loc) {
+  SmallVector<Value> operands;
+  for (const std::string &name : node.input()) {
+    if (name.empty())
+      continue;
+    absl::StatusOr<ImportedValue *> value = lookup(name);
+    if (!value.ok())
+      return value.status();
+    if (!*value)
+      return fail("node '" + nodeName + "' (" + node.op_type() + "): input '" +
+                  name + "' is not defined before use");
+    if (!(*value)->value) {
+      NodeContext scratch(builder_, loc, node, opset_, {*value});
+      FailureOr<Value> v = scratch.input(0);
+      if (failed(v))
+        return fail("node '" + nodeName + "' (" + node.op_type() +
+                    "): " + scratch.failureMessage());
+    }
+    operands.push_back((*value)->value);
+  }
+  SmallVector<Type> resultTypes;
+  for (const std::string &name : node.output())
+    resultTypes.push_back(opaqueResultType(name));
+  SmallVector<NamedAttribute> attrs;
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    Attribute value;
+    switch (a.type()) {
+    case onnx::AttributeProto::INT: value = builder_.getI64IntegerAttr(a.i()); break;
+    case onnx::AttributeProto::FLOAT: value = builder_.getF32FloatAttr(a.f()); break;
+    case onnx::AttributeProto::STRING: value = builder_.getStringAttr(a.s()); break;
+    case onnx::AttributeProto::INTS:
+      value = builder_.getDenseI64ArrayAttr(
+          SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
+      break;
+    case onnx::AttributeProto::FLOATS:
+      value = builder_.getDenseF32ArrayAttr(
+          SmallVector<float>(a.floats().begin(), a.floats().end()));
+      break;
+    default: // Tensors and graphs: keep the kind, not the payload.
+      value = builder_.getStringAttr(
+          "<" + onnx::AttributeProto::AttributeType_Name(a.type()) + ">");
+    }
+    attrs.push_back(builder_.getNamedAttr(a.name(), value));
+  }
+  auto op = builder_.create<OpaqueOp>(
+      loc, resultTypes, node.op_type(), node.domain(), nodeName.str(),
+      builder_.getDictionaryAttr(attrs), operands);
+  op->setAttr("reason", builder_.getStringAttr(reason));
+  for (auto [i, name] : llvm::enumerate(node.output()))
+    if (!name.empty())
+      values_[name].value = op->getResult(i);
+  unsupported_.push_back({nodeName.str(), node.op_type(), reason.str()});
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
+  std::string nodeName =
+      node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
+  Location loc = NameLoc::get(StringAttr::get(context_, nodeName),
+                              FileLineColLoc::get(context_, path_, 0, 0));
+  auto nodeError = [&](const Twine &message) {
+    return fail("node '" + nodeName + "' (" + node.op_type() + "): " + message);
+  };
+
+  SmallVector<ImportedValue *> inputs;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    absl::StatusOr<ImportedValue *> value = lookup(name);
+    if (!value.ok())
+      return value.status();
+    if (!*value)
+      return nodeError("input '" + name + "' is not defined before use");
+    inputs.push_back(*value);
+  }
+
+  bool standardDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  const HandlerMap &handlers = getHandlers();
+  auto handler = handlers.find(node.op_type());
+  if (!standardDomain || handler == handlers.end())
+    return emitOpaque(node, nodeName,
+                      standardDomain ? "no importer for this op"
+                                     : "op from domain '" + node.domain() + "'",
+                      loc);
+
+  NodeContext ctx(builder_, loc, node, opset_, inputs);
+  currentNode_ = &ctx;
+  LogicalResult result = handler->second(ctx);
+  currentNode_ = nullptr;
+  if (succeeded(result)) {
+    for (auto [i, name] : llvm::enumerate(node.output())) {
+      if (name.empty())
+        continue;
+      ImportedValue &out = ctx.outputs()[i];
+      if (!out.value && !out.known)
+        return nodeError("output " + Twine(i) + " was not produced");
+      values_[name] = out;
+    }
+    return absl::OkStatus();
+  }
+  if (ctx.failureKind() == NodeFailure::Unsupported)
+    return emitOpaque(node, nodeName, ctx.failureMessage(), loc);
+  return nodeError(ctx.failureMessage());
+}
+
+absl::StatusOr<ImportResult> GraphImporter::run() {
+  for (const onnx::OperatorSetIdProto &opset : model_.opset_import())
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      opset_ = opset.version();
+  if (opset_ == 0)
+    return fail("the model imports no default-domain (ai.onnx) opset");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " +
+                Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
+  const onnx::GraphProto &graph = model_.graph();
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers_[init.name()] = &init;
+  for (const onnx::ValueInfoProto &info : graph.value_info())
+    valueInfo_[info.name()] = &info.type();
+  for (const onnx::ValueInfoProto &info : graph.output())
+    valueInfo_[info.name()] = &info.type();
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(builder_.getUnknownLoc());
+  module->getOperation()->setAttr("kiln.weights", builder_.getStringAttr(path_));
+  module->getOperation()->setAttr("kiln.opset", builder_.getI64IntegerAttr(opset_));
+
+  // Inputs that an initializer also provides are constants, not arguments.
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const onnx::ValueInfoProto &info : graph.input()) {
+    if (initializers_.count(info.name()))
+      continue;
+    absl::StatusOr<RankedTensorType> type = importValueType(info);
+    if (!type.ok())
+      return type.status();
+    argTypes.push_back(*type);
+    argNames.push_back(info.name());
+  }
+  std::string funcName = graph.name().empty() ? "main" : "main";
+  auto func = func::FuncOp::create(
+      FileLineColLoc::get(context_, path_, 0, 0), funcName,
+      builder_.getFunctionType(argTypes, {}));
+  module->push_back(func);
+  Block *entry = func.addEntryBlock();
+  builder_.setInsertionPointToStart(entry);
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(i, "kiln.name", builder_.getStringAttr(name));
+    values_[name].value = entry->getArgument(i);
+  }
+
+  // Type-inference diagnostics belong to the node being imported.
+  ScopedDiagnosticHandler diagnostics(context_, [&](Diagnostic &diag) {
+    if (currentNode_) {
+      currentNode_->noteDiagnostic(diag.str());
+      return success();
+    }
+    return failure();
+  });
+
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (absl::Status status = importNode(graph.node(i), i); !status.ok())
+      return status;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &info : graph.output()) {
+    absl::StatusOr<ImportedValue *> value = lookup(info.name());
+    if (!value.ok())
+      return value.status();
+    if (!*value)
+      return fail("graph output '" + info.name() + "' is never produced");
+    if (!(*value)->value) {
+      onnx::NodeProto none;
+      NodeContext scratch(builder_, func.getLoc(), none, opset_, {*value});
+      FailureOr<Value> v = scratch.input(0);
+      if (failed(v))
+        return fail("graph output '" + info.name() + "': " + scratch.failureMessage());
+    }
+    results.push_back((*value)->value);
+    resultTypes.push_back((*value)->value.getType());
+  }
+  builder_.create<func::ReturnOp>(func.getLoc(), results);
+  func.setType(builder_.getFunctionType(argTypes, resultTypes));
+  for (auto [i, info] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "kiln.name", builder_.getStringAttr(info.name()));
+
+  // Drop what folding left dead (e.g. constants only shapes used).
+  PassManager pm(context_);
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  std::string verifyErrors;
+  {
+    ScopedDiagnosticHandler capture(context_, [&](Diagnostic &diag) {
+      verifyErrors += diag.str();
+      return success();
+    });
+    if (failed(verify(*module)) || failed(pm.run(*module)))
+      return absl::InternalError(absl::StrCat(
+          path_, ": internal error: imported IR does not verify: ", verifyErrors));
+  }
+  ImportResult result;
+  result.module = std::move(module);
+  result.unsupported = std::move(unsupported_);
+  return result;
+}
+
+bool isTextualModel(StringRef path) {
+  return path.ends_with(".onnxtxt") || path.ends_with(".txt");
+}
+
+} // namespace
+
+absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
+                                            const std::string &path) {
+  context->loadDialect<GraphDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (isTextualModel(path)) {
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string source = text.str();
+    onnx::Common::Status status = onnx::OnnxParser::Parse(model, source.c_str());
+    if (!status.IsOK())
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ONNX text does not parse: ", status.ErrorMessage()));
+  } else if (!model.ParseFromIstream(&file)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a valid ONNX model (truncated or corrupt protobuf)"));
+  }
+  if (!model.has_graph())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the model has no graph"));
+  GraphImporter importer(context, model, path);
+  return importer.run();
+}
+
+std::vector<std::string> getSupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : getHandlers())
+    ops.push_back(entry.getKey().str());
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+} // namespace kiln

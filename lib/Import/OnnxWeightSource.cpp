@@ -1,0 +1,63 @@
+//===- OnnxWeightSource.cpp - Parameter values from an ONNX model ---------===//
+
+#include "kiln/Import/OnnxWeightSource.h"
+#include "kiln/Import/TensorProto.h"
+
+#include "absl/strings/str_cat.h"
+#include "llvm/Support/Path.h"
+#include "onnx/defs/parser.h"
+#include "onnx/onnx_pb.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace kiln {
+
+struct OnnxWeightSource::Model {
+  std::string path;
+  onnx::ModelProto proto;
+  std::map<std::string, const onnx::TensorProto *> byName;
+};
+
+OnnxWeightSource::OnnxWeightSource(std::unique_ptr<Model> model)
+    : model_(std::move(model)) {}
+OnnxWeightSource::~OnnxWeightSource() = default;
+
+absl::StatusOr<std::unique_ptr<OnnxWeightSource>>
+OnnxWeightSource::open(const std::string &modelPath) {
+  auto model = std::make_unique<Model>();
+  model->path = modelPath;
+  std::ifstream file(modelPath, std::ios::binary);
+  if (!file)
+    return absl::NotFoundError(absl::StrCat(modelPath, ": cannot open weight source"));
+  llvm::StringRef path(modelPath);
+  if (path.ends_with(".onnxtxt") || path.ends_with(".txt")) {
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string source = text.str();
+    if (!onnx::OnnxParser::Parse(model->proto, source.c_str()).IsOK())
+      return absl::InvalidArgumentError(absl::StrCat(modelPath, ": ONNX text does not parse"));
+  } else if (!model->proto.ParseFromIstream(&file)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(modelPath, ": not a valid ONNX model (truncated or corrupt protobuf)"));
+  }
+  for (const onnx::TensorProto &t : model->proto.graph().initializer())
+    model->byName[t.name()] = &t;
+  return std::unique_ptr<OnnxWeightSource>(new OnnxWeightSource(std::move(model)));
+}
+
+absl::StatusOr<HostTensor> OnnxWeightSource::load(llvm::StringRef name) {
+  auto it = model_->byName.find(name.str());
+  if (it == model_->byName.end())
+    return absl::NotFoundError(absl::StrCat(model_->path, ": no initializer named '",
+                                            name.str(), "'"));
+  absl::StatusOr<HostTensor> tensor = tensorFromProto(
+      *it->second, llvm::sys::path::parent_path(model_->path).str());
+  if (!tensor.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(model_->path, ": ", tensor.status().message()));
+  return tensor;
+}
+
+} // namespace kiln

@@ -1,0 +1,170 @@
+//===- kiln.cpp - The Kiln compiler driver --------------------------------===//
+//
+// `kiln <command> ...`: import (ONNX -> graph dialect) and interp (the CPU
+// reference interpreter). Errors are one line on stderr and exit code 1;
+// usage errors exit 2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Import/OnnxImporter.h"
+#include "kiln/Import/OnnxWeightSource.h"
+#include "kiln/Import/TensorProto.h"
+#include "kiln/Interp/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace mlir;
+
+namespace {
+
+cl::SubCommand importCommand("import", "Import an ONNX model (binary, or ONNX "
+                                       "text as .onnxtxt) and print graph-dialect IR");
+cl::opt<std::string> importModel(cl::Positional, cl::desc("<model.onnx>"),
+                                 cl::Required, cl::sub(importCommand));
+cl::opt<std::string> importOutput("o", cl::desc("Write the IR here (default: stdout)"),
+                                  cl::value_desc("file"), cl::init("-"),
+                                  cl::sub(importCommand));
+
+cl::SubCommand interpCommand(
+    "interp", "Run a model or graph-dialect IR on the CPU reference interpreter");
+cl::opt<std::string> interpInput(cl::Positional, cl::desc("<IR.mlir | model.onnx>"),
+                                 cl::Required, cl::sub(interpCommand));
+cl::opt<std::string> interpInputs("inputs",
+                                  cl::desc("Folder with input_K.pb, one per argument"),
+                                  cl::value_desc("dir"), cl::Required,
+                                  cl::sub(interpCommand));
+cl::opt<std::string> interpOutputs("outputs",
+                                   cl::desc("Folder to write output_K.pb into"),
+                                   cl::value_desc("dir"), cl::Required,
+                                   cl::sub(interpCommand));
+
+int fail(const Twine &message) {
+  errs() << "kiln: error: " << message << "\n";
+  return 1;
+}
+
+/// Reports ops kept as kiln.opaque; import still succeeds.
+void reportUnsupported(const kiln::ImportResult &result) {
+  for (const kiln::UnsupportedNode &node : result.unsupported)
+    errs() << "kiln: warning: unsupported op " << node.opType << " (node '"
+           << node.nodeName << "'): " << node.reason << "\n";
+}
+
+int runImport(MLIRContext &context) {
+  absl::StatusOr<kiln::ImportResult> result =
+      kiln::importOnnxFile(&context, importModel);
+  if (!result.ok())
+    return fail(result.status().message());
+  reportUnsupported(*result);
+  std::string error;
+  std::unique_ptr<ToolOutputFile> output = openOutputFile(importOutput, &error);
+  if (!output)
+    return fail(error);
+  result->module->print(output->os());
+  output->keep();
+  return 0;
+}
+
+int runInterp(MLIRContext &context) {
+  OwningOpRef<ModuleOp> module;
+  std::string weightsPath;
+  if (StringRef(interpInput).ends_with(".mlir")) {
+    SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+    module = parseSourceFile<ModuleOp>(interpInput, sourceMgr, &context);
+    if (!module)
+      return 1; // The parser printed a located diagnostic.
+    if (auto weights = (*module)->getAttrOfType<StringAttr>("kiln.weights"))
+      weightsPath = weights.str();
+  } else {
+    absl::StatusOr<kiln::ImportResult> result =
+        kiln::importOnnxFile(&context, interpInput);
+    if (!result.ok())
+      return fail(result.status().message());
+    reportUnsupported(*result);
+    module = std::move(result->module);
+    weightsPath = interpInput;
+  }
+  func::FuncOp func;
+  module->walk([&](func::FuncOp f) {
+    if (!func)
+      func = f;
+  });
+  if (!func)
+    return fail(interpInput + ": no function to run");
+
+  std::vector<kiln::HostTensor> inputs;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    SmallString<256> path(interpInputs);
+    sys::path::append(path, "input_" + Twine(i) + ".pb");
+    absl::StatusOr<kiln::HostTensor> tensor = kiln::readTensorFile(path.str().str());
+    if (!tensor.ok())
+      return fail(tensor.status().message());
+    inputs.push_back(std::move(*tensor));
+  }
+
+  class NoWeights : public kiln::WeightSource {
+    absl::StatusOr<kiln::HostTensor> load(StringRef name) override {
+      return absl::NotFoundError("parameter '" + name.str() +
+                                 "' has no weight source (module lacks kiln.weights)");
+    }
+  } noWeights;
+  std::unique_ptr<kiln::OnnxWeightSource> onnxWeights;
+  kiln::WeightSource *weights = &noWeights;
+  if (!weightsPath.empty()) {
+    auto opened = kiln::OnnxWeightSource::open(weightsPath);
+    if (!opened.ok())
+      return fail(opened.status().message());
+    onnxWeights = std::move(*opened);
+    weights = onnxWeights.get();
+  }
+
+  absl::StatusOr<kiln::InterpreterResult> result =
+      kiln::interpret(func, inputs, *weights);
+  if (!result.ok())
+    return fail(result.status().message());
+  if (std::error_code ec = sys::fs::create_directories(interpOutputs))
+    return fail(interpOutputs + ": " + ec.message());
+  for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
+    SmallString<256> path(interpOutputs);
+    sys::path::append(path, "output_" + Twine(i) + ".pb");
+    std::string name = "output_" + std::to_string(i);
+    if (auto attr = func.getResultAttrOfType<StringAttr>(i, "kiln.name"))
+      name = attr.str();
+    absl::Status status = kiln::writeTensorFile(path.str().str(), tensor, name);
+    if (!status.ok())
+      return fail(status.message());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Kiln: an ahead-of-time training compiler for fine-tuning\n\n"
+      "  kiln import MODEL.onnx [-o OUT.mlir]\n"
+      "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n");
+  MLIRContext context;
+  context.loadDialect<kiln::GraphDialect, func::FuncDialect>();
+  if (importCommand)
+    return runImport(context);
+  if (interpCommand)
+    return runInterp(context);
+  errs() << "kiln: error: no command given (see 'kiln --help')\n";
+  return 2;
+}
