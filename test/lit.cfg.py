@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "Kiln"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test", ".onnxtxt"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+config.excludes = ["Inputs", "utils", "fixtures", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
                    "Unit"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
@@ -15,6 +15,7 @@ config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 config.substitutions.append(("%fixtures", os.path.join(config.kiln_src_root, "test", "fixtures")))
 config.substitutions.append(("%PYTHON", config.python_executable))
+config.substitutions.append(("%compare", config.python_executable + " " + os.path.join(config.kiln_src_root, "test", "utils", "compare_tensors.py")))
 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -66,7 +66,7 @@ int runImport(MLIRContext &context) {
   absl::StatusOr<kiln::ImportResult> result =
       kiln::importOnnxFile(&context, importModel);
   if (!result.ok())
-    return fail(result.status().message());
+    return fail(std::string(result.status().message()));
   reportUnsupported(*result);
   std::string error;
   std::unique_ptr<ToolOutputFile> output = openOutputFile(importOutput, &error);
@@ -92,7 +92,7 @@ int runInterp(MLIRContext &context) {
     absl::StatusOr<kiln::ImportResult> result =
         kiln::importOnnxFile(&context, interpInput);
     if (!result.ok())
-      return fail(result.status().message());
+      return fail(std::string(result.status().message()));
     reportUnsupported(*result);
     module = std::move(result->module);
     weightsPath = interpInput;
@@ -111,7 +111,7 @@ int runInterp(MLIRContext &context) {
     sys::path::append(path, "input_" + Twine(i) + ".pb");
     absl::StatusOr<kiln::HostTensor> tensor = kiln::readTensorFile(path.str().str());
     if (!tensor.ok())
-      return fail(tensor.status().message());
+      return fail(std::string(tensor.status().message()));
     inputs.push_back(std::move(*tensor));
   }
 
@@ -126,7 +126,7 @@ int runInterp(MLIRContext &context) {
   if (!weightsPath.empty()) {
     auto opened = kiln::OnnxWeightSource::open(weightsPath);
     if (!opened.ok())
-      return fail(opened.status().message());
+      return fail(std::string(opened.status().message()));
     onnxWeights = std::move(*opened);
     weights = onnxWeights.get();
   }
@@ -134,7 +134,7 @@ int runInterp(MLIRContext &context) {
   absl::StatusOr<kiln::InterpreterResult> result =
       kiln::interpret(func, inputs, *weights);
   if (!result.ok())
-    return fail(result.status().message());
+    return fail(std::string(result.status().message()));
   if (std::error_code ec = sys::fs::create_directories(interpOutputs))
     return fail(interpOutputs + ": " + ec.message());
   for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
@@ -145,7 +145,7 @@ int runInterp(MLIRContext &context) {
       name = attr.str();
     absl::Status status = kiln::writeTensorFile(path.str().str(), tensor, name);
     if (!status.ok())
-      return fail(status.message());
+      return fail(std::string(status.message()));
   }
   return 0;
 }

@@ -1,0 +1,180 @@
+//===- Common.cpp - Interpreter internals shared by the op families -------===//
+
+#include "Common.h"
+
+#include "absl/strings/str_cat.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace kiln::interp {
+
+std::optional<int64_t> Env::evaluate(Dim dim) const {
+  return evaluateDim(dim, [&](StringRef name) -> std::optional<int64_t> {
+    auto it = symbols.find(name.str());
+    if (it == symbols.end())
+      return std::nullopt;
+    return it->second;
+  });
+}
+
+std::vector<std::optional<int64_t>> Env::evaluate(Type type) const {
+  std::vector<std::optional<int64_t>> dims;
+  for (Dim d : getDims(llvm::cast<RankedTensorType>(type)))
+    dims.push_back(evaluate(d));
+  return dims;
+}
+
+absl::StatusOr<Shape> Env::concreteShape(Value value) const {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  std::vector<std::optional<int64_t>> dims = evaluate(type);
+  Shape shape;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (!dims[i] || *dims[i] < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot determine dim ", i, " of the result type ",
+                       shapeToString(type), " from the bound symbols"));
+    shape.push_back(*dims[i]);
+  }
+  return shape;
+}
+
+int64_t numel(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Shape stridesOf(ArrayRef<int64_t> shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    absl::StrAppend(&text, i ? ", " : "", shape[i]);
+  return text + "]";
+}
+
+absl::StatusOr<DType> dtypeOf(Type type) {
+  Type element = llvm::cast<ShapedType>(type).getElementType();
+  if (std::optional<DType> dtype = fromMlirType(element))
+    return *dtype;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << element;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported element type ", text));
+}
+
+absl::StatusOr<HostTensor> makeResult(Value value, Shape shape) {
+  absl::StatusOr<DType> dtype = dtypeOf(value.getType());
+  if (!dtype.ok())
+    return dtype.status();
+  return HostTensor(*dtype, std::move(shape));
+}
+
+absl::Status checkStorage(const HostTensor &tensor) {
+  for (int64_t d : tensor.shape)
+    if (d < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative dim in shape ", tensor.shapeString()));
+  size_t expected = static_cast<size_t>(tensor.numel());
+  size_t floats = tensor.floats.size(), ints = tensor.ints.size();
+  bool ok = tensor.isFloat() ? floats == expected && ints == 0
+                             : ints == expected && floats == 0;
+  if (!ok)
+    return absl::InvalidArgumentError(absl::StrCat(
+        dtypeName(tensor.dtype), " ", tensor.shapeString(), " tensor holds ",
+        floats, " floats and ", ints, " ints, expected ", expected,
+        tensor.isFloat() ? " floats" : " ints"));
+  return absl::OkStatus();
+}
+
+HostTensor roundedToDType(HostTensor tensor) {
+  for (double &value : tensor.floats)
+    value = roundToFloat(tensor.dtype, value);
+  return tensor;
+}
+
+int64_t truncToInt(double value) {
+  if (std::isnan(value))
+    return 0;
+  // 2^63 is exactly representable; anything at or past it saturates.
+  constexpr double limit = 9223372036854775808.0;
+  if (value >= limit)
+    return std::numeric_limits<int64_t>::max();
+  if (value < -limit)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+absl::StatusOr<Shape> broadcastShapes(ArrayRef<Shape> shapes) {
+  size_t rank = 0;
+  for (const Shape &s : shapes)
+    rank = std::max(rank, s.size());
+  Shape result(rank, 1);
+  for (const Shape &s : shapes) {
+    size_t offset = rank - s.size();
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &r = result[offset + i];
+      if (s[i] == r || s[i] == 1)
+        continue;
+      if (r != 1) {
+        std::string list;
+        for (const Shape &t : shapes)
+          absl::StrAppend(&list, list.empty() ? "" : " and ", shapeString(t));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shapes ", list, " do not broadcast"));
+      }
+      r = s[i];
+    }
+  }
+  return result;
+}
+
+BroadcastMap::BroadcastMap(ArrayRef<int64_t> in, ArrayRef<int64_t> out)
+    : outShape(out.begin(), out.end()), inStrides(out.size(), 0) {
+  Shape strides = stridesOf(in);
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != 1)
+      inStrides[offset + i] = strides[i];
+}
+
+int64_t BroadcastMap::operator()(int64_t outIndex) const {
+  int64_t inIndex = 0;
+  for (int64_t d = static_cast<int64_t>(outShape.size()) - 1; d >= 0; --d) {
+    inIndex += (outIndex % outShape[d]) * inStrides[d];
+    outIndex /= outShape[d];
+  }
+  return inIndex;
+}
+
+AxisSplit::AxisSplit(ArrayRef<int64_t> shape, int64_t axis) {
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < axis)
+      outer *= shape[i];
+    else if (i == axis)
+      len = shape[i];
+    else
+      inner *= shape[i];
+  }
+}
+
+absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size) {
+  int64_t wrapped = index < 0 ? index + size : index;
+  if (wrapped < 0 || wrapped >= size)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "index ", index, " is out of range for a dim of size ", size));
+  return wrapped;
+}
+
+} // namespace kiln::interp

@@ -1,0 +1,117 @@
+//===- Common.h - Interpreter internals shared by the op families -*- C++
+//-*-===//
+//
+// The driver (Interpreter.cpp) asks each op family in turn to run an op. A
+// family answers std::nullopt when the op is not one of its ops. Kernels
+// report errors without naming the op: the driver prefixes every error with
+// the op name and location, so messages stay one line and uniform.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_INTERP_COMMON_H
+#define KILN_LIB_INTERP_COMMON_H
+
+#include "absl/status/statusor.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Interp/Interpreter.h"
+#include "kiln/Support/HostTensor.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::interp {
+
+using Shape = std::vector<int64_t>;
+using Tensors = std::vector<HostTensor>;
+using Operands = llvm::ArrayRef<const HostTensor *>;
+/// A family's answer: std::nullopt when the op belongs to another family.
+using MaybeResults = std::optional<absl::StatusOr<Tensors>>;
+
+/// Evaluates symbolic result types with the symbols bound from the inputs.
+class Env {
+public:
+  explicit Env(const std::map<std::string, int64_t> &symbols)
+      : symbols(symbols) {}
+  /// nullopt when `dim` is `?` or uses a symbol no input bound.
+  std::optional<int64_t> evaluate(Dim dim) const;
+  /// The dims of a ranked tensor type, each evaluated as above.
+  std::vector<std::optional<int64_t>> evaluate(mlir::Type type) const;
+  /// The shape of `value`'s type; an error unless every dim is known.
+  absl::StatusOr<Shape> concreteShape(mlir::Value value) const;
+
+private:
+  const std::map<std::string, int64_t> &symbols;
+};
+
+int64_t numel(llvm::ArrayRef<int64_t> shape);
+/// Row-major strides.
+Shape stridesOf(llvm::ArrayRef<int64_t> shape);
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+/// The dtype of a tensor type's elements, or an error for unsupported ones.
+absl::StatusOr<DType> dtypeOf(mlir::Type type);
+/// An empty tensor with the dtype of `value`'s type.
+absl::StatusOr<HostTensor> makeResult(mlir::Value value, Shape shape);
+/// Checks that the storage vector matches dtype and shape (inputs and
+/// weights come from outside and may be malformed).
+absl::Status checkStorage(const HostTensor &tensor);
+/// A copy with every float rounded to the dtype: tensors from outside may
+/// hold doubles that an f32/bf16/f16 tensor could not, and ops must see the
+/// stored values.
+HostTensor roundedToDType(HostTensor tensor);
+/// Float -> int truncating toward zero; NaN gives 0 and out-of-range values
+/// saturate, so the conversion is never undefined behaviour.
+int64_t truncToInt(double value);
+
+/// Copies an element without re-rounding (both tensors have the same dtype).
+inline void copyElement(HostTensor &dst, int64_t to, const HostTensor &src,
+                        int64_t from) {
+  if (dst.isFloat())
+    dst.floats[to] = src.floats[from];
+  else
+    dst.ints[to] = src.ints[from];
+}
+
+/// Numpy broadcast of several shapes.
+absl::StatusOr<Shape> broadcastShapes(llvm::ArrayRef<Shape> shapes);
+
+/// Maps a flat index of the broadcast shape `out` to the flat index of a
+/// tensor of shape `in` (numpy rules: `in` aligns to the right, its size-1
+/// dims repeat).
+class BroadcastMap {
+public:
+  BroadcastMap(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out);
+  int64_t operator()(int64_t outIndex) const;
+
+private:
+  Shape outShape;
+  Shape inStrides; // 0 along broadcast dims
+};
+
+/// Splits `shape` around `axis`: outer = prod(shape[:axis]),
+/// inner = prod(shape[axis+1:]). Element (o, k, i) is at (o*len + k)*inner + i.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+  AxisSplit(llvm::ArrayRef<int64_t> shape, int64_t axis);
+  int64_t at(int64_t o, int64_t k, int64_t i) const {
+    return (o * len + k) * inner + i;
+  }
+};
+
+/// Normalizes an index into [0, size) (negatives count from the end).
+absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size);
+
+MaybeResults runSource(mlir::Operation *op, const Env &env,
+                       WeightSource &weights);
+MaybeResults runElementwise(mlir::Operation *op, Operands args);
+MaybeResults runLinalg(mlir::Operation *op, Operands args);
+MaybeResults runReduction(mlir::Operation *op, Operands args);
+MaybeResults runIndexing(mlir::Operation *op, Operands args);
+MaybeResults runShape(mlir::Operation *op, Operands args, const Env &env);
+
+} // namespace kiln::interp
+
+#endif // KILN_LIB_INTERP_COMMON_H

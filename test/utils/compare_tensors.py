@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Compares TensorProto files: compare_tensors.py GOT WANT [--rtol R] [--atol A].
+
+GOT and WANT are files or folders (folders: every *.pb of WANT must exist in
+GOT). Passes when |got - want| <= atol + rtol * |want| elementwise; prints
+one line per tensor with the worst error, and exits 1 on any mismatch.
+"""
+import argparse
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def load(path):
+    return numpy_helper.to_array(onnx.load_tensor(str(path)))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("got")
+    parser.add_argument("want")
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--atol", type=float, default=0.0)
+    args = parser.parse_args()
+    got, want = pathlib.Path(args.got), pathlib.Path(args.want)
+    pairs = ([(got / p.name, p) for p in sorted(want.glob("*.pb"))]
+             if want.is_dir() else [(got, want)])
+    if not pairs:
+        print(f"no reference tensors in {want}")
+        return 1
+    ok = True
+    for g, w in pairs:
+        if not g.exists():
+            print(f"MISSING {g}")
+            ok = False
+            continue
+        a, b = load(g), load(w)
+        if a.shape != b.shape:
+            print(f"SHAPE {w.name}: got {a.shape}, want {b.shape}")
+            ok = False
+            continue
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        err = np.abs(a64 - b64)
+        bound = args.atol + args.rtol * np.abs(b64)
+        worst = float(err.max()) if err.size else 0.0
+        passed = bool(np.all(err <= bound))
+        print(f"{'OK' if passed else 'MISMATCH'} {w.name}: max abs err {worst:.3g}")
+        ok &= passed
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
