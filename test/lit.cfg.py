@@ -17,6 +17,10 @@ config.substitutions.append(("%fixtures", os.path.join(config.kiln_src_root, "te
 config.substitutions.append(("%PYTHON", config.python_executable))
 config.substitutions.append(("%compare", config.python_executable + " " + os.path.join(config.kiln_src_root, "test", "utils", "compare_tensors.py")))
 
+# kiln-fuzz-onnx exists (KILN_BUILD_FUZZER): test/Fuzz runs it.
+if getattr(config, "kiln_build_fuzzer", 0):
+    config.available_features.add("fuzzer")
+
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
@@ -24,3 +28,10 @@ tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["kiln-opt", "not", "count", "split-file"], tool_dirs)
+
+config.substitutions.append(("%kiln_src", config.kiln_src_root))
+# Debian's libonnx-testdata: the ONNX backend node tests.
+onnx_node_tests = "/usr/share/libonnx-testdata/data/node"
+if os.path.isdir(onnx_node_tests):
+    config.available_features.add("onnx-node-tests")
+    config.substitutions.append(("%onnx_node_tests", onnx_node_tests))

@@ -51,7 +51,7 @@ class Kiln_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def Kiln_FloatElement : AnyTypeOf<[F16, BF16, F32, F64]>;
-def Kiln_IntElement : AnyTypeOf<[I8, I16, I32, I64, UI8]>;
+def Kiln_IntElement : AnyTypeOf<[I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
 
 def Kiln_Tensor : RankedTensorOf<[AnyType]>;
 def Kiln_FloatTensor : RankedTensorOf<[Kiln_FloatElement]>;

@@ -89,6 +89,13 @@ namespace {
 
 template <typename OpT>
 LogicalResult importUnary(NodeContext &ctx) {
+  if (const KnownTensor *k = ctx.known(0); k && std::is_same_v<OpT, NegOp>) {
+    KnownTensor result = *k;
+    for (Dim &d : result.elements)
+      d = dimSub(dimConst(ctx.context(), 0), d);
+    ctx.setKnown(0, result);
+    return success();
+  }
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -161,18 +168,38 @@ LogicalResult importIdentity(NodeContext &ctx) {
 }
 
 LogicalResult importDropout(NodeContext &ctx) {
-  // Exported graphs run dropout in inference mode (ratio ignored); a
-  // training-mode dropout needs the RNG the LoRA issue brings.
+  // Exported graphs run dropout in inference mode; training mode is the
+  // identity only with ratio 0 (real dropout needs the RNG of the LoRA
+  // issue). Opset < 12 carried the mode in `is_test`-free attributes.
+  bool training = false;
   if (ctx.hasInput(2)) {
-    const KnownTensor *training = ctx.known(2);
-    std::optional<std::vector<int64_t>> flag =
-        training ? training->constants() : std::nullopt;
-    if (!flag || (*flag)[0] != 0)
-      return ctx.unsupported("Dropout in training mode");
+    const KnownTensor *flag = ctx.known(2);
+    std::optional<std::vector<int64_t>> value =
+        flag ? flag->constants() : std::nullopt;
+    if (!value)
+      return ctx.unsupported("Dropout training_mode computed from tensor data");
+    training = (*value)[0] != 0;
   }
-  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty())
-    return ctx.unsupported("Dropout mask output");
-  return importIdentity(ctx);
+  if (training) {
+    std::optional<double> ratio =
+        ctx.hasInput(1) ? ctx.constantScalar(1) : std::optional<double>(0.5);
+    if (!ratio || *ratio != 0.0)
+      return ctx.unsupported("Dropout in training mode with a non-zero ratio");
+  }
+  if (failed(importIdentity(ctx)))
+    return failure();
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
+    FailureOr<RankedTensorType> type = ctx.inputType(0);
+    if (failed(type))
+      return failure();
+    Type i1 = ctx.builder().getI1Type();
+    Value keep = ctx.scalar(1, i1);
+    RankedTensorType maskType = type->clone(i1);
+    ctx.setOutput(1, maskType.getRank() == 0
+                         ? keep
+                         : ctx.createTyped<ExpandOp>(maskType, keep));
+  }
+  return success();
 }
 
 LogicalResult importPow(NodeContext &ctx) {
@@ -247,6 +274,17 @@ LogicalResult castTo(NodeContext &ctx, Type target) {
       }
     ctx.setKnown(0, result);
     return success();
+  }
+  if (const KnownTensor *k = ctx.known(0); k && dtype && isFloat(*dtype)) {
+    // A compile-time integer cast to float stays a constant (Range and
+    // friends read their bounds from constants).
+    if (std::optional<std::vector<int64_t>> values = k->constants()) {
+      HostTensor converted(*dtype, k->shape);
+      for (size_t i = 0; i < values->size(); ++i)
+        converted.set(i, static_cast<double>((*values)[i]));
+      ctx.outputs()[0] = constantTensor(ctx.builder(), ctx.loc(), converted);
+      return success();
+    }
   }
   FailureOr<RankedTensorType> type = ctx.inputType(0);
   FailureOr<Value> x = ctx.input(0);

@@ -212,10 +212,40 @@ LogicalResult importReduce(NodeContext &ctx) {
 // Norms and losses
 //===----------------------------------------------------------------------===//
 
+/// LayerNormalization's optional Mean and InvStdDev outputs, over the
+/// normalized dims with those dims kept as size 1.
+LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
+                                  double epsilon) {
+  int64_t rank = tensorOf(x).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  DenseI64ArrayAttr axesAttr = i64s(ctx, axes);
+  FailureOr<Value> mean = ctx.create<ReduceMeanOp>(x, axesAttr, true);
+  if (failed(mean))
+    return failure();
+  FailureOr<Value> centered = ctx.create<SubOp>(x, *mean);
+  if (failed(centered))
+    return failure();
+  FailureOr<Value> square = ctx.create<MulOp>(*centered, *centered);
+  if (failed(square))
+    return failure();
+  FailureOr<Value> variance = ctx.create<ReduceMeanOp>(*square, axesAttr, true);
+  if (failed(variance))
+    return failure();
+  FailureOr<Value> shifted =
+      ctx.create<AddOp>(*variance, ctx.scalar(epsilon, elementTypeOf(x)));
+  if (failed(shifted))
+    return failure();
+  FailureOr<Value> invStd = ctx.create<RsqrtOp>(*shifted);
+  if (failed(invStd))
+    return failure();
+  ctx.setOutput(1, *mean);
+  ctx.setOutput(2, *invStd);
+  return success();
+}
+
 LogicalResult importLayerNorm(NodeContext &ctx) {
-  for (int i = 1; i < ctx.node().output_size(); ++i)
-    if (!ctx.node().output(i).empty())
-      return ctx.unsupported("LayerNormalization Mean/InvStdDev outputs");
   FailureOr<Value> x = ctx.input(0), scale = ctx.input(1);
   if (failed(x) || failed(scale))
     return failure();
@@ -223,6 +253,7 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
   if (failed(axis))
     return failure();
+  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   // ONNX lets scale/bias broadcast; the op wants exactly the normalized dims.
   DimList dims = getDims(type);
   DimList normalized(dims.begin() + *axis, dims.end());
@@ -230,7 +261,12 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
     RankedTensorType want = makeTensorType(normalized, elementTypeOf(p));
     if (p.getType() == want)
       return p;
-    return ctx.createTyped<ExpandOp>(want, p);
+    if (tensorOf(p).getRank() > want.getRank()) // Leading 1s only.
+      p = ctx.createTyped<ReshapeOp>(
+          makeTensorType(ArrayRef<Dim>(getDims(tensorOf(p))).take_back(want.getRank()),
+                         elementTypeOf(p)),
+          p);
+    return p.getType() == want ? p : ctx.createTyped<ExpandOp>(want, p);
   };
   Value bias;
   if (ctx.hasInput(2)) {
@@ -241,16 +277,79 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   }
   FailureOr<Value> r = ctx.create<LayerNormOp>(
       *x, fit(*scale), bias, ctx.builder().getI64IntegerAttr(*axis),
-      ctx.builder().getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)));
+      ctx.builder().getF64FloatAttr(epsilon));
   if (failed(r))
     return failure();
   ctx.setOutput(0, *r);
+  bool statistics = false;
+  for (int i = 1; i < ctx.node().output_size(); ++i)
+    statistics |= !ctx.node().output(i).empty();
+  if (statistics)
+    return layerNormStatistics(ctx, *x, *axis, epsilon);
   return success();
 }
 
+/// SoftmaxCrossEntropyLoss with class weights, spelled out:
+/// loss[n] = -w[y[n]] * log_softmax(scores)[n, y[n]] over counted rows;
+/// mean divides by the summed weights of counted rows (the ONNX rule).
+FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
+                                      Value labels, Value weights,
+                                      std::optional<int64_t> ignore,
+                                      Reduction reduction) {
+  Type element = elementTypeOf(scores);
+  Type labelType = elementTypeOf(labels);
+  FailureOr<Value> logProb =
+      ctx.create<LogSoftmaxOp>(scores, ctx.builder().getI64IntegerAttr(1));
+  if (failed(logProb))
+    return failure();
+  Value safeLabels = labels, counted;
+  if (ignore) {
+    FailureOr<Value> keep =
+        ctx.create<NeOp>(labels, ctx.scalar(static_cast<double>(*ignore), labelType));
+    if (failed(keep))
+      return failure();
+    counted = *keep;
+    FailureOr<Value> safe =
+        ctx.create<SelectOp>(*keep, labels, ctx.scalar(0, labelType));
+    if (failed(safe))
+      return failure();
+    safeLabels = *safe;
+  }
+  FailureOr<Value> index = unsqueeze(ctx, safeLabels, {1});
+  if (failed(index))
+    return failure();
+  FailureOr<Value> picked = ctx.create<GatherElementsOp>(
+      *logProb, *index, ctx.builder().getI64IntegerAttr(1));
+  if (failed(picked) || failed(picked = squeeze(ctx, *picked, {1})))
+    return failure();
+  FailureOr<Value> w =
+      ctx.create<GatherOp>(weights, safeLabels, ctx.builder().getI64IntegerAttr(0));
+  if (failed(w))
+    return failure();
+  if (counted && failed(w = ctx.create<SelectOp>(counted, *w, ctx.scalar(0, element))))
+    return failure();
+  FailureOr<Value> loss = ctx.create<MulOp>(*picked, *w);
+  if (failed(loss) || failed(loss = ctx.create<NegOp>(*loss)))
+    return failure();
+  if (reduction == Reduction::none)
+    return loss;
+  int64_t rank = tensorOf(*loss).getRank();
+  SmallVector<int64_t> all;
+  for (int64_t i = 0; i < rank; ++i)
+    all.push_back(i);
+  FailureOr<Value> total = ctx.create<ReduceSumOp>(*loss, i64s(ctx, all), false);
+  if (failed(total) || reduction == Reduction::sum)
+    return total;
+  FailureOr<Value> weightSum = ctx.create<ReduceSumOp>(*w, i64s(ctx, all), false);
+  if (failed(weightSum))
+    return failure();
+  return ctx.create<DivOp>(*total, *weightSum);
+}
+
+LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
+                                Reduction reduction);
+
 LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
-  if (ctx.hasInput(2))
-    return ctx.unsupported("class weights");
   FailureOr<Value> scores = ctx.input(0), labels = ctx.input(1);
   if (failed(scores) || failed(labels))
     return failure();
@@ -267,9 +366,38 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
   RankedTensorType type = tensorOf(*scores);
   if (type.getRank() < 2)
     return ctx.error("scores must have rank >= 2 ([N, C, ...])");
+  if (ctx.hasInput(2)) {
+    FailureOr<Value> weights = ctx.input(2);
+    if (failed(weights))
+      return failure();
+    std::optional<int64_t> ignore;
+    if (ctx.attr("ignore_index"))
+      ignore = ctx.attrInt("ignore_index", 0);
+    FailureOr<Value> loss =
+        weightedCrossEntropy(ctx, *scores, *labels, *weights, ignore, reduction);
+    if (failed(loss))
+      return failure();
+    ctx.setOutput(0, *loss);
+  } else if (failed(fusedCrossEntropy(ctx, *scores, *labels, reduction))) {
+    return failure();
+  }
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
+    FailureOr<Value> logProb =
+        ctx.create<LogSoftmaxOp>(*scores, ctx.builder().getI64IntegerAttr(1));
+    if (failed(logProb))
+      return failure();
+    ctx.setOutput(1, *logProb);
+  }
+  return success();
+}
+
+/// Without class weights the loss is the fused op on [rows, classes].
+LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
+                                Reduction reduction) {
+  RankedTensorType type = tensorOf(scores);
   // [N, C, d1...] -> [N*d1*..., C] with classes last; labels to [N*d1*...].
   DimList dims = getDims(type);
-  Value logits = *scores;
+  Value logits = scores;
   DimList spatial;
   if (type.getRank() > 2) {
     SmallVector<int64_t> perm = {0};
@@ -284,9 +412,9 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
     rows.append(spatial);
     logits = reshapeTo(ctx, *t, {dimProduct(rows, ctx.context()), dims[1]});
   }
-  DimList rowDims = getDims(tensorOf(*labels));
+  DimList rowDims = getDims(tensorOf(labels));
   Dim rowCount = dimProduct(rowDims, ctx.context());
-  Value flatLabels = reshapeTo(ctx, *labels, {rowCount});
+  Value flatLabels = reshapeTo(ctx, labels, {rowCount});
   // No ignore_index means every label counts: use one no label can equal.
   int64_t ignore = ctx.attr("ignore_index") ? ctx.attrInt("ignore_index", -100)
                                             : std::numeric_limits<int64_t>::min();
@@ -299,13 +427,6 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
   if (reduction == Reduction::none)
     result = reshapeTo(ctx, result, rowDims);
   ctx.setOutput(0, result);
-  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
-    FailureOr<Value> logProb =
-        ctx.create<LogSoftmaxOp>(*scores, ctx.builder().getI64IntegerAttr(1));
-    if (failed(logProb))
-      return failure();
-    ctx.setOutput(1, *logProb);
-  }
   return success();
 }
 

@@ -46,8 +46,15 @@ FailureOr<Value> NodeContext::input(size_t i) {
     return failure();
   }
   ImportedValue &v = *inputs_[i];
-  if (v.value)
+  if (v.value) {
+    // Only ranked tensors reach the dialect; an opaque producer without a
+    // known rank makes its users opaque too.
+    if (!llvm::isa<RankedTensorType>(v.value.getType())) {
+      (void)unsupported("input " + Twine(i) + " has an unknown rank");
+      return failure();
+    }
     return v.value;
+  }
   FailureOr<Value> value = materialize(*v.known);
   if (failed(value))
     return failure();
@@ -205,6 +212,32 @@ LogicalResult NodeContext::error(const Twine &message) {
     message_ = message.str();
   }
   return failure();
+}
+
+ImportedValue constantTensor(OpBuilder &builder, Location loc,
+                             const HostTensor &tensor) {
+  ImportedValue result;
+  MLIRContext *context = builder.getContext();
+  if (!tensor.isFloat() && tensor.shape.size() <= 1 &&
+      tensor.numel() <= kMaxKnownElements) {
+    KnownTensor known;
+    known.dtype = tensor.dtype;
+    known.shape = tensor.shape;
+    for (int64_t v : tensor.ints)
+      known.elements.push_back(dimConst(context, v));
+    result.known = std::move(known);
+    return result;
+  }
+  Type element = toMlirType(tensor.dtype, context);
+  auto type = RankedTensorType::get(tensor.shape, element);
+  SmallVector<Attribute> values;
+  for (int64_t i = 0, n = tensor.numel(); i < n; ++i)
+    values.push_back(tensor.isFloat()
+                         ? Attribute(builder.getFloatAttr(element, tensor.floats[i]))
+                         : Attribute(builder.getIntegerAttr(element, tensor.ints[i])));
+  result.value =
+      builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, values)).getResult();
+  return result;
 }
 
 const HandlerMap &getHandlers() {

@@ -126,6 +126,15 @@ private:
   std::string diagnostic_;
 };
 
+/// Integer tensors up to this many elements (rank <= 1) are compile-time
+/// values.
+inline constexpr int64_t kMaxKnownElements = 64;
+
+/// A value known at compile time: small integer vectors stay KnownTensors
+/// (materialized only if used as data), everything else is kiln.constant.
+ImportedValue constantTensor(mlir::OpBuilder &builder, mlir::Location loc,
+                             const HostTensor &tensor);
+
 using NodeHandler = mlir::LogicalResult (*)(NodeContext &);
 using HandlerMap = llvm::StringMap<NodeHandler>;
 

@@ -17,10 +17,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -29,10 +32,8 @@ namespace kiln {
 namespace {
 
 /// Oldest and newest default-domain opsets whose op semantics Kiln knows.
-constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
-/// Integer initializers up to this many elements are compile-time values.
-constexpr int64_t kMaxKnownElements = 64;
 
 /// Symbol names must be MLIR keywords: letters, digits, `_`, `.`, `$`.
 std::string symbolName(StringRef raw) {
@@ -44,12 +45,32 @@ std::string symbolName(StringRef raw) {
   return name;
 }
 
+/// An attribute whose type is not the one the op's ONNX schema declares
+/// (ONNX 1.12 knows schemas up to opset 17; newer ops are not checked).
+std::optional<std::string> attributeTypeError(const onnx::NodeProto &node,
+                                              int64_t opset) {
+  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+      node.op_type(), static_cast<int>(std::min<int64_t>(opset, INT32_MAX)));
+  if (!schema)
+    return std::nullopt;
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    auto it = schema->attributes().find(a.name());
+    if (it == schema->attributes().end() ||
+        a.type() == onnx::AttributeProto::UNDEFINED || a.type() == it->second.type)
+      continue;
+    return "attribute '" + a.name() + "' is " +
+           onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
+           onnx::AttributeProto::AttributeType_Name(it->second.type);
+  }
+  return std::nullopt;
+}
+
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *context, const onnx::ModelProto &model,
-                std::string path)
+                std::string path, const ImportOptions &options)
       : context_(context), model_(model), path_(std::move(path)),
-        builder_(context) {}
+        options_(options), builder_(context) {}
 
   absl::StatusOr<ImportResult> run();
 
@@ -68,6 +89,7 @@ private:
   MLIRContext *context_;
   const onnx::ModelProto &model_;
   std::string path_;
+  const ImportOptions &options_;
   OpBuilder builder_;
   int64_t opset_ = 0;
   std::map<std::string, ImportedValue> values_;
@@ -89,8 +111,16 @@ GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
   if (!tensor.has_shape())
     return fail("graph input '" + info.name() + "' has no shape (rank unknown)");
   DimList dims;
+  int64_t staticElements = 1;
   for (int i = 0; i < tensor.shape().dim_size(); ++i) {
     const onnx::TensorShapeProto::Dimension &dim = tensor.shape().dim(i);
+    if (dim.has_dim_value() &&
+        (dim.dim_value() < 0 ||
+         llvm::MulOverflow(staticElements, dim.dim_value(), staticElements)))
+      return fail("graph input '" + info.name() + "': " +
+                  (dim.dim_value() < 0
+                       ? "dim " + Twine(dim.dim_value()) + " is negative"
+                       : Twine("its element count overflows int64")));
     if (dim.has_dim_value())
       dims.push_back(dimConst(context_, dim.dim_value()));
     else if (dim.has_dim_param() && !dim.dim_param().empty())
@@ -111,7 +141,10 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   std::vector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
   int64_t numel = 1;
   for (int64_t d : shape)
-    numel *= d;
+    if (d < 0 || llvm::MulOverflow(numel, d, numel))
+      return fail("initializer '" + tensor.name() + "': " +
+                  (d < 0 ? "dim " + Twine(d) + " is negative"
+                         : Twine("its element count overflows int64")));
   auto type = RankedTensorType::get(shape, toMlirType(*dtype, context_));
   Location loc = NameLoc::get(StringAttr::get(context_, tensor.name()),
                               FileLineColLoc::get(context_, path_, 0, 0));
@@ -130,28 +163,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   absl::StatusOr<HostTensor> host = tensorFromProto(tensor, dir);
   if (!host.ok())
     return fail(std::string(host.status().message()));
-  if (!isFloat(*dtype) && shape.size() <= 1) {
-    KnownTensor known;
-    known.dtype = *dtype;
-    known.shape = shape;
-    for (int64_t v : host->ints)
-      known.elements.push_back(dimConst(context_, v));
-    result.known = std::move(known);
-    return result; // Materialized only if used as data.
-  }
-  SmallVector<Attribute> elements;
-  for (int64_t i = 0; i < numel; ++i) {
-    if (isFloat(*dtype))
-      elements.push_back(builder_.getFloatAttr(type.getElementType(),
-                                               host->getDouble(i)));
-    else
-      elements.push_back(builder_.getIntegerAttr(type.getElementType(),
-                                                 host->getInt(i)));
-  }
-  result.value = builder_
-                     .create<ConstantOp>(loc, DenseElementsAttr::get(type, elements))
-                     .getResult();
-  return result;
+  return constantTensor(builder_, loc, *host);
 }
 
 absl::StatusOr<ImportedValue *> GraphImporter::lookup(const std::string &name) {
@@ -279,6 +291,19 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
                                      : "op from domain '" + node.domain() + "'",
                       loc);
 
+  // Before opset 7, binary ops broadcast only on request (`broadcast`,
+  // `axis`) and some ops took `consumed_inputs`; Kiln implements the numpy
+  // rules of opset 7 and later only.
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "broadcast" || a.name() == "consumed_inputs")
+      return emitOpaque(node, nodeName,
+                        "pre-opset-7 attribute '" + a.name() + "'", loc);
+
+  // Handlers read attributes by name (a->i(), a->f()); one of the wrong
+  // type (axis=1.5) would silently read as 0.
+  if (std::optional<std::string> bad = attributeTypeError(node, opset_))
+    return nodeError(*bad);
+
   NodeContext ctx(builder_, loc, node, opset_, inputs);
   currentNode_ = &ctx;
   LogicalResult result = handler->second(ctx);
@@ -326,6 +351,8 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   for (const onnx::ValueInfoProto &info : graph.input()) {
     if (initializers_.count(info.name()))
       continue;
+    if (options_.frozenInputs.count(info.name()))
+      continue; // Becomes a constant in the body below.
     absl::StatusOr<RankedTensorType> type = importValueType(info);
     if (!type.ok())
       return type.status();
@@ -343,6 +370,12 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
     func.setArgAttr(i, "kiln.name", builder_.getStringAttr(name));
     values_[name].value = entry->getArgument(i);
   }
+  for (const auto &[name, tensor] : options_.frozenInputs)
+    values_[name] = constantTensor(
+        builder_,
+        NameLoc::get(StringAttr::get(context_, name),
+                     FileLineColLoc::get(context_, path_, 0, 0)),
+        tensor);
 
   // Type-inference diagnostics belong to the node being imported.
   ScopedDiagnosticHandler diagnostics(context_, [&](Diagnostic &diag) {
@@ -406,10 +439,8 @@ bool isTextualModel(StringRef path) {
 
 } // namespace
 
-absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
-                                            const std::string &path) {
-  context->loadDialect<GraphDialect, func::FuncDialect>();
-  onnx::ModelProto model;
+namespace {
+absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
@@ -427,8 +458,33 @@ absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
   }
   if (!model.has_graph())
     return absl::InvalidArgumentError(absl::StrCat(path, ": the model has no graph"));
-  GraphImporter importer(context, model, path);
+  return absl::OkStatus();
+}
+} // namespace
+
+absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
+                                            const std::string &path,
+                                            const ImportOptions &options) {
+  context->loadDialect<GraphDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (absl::Status status = loadModel(path, model); !status.ok())
+    return status;
+  GraphImporter importer(context, model, path, options);
   return importer.run();
+}
+
+absl::StatusOr<std::vector<std::string>> listOnnxInputs(const std::string &path) {
+  onnx::ModelProto model;
+  if (absl::Status status = loadModel(path, model); !status.ok())
+    return status;
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  std::vector<std::string> inputs;
+  for (const onnx::ValueInfoProto &info : model.graph().input())
+    if (!initializers.count(info.name()))
+      inputs.push_back(info.name());
+  return inputs;
 }
 
 std::vector<std::string> getSupportedOnnxOps() {

@@ -113,28 +113,8 @@ LogicalResult importSize(NodeContext &ctx) {
   return success();
 }
 
-/// A constant tensor: small integer vectors stay known, the rest become
-/// kiln.constant.
 LogicalResult setConstant(NodeContext &ctx, const HostTensor &tensor) {
-  if (!tensor.isFloat() && tensor.shape.size() <= 1 && tensor.numel() <= 64) {
-    KnownTensor k;
-    k.dtype = tensor.dtype;
-    k.shape = tensor.shape;
-    for (int64_t v : tensor.ints)
-      k.elements.push_back(dimConst(ctx.context(), v));
-    ctx.setKnown(0, k);
-    return success();
-  }
-  Type element = toMlirType(tensor.dtype, ctx.context());
-  auto type = RankedTensorType::get(tensor.shape, element);
-  SmallVector<Attribute> values;
-  for (int64_t i = 0; i < tensor.numel(); ++i)
-    values.push_back(tensor.isFloat()
-                         ? Attribute(ctx.builder().getFloatAttr(element, tensor.floats[i]))
-                         : Attribute(ctx.builder().getIntegerAttr(element, tensor.ints[i])));
-  ctx.setOutput(0, ctx.builder()
-                       .create<ConstantOp>(ctx.loc(), DenseElementsAttr::get(type, values))
-                       .getResult());
+  ctx.outputs()[0] = constantTensor(ctx.builder(), ctx.loc(), tensor);
   return success();
 }
 
@@ -183,6 +163,17 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   }
   if (fill.numel() != 1)
     return ctx.error("value must hold one element");
+  Dim count = dimProduct(*dims, ctx.context());
+  std::optional<int64_t> n = count.getConstantValue();
+  if (!fill.isFloat() && dims->size() <= 1 && n && *n <= kMaxKnownElements) {
+    KnownTensor known; // A small integer fill stays a compile-time value.
+    known.dtype = fill.dtype;
+    for (Dim d : *dims)
+      known.shape.push_back(*d.getConstantValue());
+    known.elements.assign(*n, dimConst(ctx.context(), fill.getInt(0)));
+    ctx.setKnown(0, known);
+    return success();
+  }
   Type element = toMlirType(fill.dtype, ctx.context());
   Value scalar = ctx.scalar(fill.getDouble(0), element);
   RankedTensorType type = makeTensorType(*dims, element);
@@ -676,10 +667,73 @@ LogicalResult importExpand(NodeContext &ctx) {
   return success();
 }
 
+/// x[start + i*step] for i < length along `dim`, other dims whole.
+Value sliceAlong(NodeContext &ctx, Value x, int64_t dim, int64_t start,
+                 int64_t length, int64_t step) {
+  RankedTensorType type = tensorOf(x);
+  DimList starts(type.getRank(), dimConst(ctx.context(), 0));
+  starts[dim] = dimConst(ctx.context(), start);
+  SmallVector<int64_t> steps(type.getRank(), 1);
+  steps[dim] = step;
+  DimList dims = getDims(type);
+  dims[dim] = dimConst(ctx.context(), length);
+  return ctx.createTyped<SliceOp>(makeTensorType(dims, type.getElementType()), x,
+                                  DimsAttr::get(ctx.context(), starts),
+                                  ctx.builder().getDenseI64ArrayAttr(steps));
+}
+
+/// Pad modes that copy input values (edge, reflect, wrap), one dim at a time
+/// as slices concatenated around the input.
+FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
+                              ArrayRef<int64_t> pads) {
+  int64_t rank = tensorOf(x).getRank();
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t low = pads[d], high = pads[rank + d];
+    if (low == 0 && high == 0)
+      continue;
+    RankedTensorType type = tensorOf(x);
+    if (type.isDynamicDim(d)) {
+      (void)ctx.unsupported("Pad mode '" + mode + "' of a symbolic dim");
+      return failure();
+    }
+    int64_t n = type.getDimSize(d);
+    SmallVector<Value> pieces;
+    auto edge = [&](int64_t index, int64_t count) {
+      Value one = sliceAlong(ctx, x, d, index, 1, 1);
+      DimList dims = getDims(tensorOf(one));
+      dims[d] = dimConst(ctx.context(), count);
+      return ctx.createTyped<ExpandOp>(makeTensorType(dims, type.getElementType()), one);
+    };
+    if (mode == "reflect" && (low >= n || high >= n)) {
+      (void)ctx.error("reflect pad larger than the dim minus one");
+      return failure();
+    }
+    if (mode == "wrap" && (low > n || high > n)) {
+      (void)ctx.unsupported("wrap pad larger than the dim");
+      return failure();
+    }
+    if (low > 0)
+      pieces.push_back(mode == "edge"      ? edge(0, low)
+                       : mode == "reflect" ? sliceAlong(ctx, x, d, low, low, -1)
+                                           : sliceAlong(ctx, x, d, n - low, low, 1));
+    pieces.push_back(x);
+    if (high > 0)
+      pieces.push_back(mode == "edge"      ? edge(n - 1, high)
+                       : mode == "reflect" ? sliceAlong(ctx, x, d, n - 2, high, -1)
+                                           : sliceAlong(ctx, x, d, 0, high, 1));
+    FailureOr<Value> joined =
+        ctx.create<ConcatOp>(pieces, ctx.builder().getI64IntegerAttr(d));
+    if (failed(joined))
+      return failure();
+    x = *joined;
+  }
+  return x;
+}
+
 LogicalResult importPad(NodeContext &ctx) {
   std::string mode = ctx.attrString("mode", "constant");
-  if (mode != "constant")
-    return ctx.unsupported("Pad mode '" + mode + "'");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return ctx.error("unknown Pad mode '" + mode + "'");
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -723,6 +777,13 @@ LogicalResult importPad(NodeContext &ctx) {
     return ctx.error("Pad needs 2 * rank pads");
   if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
     return ctx.unsupported("negative pads (cropping)");
+  if (mode != "constant") {
+    FailureOr<Value> r = padByCopying(ctx, *x, mode, pads);
+    if (failed(r))
+      return failure();
+    ctx.setOutput(0, *r);
+    return success();
+  }
   FailureOr<Value> r = ctx.create<PadOp>(*x, ctx.builder().getDenseI64ArrayAttr(pads),
                                          ctx.builder().getF64FloatAttr(value));
   if (failed(r))

@@ -24,6 +24,9 @@ absl::StatusOr<DType> dtypeFromOnnx(int onnxType) {
   case onnx::TensorProto::BOOL: return DType::Bool;
   case onnx::TensorProto::INT8: return DType::I8;
   case onnx::TensorProto::UINT8: return DType::U8;
+  case onnx::TensorProto::UINT16: return DType::U16;
+  case onnx::TensorProto::UINT32: return DType::U32;
+  case onnx::TensorProto::UINT64: return DType::U64;
   case onnx::TensorProto::INT16: return DType::I16;
   case onnx::TensorProto::INT32: return DType::I32;
   case onnx::TensorProto::INT64: return DType::I64;
@@ -45,6 +48,9 @@ int dtypeToOnnx(DType dtype) {
   case DType::Bool: return onnx::TensorProto::BOOL;
   case DType::I8: return onnx::TensorProto::INT8;
   case DType::U8: return onnx::TensorProto::UINT8;
+  case DType::U16: return onnx::TensorProto::UINT16;
+  case DType::U32: return onnx::TensorProto::UINT32;
+  case DType::U64: return onnx::TensorProto::UINT64;
   case DType::I16: return onnx::TensorProto::INT16;
   case DType::I32: return onnx::TensorProto::INT32;
   case DType::I64: return onnx::TensorProto::INT64;
@@ -54,9 +60,9 @@ int dtypeToOnnx(DType dtype) {
 
 static size_t byteWidth(DType dtype) {
   switch (dtype) {
-  case DType::F64: case DType::I64: return 8;
-  case DType::F32: case DType::I32: return 4;
-  case DType::F16: case DType::BF16: case DType::I16: return 2;
+  case DType::F64: case DType::I64: case DType::U64: return 8;
+  case DType::F32: case DType::I32: case DType::U32: return 4;
+  case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
   default: return 1;
   }
 }
@@ -97,6 +103,9 @@ static void decodeRaw(HostTensor &tensor, const char *bytes) {
     case DType::Bool: tensor.ints[i] = *p != 0; break;
     case DType::I8: tensor.ints[i] = static_cast<int8_t>(*p); break;
     case DType::U8: tensor.ints[i] = static_cast<uint8_t>(*p); break;
+    case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); tensor.ints[i] = v; break; }
+    case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); tensor.ints[i] = v; break; }
+    case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); tensor.ints[i] = static_cast<int64_t>(v); break; }
     case DType::I16: { int16_t v; std::memcpy(&v, p, 2); tensor.ints[i] = v; break; }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); tensor.ints[i] = v; break; }
     case DType::I64: { int64_t v; std::memcpy(&v, p, 8); tensor.ints[i] = v; break; }
@@ -112,10 +121,14 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
   for (const auto &entry : proto.external_data()) {
     if (entry.key() == "location")
       location = entry.value();
-    else if (entry.key() == "offset")
-      offset = std::stoll(entry.value());
-    else if (entry.key() == "length")
-      length = std::stoll(entry.value());
+    else if (entry.key() == "offset" || entry.key() == "length") {
+      // Not std::stoll: it throws on garbage.
+      int64_t &field = entry.key() == "offset" ? offset : length;
+      if (llvm::StringRef(entry.value()).getAsInteger(10, field) || field < 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "initializer '", proto.name(), "' has an invalid external data ",
+            entry.key(), " '", entry.value(), "'"));
+    }
   }
   if (location.empty())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -133,6 +146,12 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
     return absl::InvalidArgumentError(absl::StrCat(
         "initializer '", proto.name(), "' external data has ", length,
         " bytes, expected ", expectedBytes));
+  uint64_t fileSize = 0;
+  if (offset < 0 || llvm::sys::fs::file_size(path, fileSize) ||
+      static_cast<uint64_t>(offset) + expectedBytes > fileSize)
+    return absl::OutOfRangeError(absl::StrCat(
+        "external data file '", path.str().str(), "' ends before initializer '",
+        proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
   std::string bytes(expectedBytes, '\0');
   file.seekg(offset);
   file.read(bytes.data(), static_cast<std::streamsize>(expectedBytes));
@@ -150,18 +169,50 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", proto.name(), "': ", dtype.status().message()));
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape)
+  // Count elements without overflow before allocating anything: a corrupt
+  // file must give an error, not an out-of-memory abort.
+  constexpr uint64_t kMaxElements = uint64_t(1) << 40;
+  uint64_t n = 1;
+  for (int64_t d : shape) {
     if (d < 0)
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", proto.name(), "' has a negative dim"));
-  HostTensor tensor(*dtype, shape);
-  size_t n = static_cast<size_t>(tensor.numel());
+    if (d != 0 && n > kMaxElements / static_cast<uint64_t>(d))
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", proto.name(), "' has too many elements"));
+    n *= static_cast<uint64_t>(d);
+  }
   size_t bytes = n * byteWidth(*dtype);
+  auto shapeString = [&] {
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+  };
   auto sizeError = [&](size_t found) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor '", proto.name(), "' holds ", found, " values for shape ",
-        tensor.shapeString()));
+        shapeString()));
   };
+  // How many values the tensor's data actually holds.
+  size_t available;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+    available = n; // readExternalData checks the file's byte count.
+  else if (proto.has_raw_data())
+    available = proto.raw_data().size() == bytes ? n : proto.raw_data().size() / byteWidth(*dtype);
+  else if (*dtype == DType::F32)
+    available = proto.float_data_size();
+  else if (*dtype == DType::F64)
+    available = proto.double_data_size();
+  else if (*dtype == DType::I64)
+    available = proto.int64_data_size();
+  else if (*dtype == DType::U32 || *dtype == DType::U64)
+    available = proto.uint64_data_size();
+  else
+    available = proto.int32_data_size();
+  if (available != n || (proto.has_raw_data() && proto.raw_data().size() != bytes))
+    return sizeError(available);
+  HostTensor tensor(*dtype, shape);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     absl::StatusOr<std::string> raw = readExternalData(proto, baseDir, bytes);
@@ -171,8 +222,6 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
     return tensor;
   }
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != bytes)
-      return sizeError(proto.raw_data().size() / byteWidth(*dtype));
     decodeRaw(tensor, proto.raw_data().data());
     return tensor;
   }
@@ -190,10 +239,13 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
       tensor.floats[i] = proto.double_data(i);
     break;
   case DType::I64:
-    if (static_cast<size_t>(proto.int64_data_size()) != n)
-      return sizeError(proto.int64_data_size());
     for (size_t i = 0; i < n; ++i)
       tensor.ints[i] = proto.int64_data(i);
+    break;
+  case DType::U32:
+  case DType::U64:
+    for (size_t i = 0; i < n; ++i)
+      tensor.ints[i] = static_cast<int64_t>(proto.uint64_data(i));
     break;
   default: // Narrower types travel in int32_data (halves as their bits).
     if (static_cast<size_t>(proto.int32_data_size()) != n)
@@ -232,7 +284,9 @@ void tensorToProto(const HostTensor &tensor, const std::string &name,
       break;
     case DType::I16: { int16_t v = static_cast<int16_t>(tensor.ints[i]); std::memcpy(p, &v, 2); break; }
     case DType::I32: { int32_t v = static_cast<int32_t>(tensor.ints[i]); std::memcpy(p, &v, 4); break; }
-    case DType::I64: std::memcpy(p, &tensor.ints[i], 8); break;
+    case DType::I64: case DType::U64: std::memcpy(p, &tensor.ints[i], 8); break;
+    case DType::U16: { uint16_t v = static_cast<uint16_t>(tensor.ints[i]); std::memcpy(p, &v, 2); break; }
+    case DType::U32: { uint32_t v = static_cast<uint32_t>(tensor.ints[i]); std::memcpy(p, &v, 4); break; }
     }
   }
   proto.set_raw_data(raw);

@@ -71,6 +71,15 @@ absl::Status decodeResource(DenseResourceElementsAttr attr, HostTensor &t) {
     case DType::U8:
       t.setInt(i, readBlob<uint8_t>(data, i));
       break;
+    case DType::U16:
+      t.setInt(i, readBlob<uint16_t>(data, i));
+      break;
+    case DType::U32:
+      t.setInt(i, readBlob<uint32_t>(data, i));
+      break;
+    case DType::U64:
+      t.setInt(i, static_cast<int64_t>(readBlob<uint64_t>(data, i)));
+      break;
     case DType::I8:
       t.setInt(i, readBlob<int8_t>(data, i));
       break;

@@ -26,6 +26,9 @@ const char *dtypeName(DType dtype) {
   case DType::I32: return "i32";
   case DType::I64: return "i64";
   case DType::U8: return "ui8";
+  case DType::U16: return "ui16";
+  case DType::U32: return "ui32";
+  case DType::U64: return "ui64";
   }
   return "?";
 }
@@ -43,6 +46,12 @@ mlir::Type toMlirType(DType dtype, mlir::MLIRContext *context) {
   case DType::I64: return mlir::IntegerType::get(context, 64);
   case DType::U8:
     return mlir::IntegerType::get(context, 8, mlir::IntegerType::Unsigned);
+  case DType::U16:
+    return mlir::IntegerType::get(context, 16, mlir::IntegerType::Unsigned);
+  case DType::U32:
+    return mlir::IntegerType::get(context, 32, mlir::IntegerType::Unsigned);
+  case DType::U64:
+    return mlir::IntegerType::get(context, 64, mlir::IntegerType::Unsigned);
   }
   return {};
 }
@@ -53,8 +62,15 @@ std::optional<DType> fromMlirType(mlir::Type type) {
   if (type.isF32()) return DType::F32;
   if (type.isF64()) return DType::F64;
   if (auto integer = llvm::dyn_cast<mlir::IntegerType>(type)) {
-    if (integer.isUnsigned())
-      return integer.getWidth() == 8 ? std::optional(DType::U8) : std::nullopt;
+    if (integer.isUnsigned()) {
+      switch (integer.getWidth()) {
+      case 8: return DType::U8;
+      case 16: return DType::U16;
+      case 32: return DType::U32;
+      case 64: return DType::U64;
+      default: return std::nullopt;
+      }
+    }
     switch (integer.getWidth()) {
     case 1: return DType::Bool;
     case 8: return DType::I8;
@@ -88,6 +104,8 @@ int64_t wrapToInt(DType dtype, int64_t value) {
   case DType::Bool: return value != 0;
   case DType::I8: return static_cast<int8_t>(value);
   case DType::U8: return static_cast<uint8_t>(value);
+  case DType::U16: return static_cast<uint16_t>(value);
+  case DType::U32: return static_cast<uint32_t>(value);
   case DType::I16: return static_cast<int16_t>(value);
   case DType::I32: return static_cast<int32_t>(value);
   default: return value;

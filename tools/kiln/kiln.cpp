@@ -32,7 +32,10 @@ namespace {
 cl::SubCommand importCommand("import", "Import an ONNX model (binary, or ONNX "
                                        "text as .onnxtxt) and print graph-dialect IR");
 cl::opt<std::string> importModel(cl::Positional, cl::desc("<model.onnx>"),
-                                 cl::Required, cl::sub(importCommand));
+                                 cl::sub(importCommand));
+cl::opt<bool> listOps("list-ops",
+                      cl::desc("Print the ONNX op types the importer supports"),
+                      cl::sub(importCommand));
 cl::opt<std::string> importOutput("o", cl::desc("Write the IR here (default: stdout)"),
                                   cl::value_desc("file"), cl::init("-"),
                                   cl::sub(importCommand));
@@ -50,6 +53,13 @@ cl::opt<std::string> interpOutputs("outputs",
                                    cl::value_desc("dir"), cl::Required,
                                    cl::sub(interpCommand));
 
+cl::opt<bool> constSmallInputs(
+    "const-small-inputs",
+    cl::desc("With an ONNX model: compile scalar inputs and integer vector "
+             "inputs as constants holding the given values (how the ONNX "
+             "node tests pass shapes, axes, pads and bounds)"),
+    cl::sub(interpCommand));
+
 int fail(const Twine &message) {
   errs() << "kiln: error: " << message << "\n";
   return 1;
@@ -63,6 +73,13 @@ void reportUnsupported(const kiln::ImportResult &result) {
 }
 
 int runImport(MLIRContext &context) {
+  if (listOps) {
+    for (const std::string &op : kiln::getSupportedOnnxOps())
+      outs() << op << "\n";
+    return 0;
+  }
+  if (importModel.empty())
+    return fail("import needs a model (see 'kiln import --help')");
   absl::StatusOr<kiln::ImportResult> result =
       kiln::importOnnxFile(&context, importModel);
   if (!result.ok())
@@ -77,9 +94,24 @@ int runImport(MLIRContext &context) {
   return 0;
 }
 
+absl::StatusOr<kiln::HostTensor> readInput(unsigned index) {
+  SmallString<256> path(interpInputs);
+  sys::path::append(path, "input_" + Twine(index) + ".pb");
+  return kiln::readTensorFile(path.str().str());
+}
+
+/// What --const-small-inputs freezes: integer vectors (shapes, axes, pads)
+/// and scalars of any type (bounds, fill values, ratios).
+bool isShapeLikeInput(const kiln::HostTensor &t) {
+  if (t.shape.empty())
+    return true;
+  return !t.isFloat() && t.shape.size() == 1 && t.numel() <= 64;
+}
+
 int runInterp(MLIRContext &context) {
   OwningOpRef<ModuleOp> module;
   std::string weightsPath;
+  std::vector<kiln::HostTensor> inputs;
   if (StringRef(interpInput).ends_with(".mlir")) {
     SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -89,8 +121,24 @@ int runInterp(MLIRContext &context) {
     if (auto weights = (*module)->getAttrOfType<StringAttr>("kiln.weights"))
       weightsPath = weights.str();
   } else {
+    kiln::ImportOptions options;
+    if (constSmallInputs) {
+      absl::StatusOr<std::vector<std::string>> names =
+          kiln::listOnnxInputs(interpInput);
+      if (!names.ok())
+        return fail(std::string(names.status().message()));
+      for (auto [i, name] : llvm::enumerate(*names)) {
+        absl::StatusOr<kiln::HostTensor> tensor = readInput(i);
+        if (!tensor.ok())
+          return fail(std::string(tensor.status().message()));
+        if (isShapeLikeInput(*tensor))
+          options.frozenInputs[name] = *tensor;
+        else
+          inputs.push_back(std::move(*tensor));
+      }
+    }
     absl::StatusOr<kiln::ImportResult> result =
-        kiln::importOnnxFile(&context, interpInput);
+        kiln::importOnnxFile(&context, interpInput, options);
     if (!result.ok())
       return fail(std::string(result.status().message()));
     reportUnsupported(*result);
@@ -105,14 +153,13 @@ int runInterp(MLIRContext &context) {
   if (!func)
     return fail(interpInput + ": no function to run");
 
-  std::vector<kiln::HostTensor> inputs;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    SmallString<256> path(interpInputs);
-    sys::path::append(path, "input_" + Twine(i) + ".pb");
-    absl::StatusOr<kiln::HostTensor> tensor = kiln::readTensorFile(path.str().str());
-    if (!tensor.ok())
-      return fail(std::string(tensor.status().message()));
-    inputs.push_back(std::move(*tensor));
+  if (!constSmallInputs) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      absl::StatusOr<kiln::HostTensor> tensor = readInput(i);
+      if (!tensor.ok())
+        return fail(std::string(tensor.status().message()));
+      inputs.push_back(std::move(*tensor));
+    }
   }
 
   class NoWeights : public kiln::WeightSource {

@@ -22,7 +22,8 @@ class MLIRContext;
 
 namespace kiln {
 
-enum class DType { F16, BF16, F32, F64, Bool, I8, I16, I32, I64, U8 };
+/// Unsigned integers live in int64 too: u64 values must stay below 2^63.
+enum class DType { F16, BF16, F32, F64, Bool, I8, I16, I32, I64, U8, U16, U32, U64 };
 
 bool isFloat(DType dtype);
 const char *dtypeName(DType dtype);
