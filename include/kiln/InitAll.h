@@ -4,6 +4,7 @@
 #define KILN_INITALL_H
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Dialect/Graph/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -16,6 +17,7 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
 
 /// Kiln's passes plus the upstream ones its pipelines use (canonicalize, cse).
 inline void registerAllPasses() {
+  registerGraphPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 }

@@ -10,6 +10,7 @@
 #include "kiln/Import/OnnxImporter.h"
 #include "NodeContext.h"
 #include "kiln/Import/TensorProto.h"
+#include "kiln/Dialect/Graph/Passes.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,6 +46,15 @@ std::string symbolName(StringRef raw) {
   return name;
 }
 
+/// Errors are one line, but names from the model (and ONNX parser messages)
+/// may hold line breaks: those are escaped.
+std::string oneLine(const std::string &text) {
+  std::string line;
+  for (char c : text)
+    line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+  return line;
+}
+
 /// An attribute whose type is not the one the op's ONNX schema declares
 /// (ONNX 1.12 knows schemas up to opset 17; newer ops are not checked).
 std::optional<std::string> attributeTypeError(const onnx::NodeProto &node,
@@ -76,7 +86,7 @@ public:
 
 private:
   absl::Status fail(const Twine &message) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", message.str()));
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", oneLine(message.str())));
   }
   absl::StatusOr<RankedTensorType> importValueType(const onnx::ValueInfoProto &info);
   absl::StatusOr<ImportedValue *> lookup(const std::string &name);
@@ -416,6 +426,10 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   // Drop what folding left dead (e.g. constants only shapes used).
   PassManager pm(context_);
   pm.addPass(createCanonicalizerPass());
+  if (options_.raiseComposites) {
+    pm.addNestedPass<func::FuncOp>(createRaiseCompositesPass());
+    pm.addPass(createCanonicalizerPass());
+  }
   pm.addPass(createCSEPass());
   std::string verifyErrors;
   {
@@ -451,7 +465,7 @@ absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
     onnx::Common::Status status = onnx::OnnxParser::Parse(model, source.c_str());
     if (!status.IsOK())
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ONNX text does not parse: ", status.ErrorMessage()));
+          absl::StrCat(path, ": ONNX text does not parse: ", oneLine(status.ErrorMessage())));
   } else if (!model.ParseFromIstream(&file)) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a valid ONNX model (truncated or corrupt protobuf)"));

@@ -60,8 +60,18 @@ cl::opt<bool> constSmallInputs(
              "node tests pass shapes, axes, pads and bounds)"),
     cl::sub(interpCommand));
 
+cl::opt<bool> raiseComposites(
+    "raise-composites",
+    cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
+             "spelling (--kiln-raise-composites); =false keeps the export's ops"),
+    cl::init(true), cl::sub(importCommand), cl::sub(interpCommand));
+
 int fail(const Twine &message) {
-  errs() << "kiln: error: " << message << "\n";
+  // One line, even when names from the model hold line breaks.
+  std::string line;
+  for (char c : message.str())
+    line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+  errs() << "kiln: error: " << line << "\n";
   return 1;
 }
 
@@ -80,8 +90,10 @@ int runImport(MLIRContext &context) {
   }
   if (importModel.empty())
     return fail("import needs a model (see 'kiln import --help')");
+  kiln::ImportOptions options;
+  options.raiseComposites = raiseComposites;
   absl::StatusOr<kiln::ImportResult> result =
-      kiln::importOnnxFile(&context, importModel);
+      kiln::importOnnxFile(&context, importModel, options);
   if (!result.ok())
     return fail(std::string(result.status().message()));
   reportUnsupported(*result);
@@ -122,6 +134,7 @@ int runInterp(MLIRContext &context) {
       weightsPath = weights.str();
   } else {
     kiln::ImportOptions options;
+    options.raiseComposites = raiseComposites;
     if (constSmallInputs) {
       absl::StatusOr<std::vector<std::string>> names =
           kiln::listOnnxInputs(interpInput);

@@ -31,6 +31,8 @@ struct ImportOptions {
   /// constants (small integer ones fold into shapes) instead of arguments.
   /// The ONNX node tests feed shapes, axes and pads as inputs this way.
   std::map<std::string, HostTensor> frozenInputs;
+  /// Run --kiln-raise-composites (RMSNorm, SiLU, attention) after import.
+  bool raiseComposites = true;
 };
 
 /// Imports `path`: a binary .onnx model, or ONNX textual syntax when the file

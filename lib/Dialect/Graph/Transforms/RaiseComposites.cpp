@@ -1,0 +1,270 @@
+//===- RaiseComposites.cpp - Rebuild RMSNorm, SiLU, attention -------------===//
+//
+// Exported graphs spell these ops with primitives; the rewrites here match
+// the exact spellings and rebuild the unit ops. A near miss is left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_RAISECOMPOSITESPASS
+#include "kiln/Dialect/Graph/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+/// The value of a splat float constant, if `v` is one.
+std::optional<double> splatValue(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !llvm::isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// The operand of a commutative binary op other than `known`, or null.
+template <typename OpT> Value otherOperand(OpT op, Value known) {
+  if (op.getLhs() == known)
+    return op.getRhs();
+  if (op.getRhs() == known)
+    return op.getLhs();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// SiLU
+//===----------------------------------------------------------------------===//
+
+struct RaiseSilu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
+    for (Value side : {mul.getLhs(), mul.getRhs()}) {
+      auto sigmoid = side.getDefiningOp<SigmoidOp>();
+      if (!sigmoid || otherOperand(mul, side) != sigmoid.getInput() ||
+          sigmoid.getInput().getType() != mul.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<SiluOp>(mul, sigmoid.getInput());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// RMSNorm
+//===----------------------------------------------------------------------===//
+
+/// Matches r = 1/sqrt(mean(x^2 over trailing dims, keepdim) + eps) and
+/// returns the first normalized axis and eps.
+std::optional<std::pair<int64_t, double>> matchInverseRms(Value r, Value x) {
+  Value shifted;
+  if (auto rsqrt = r.getDefiningOp<RsqrtOp>()) {
+    shifted = rsqrt.getInput();
+  } else if (auto reciprocal = r.getDefiningOp<ReciprocalOp>()) {
+    auto sqrt = reciprocal.getInput().getDefiningOp<SqrtOp>();
+    if (!sqrt)
+      return std::nullopt;
+    shifted = sqrt.getInput();
+  } else {
+    return std::nullopt;
+  }
+  auto add = shifted.getDefiningOp<AddOp>();
+  if (!add)
+    return std::nullopt;
+  for (Value side : {add.getLhs(), add.getRhs()}) {
+    auto mean = side.getDefiningOp<ReduceMeanOp>();
+    std::optional<double> eps = splatValue(otherOperand(add, side));
+    if (!mean || !eps || !mean.getKeepdim() || add.getType() != mean.getType())
+      continue;
+    Value squared = mean.getInput();
+    bool isSquare = false;
+    if (auto pow = squared.getDefiningOp<PowOp>())
+      isSquare = pow.getLhs() == x && splatValue(pow.getRhs()) == 2.0;
+    else if (auto sq = squared.getDefiningOp<MulOp>())
+      isSquare = sq.getLhs() == x && sq.getRhs() == x;
+    if (!isSquare || squared.getType() != x.getType())
+      continue;
+    // The reduced axes must be exactly the trailing ones.
+    ArrayRef<int64_t> axes = mean.getAxes();
+    int64_t rank = tensorOf(x).getRank();
+    for (auto [i, axis] : llvm::enumerate(axes))
+      if (axis != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(i))
+        return std::nullopt;
+    return std::make_pair(axes.front(), *eps);
+  }
+  return std::nullopt;
+}
+
+/// x * inverse_rms(x) -> rms_norm(x, ones).
+struct RaiseRmsNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
+    for (Value x : {mul.getLhs(), mul.getRhs()}) {
+      if (x.getType() != mul.getType())
+        continue;
+      auto match = matchInverseRms(otherOperand(mul, x), x);
+      if (!match)
+        continue;
+      auto [axis, eps] = *match;
+      RankedTensorType type = tensorOf(x);
+      DimList dims = getDims(type);
+      RankedTensorType weightType = makeTensorType(
+          ArrayRef<Dim>(dims).drop_front(axis), type.getElementType());
+      if (!weightType.hasStaticShape())
+        continue; // A ones weight needs a static normalized shape.
+      Value ones = rewriter.create<ConstantOp>(
+          mul.getLoc(), DenseElementsAttr::get(
+                            weightType, rewriter.getFloatAttr(type.getElementType(), 1.0)));
+      rewriter.replaceOpWithNewOp<RmsNormOp>(mul, mul.getType(), x, ones,
+                                             rewriter.getI64IntegerAttr(axis),
+                                             rewriter.getF64FloatAttr(eps));
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// weight * rms_norm(x, ones) -> rms_norm(x, weight).
+struct FoldRmsNormWeight : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
+    for (Value side : {mul.getLhs(), mul.getRhs()}) {
+      auto norm = side.getDefiningOp<RmsNormOp>();
+      if (!norm || splatValue(norm.getWeight()) != 1.0 ||
+          norm.getType() != mul.getType())
+        continue;
+      Value weight = otherOperand(mul, side);
+      if (weight.getType() != norm.getWeight().getType())
+        continue;
+      rewriter.replaceOpWithNewOp<RmsNormOp>(mul, mul.getType(), norm.getInput(),
+                                             weight, norm.getAxisAttr(),
+                                             norm.getEpsilonAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// k [B, Hkv, L, D] repeated to [B, Hkv*rep, L, D] by unsqueeze(2), expand,
+/// reshape (HF's repeat_kv) -> the unrepeated k; otherwise `v` itself.
+Value stripRepeatKv(Value v) {
+  auto reshape = v.getDefiningOp<ReshapeOp>();
+  if (!reshape)
+    return v;
+  auto expand = reshape.getInput().getDefiningOp<ExpandOp>();
+  if (!expand)
+    return v;
+  auto unsqueeze = expand.getInput().getDefiningOp<UnsqueezeOp>();
+  if (!unsqueeze || unsqueeze.getAxes() != ArrayRef<int64_t>{2})
+    return v;
+  Value kv = unsqueeze.getInput();
+  RankedTensorType in = tensorOf(kv), out = tensorOf(v);
+  if (in.getRank() != 4 || out.getRank() != 4 || in.isDynamicDim(1) ||
+      out.isDynamicDim(1) || out.getDimSize(1) % in.getDimSize(1) != 0)
+    return v;
+  DimList inDims = getDims(in), outDims = getDims(out);
+  if (inDims[0] != outDims[0] || inDims[2] != outDims[2] || inDims[3] != outDims[3])
+    return v;
+  return kv;
+}
+
+/// softmax(q k^T * scale + mask) v -> attention(q, k, v, mask).
+struct RaiseAttention : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
+    if (pv.getTransposeA() || pv.getTransposeB() || tensorOf(pv).getRank() != 4)
+      return failure();
+    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || softmax.getAxis() != 3)
+      return failure();
+    Value scores = softmax.getInput();
+    Value mask;
+    if (auto add = scores.getDefiningOp<AddOp>()) {
+      // The side that is a q k^T product (possibly scaled) is the scores.
+      for (Value side : {add.getLhs(), add.getRhs()})
+        if (side.getType() == add.getType() &&
+            (side.getDefiningOp<MatmulOp>() || side.getDefiningOp<MulOp>() ||
+             side.getDefiningOp<DivOp>())) {
+          mask = otherOperand(add, side);
+          scores = side;
+          break;
+        }
+      if (!mask)
+        return failure();
+    }
+    double scale = 1.0;
+    if (auto mul = scores.getDefiningOp<MulOp>()) {
+      std::optional<double> c = splatValue(mul.getRhs());
+      if (!c || mul.getLhs().getType() != mul.getType())
+        return failure();
+      scale = *c;
+      scores = mul.getLhs();
+    } else if (auto div = scores.getDefiningOp<DivOp>()) {
+      std::optional<double> c = splatValue(div.getRhs());
+      if (!c || *c == 0 || div.getLhs().getType() != div.getType())
+        return failure();
+      scale = 1.0 / *c;
+      scores = div.getLhs();
+    }
+    auto qk = scores.getDefiningOp<MatmulOp>();
+    if (!qk || qk.getTransposeA())
+      return failure();
+    Value key = qk.getRhs();
+    if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
+      auto transpose = key.getDefiningOp<TransposeOp>();
+      if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 1, 3, 2})
+        return failure();
+      key = transpose.getInput();
+    }
+    Value query = qk.getLhs(), value = pv.getRhs();
+    if (tensorOf(query).getRank() != 4 || tensorOf(key).getRank() != 4 ||
+        tensorOf(value).getRank() != 4)
+      return failure();
+    if (mask) {
+      Type element = tensorOf(mask).getElementType();
+      if (!llvm::isa<FloatType>(element) && !element.isInteger(1))
+        return failure();
+    }
+    Value strippedKey = stripRepeatKv(key), strippedValue = stripRepeatKv(value);
+    if (tensorOf(strippedKey).getDimSize(1) == tensorOf(strippedValue).getDimSize(1)) {
+      key = strippedKey;
+      value = strippedValue;
+    }
+    auto attention = rewriter.create<AttentionOp>(
+        pv.getLoc(), pv.getType(), query, key, value, mask, /*causal=*/false,
+        rewriter.getF64FloatAttr(scale));
+    rewriter.replaceOp(pv, attention.getResult());
+    return success();
+  }
+};
+
+struct RaiseCompositesPass final
+    : kiln::impl::RaiseCompositesPassBase<RaiseCompositesPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateRaiseCompositesPatterns(patterns);
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void kiln::populateRaiseCompositesPatterns(RewritePatternSet &patterns) {
+  patterns.add<RaiseSilu, RaiseRmsNorm, FoldRmsNormWeight, RaiseAttention>(
+      patterns.getContext());
+}
