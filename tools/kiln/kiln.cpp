@@ -29,42 +29,52 @@ using namespace mlir;
 
 namespace {
 
+cl::OptionCategory kilnCategory("kiln options");
+
 cl::SubCommand importCommand("import", "Import an ONNX model (binary, or ONNX "
                                        "text as .onnxtxt) and print graph-dialect IR");
 cl::opt<std::string> importModel(cl::Positional, cl::desc("<model.onnx>"),
-                                 cl::sub(importCommand));
+                                 cl::sub(importCommand),
+    cl::cat(kilnCategory));
 cl::opt<bool> listOps("list-ops",
                       cl::desc("Print the ONNX op types the importer supports"),
-                      cl::sub(importCommand));
+                      cl::sub(importCommand),
+    cl::cat(kilnCategory));
 cl::opt<std::string> importOutput("o", cl::desc("Write the IR here (default: stdout)"),
                                   cl::value_desc("file"), cl::init("-"),
-                                  cl::sub(importCommand));
+                                  cl::sub(importCommand),
+    cl::cat(kilnCategory));
 
 cl::SubCommand interpCommand(
     "interp", "Run a model or graph-dialect IR on the CPU reference interpreter");
 cl::opt<std::string> interpInput(cl::Positional, cl::desc("<IR.mlir | model.onnx>"),
-                                 cl::Required, cl::sub(interpCommand));
+                                 cl::Required, cl::sub(interpCommand),
+    cl::cat(kilnCategory));
 cl::opt<std::string> interpInputs("inputs",
                                   cl::desc("Folder with input_K.pb, one per argument"),
                                   cl::value_desc("dir"), cl::Required,
-                                  cl::sub(interpCommand));
+                                  cl::sub(interpCommand),
+    cl::cat(kilnCategory));
 cl::opt<std::string> interpOutputs("outputs",
                                    cl::desc("Folder to write output_K.pb into"),
                                    cl::value_desc("dir"), cl::Required,
-                                   cl::sub(interpCommand));
+                                   cl::sub(interpCommand),
+    cl::cat(kilnCategory));
 
 cl::opt<bool> constSmallInputs(
     "const-small-inputs",
     cl::desc("With an ONNX model: compile scalar inputs and integer vector "
              "inputs as constants holding the given values (how the ONNX "
              "node tests pass shapes, axes, pads and bounds)"),
-    cl::sub(interpCommand));
+    cl::sub(interpCommand),
+    cl::cat(kilnCategory));
 
 cl::opt<bool> raiseComposites(
     "raise-composites",
     cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
              "spelling (--kiln-raise-composites); =false keeps the export's ops"),
-    cl::init(true), cl::sub(importCommand), cl::sub(interpCommand));
+    cl::init(true), cl::sub(importCommand), cl::sub(interpCommand),
+    cl::cat(kilnCategory));
 
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
@@ -214,6 +224,10 @@ int runInterp(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
+  cl::HideUnrelatedOptions(kilnCategory);
+  for (cl::SubCommand *sub : {&importCommand, &interpCommand})
+    cl::HideUnrelatedOptions(kilnCategory, *sub);
   cl::ParseCommandLineOptions(
       argc, argv,
       "Kiln: an ahead-of-time training compiler for fine-tuning\n\n"
