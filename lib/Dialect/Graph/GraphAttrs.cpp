@@ -262,6 +262,11 @@ DimsAttr::verifyEncoding(ArrayRef<int64_t> shape, Type,
     return emitError() << "#kiln.dims has " << getDims().size()
                        << " entries but the shape has " << dynamic
                        << " dynamic dims";
+  // Without a known entry the encoding says nothing; `tensor<?xf32>` is the
+  // one spelling of that shape (makeTensorType never builds such encodings).
+  if (llvm::none_of(getDims(), [](SymExprAttr dim) { return bool(dim); }))
+    return emitError() << "#kiln.dims has no known entry; leave the encoding "
+                          "out";
   for (SymExprAttr dim : getDims())
     if (dim && dim.getConstantValue())
       return emitError() << "#kiln.dims entry is the constant "

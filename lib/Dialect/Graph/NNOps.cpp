@@ -48,6 +48,11 @@ static LogicalResult verifyNormParam(std::optional<Location> loc,
                                      RankedTensorType input, int64_t axis,
                                      Value param, StringRef what) {
   RankedTensorType type = asTensor(param);
+  // ONNX LayerNormalization / RMSNormalization share one type T for all three.
+  if (type.getElementType() != input.getElementType())
+    return emitOptionalError(loc, what, " element type ", type.getElementType(),
+                             " differs from the input's ",
+                             input.getElementType());
   if (type.getRank() != input.getRank() - axis)
     return emitOptionalError(loc, what, " must have rank ",
                              input.getRank() - axis, " (dims [axis, rank)), got ",
@@ -148,11 +153,26 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
     Type me = m.getElementType();
     if (!me.isInteger(1) && !llvm::isa<FloatType>(me))
       return emitOptionalError(loc, "attention mask must be i1 or float, got ", me);
+    // One-way broadcast: the mask may not widen the scores (numpy
+    // broadcasting both ways would accept a longer rank or a dim where the
+    // scores have 1).
     DimList scores = {qd[0], qd[1], qd[2], kd[2]};
-    FailureOr<DimList> b = broadcastShapes(
-        loc, {m, makeTensorType(scores, q.getElementType())});
-    if (failed(b))
-      return failure();
+    if (m.getRank() > 4)
+      return emitOptionalError(loc, "attention mask rank ", m.getRank(),
+                               " is above the rank 4 of the scores");
+    DimList md = getDims(m);
+    int64_t offset = 4 - m.getRank();
+    Dim one = dimConst(context, 1);
+    for (int64_t i = 0; i < m.getRank(); ++i) {
+      // A symbolic mask dim may be 1 at run time.
+      if (dimsMayBeEqual(md[i], one) ||
+          dimsMayBeEqual(md[i], scores[offset + i]))
+        continue;
+      return emitOptionalError(loc, "attention mask dim ", i, " of size ",
+                               dimToString(md[i]),
+                               " does not broadcast to the scores dim ",
+                               dimToString(scores[offset + i]));
+    }
   }
   (void)context;
   results.push_back(makeTensorType({qd[0], qd[1], qd[2], vd[3]},

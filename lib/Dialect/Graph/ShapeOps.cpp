@@ -43,8 +43,12 @@ LogicalResult ExpandOp::verify() {
            << in.getRank() << " to " << out.getRank();
   DimList inDims = getDims(in), outDims = getDims(out);
   int64_t offset = out.getRank() - in.getRank();
+  Dim one = dimConst(getContext(), 1);
   for (int64_t i = 0; i < in.getRank(); ++i) {
-    if (isConst(inDims[i], 1) || dimsMayBeEqual(inDims[i], outDims[offset + i]))
+    // A symbolic input dim may be 1 at run time and then broadcasts to any
+    // size, so only a provable mismatch is an error.
+    if (dimsMayBeEqual(inDims[i], one) ||
+        dimsMayBeEqual(inDims[i], outDims[offset + i]))
       continue;
     return emitOpError("cannot broadcast dim ")
            << i << " of size " << dimToString(inDims[i]) << " to "

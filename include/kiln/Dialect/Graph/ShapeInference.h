@@ -19,8 +19,9 @@ llvm::LogicalResult verifyAxisList(std::optional<mlir::Location> loc, int64_t ra
                                    llvm::ArrayRef<int64_t> axes,
                                    llvm::StringRef what);
 
-/// False only when both dims are known constants that differ; symbolic
-/// equalities are assumptions the dynamic-shape pass turns into guards.
+/// False only when the dims differ by a nonzero constant (4 vs 8, seq vs
+/// seq + 1); other symbolic equalities are assumptions the dynamic-shape pass
+/// turns into guards.
 bool dimsMayBeEqual(Dim a, Dim b);
 /// Emits "<what> <i>: expected <a> but got <b>" unless the dims may be equal.
 llvm::LogicalResult expectDim(std::optional<mlir::Location> loc, Dim expected,
