@@ -13,6 +13,7 @@
 
 include "Graph/GraphBase.td"
 include "Graph/GraphAttrs.td"
+include "Graph/GraphInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -436,6 +437,96 @@ def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_InferType]> {
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops: the VJPs of the unit ops, kept whole so fusion sees them
+//===----------------------------------------------------------------------===//
+
+def Kiln_SoftmaxGradOp : Kiln_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx = y * (dy - sum(dy * y, axis)) for y = softmax(x)";
+  let arguments = (ins Kiln_FloatTensor:$output, Kiln_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def Kiln_LogSoftmaxGradOp : Kiln_Op<"log_softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx = dy - exp(y) * sum(dy, axis) for y = log_softmax(x)";
+  let arguments = (ins Kiln_FloatTensor:$output, Kiln_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradients of layer_norm(x, weight, bias) given dy: dx, dweight, dbias";
+  let description = [{
+    With xhat = (x - mean) * rstd over dims [axis, rank):
+    dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) where g = dy * weight;
+    dweight = sum over leading dims of dy * xhat; dbias = sum of dy.
+    Statistics are recomputed from x (fp64 accumulation in the reference).
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Kiln_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$input_grad, Kiln_FloatTensor:$weight_grad,
+                      Kiln_FloatTensor:$bias_grad);
+  let assemblyFormat = "$input `,` $weight `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradients of rms_norm(x, weight) given dy: dx, dweight";
+  let description = [{
+    With r = 1 / sqrt(mean(x^2) + epsilon) over dims [axis, rank) and
+    g = dy * weight: dx = r * (g - x * r^2 * mean(g * x));
+    dweight = sum over leading dims of dy * x * r.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Kiln_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$input_grad, Kiln_FloatTensor:$weight_grad);
+  let assemblyFormat = "$input `,` $weight `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure]> {
+  let summary = "gradients of attention(q, k, v, mask) given dout: dq, dk, dv";
+  let description = [{
+    Recomputes P = softmax(q k^T * scale + mask) per head, then
+    dv = P^T dout, dP = dout v^T, dS = P * (dP - rowsum(dP * P)),
+    dq = dS k * scale, dk = dS^T q * scale. With grouped-query heads, dk and
+    dv sum over the query heads that share a kv head. The mask gets no
+    gradient. Same attributes as kiln.attention.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
+                       Kiln_FloatTensor:$value, Optional<Kiln_Tensor>:$mask,
+                       Kiln_FloatTensor:$grad, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Kiln_FloatTensor:$query_grad, Kiln_FloatTensor:$key_grad,
+                      Kiln_FloatTensor:$value_grad);
+  let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `grad` $grad "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "dlogits = (softmax(logits) - onehot(label)) * dloss per counted row";
+  let description = [{
+    Same attributes as kiln.cross_entropy. `grad` is the loss gradient: a
+    scalar for mean/sum, [N] for none. For mean every counted row is also
+    divided by the number of counted rows; ignored rows get zero.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IndexTensor:$labels,
+                       Kiln_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<Kiln_ReductionAttr,
+                                         "::kiln::Reduction::mean">:$reduction);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,12 +2,14 @@
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/VJP.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
 using namespace kiln;
 
 #include "kiln/Dialect/Graph/GraphDialect.cpp.inc"
+#include "kiln/Dialect/Graph/GraphInterfaces.cpp.inc"
 
 void GraphDialect::initialize() {
   registerAttributes();
@@ -15,6 +17,7 @@ void GraphDialect::initialize() {
 #define GET_OP_LIST
 #include "kiln/Dialect/Graph/GraphOps.cpp.inc"
       >();
+  attachVJPModels(*getContext());
 }
 
 Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -102,12 +102,20 @@ LogicalResult TriluOp::verify() {
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &results) {
-  RankedTensorType logits = asTensor(adaptor.getLogits());
-  RankedTensorType labels = asTensor(adaptor.getLabels());
+  return inferCrossEntropyResult(loc, adaptor.getLogits(), adaptor.getLabels(),
+                                 adaptor.getReduction(), results);
+}
+
+LogicalResult kiln::inferCrossEntropyResult(std::optional<Location> loc,
+                                            Value logitsValue, Value labelsValue,
+                                            Reduction reduction,
+                                            SmallVectorImpl<Type> &results) {
+  RankedTensorType logits = asTensor(logitsValue);
+  RankedTensorType labels = asTensor(labelsValue);
   if (logits.getRank() != 2 || labels.getRank() != 1)
     return emitOptionalError(loc, "cross_entropy takes logits [N, C] and labels "
                                   "[N], got ranks ",
@@ -116,20 +124,27 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
   if (failed(expectDim(loc, rows, getDim(labels, 0), "labels dim 0")))
     return failure();
   DimList dims;
-  if (adaptor.getReduction() == Reduction::none)
+  if (reduction == Reduction::none)
     dims.push_back(rows ? rows : getDim(labels, 0));
-  (void)context;
   results.push_back(makeTensorType(dims, logits.getElementType()));
   return success();
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  RankedTensorType q = asTensor(adaptor.getQuery());
-  RankedTensorType k = asTensor(adaptor.getKey());
-  RankedTensorType v = asTensor(adaptor.getValue());
+  return inferAttentionResult(loc, adaptor.getQuery(), adaptor.getKey(),
+                              adaptor.getValue(), adaptor.getMask(), results);
+}
+
+LogicalResult kiln::inferAttentionResult(std::optional<Location> loc,
+                                         Value query, Value key, Value value,
+                                         Value mask,
+                                         SmallVectorImpl<Type> &results) {
+  RankedTensorType q = asTensor(query);
+  RankedTensorType k = asTensor(key);
+  RankedTensorType v = asTensor(value);
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "attention takes rank-4 [batch, heads, seq, "
                                   "head_dim] query/key/value");
@@ -148,7 +163,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   if (hq && hkv && (*hkv == 0 || *hq % *hkv != 0))
     return emitOptionalError(loc, "query heads ", *hq,
                              " are not a multiple of key/value heads ", *hkv);
-  if (Value mask = adaptor.getMask()) {
+  if (mask) {
     RankedTensorType m = asTensor(mask);
     Type me = m.getElementType();
     if (!me.isInteger(1) && !llvm::isa<FloatType>(me))
@@ -162,7 +177,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                " is above the rank 4 of the scores");
     DimList md = getDims(m);
     int64_t offset = 4 - m.getRank();
-    Dim one = dimConst(context, 1);
+    Dim one = dimConst(q.getContext(), 1);
     for (int64_t i = 0; i < m.getRank(); ++i) {
       // A symbolic mask dim may be 1 at run time.
       if (dimsMayBeEqual(md[i], one) ||
@@ -174,7 +189,6 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                dimToString(scores[offset + i]));
     }
   }
-  (void)context;
   results.push_back(makeTensorType({qd[0], qd[1], qd[2], vd[3]},
                                    q.getElementType()));
   return success();

@@ -38,6 +38,20 @@ bool areCompatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange declared
 
 } // namespace kiln
 
+#include "kiln/Dialect/Graph/GraphInterfaces.h.inc"
+
+namespace kiln {
+/// Result rules shared by a unit op and its backward op.
+llvm::LogicalResult inferAttentionResult(std::optional<mlir::Location> loc,
+                                         mlir::Value query, mlir::Value key,
+                                         mlir::Value value, mlir::Value mask,
+                                         llvm::SmallVectorImpl<mlir::Type> &results);
+llvm::LogicalResult inferCrossEntropyResult(std::optional<mlir::Location> loc,
+                                            mlir::Value logits, mlir::Value labels,
+                                            Reduction reduction,
+                                            llvm::SmallVectorImpl<mlir::Type> &results);
+} // namespace kiln
+
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Graph/GraphOps.h.inc"
 

@@ -1,0 +1,154 @@
+//===- NNVJP.cpp - VJPs of matmul and the unit ops ------------------------===//
+//
+// The unit ops' gradients are backward ops of their own (softmax_grad,
+// layer_norm_grad, ...), the fused-friendly formulas, rather than a
+// re-derivation through primitives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Graph/VJP.h"
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)`.
+template <typename Derived, typename OpT>
+struct VJPModel
+    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
+  LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                         ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
+    return Derived::vjp(llvm::cast<OpT>(op), b, resultGrads, want, grads);
+  }
+};
+
+/// y = op(a) op(b): dA = dY op(B)^T, dB = op(A)^T dY, with transposes
+/// folded into the matmul flags and broadcast batch dims summed away.
+struct MatmulVJP : VJPModel<MatmulVJP, MatmulOp> {
+  static LogicalResult vjp(MatmulOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    Location loc = op.getLoc();
+    Value dy = gradOrZeros(b, loc, dys[0], tensorOf(op));
+    Value lhs = op.getLhs(), rhs = op.getRhs();
+    bool ta = op.getTransposeA(), tb = op.getTransposeB();
+    Value da, db;
+    if (want[0]) {
+      // dA = dY op(B)^T, or its transpose when A was transposed.
+      da = ta ? b.create<MatmulOp>(loc, rhs, dy, tb, true).getResult()
+              : b.create<MatmulOp>(loc, dy, rhs, false, !tb).getResult();
+      da = sumToShape(b, loc, da, tensorOf(lhs));
+    }
+    if (want[1]) {
+      // dB = op(A)^T dY, or its transpose when B was transposed.
+      db = tb ? b.create<MatmulOp>(loc, dy, lhs, true, ta).getResult()
+              : b.create<MatmulOp>(loc, lhs, dy, !ta, false).getResult();
+      db = sumToShape(b, loc, db, tensorOf(rhs));
+    }
+    grads.append({da, db});
+    return success();
+  }
+};
+
+template <typename OpT, typename GradOpT>
+struct SoftmaxLikeVJP : VJPModel<SoftmaxLikeVJP<OpT, GradOpT>, OpT> {
+  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    Value dx;
+    if (want[0] && dys[0])
+      dx = b.create<GradOpT>(op.getLoc(), op.getType(), op.getResult(), dys[0],
+                             op.getAxisAttr());
+    grads.push_back(dx);
+    return success();
+  }
+};
+
+struct LayerNormVJP : VJPModel<LayerNormVJP, LayerNormOp> {
+  static LogicalResult vjp(LayerNormOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    if (!dys[0]) {
+      grads.append(op->getNumOperands(), Value());
+      return success();
+    }
+    Type weightType = op.getWeight().getType();
+    auto g = b.create<LayerNormGradOp>(op.getLoc(), op.getInput().getType(),
+                                       weightType, weightType, op.getInput(),
+                                       op.getWeight(), dys[0], op.getAxisAttr(),
+                                       op.getEpsilonAttr());
+    grads.push_back(want[0] ? g.getInputGrad() : Value());
+    grads.push_back(want[1] ? g.getWeightGrad() : Value());
+    if (op.getBias())
+      grads.push_back(want[2] ? g.getBiasGrad() : Value());
+    return success();
+  }
+};
+
+struct RmsNormVJP : VJPModel<RmsNormVJP, RmsNormOp> {
+  static LogicalResult vjp(RmsNormOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    if (!dys[0]) {
+      grads.append(2, Value());
+      return success();
+    }
+    auto g = b.create<RmsNormGradOp>(op.getLoc(), op.getInput().getType(),
+                                     op.getWeight().getType(), op.getInput(),
+                                     op.getWeight(), dys[0], op.getAxisAttr(),
+                                     op.getEpsilonAttr());
+    grads.push_back(want[0] ? g.getInputGrad() : Value());
+    grads.push_back(want[1] ? g.getWeightGrad() : Value());
+    return success();
+  }
+};
+
+struct AttentionVJP : VJPModel<AttentionVJP, AttentionOp> {
+  static LogicalResult vjp(AttentionOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    if (op.getMask() && want.size() > 3 && want[3])
+      return op.emitOpError("has no gradient for its mask; the mask must not "
+                            "depend on trainable parameters");
+    if (!dys[0]) {
+      grads.append(op->getNumOperands(), Value());
+      return success();
+    }
+    auto g = b.create<AttentionGradOp>(
+        op.getLoc(), op.getQuery().getType(), op.getKey().getType(),
+        op.getValue().getType(), op.getQuery(), op.getKey(), op.getValue(),
+        op.getMask(), dys[0], op.getCausalAttr(), op.getScaleAttr());
+    grads.push_back(want[0] ? g.getQueryGrad() : Value());
+    grads.push_back(want[1] ? g.getKeyGrad() : Value());
+    grads.push_back(want[2] ? g.getValueGrad() : Value());
+    if (op.getMask())
+      grads.push_back(Value());
+    return success();
+  }
+};
+
+struct CrossEntropyVJP : VJPModel<CrossEntropyVJP, CrossEntropyOp> {
+  static LogicalResult vjp(CrossEntropyOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    Value dlogits;
+    if (want[0] && dys[0])
+      dlogits = b.create<CrossEntropyGradOp>(
+          op.getLoc(), op.getLogits().getType(), op.getLogits(), op.getLabels(),
+          dys[0], op.getIgnoreIndexAttr(), op.getReductionAttr());
+    grads.append({dlogits, Value()}); // Labels are integers.
+    return success();
+  }
+};
+
+} // namespace
+
+void attachNNVJPModels(MLIRContext &context) {
+  MatmulOp::attachInterface<MatmulVJP>(context);
+  SoftmaxOp::attachInterface<SoftmaxLikeVJP<SoftmaxOp, SoftmaxGradOp>>(context);
+  LogSoftmaxOp::attachInterface<SoftmaxLikeVJP<LogSoftmaxOp, LogSoftmaxGradOp>>(context);
+  LayerNormOp::attachInterface<LayerNormVJP>(context);
+  RmsNormOp::attachInterface<RmsNormVJP>(context);
+  AttentionOp::attachInterface<AttentionVJP>(context);
+  CrossEntropyOp::attachInterface<CrossEntropyVJP>(context);
+}
+
+} // namespace kiln
