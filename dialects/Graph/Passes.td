@@ -53,4 +53,76 @@ def RaiseCompositesPass : Pass<"kiln-raise-composites", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::kiln::GraphDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Training step
+//===----------------------------------------------------------------------===//
+
+def SelectTrainablePass : Pass<"kiln-select-trainable", "::mlir::func::FuncOp"> {
+  let summary = "Mark which parameters train (`all` or a regex over their names)";
+  let description = [{
+    `train=all` (the default) trains every floating-point parameter of rank
+    >= 1 — what the importer creates for float initializers that are not
+    scalars or shape constants. Any other value is a regular expression
+    searched in each parameter's name (anchor it with `^...$` to match whole
+    names); integer parameters never train.
+
+    Before (`--kiln-select-trainable="train=^l1\."`):
+    ```mlir
+    %w1 = kiln.parameter "l1.weight" trainable : tensor<64x32xf32>
+    %w2 = kiln.parameter "l2.weight" trainable : tensor<10x64xf32>
+    ```
+    After:
+    ```mlir
+    %w1 = kiln.parameter "l1.weight" trainable : tensor<64x32xf32>
+    %w2 = kiln.parameter "l2.weight" : tensor<10x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"train", "train", "std::string", /*default=*/"\"all\"",
+           "`all`, or a regex over parameter names">
+  ];
+}
+
+def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
+  let summary = "Reverse-mode differentiation: return the loss and the "
+                "gradient of every trainable parameter";
+  let description = [{
+    The function's first result is the loss (a float scalar). Values that
+    depend on a trainable parameter through float ops are active
+    (`kiln.stop_gradient` and integer values cut the dependence). Walking
+    the body backwards from a seed of 1, each op on the active path is asked
+    for its vector-Jacobian product through `DifferentiableOpInterface`;
+    gradients of values used several times are summed. The pass has no
+    op-specific code: an active op without the interface is an error naming
+    the op. A frozen parameter is never active, so no gradient is built for
+    it (a frozen matmul weight gets only the input gradient).
+
+    The function then returns `(loss, d loss / d p for each trainable p)`,
+    each gradient result tagged `kiln.grad_of = "<parameter name>"`.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<f32> {kiln.name = "loss"}) {
+      %w = kiln.parameter "w" trainable : tensor<8xf32>
+      %y = kiln.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %l = kiln.reduce_sum %y {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<f32> {kiln.name = "loss"},
+                                            tensor<8xf32> {kiln.grad_of = "w"}) {
+      ...
+      %one = kiln.constant dense<1.0> : tensor<f32>
+      %dy = kiln.expand %one : tensor<f32> -> tensor<4x8xf32>
+      %dw0 = kiln.mul %dy, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+      %dw = kiln.reduce_sum %dw0 {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+      return %l, %dw : tensor<f32>, tensor<8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::kiln::GraphDialect"];
+}
+
 #endif // KILN_GRAPH_PASSES_TD

@@ -1,0 +1,46 @@
+//===- Driver.h - Shared pieces of the kiln subcommands ---------*- C++ -*-===//
+
+#ifndef KILN_TOOLS_KILN_DRIVER_H
+#define KILN_TOOLS_KILN_DRIVER_H
+
+#include "kiln/Import/OnnxImporter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <string>
+
+namespace kiln::driver {
+
+// Function-local statics: options in other files register with these
+// during static initialization, whose order across files is unspecified.
+llvm::cl::OptionCategory &category();
+llvm::cl::SubCommand &importCommand();
+llvm::cl::SubCommand &interpCommand();
+llvm::cl::SubCommand &compileCommand();
+/// --raise-composites, shared by every command that imports.
+extern llvm::cl::opt<bool> raiseComposites;
+
+/// Prints `kiln: error: <message>` as one line and returns exit code 1.
+int fail(const llvm::Twine &message);
+/// Prints one warning per op the importer kept as kiln.opaque.
+void reportUnsupported(const ImportResult &result);
+
+/// A module from graph-dialect IR (.mlir) or an ONNX model (imported with
+/// `options`); `weightsPath` receives where parameter values live. Errors
+/// are already reported; returns null then.
+mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &context,
+                                             const std::string &path,
+                                             ImportOptions options,
+                                             std::string &weightsPath);
+/// The function a command works on: `main`, or the module's first one.
+mlir::func::FuncOp findMain(mlir::ModuleOp module);
+
+int runImport(mlir::MLIRContext &context);
+int runInterp(mlir::MLIRContext &context);
+int runCompile(mlir::MLIRContext &context);
+
+} // namespace kiln::driver
+
+#endif // KILN_TOOLS_KILN_DRIVER_H
