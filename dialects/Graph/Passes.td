@@ -125,4 +125,66 @@ def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::GraphDialect"];
 }
 
+def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
+  let summary = "Turn (loss, gradients) into one optimizer step";
+  let description = [{
+    Runs after `kiln-autodiff`. Trainable parameters stop being
+    `kiln.parameter` reads and become state threaded through the step:
+
+    `train_step(inputs..., params..., optimizer state..., lr, step)
+       -> (loss, new params..., new state...)`
+
+    Parameter arguments/results carry `kiln.param = "<name>"`, optimizer
+    state `kiln.state = "<name>/exp_avg"` (AdamW: `exp_avg`, `exp_avg_sq`;
+    SGD with momentum: `momentum_buffer`); `lr` (the schedule is a step
+    input) and `step` (1 for the first step) are f32 scalars tagged
+    `kiln.lr` and `kiln.step`. Frozen parameters stay `kiln.parameter`.
+
+    AdamW follows torch.optim.AdamW: decoupled decay `p *= 1 - lr*wd`, then
+    `m = lerp(m, g, 1-b1)`, `v = b2 v + (1-b2) g^2`,
+    `p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)`. SGD follows
+    torch.optim.SGD (weight decay added to the gradient, momentum buffer
+    starting as the first gradient, dampening, Nesterov). With
+    `max-grad-norm > 0` gradients are first scaled by
+    `min(1, max / (global L2 norm + 1e-6))`, as clip_grad_norm_ does.
+
+    Before (after autodiff):
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<8xf32> {kiln.grad_of = "w"}) {
+      %w = kiln.parameter "w" trainable : tensor<8xf32>
+      ...
+      return %loss, %dw : tensor<f32>, tensor<8xf32>
+    }
+    ```
+    After (`optimizer=sgd lr=0.1`):
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>, %w: tensor<8xf32> {kiln.param = "w"},
+                    %lr: tensor<f32> {kiln.lr}, %step: tensor<f32> {kiln.step})
+        -> (tensor<f32>, tensor<8xf32> {kiln.param = "w"})
+        attributes {kiln.optimizer = "sgd", kiln.default_lr = 1.000000e-01 : f64} {
+      ...
+      %upd = kiln.mul %lr, %dw : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+      %new = kiln.sub %w, %upd : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+      return %loss, %new : tensor<f32>, tensor<8xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3",
+           "default learning rate (recorded; the step takes lr as an input)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "AdamW: decoupled decay; SGD: L2 term added to the gradient">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
+           "clip the global gradient norm to this (0: off)">
+  ];
+}
+
 #endif // KILN_GRAPH_PASSES_TD

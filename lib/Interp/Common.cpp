@@ -177,4 +177,72 @@ absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size) {
   return wrapped;
 }
 
+absl::Status checkNormParam(const HostTensor &in, int64_t axis,
+                            const HostTensor &param, const char *what) {
+  Shape expected(in.shape.begin() + axis, in.shape.end());
+  if (param.shape != expected)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", param.shapeString(), " does not match dims ",
+                     shapeString(expected), " of input ", in.shapeString()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Attention> makeAttention(const HostTensor &q,
+                                        const HostTensor &k,
+                                        const HostTensor &v,
+                                        const HostTensor *mask, bool causal,
+                                        std::optional<double> scale) {
+  int64_t B = q.shape[0], Hq = q.shape[1], S = q.shape[2], D = q.shape[3];
+  int64_t Hkv = k.shape[1], L = k.shape[2], Dv = v.shape[3];
+  if (k.shape[0] != B || v.shape[0] != B || v.shape[1] != Hkv ||
+      v.shape[2] != L || k.shape[3] != D)
+    return absl::InvalidArgumentError(
+        absl::StrCat("query ", q.shapeString(), ", key ", k.shapeString(),
+                     " and value ", v.shapeString(),
+                     " do not fit [B, Hq, S, D], [B, Hkv, L, D], "
+                     "[B, Hkv, L, Dv]"));
+  if (Hkv == 0 || Hq % Hkv != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query heads ", Hq, " are not a multiple of key/value heads ", Hkv));
+  if (!scale)
+    scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Attention a{&q, &k, &v, mask, causal, *scale, B, Hq, S, D, Hkv, L, Dv, {}};
+  if (mask) {
+    Shape scoresShape = {B, Hq, S, L};
+    absl::StatusOr<Shape> b = broadcastShapes({mask->shape, scoresShape});
+    if (!b.ok() || *b != scoresShape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mask ", mask->shapeString(), " does not broadcast to the scores ",
+          shapeString(scoresShape)));
+    a.maskMap.emplace(mask->shape, scoresShape);
+  }
+  return a;
+}
+
+double Attention::scoreRow(int64_t b, int64_t h, int64_t i,
+                           double *scores) const {
+  const double kMasked = -std::numeric_limits<double>::infinity();
+  const double *qi = q->floats.data() + ((b * Hq + h) * S + i) * D;
+  const double *kb = k->floats.data() + (b * Hkv + kvHead(h)) * L * D;
+  double max = kMasked;
+  for (int64_t j = 0; j < L; ++j) {
+    double s = 0;
+    for (int64_t d = 0; d < D; ++d)
+      s += qi[d] * kb[j * D + d];
+    s *= scale;
+    if (mask) {
+      int64_t at = (*maskMap)(((b * Hq + h) * S + i) * L + j);
+      if (!mask->isFloat())
+        s = mask->ints[at] ? s : kMasked;
+      else
+        s += mask->floats[at];
+    }
+    if (causal && j > i)
+      s = kMasked;
+    scores[j] = s;
+    max = std::max(max, s);
+  }
+  return max;
+}
+
 } // namespace kiln::interp

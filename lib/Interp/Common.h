@@ -104,6 +104,32 @@ struct AxisSplit {
 /// Normalizes an index into [0, size) (negatives count from the end).
 absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size);
 
+/// Checks a norm weight or bias against dims [axis, rank) of the input.
+absl::Status checkNormParam(const HostTensor &in, int64_t axis,
+                            const HostTensor &param, const char *what);
+
+/// Attention operands checked at run time: q [B, Hq, S, D], k [B, Hkv, L, D],
+/// v [B, Hkv, L, Dv] and an optional mask that broadcasts to the scores
+/// [B, Hq, S, L]. The forward and backward kernels share it so that they
+/// scale and mask the scores identically.
+struct Attention {
+  const HostTensor *q, *k, *v, *mask;
+  bool causal;
+  double scale;
+  int64_t B, Hq, S, D, Hkv, L, Dv;
+  std::optional<BroadcastMap> maskMap;
+
+  /// The kv head that query head `h` reads (grouped-query attention).
+  int64_t kvHead(int64_t h) const { return h / (Hq / Hkv); }
+  /// Fills scores[0, L) for query row `i` of head (b, h): q.k * scale plus
+  /// the mask, -inf where masked. Returns the row maximum.
+  double scoreRow(int64_t b, int64_t h, int64_t i, double *scores) const;
+};
+/// `scale` defaults to 1/sqrt(D).
+absl::StatusOr<Attention>
+makeAttention(const HostTensor &q, const HostTensor &k, const HostTensor &v,
+              const HostTensor *mask, bool causal, std::optional<double> scale);
+
 MaybeResults runSource(mlir::Operation *op, const Env &env,
                        WeightSource &weights);
 MaybeResults runElementwise(mlir::Operation *op, Operands args);
@@ -111,6 +137,7 @@ MaybeResults runLinalg(mlir::Operation *op, Operands args);
 MaybeResults runReduction(mlir::Operation *op, Operands args);
 MaybeResults runIndexing(mlir::Operation *op, Operands args);
 MaybeResults runShape(mlir::Operation *op, Operands args, const Env &env);
+MaybeResults runBackward(mlir::Operation *op, Operands args);
 
 } // namespace kiln::interp
 

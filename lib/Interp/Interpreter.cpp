@@ -254,6 +254,8 @@ absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
   if (!results)
     results = runShape(op, args, env);
   if (!results)
+    results = runBackward(op, args);
+  if (!results)
     return absl::InvalidArgumentError(
         "the interpreter does not support this op");
   return std::move(*results);

@@ -13,7 +13,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
-#include <limits>
 
 using namespace mlir;
 
@@ -64,62 +63,26 @@ absl::StatusOr<Tensors> runMatmul(MatmulOp op, const HostTensor &a,
 }
 
 absl::StatusOr<Tensors> runAttention(AttentionOp op, Operands args) {
-  const HostTensor &q = *args[0], &k = *args[1], &v = *args[2];
-  const HostTensor *mask = op.getMask() ? args[3] : nullptr;
-  int64_t B = q.shape[0], Hq = q.shape[1], S = q.shape[2], D = q.shape[3];
-  int64_t Hkv = k.shape[1], L = k.shape[2], Dv = v.shape[3];
-  if (k.shape[0] != B || v.shape[0] != B || v.shape[1] != Hkv ||
-      v.shape[2] != L || k.shape[3] != D)
-    return absl::InvalidArgumentError(
-        absl::StrCat("query ", q.shapeString(), ", key ", k.shapeString(),
-                     " and value ", v.shapeString(),
-                     " do not fit [B, Hq, S, D], [B, Hkv, L, D], "
-                     "[B, Hkv, L, Dv]"));
-  if (Hkv == 0 || Hq % Hkv != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "query heads ", Hq, " are not a multiple of key/value heads ", Hkv));
-  Shape scoresShape = {B, Hq, S, L};
-  std::optional<BroadcastMap> maskMap;
-  if (mask) {
-    absl::StatusOr<Shape> b = broadcastShapes({mask->shape, scoresShape});
-    if (!b.ok() || *b != scoresShape)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mask ", mask->shapeString(), " does not broadcast to the scores ",
-          shapeString(scoresShape)));
-    maskMap.emplace(mask->shape, scoresShape);
-  }
-  absl::StatusOr<HostTensor> out = makeResult(op.getResult(), {B, Hq, S, Dv});
+  std::optional<double> scale;
+  if (op.getScale())
+    scale = op.getScale()->convertToDouble();
+  absl::StatusOr<Attention> a =
+      makeAttention(*args[0], *args[1], *args[2],
+                    op.getMask() ? args[3] : nullptr, op.getCausal(), scale);
+  if (!a.ok())
+    return a.status();
+  int64_t L = a->L, Dv = a->Dv;
+  absl::StatusOr<HostTensor> out =
+      makeResult(op.getResult(), {a->B, a->Hq, a->S, Dv});
   if (!out.ok())
     return out.status();
-  double scale = op.getScale() ? op.getScale()->convertToDouble()
-                               : 1.0 / std::sqrt(static_cast<double>(D));
-  const double kMasked = -std::numeric_limits<double>::infinity();
   std::vector<double> scores(L);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < Hq; ++h) {
-      int64_t kvh = h / (Hq / Hkv); // grouped-query: heads share kv heads
-      const double *kb = k.floats.data() + (b * Hkv + kvh) * L * D;
-      const double *vb = v.floats.data() + (b * Hkv + kvh) * L * Dv;
-      for (int64_t i = 0; i < S; ++i) {
-        const double *qi = q.floats.data() + ((b * Hq + h) * S + i) * D;
-        double max = kMasked;
-        for (int64_t j = 0; j < L; ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < D; ++d)
-            s += qi[d] * kb[j * D + d];
-          s *= scale;
-          if (mask) {
-            int64_t at = (*maskMap)(((b * Hq + h) * S + i) * L + j);
-            if (!mask->isFloat())
-              s = mask->ints[at] ? s : kMasked;
-            else
-              s += mask->floats[at];
-          }
-          if (op.getCausal() && j > i)
-            s = kMasked;
-          scores[j] = s;
-          max = std::max(max, s);
-        }
+  for (int64_t b = 0; b < a->B; ++b) {
+    for (int64_t h = 0; h < a->Hq; ++h) {
+      const double *vb =
+          args[2]->floats.data() + (b * a->Hkv + a->kvHead(h)) * L * Dv;
+      for (int64_t i = 0; i < a->S; ++i) {
+        double max = a->scoreRow(b, h, i, scores.data());
         // A row with every key masked has no softmax: 0/0 gives NaN, which
         // the loop below produces by itself (exp(-inf - -inf) is NaN).
         double sum = 0;
@@ -131,23 +94,12 @@ absl::StatusOr<Tensors> runAttention(AttentionOp op, Operands args) {
           double acc = 0;
           for (int64_t j = 0; j < L; ++j)
             acc += scores[j] * vb[j * Dv + e];
-          out->set(((b * Hq + h) * S + i) * Dv + e, acc / sum);
+          out->set(((b * a->Hq + h) * a->S + i) * Dv + e, acc / sum);
         }
       }
     }
   }
   return Tensors{std::move(*out)};
-}
-
-/// Checks a norm weight or bias against dims [axis, rank) of the input.
-absl::Status checkNormParam(const HostTensor &in, int64_t axis,
-                            const HostTensor &param, const char *what) {
-  Shape expected(in.shape.begin() + axis, in.shape.end());
-  if (param.shape != expected)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", param.shapeString(), " does not match dims ",
-                     shapeString(expected), " of input ", in.shapeString()));
-  return absl::OkStatus();
 }
 
 /// layer_norm (centered, with optional bias) and rms_norm (not centered)

@@ -22,7 +22,7 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-enum class Emit { ForwardMlir, GradsMlir };
+enum class Emit { ForwardMlir, GradsMlir, StepMlir };
 
 cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"),
                            cl::Required, cl::sub(compileCommand()), cl::cat(category()));
@@ -37,8 +37,21 @@ cl::opt<Emit> emit(
                           "the forward graph with the trainable set marked"),
                clEnumValN(Emit::GradsMlir, "grads-mlir",
                           "a function returning the loss and d loss / d p for "
-                          "every trainable parameter p")),
+                          "every trainable parameter p"),
+               clEnumValN(Emit::StepMlir, "step-mlir",
+                          "train_step(inputs, params, optimizer state, lr, "
+                          "step) -> (loss, new params, new state)")),
     cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> optimizerSpec(
+    "optimizer",
+    cl::desc("With --emit=step-mlir: adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
+             "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=]"),
+    cl::init("adamw"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<double> clipGradNorm("clip-grad-norm",
+                             cl::desc("Scale gradients so their global L2 norm "
+                                      "is at most this (0: off)"),
+                             cl::init(0.0), cl::sub(compileCommand()),
+                             cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the result here (default: stdout)"),
                             cl::value_desc("file"), cl::init("-"),
                             cl::sub(compileCommand()), cl::cat(category()));
@@ -47,6 +60,60 @@ cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
+
+/// Parses `adamw:lr=1e-3,weight_decay=0.01,betas=0.9/0.999` into pass
+/// options; PyTorch's defaults fill what is not given.
+FailureOr<TrainStepPassOptions> parseOptimizer(StringRef spec) {
+  TrainStepPassOptions options;
+  auto [name, rest] = spec.split(':');
+  options.optimizer = name.str();
+  if (name == "sgd") {
+    options.weightDecay = 0;
+    options.lr = 1e-3;
+  } else if (name != "adamw") {
+    fail("unknown optimizer '" + name + "' (adamw or sgd)");
+    return failure();
+  }
+  SmallVector<StringRef> settings;
+  rest.split(settings, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef setting : settings) {
+    std::pair<StringRef, StringRef> keyValue = setting.split('=');
+    StringRef key = keyValue.first, value = keyValue.second;
+    auto number = [&](double &out) {
+      if (value.trim().getAsDouble(out)) {
+        fail("optimizer setting '" + setting + "' needs a number");
+        return false;
+      }
+      return true;
+    };
+    bool ok = true;
+    if (key == "lr")
+      ok = number(options.lr);
+    else if (key == "weight_decay")
+      ok = number(options.weightDecay);
+    else if (key == "eps" && name == "adamw")
+      ok = number(options.eps);
+    else if (key == "betas" && name == "adamw") {
+      auto [b1, b2] = value.split('/');
+      ok = !b1.getAsDouble(options.beta1) && !b2.getAsDouble(options.beta2);
+      if (!ok)
+        fail("optimizer setting '" + setting + "' needs betas=B1/B2");
+    } else if (key == "momentum" && name == "sgd")
+      ok = number(options.momentum);
+    else if (key == "dampening" && name == "sgd")
+      ok = number(options.dampening);
+    else if (key == "nesterov" && name == "sgd")
+      options.nesterov = value == "1" || value == "true";
+    else {
+      fail("unknown " + name + " setting '" + key + "'");
+      return failure();
+    }
+    if (!ok)
+      return failure();
+  }
+  options.maxGradNorm = clipGradNorm;
+  return options;
+}
 
 } // namespace
 
@@ -70,8 +137,15 @@ int runCompile(MLIRContext &context) {
   SelectTrainablePassOptions trainOptions;
   trainOptions.train = train;
   pm.addNestedPass<func::FuncOp>(createSelectTrainablePass(trainOptions));
-  if (emit == Emit::GradsMlir) {
+  if (emit == Emit::GradsMlir || emit == Emit::StepMlir)
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
+  if (emit == Emit::StepMlir) {
+    FailureOr<TrainStepPassOptions> optimizer = parseOptimizer(optimizerSpec);
+    if (failed(optimizer))
+      return 1;
+    pm.addNestedPass<func::FuncOp>(createTrainStepPass(*optimizer));
+  }
+  if (emit != Emit::ForwardMlir) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }

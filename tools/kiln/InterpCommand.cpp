@@ -13,7 +13,11 @@
 #include "kiln/Interp/Interpreter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 using namespace llvm;
 using namespace mlir;
@@ -38,6 +42,15 @@ cl::opt<bool> constSmallInputs(
              "inputs as constants holding the given values (how the ONNX "
              "node tests pass shapes, axes, pads and bounds)"),
     cl::sub(interpCommand()), cl::cat(category()));
+
+cl::opt<unsigned> steps(
+    "steps",
+    cl::desc("Run a train step (kiln compile --emit=step-mlir) this many times "
+             "on the same inputs; writes params/<name>.pb"),
+    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<double> learningRate(
+    "lr", cl::desc("Learning rate fed to the step (default: the one compiled in)"),
+    cl::init(-1.0), cl::sub(interpCommand()), cl::cat(category()));
 
 absl::StatusOr<HostTensor> readInput(unsigned index) {
   SmallString<256> path(inputsDir);
@@ -86,6 +99,106 @@ int writeOutputs(func::FuncOp func, const std::vector<HostTensor> &outputs) {
   return 0;
 }
 
+/// Where a train step's arguments come from.
+struct StepArgument {
+  enum Kind { Data, Param, State, LearningRate, StepNumber } kind;
+  std::string name; // parameter or state name
+};
+
+std::vector<StepArgument> classifyArguments(func::FuncOp func) {
+  std::vector<StepArgument> args;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (auto p = func.getArgAttrOfType<StringAttr>(i, "kiln.param"))
+      args.push_back({StepArgument::Param, p.str()});
+    else if (auto s = func.getArgAttrOfType<StringAttr>(i, "kiln.state"))
+      args.push_back({StepArgument::State, s.str()});
+    else if (func.getArgAttr(i, "kiln.lr"))
+      args.push_back({StepArgument::LearningRate, ""});
+    else if (func.getArgAttr(i, "kiln.step"))
+      args.push_back({StepArgument::StepNumber, ""});
+    else
+      args.push_back({StepArgument::Data, ""});
+  }
+  return args;
+}
+
+HostTensor scalarF32(double value) {
+  HostTensor t(DType::F32, {});
+  t.set(0, value);
+  return t;
+}
+
+/// Runs the train step `steps` times: parameters start from the weight
+/// source, optimizer state from zeros, and each step feeds the next.
+int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weights) {
+  std::vector<StepArgument> layout = classifyArguments(func);
+  std::map<std::string, HostTensor> params, state;
+  double lr = learningRate;
+  if (lr < 0) {
+    auto compiled = func->getAttrOfType<FloatAttr>("kiln.default_lr");
+    if (!compiled)
+      return fail("the step has no compiled learning rate; pass --lr");
+    lr = compiled.getValueAsDouble();
+  }
+  for (auto [i, arg] : llvm::enumerate(layout)) {
+    if (arg.kind == StepArgument::Param) {
+      absl::StatusOr<HostTensor> value = weights.load(arg.name);
+      if (!value.ok())
+        return fail(std::string(value.status().message()));
+      params[arg.name] = std::move(*value);
+    } else if (arg.kind == StepArgument::State) {
+      auto type = llvm::cast<RankedTensorType>(func.getArgument(i).getType());
+      std::optional<DType> dtype = fromMlirType(type.getElementType());
+      if (!dtype || !type.hasStaticShape())
+        return fail("optimizer state '" + arg.name + "' needs a static float type");
+      state[arg.name] = HostTensor(*dtype, std::vector<int64_t>(type.getShape()));
+    }
+  }
+  HostTensor loss;
+  for (unsigned step = 1; step <= steps; ++step) {
+    std::vector<HostTensor> inputs;
+    size_t nextData = 0;
+    for (const StepArgument &arg : layout) {
+      switch (arg.kind) {
+      case StepArgument::Data:
+        if (nextData >= data.size())
+          return fail("the step takes more data inputs than --inputs holds");
+        inputs.push_back(data[nextData++]);
+        break;
+      case StepArgument::Param: inputs.push_back(params[arg.name]); break;
+      case StepArgument::State: inputs.push_back(state[arg.name]); break;
+      case StepArgument::LearningRate: inputs.push_back(scalarF32(lr)); break;
+      case StepArgument::StepNumber: inputs.push_back(scalarF32(step)); break;
+      }
+    }
+    absl::StatusOr<InterpreterResult> result = interpret(func, inputs, weights);
+    if (!result.ok())
+      return fail(std::string(result.status().message()));
+    for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
+      if (auto p = func.getResultAttrOfType<StringAttr>(i, "kiln.param"))
+        params[p.str()] = std::move(tensor);
+      else if (auto s = func.getResultAttrOfType<StringAttr>(i, "kiln.state"))
+        state[s.str()] = std::move(tensor);
+      else if (i == 0)
+        loss = std::move(tensor);
+    }
+    outs() << "step " << step << ": loss " << format("%.7f", loss.getDouble(0)) << "\n";
+  }
+  if (std::error_code ec = sys::fs::create_directories(outputsDir + "/params"))
+    return fail(outputsDir + ": " + ec.message());
+  for (auto &[name, tensor] : params) {
+    SmallString<256> path(outputsDir);
+    sys::path::append(path, "params", name + ".pb");
+    if (absl::Status status = writeTensorFile(path.str().str(), tensor, name); !status.ok())
+      return fail(std::string(status.message()));
+  }
+  SmallString<256> lossPath(outputsDir);
+  sys::path::append(lossPath, "output_0.pb");
+  if (absl::Status status = writeTensorFile(lossPath.str().str(), loss, "loss"); !status.ok())
+    return fail(std::string(status.message()));
+  return 0;
+}
+
 } // namespace
 
 int runInterp(MLIRContext &context) {
@@ -113,8 +226,17 @@ int runInterp(MLIRContext &context) {
   func::FuncOp func = findMain(*module);
   if (!func)
     return fail(input + ": no function to run");
+  std::vector<StepArgument> layout = classifyArguments(func);
+  bool isStep = llvm::any_of(layout, [](const StepArgument &a) {
+    return a.kind != StepArgument::Data;
+  });
+  if (steps > 0 && !isStep)
+    return fail(input + ": --steps needs a train step (kiln compile --emit=step-mlir)");
   if (!freeze) {
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    unsigned dataArgs = llvm::count_if(layout, [](const StepArgument &a) {
+      return a.kind == StepArgument::Data;
+    });
+    for (unsigned i = 0; i < dataArgs; ++i) {
       absl::StatusOr<HostTensor> tensor = readInput(i);
       if (!tensor.ok())
         return fail(std::string(tensor.status().message()));
@@ -131,6 +253,11 @@ int runInterp(MLIRContext &context) {
       return fail(std::string(opened.status().message()));
     onnxWeights = std::move(*opened);
     weights = onnxWeights.get();
+  }
+  if (isStep) {
+    if (steps == 0)
+      steps = 1;
+    return runSteps(func, std::move(inputs), *weights);
   }
   absl::StatusOr<InterpreterResult> result = interpret(func, inputs, *weights);
   if (!result.ok())

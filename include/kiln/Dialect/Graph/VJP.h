@@ -17,6 +17,8 @@ namespace kiln {
 /// Attaches the VJP models of every differentiable op (called by the dialect).
 void attachVJPModels(mlir::MLIRContext &context);
 void attachElementwiseVJPModels(mlir::MLIRContext &context);
+/// Reductions, cumsum and trilu (attached by attachElementwiseVJPModels).
+void attachReductionVJPModels(mlir::MLIRContext &context);
 void attachShapeVJPModels(mlir::MLIRContext &context);
 void attachNNVJPModels(mlir::MLIRContext &context);
 
