@@ -83,6 +83,51 @@ def SelectTrainablePass : Pass<"kiln-select-trainable", "::mlir::func::FuncOp"> 
   ];
 }
 
+def PrecisionPass : Pass<"kiln-precision", "::mlir::func::FuncOp"> {
+  let summary = "Mixed precision: compute in bf16, keep fp32 master weights "
+                "and fp32 numerics-sensitive ops";
+  let description = [{
+    Runs on the forward graph, before autodiff, so every cast is explicit
+    and differentiated like any op. With `compute=bf16`:
+    - float ops compute in bf16 (their operands are cast down once per
+      value), except the ops named in `fp32-ops` (default: softmax,
+      log_softmax, layer_norm, rms_norm, cross_entropy), which get fp32
+      operands and produce fp32;
+    - trainable parameters stay fp32 (master weights; optimizer state
+      follows them) and are cast to bf16 where used, so their gradients come
+      back to fp32 through the cast;
+    - frozen float parameters are stored as bf16;
+    - function results keep their original types.
+    `compute=fp32` leaves the function unchanged.
+
+    Before (`compute=bf16`):
+    ```mlir
+    %w = kiln.parameter "w" trainable : tensor<8x8xf32>
+    %f = kiln.parameter "f" : tensor<8x8xf32>
+    %h = kiln.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    %y = kiln.matmul %h, %f : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    %p = kiln.softmax %y {axis = 1 : i64} : tensor<4x8xf32>
+    ```
+    After:
+    ```mlir
+    %w = kiln.parameter "w" trainable : tensor<8x8xf32>
+    %f = kiln.parameter "f" : tensor<8x8xbf16>
+    %xl = kiln.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %wl = kiln.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+    %h = kiln.matmul %xl, %wl : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+    %y = kiln.matmul %h, %f : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+    %yf = kiln.cast %y : tensor<4x8xbf16> -> tensor<4x8xf32>
+    %p = kiln.softmax %yf {axis = 1 : i64} : tensor<4x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"compute", "compute", "std::string", /*default=*/"\"bf16\"",
+           "bf16 or fp32">,
+    ListOption<"fp32Ops", "fp32-ops", "std::string",
+               "ops (by name without `kiln.`) that keep fp32">
+  ];
+}
+
 def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
   let summary = "Reverse-mode differentiation: return the loss and the "
                 "gradient of every trainable parameter";

@@ -149,6 +149,14 @@ absl::StatusOr<Tensors> runParameter(ParameterOp op, const Env &env,
   bool shapeOk = dims.size() == loaded->shape.size();
   for (size_t i = 0; shapeOk && i < dims.size(); ++i)
     shapeOk = !dims[i] || *dims[i] == loaded->shape[i];
+  // A checkpoint in one float precision loads into a parameter declared in
+  // another (bf16 storage of frozen weights), rounding like the runtime.
+  if (*dtype != loaded->dtype && isFloat(*dtype) && loaded->isFloat() && shapeOk) {
+    HostTensor converted(*dtype, loaded->shape);
+    for (int64_t i = 0, n = loaded->numel(); i < n; ++i)
+      converted.set(i, loaded->floats[i]);
+    loaded = std::move(converted);
+  }
   if (*dtype != loaded->dtype || !shapeOk)
     return absl::InvalidArgumentError(
         absl::StrCat("weight \"", name, "\" is ", dtypeName(loaded->dtype), " ",

@@ -47,6 +47,16 @@ cl::opt<std::string> optimizerSpec(
     cl::desc("With --emit=step-mlir: adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
              "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=]"),
     cl::init("adamw"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("fp32, or bf16: bf16 compute with fp32 master weights, fp32 "
+             "optimizer state and fp32 numerics-sensitive ops"),
+    cl::init("fp32"), cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string> fp32Ops(
+    "fp32-ops",
+    cl::desc("With --precision=bf16: ops kept in fp32 (default softmax, "
+             "log_softmax, layer_norm, rms_norm, cross_entropy)"),
+    cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -137,6 +147,12 @@ int runCompile(MLIRContext &context) {
   SelectTrainablePassOptions trainOptions;
   trainOptions.train = train;
   pm.addNestedPass<func::FuncOp>(createSelectTrainablePass(trainOptions));
+  if (precision != "fp32") {
+    PrecisionPassOptions precisionOptions;
+    precisionOptions.compute = precision;
+    precisionOptions.fp32Ops = fp32Ops;
+    pm.addNestedPass<func::FuncOp>(createPrecisionPass(precisionOptions));
+  }
   if (emit == Emit::GradsMlir || emit == Emit::StepMlir)
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
   if (emit == Emit::StepMlir) {

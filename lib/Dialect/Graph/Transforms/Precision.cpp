@@ -1,0 +1,126 @@
+//===- Precision.cpp - bf16 compute with fp32 master weights --------------===//
+//
+// Retypes the forward graph in place: each float value gets one cast to the
+// precision its users need, so the IR shows every conversion explicitly and
+// autodiff differentiates them like any other op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/Passes.h"
+
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_PRECISIONPASS
+#include "kiln/Dialect/Graph/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+bool isF32Tensor(Type type) {
+  auto t = llvm::dyn_cast<RankedTensorType>(type);
+  return t && t.getElementType().isF32();
+}
+
+RankedTensorType withElement(Type type, Type element) {
+  return llvm::cast<RankedTensorType>(type).clone(element);
+}
+
+struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
+  using PrecisionPassBase::PrecisionPassBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (compute == "fp32")
+      return;
+    if (compute != "bf16") {
+      func.emitError("unknown compute precision '") << compute << "' (bf16 or fp32)";
+      return signalPassFailure();
+    }
+    llvm::StringSet<> keep;
+    if (fp32Ops.empty())
+      keep = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy"};
+    for (const std::string &name : fp32Ops)
+      keep.insert(name);
+
+    MLIRContext *ctx = &getContext();
+    Type low = BFloat16Type::get(ctx), high = Float32Type::get(ctx);
+    OpBuilder b(ctx);
+    // One cast per (value, precision), placed right after the value.
+    llvm::DenseMap<std::pair<Value, Type>, Value> casts;
+    auto castTo = [&](Value v, Type element) -> Value {
+      auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
+      if (!type || !llvm::isa<FloatType>(type.getElementType()) ||
+          type.getElementType() == element)
+        return v;
+      auto [it, inserted] = casts.try_emplace({v, element}, Value());
+      if (inserted) {
+        b.setInsertionPointAfterValue(v);
+        it->second = b.create<CastOp>(v.getLoc(), type.clone(element), v);
+      }
+      return it->second;
+    };
+
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
+        // Trainable weights stay fp32 masters; frozen ones are stored low.
+        if (!param.getTrainable() && isF32Tensor(param.getType()))
+          param.getResult().setType(withElement(param.getType(), low));
+        continue;
+      }
+      if (llvm::isa<ConstantOp>(op))
+        continue; // Cast where used, so integer/float literals stay exact.
+      bool anyFloat = llvm::any_of(op->getResultTypes(), [](Type t) {
+        auto tensor = llvm::dyn_cast<RankedTensorType>(t);
+        return tensor && llvm::isa<FloatType>(tensor.getElementType());
+      });
+      if (llvm::isa<CastOp>(op))
+        continue; // A cast already says its precision.
+      if (!anyFloat) {
+        // Comparisons and the like: float operands must agree with each
+        // other, so mixed ones meet in fp32.
+        llvm::SmallPtrSet<Type, 2> elements;
+        for (Value v : op->getOperands())
+          if (auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+              t && llvm::isa<FloatType>(t.getElementType()))
+            elements.insert(t.getElementType());
+        if (elements.size() > 1)
+          for (OpOperand &operand : op->getOpOperands())
+            operand.set(castTo(operand.get(), high));
+        continue;
+      }
+      StringRef name = op->getName().stripDialect();
+      Type element = keep.contains(name) ? high : low;
+      for (OpOperand &operand : op->getOpOperands())
+        operand.set(castTo(operand.get(), element));
+      for (Value r : op->getResults())
+        if (isF32Tensor(r.getType()) || llvm::isa<BFloat16Type>(
+                                            llvm::cast<RankedTensorType>(r.getType())
+                                                .getElementType()))
+          r.setType(withElement(r.getType(), element));
+    }
+    // Results keep the function's signature.
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    for (auto [operand, type] :
+         llvm::zip(ret->getOpOperands(), func.getResultTypes())) {
+      auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+      if (tensor && llvm::isa<FloatType>(tensor.getElementType()))
+        operand.set(castTo(operand.get(), tensor.getElementType()));
+    }
+    // Users of a value whose type changed may still expect the old one:
+    // re-verify so a mismatch is an error at its op, not a silent miscompile.
+    if (failed(verify(func)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
