@@ -173,12 +173,10 @@ LogicalResult importDropout(NodeContext &ctx) {
   // issue). Opset < 12 carried the mode in `is_test`-free attributes.
   bool training = false;
   if (ctx.hasInput(2)) {
-    const KnownTensor *flag = ctx.known(2);
-    std::optional<std::vector<int64_t>> value =
-        flag ? flag->constants() : std::nullopt;
-    if (!value)
-      return ctx.unsupported("Dropout training_mode computed from tensor data");
-    training = (*value)[0] != 0;
+    FailureOr<int64_t> flag = ctx.constantInt(2, "Dropout training_mode");
+    if (failed(flag))
+      return failure();
+    training = *flag != 0;
   }
   if (training) {
     std::optional<double> ratio =

@@ -436,10 +436,10 @@ LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
 
 LogicalResult importCumSum(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
-  FailureOr<std::vector<int64_t>> axis = ctx.constantInts(1, "CumSum axis");
+  FailureOr<int64_t> axis = ctx.constantInt(1, "CumSum axis");
   if (failed(x) || failed(axis))
     return failure();
-  FailureOr<int64_t> a = ctx.normalizeAxis((*axis)[0], tensorOf(*x).getRank());
+  FailureOr<int64_t> a = ctx.normalizeAxis(*axis, tensorOf(*x).getRank());
   if (failed(a))
     return failure();
   FailureOr<Value> r = ctx.create<CumsumOp>(*x, *a,
@@ -457,10 +457,10 @@ LogicalResult importTrilu(NodeContext &ctx) {
     return failure();
   int64_t k = 0;
   if (ctx.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "Trilu k");
+    FailureOr<int64_t> given = ctx.constantInt(1, "Trilu k");
     if (failed(given))
       return failure();
-    k = (*given)[0];
+    k = *given;
   }
   FailureOr<Value> r = ctx.create<TriluOp>(*x, k,
                                            ctx.attrInt("upper", 1) != 0);

@@ -85,6 +85,17 @@ FailureOr<std::vector<int64_t>> NodeContext::constantInts(size_t i,
   return *values;
 }
 
+FailureOr<int64_t> NodeContext::constantInt(size_t i, StringRef what) {
+  FailureOr<std::vector<int64_t>> values = constantInts(i, what);
+  if (failed(values))
+    return failure();
+  if (values->size() != 1) {
+    (void)error(what + " must hold one element, got " + Twine(values->size()));
+    return failure();
+  }
+  return values->front();
+}
+
 std::optional<double> NodeContext::constantScalar(size_t i) {
   if (!hasInput(i))
     return std::nullopt;

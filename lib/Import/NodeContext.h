@@ -65,6 +65,9 @@ public:
   const KnownTensor *known(size_t i) const;
   /// A compile-time list of integers (e.g. axes); fails when not constant.
   mlir::FailureOr<std::vector<int64_t>> constantInts(size_t i, llvm::StringRef what);
+  /// A compile-time integer holding exactly one element (an axis, k, a
+  /// flag); anything else is an error naming `what`.
+  mlir::FailureOr<int64_t> constantInt(size_t i, llvm::StringRef what);
   /// The scalar value of a float constant input, if it is one.
   std::optional<double> constantScalar(size_t i);
 

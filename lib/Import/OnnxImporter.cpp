@@ -313,6 +313,9 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   // type (axis=1.5) would silently read as 0.
   if (std::optional<std::string> bad = attributeTypeError(node, opset_))
     return nodeError(*bad);
+  // Every ONNX op has an output; handlers may divide by the output count.
+  if (node.output_size() == 0)
+    return nodeError("the node has no outputs");
 
   NodeContext ctx(builder_, loc, node, opset_, inputs);
   currentNode_ = &ctx;
@@ -462,7 +465,15 @@ absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
     std::stringstream text;
     text << file.rdbuf();
     std::string source = text.str();
-    onnx::Common::Status status = onnx::OnnxParser::Parse(model, source.c_str());
+    onnx::Common::Status status;
+    try {
+      status = onnx::OnnxParser::Parse(model, source.c_str());
+    } catch (const std::exception &e) {
+      // ONNX 1.12's parser reads integers with std::stoll, which throws on
+      // out-of-range literals.
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ONNX text does not parse: bad literal (", oneLine(e.what()), ")"));
+    }
     if (!status.IsOK())
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ONNX text does not parse: ", oneLine(status.ErrorMessage())));

@@ -36,7 +36,12 @@ OnnxWeightSource::open(const std::string &modelPath) {
     std::stringstream text;
     text << file.rdbuf();
     std::string source = text.str();
-    if (!onnx::OnnxParser::Parse(model->proto, source.c_str()).IsOK())
+    bool parsed = false;
+    try { // ONNX 1.12's parser throws on out-of-range integer literals.
+      parsed = onnx::OnnxParser::Parse(model->proto, source.c_str()).IsOK();
+    } catch (const std::exception &) {
+    }
+    if (!parsed)
       return absl::InvalidArgumentError(absl::StrCat(modelPath, ": ONNX text does not parse"));
   } else if (!model->proto.ParseFromIstream(&file)) {
     return absl::InvalidArgumentError(
@@ -47,16 +52,24 @@ OnnxWeightSource::open(const std::string &modelPath) {
   return std::unique_ptr<OnnxWeightSource>(new OnnxWeightSource(std::move(model)));
 }
 
+/// Errors are one line; initializer names may hold line breaks.
+static std::string oneLine(absl::string_view text) {
+  std::string line;
+  for (char c : text)
+    line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+  return line;
+}
+
 absl::StatusOr<HostTensor> OnnxWeightSource::load(llvm::StringRef name) {
   auto it = model_->byName.find(name.str());
   if (it == model_->byName.end())
     return absl::NotFoundError(absl::StrCat(model_->path, ": no initializer named '",
-                                            name.str(), "'"));
+                                            oneLine(name.str()), "'"));
   absl::StatusOr<HostTensor> tensor = tensorFromProto(
       *it->second, llvm::sys::path::parent_path(model_->path).str());
   if (!tensor.ok())
     return absl::InvalidArgumentError(
-        absl::StrCat(model_->path, ": ", tensor.status().message()));
+        absl::StrCat(model_->path, ": ", oneLine(tensor.status().message())));
   return tensor;
 }
 

@@ -187,6 +187,9 @@ LogicalResult importRange(NodeContext &ctx) {
   Dim length, startDim;
   int64_t step = 1;
   double floatStart = 0, floatDelta = 1;
+  for (const KnownTensor *k : {start, limit, delta})
+    if (k && k->elements.size() != 1)
+      return ctx.error("Range bounds must be scalars");
   if (start && limit && delta) {
     std::optional<std::vector<int64_t>> d = delta->constants();
     if (!d || (*d)[0] == 0)
@@ -587,6 +590,17 @@ LogicalResult importSlice(NodeContext &ctx) {
   }
   if (starts.size() != ends.size())
     return ctx.error("Slice starts and ends differ in length");
+  if (starts.empty()) { // Slicing no axis keeps everything.
+    if (const KnownTensor *k = ctx.known(0)) {
+      ctx.setKnown(0, *k);
+      return success();
+    }
+    FailureOr<Value> x = ctx.input(0);
+    if (failed(x))
+      return failure();
+    ctx.setOutput(0, *x);
+    return success();
+  }
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
       axes.push_back(static_cast<int64_t>(i));

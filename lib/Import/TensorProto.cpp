@@ -212,12 +212,17 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
     available = proto.int32_data_size();
   if (available != n || (proto.has_raw_data() && proto.raw_data().size() != bytes))
     return sizeError(available);
+  // External bytes are read (their count checked against the file) before
+  // the tensor is allocated: dims alone may claim gigabytes.
+  absl::StatusOr<std::string> raw;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    raw = readExternalData(proto, baseDir, bytes);
+    if (!raw.ok())
+      return raw.status();
+  }
   HostTensor tensor(*dtype, shape);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    absl::StatusOr<std::string> raw = readExternalData(proto, baseDir, bytes);
-    if (!raw.ok())
-      return raw.status();
     decodeRaw(tensor, raw->data());
     return tensor;
   }
