@@ -54,6 +54,72 @@ def RaiseCompositesPass : Pass<"kiln-raise-composites", "::mlir::func::FuncOp"> 
 }
 
 //===----------------------------------------------------------------------===//
+// Dynamic shapes
+//===----------------------------------------------------------------------===//
+
+def SpecializeSymbolsPass : Pass<"kiln-specialize-symbols", "::mlir::ModuleOp"> {
+  let summary = "Pin size symbols to values (`--static batch=4`)";
+  let description = [{
+    Substitutes each named symbol in every type and size expression of the
+    module; dims that become constants turn into static sizes.
+
+    Before (`values=batch=4`):
+    ```mlir
+    %0 = kiln.exp %x : tensor<?x?xf32, #kiln.dims<[batch, seq]>>
+    ```
+    After:
+    ```mlir
+    %0 = kiln.exp %x : tensor<4x?xf32, #kiln.dims<[seq]>>
+    ```
+  }];
+  let options = [
+    Option<"values", "values", "std::string", /*default=*/"\"\"",
+           "comma-separated symbol=value pairs">
+  ];
+}
+
+def ShapeGuardsPass : Pass<"kiln-shape-guards", "::mlir::func::FuncOp"> {
+  let summary = "Record the run-time guards the compiled step relies on";
+  let description = [{
+    Collects, as the function attribute `kiln.guards`, every assumption a
+    compiled step makes about its symbols, each with its origin:
+    - user ranges and divisibility from `dynamic` (`seq=16..8192:8`);
+    - every symbol is at least 1;
+    - element counts stay within int32 (generated kernels index with int32):
+      one guard on the largest tensor's element count.
+    The runtime and `kiln interp` evaluate them before each step; a
+    violation names the input, the symbol, its value and the condition.
+
+    Before (`dynamic=seq=16..8192:8`):
+    ```mlir
+    func.func @main(%ids: tensor<?x?xi64, #kiln.dims<[batch, seq]>>) ...
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<?x?xi64, #kiln.dims<[batch, seq]>>) ...
+        attributes {kiln.guards = [
+          {expr = #kiln.expr<seq>, kind = "range", min = 16, max = 8192,
+           origin = "--dynamic seq=16..8192:8"},
+          {expr = #kiln.expr<seq>, kind = "divisible", divisor = 8,
+           origin = "--dynamic seq=16..8192:8"}, ...]}
+    ```
+  }];
+  let options = [
+    Option<"dynamic", "dynamic", "std::string", /*default=*/"\"\"",
+           "comma-separated symbol=MIN..MAX[:DIVISOR] ranges">
+  ];
+}
+
+def VerifyShapesPass : Pass<"kiln-verify-shapes", "::mlir::func::FuncOp"> {
+  let summary = "Contract check: every dim is static or a symbolic expression";
+  let description = [{
+    Fails on the first value with an unknown (`?` without an expression)
+    dim, naming the op. Later stages size buffers and launch grids from
+    these expressions, so none may be missing. Changes nothing.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Training step
 //===----------------------------------------------------------------------===//
 

@@ -57,6 +57,14 @@ cl::list<std::string> fp32Ops(
     cl::desc("With --precision=bf16: ops kept in fp32 (default softmax, "
              "log_softmax, layer_norm, rms_norm, cross_entropy)"),
     cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> dynamicSymbols(
+    "dynamic",
+    cl::desc("Symbol ranges the step must serve: batch=1..64,seq=16..8192:8 "
+             "(MIN..MAX, optional :DIVISOR); recorded as run-time guards"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> staticSymbols(
+    "static", cl::desc("Pin symbols to values: batch=4"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -144,6 +152,11 @@ int runCompile(MLIRContext &context) {
   }
   if (timing)
     pm.enableTiming();
+  if (!staticSymbols.empty()) {
+    SpecializeSymbolsPassOptions specialize;
+    specialize.values = staticSymbols;
+    pm.addPass(createSpecializeSymbolsPass(specialize));
+  }
   SelectTrainablePassOptions trainOptions;
   trainOptions.train = train;
   pm.addNestedPass<func::FuncOp>(createSelectTrainablePass(trainOptions));
@@ -165,6 +178,11 @@ int runCompile(MLIRContext &context) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  // Every later stage sizes things from the dims: none may be unknown.
+  pm.addNestedPass<func::FuncOp>(createVerifyShapesPass());
+  ShapeGuardsPassOptions guards;
+  guards.dynamic = dynamicSymbols;
+  pm.addNestedPass<func::FuncOp>(createShapeGuardsPass(guards));
   // Pass errors are located diagnostics; print them as one line each.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string location;

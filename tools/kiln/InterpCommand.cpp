@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 
+#include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Import/OnnxWeightSource.h"
 #include "kiln/Import/TensorProto.h"
 #include "kiln/Interp/Interpreter.h"
@@ -18,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include "llvm/ADT/StringMap.h"
 
 using namespace llvm;
 using namespace mlir;
@@ -95,6 +97,83 @@ int writeOutputs(func::FuncOp func, const std::vector<HostTensor> &outputs) {
     absl::Status status = writeTensorFile(path.str().str(), tensor, name);
     if (!status.ok())
       return fail(std::string(status.message()));
+  }
+  return 0;
+}
+
+/// Exit code of a violated shape guard, distinct from other errors (1).
+constexpr int kGuardViolation = 3;
+
+/// Binds symbols from the data inputs and evaluates the function's
+/// kiln.guards; prints one line naming input, symbol, value and condition.
+int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
+                ArrayRef<HostTensor> inputs) {
+  struct Binding {
+    int64_t value;
+    std::string input;
+  };
+  llvm::StringMap<Binding> bound;
+  auto violation = [](const Twine &line) {
+    errs() << "kiln: error: " << line << "\n";
+    return kGuardViolation;
+  };
+  for (auto [k, arg] : llvm::enumerate(dataArgs)) {
+    if (k >= inputs.size())
+      break;
+    std::string name = "input " + std::to_string(k);
+    if (auto attr = func.getArgAttrOfType<StringAttr>(arg, "kiln.name"))
+      name = attr.str();
+    auto type = llvm::dyn_cast<RankedTensorType>(func.getArgument(arg).getType());
+    if (!type || static_cast<size_t>(type.getRank()) != inputs[k].shape.size())
+      continue; // The interpreter reports rank errors.
+    for (auto [d, dim] : llvm::enumerate(getDims(type))) {
+      SmallVector<StringRef> symbols = dimSymbols(dim);
+      if (symbols.size() != 1 || dim != SymExprAttr::getSymbol(func.getContext(), symbols[0]))
+        continue;
+      int64_t value = inputs[k].shape[d];
+      auto [it, inserted] = bound.try_emplace(symbols[0], Binding{value, name});
+      if (!inserted && it->second.value != value)
+        return violation(name + ": " + symbols[0] + "=" + Twine(value) +
+                         " violates " + name + "." + symbols[0] + " == " +
+                         it->second.input + "." + symbols[0] + " (" +
+                         it->second.input + " has " + symbols[0] + "=" +
+                         Twine(it->second.value) + ")");
+    }
+  }
+  auto guards = func->getAttrOfType<ArrayAttr>("kiln.guards");
+  if (!guards)
+    return 0;
+  for (auto guard : guards.getAsRange<DictionaryAttr>()) {
+    auto expr = guard.getAs<SymExprAttr>("expr");
+    auto kind = guard.getAs<StringAttr>("kind");
+    auto origin = guard.getAs<StringAttr>("origin");
+    if (!expr || !kind)
+      return fail("malformed guard " + Twine(dimToString(expr)));
+    std::optional<int64_t> value = evaluateDim(expr, [&](StringRef s) -> std::optional<int64_t> {
+      auto it = bound.find(s);
+      return it == bound.end() ? std::nullopt : std::optional(it->second.value);
+    });
+    if (!value)
+      continue; // Symbols not bound by inputs are checked by the interpreter.
+    std::string text = dimToString(expr), condition;
+    bool ok = true;
+    if (kind.getValue() == "range") {
+      int64_t lo = guard.getAs<IntegerAttr>("min").getInt();
+      int64_t hi = guard.getAs<IntegerAttr>("max").getInt();
+      ok = lo <= *value && *value <= hi;
+      condition = std::to_string(lo) + " <= " + text + " <= " + std::to_string(hi);
+    } else if (kind.getValue() == "divisible") {
+      int64_t divisor = guard.getAs<IntegerAttr>("divisor").getInt();
+      ok = *value % divisor == 0;
+      condition = text + " % " + std::to_string(divisor) + " == 0";
+    }
+    if (ok)
+      continue;
+    SmallVector<StringRef> symbols = dimSymbols(expr);
+    std::string input = bound.lookup(symbols.front()).input;
+    return violation(input + ": " + text + "=" + Twine(*value) + " violates " +
+                     condition + " (required by " +
+                     (origin ? origin.getValue() : "a compiled assumption") + ")");
   }
   return 0;
 }
@@ -254,6 +333,13 @@ int runInterp(MLIRContext &context) {
     onnxWeights = std::move(*opened);
     weights = onnxWeights.get();
   }
+  SmallVector<unsigned> dataArgs;
+  for (auto [i, arg] : llvm::enumerate(layout))
+    if (arg.kind == StepArgument::Data)
+      dataArgs.push_back(i);
+  if (!freeze)
+    if (int rc = checkGuards(func, dataArgs, inputs))
+      return rc;
   if (isStep) {
     if (steps == 0)
       steps = 1;

@@ -137,6 +137,36 @@ evaluateDim(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup) {
   return total;
 }
 
+Dim dimSubstitute(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup) {
+  if (!d)
+    return d;
+  SmallVector<SymTerm> terms;
+  for (const SymTerm &term : d.getTerms()) {
+    SymTerm kept;
+    kept.coeff = term.coeff;
+    unsigned n = 0;
+    for (unsigned i = 0, e = term.degree(); i < e; ++i) {
+      if (std::optional<int64_t> v = lookup(term.factors[i].getValue()))
+        kept.coeff *= *v;
+      else
+        kept.factors[n++] = term.factors[i];
+    }
+    terms.push_back(kept);
+  }
+  return SymExprAttr::getCanonical(d.getContext(), terms);
+}
+
+SmallVector<StringRef> dimSymbols(Dim d) {
+  SmallVector<StringRef> names;
+  if (!d)
+    return names;
+  for (const SymTerm &term : d.getTerms())
+    for (unsigned i = 0, e = term.degree(); i < e; ++i)
+      if (!llvm::is_contained(names, term.factors[i].getValue()))
+        names.push_back(term.factors[i].getValue());
+  return names;
+}
+
 std::string dimToString(Dim d) {
   if (!d)
     return "?";

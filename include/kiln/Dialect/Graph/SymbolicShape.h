@@ -43,6 +43,12 @@ mlir::RankedTensorType makeTensorType(llvm::ArrayRef<Dim> dims,
 std::optional<int64_t>
 evaluateDim(Dim d, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
 
+/// Replaces the symbols `lookup` knows by their values (others stay).
+Dim dimSubstitute(Dim d,
+                  llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
+/// The symbols a dim mentions.
+llvm::SmallVector<llvm::StringRef> dimSymbols(Dim d);
+
 /// Prints a dim the way it appears in shapes: 64, batch*seq or ?.
 std::string dimToString(Dim d);
 std::string shapeToString(mlir::RankedTensorType type);
