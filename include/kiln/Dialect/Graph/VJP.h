@@ -24,6 +24,23 @@ void attachNNVJPModels(mlir::MLIRContext &context);
 
 //===--- helpers for VJP models ---------------------------------------------===//
 
+inline mlir::RankedTensorType tensorOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+
+/// External model that forwards buildVJP to `Derived::vjp(OpT, ...)`, so
+/// each op's VJP is one static function with the op's typed accessors.
+template <typename Derived, typename OpT>
+struct VJPModel
+    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
+  llvm::LogicalResult buildVJP(mlir::Operation *op, mlir::OpBuilder &b,
+                               llvm::ArrayRef<mlir::Value> resultGrads,
+                               llvm::ArrayRef<bool> want,
+                               llvm::SmallVectorImpl<mlir::Value> &grads) const {
+    return Derived::vjp(llvm::cast<OpT>(op), b, resultGrads, want, grads);
+  }
+};
+
 /// Sums `grad` over the dims numpy broadcasting added or stretched so it has
 /// exactly `target`'s type: the transpose of an implicit broadcast.
 mlir::Value sumToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,

@@ -16,15 +16,14 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 bool isFloatTensor(Value v) { return llvm::isa<FloatType>(tensorOf(v).getElementType()); }
 
 /// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)`, except
 /// that an op with a non-float result has no gradient at all.
 template <typename Derived, typename OpT>
-struct VJPModel
-    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
+struct FloatVJPModel
+    : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
   LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
                          ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
     if (!isFloatTensor(op->getResult(0))) {
@@ -64,7 +63,7 @@ struct Math {
 //===--- binary arithmetic ------------------------------------------------===//
 
 /// d(a + b) = (dy, dy), each summed to its operand's shape.
-struct AddVJP : VJPModel<AddVJP, AddOp> {
+struct AddVJP : FloatVJPModel<AddVJP, AddOp> {
   static LogicalResult vjp(AddOp op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
@@ -76,7 +75,7 @@ struct AddVJP : VJPModel<AddVJP, AddOp> {
 };
 
 /// d(a * b) = (dy * b, dy * a).
-struct MulVJP : VJPModel<MulVJP, MulOp> {
+struct MulVJP : FloatVJPModel<MulVJP, MulOp> {
   static LogicalResult vjp(MulOp op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
@@ -97,7 +96,7 @@ struct MulVJP : VJPModel<MulVJP, MulOp> {
 /// operand gradients; `Derived::grads` builds only the wanted ones at the
 /// broadcast shape, and they are summed down to each operand here.
 template <typename Derived, typename OpT>
-struct BinaryVJP : VJPModel<Derived, OpT> {
+struct BinaryVJP : FloatVJPModel<Derived, OpT> {
   static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value da, db;
@@ -116,7 +115,7 @@ struct BinaryVJP : VJPModel<Derived, OpT> {
 };
 
 /// d(a - b) = (dy, -dy); the negation runs after the sum, on fewer elements.
-struct SubVJP : VJPModel<SubVJP, SubOp> {
+struct SubVJP : FloatVJPModel<SubVJP, SubOp> {
   static LogicalResult vjp(SubOp op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value da, db;
@@ -167,7 +166,7 @@ struct MinMaxVJP : BinaryVJP<MinMaxVJP<OpT, CompareOpT>, OpT> {
 };
 
 /// dy flows to the branch the condition took; the condition has none.
-struct SelectVJP : VJPModel<SelectVJP, SelectOp> {
+struct SelectVJP : FloatVJPModel<SelectVJP, SelectOp> {
   static LogicalResult vjp(SelectOp op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value dt, df;
@@ -190,7 +189,7 @@ struct SelectVJP : VJPModel<SelectVJP, SelectOp> {
 
 /// dx = Grad(op, m, dy) for x -> y, built only when wanted and dy exists.
 template <typename OpT, Value (*Grad)(OpT, Math &, Value)>
-struct UnaryVJP : VJPModel<UnaryVJP<OpT, Grad>, OpT> {
+struct UnaryVJP : FloatVJPModel<UnaryVJP<OpT, Grad>, OpT> {
   static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value dx;
@@ -296,7 +295,7 @@ Value geluGrad(GeluOp op, Math &m, Value dy) {
 
 /// A float-to-float cast passes the gradient back in the input's precision;
 /// an integer on either side has none.
-struct CastVJP : VJPModel<CastVJP, CastOp> {
+struct CastVJP : FloatVJPModel<CastVJP, CastOp> {
   static LogicalResult vjp(CastOp op, OpBuilder &b, ArrayRef<Value> dys,
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value dx;
@@ -308,7 +307,7 @@ struct CastVJP : VJPModel<CastVJP, CastOp> {
 };
 
 /// stop_gradient exists to cut differentiation.
-struct StopGradientVJP : VJPModel<StopGradientVJP, StopGradientOp> {
+struct StopGradientVJP : FloatVJPModel<StopGradientVJP, StopGradientOp> {
   static LogicalResult vjp(StopGradientOp, OpBuilder &, ArrayRef<Value>,
                            ArrayRef<bool>, SmallVectorImpl<Value> &grads) {
     grads.push_back(Value());

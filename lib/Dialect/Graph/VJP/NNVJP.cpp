@@ -14,18 +14,6 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-/// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)`.
-template <typename Derived, typename OpT>
-struct VJPModel
-    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
-  LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
-                         ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
-    return Derived::vjp(llvm::cast<OpT>(op), b, resultGrads, want, grads);
-  }
-};
-
 /// y = op(a) op(b): dA = dY op(B)^T, dB = op(A)^T dY, with transposes
 /// folded into the matmul flags and broadcast batch dims summed away.
 struct MatmulVJP : VJPModel<MatmulVJP, MatmulOp> {

@@ -13,14 +13,13 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 /// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)` when the
 /// op is differentiable at all (float result, result gradient present, input
 /// gradient wanted); otherwise the input gets none.
 template <typename Derived, typename OpT>
-struct VJPModel
-    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
+struct FloatVJPModel
+    : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
   LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
                          ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
     Value result = op->getResult(0);
@@ -48,7 +47,7 @@ Value expandTo(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
 }
 
 /// Each input element contributed once: dx = broadcast(dy).
-struct ReduceSumVJP : VJPModel<ReduceSumVJP, ReduceSumOp> {
+struct ReduceSumVJP : FloatVJPModel<ReduceSumVJP, ReduceSumOp> {
   static LogicalResult vjp(ReduceSumOp op, OpBuilder &b, Value dy,
                            SmallVectorImpl<Value> &grads) {
     grads.push_back(expandTo(b, op.getLoc(), withKeptDims(b, op, dy),
@@ -59,7 +58,7 @@ struct ReduceSumVJP : VJPModel<ReduceSumVJP, ReduceSumOp> {
 
 /// dx = broadcast(dy) / count. A symbolic count has no constant to divide
 /// by, so it is counted at run time as the sum of ones over the reduced axes.
-struct ReduceMeanVJP : VJPModel<ReduceMeanVJP, ReduceMeanOp> {
+struct ReduceMeanVJP : FloatVJPModel<ReduceMeanVJP, ReduceMeanOp> {
   static LogicalResult vjp(ReduceMeanOp op, OpBuilder &b, Value dy,
                            SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
@@ -88,7 +87,7 @@ struct ReduceMeanVJP : VJPModel<ReduceMeanVJP, ReduceMeanOp> {
 
 /// dy goes to the elements equal to the max, split evenly between ties (as
 /// torch does for amax), so the gradient stays a true subgradient.
-struct ReduceMaxVJP : VJPModel<ReduceMaxVJP, ReduceMaxOp> {
+struct ReduceMaxVJP : FloatVJPModel<ReduceMaxVJP, ReduceMaxOp> {
   static LogicalResult vjp(ReduceMaxOp op, OpBuilder &b, Value dy,
                            SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
@@ -111,7 +110,7 @@ struct ReduceMaxVJP : VJPModel<ReduceMaxVJP, ReduceMaxOp> {
 /// Element j feeds every later (or, reversed, earlier) running sum, so its
 /// gradient is the running sum of dy in the other direction; exclusivity
 /// carries over unchanged.
-struct CumsumVJP : VJPModel<CumsumVJP, CumsumOp> {
+struct CumsumVJP : FloatVJPModel<CumsumVJP, CumsumOp> {
   static LogicalResult vjp(CumsumOp op, OpBuilder &b, Value dy,
                            SmallVectorImpl<Value> &grads) {
     UnitAttr reverse = op.getReverse() ? UnitAttr() : b.getUnitAttr();
@@ -122,7 +121,7 @@ struct CumsumVJP : VJPModel<CumsumVJP, CumsumOp> {
 };
 
 /// trilu is a mask, its own transpose.
-struct TriluVJP : VJPModel<TriluVJP, TriluOp> {
+struct TriluVJP : FloatVJPModel<TriluVJP, TriluOp> {
   static LogicalResult vjp(TriluOp op, OpBuilder &b, Value dy,
                            SmallVectorImpl<Value> &grads) {
     grads.push_back(b.create<TriluOp>(op.getLoc(), dy, op.getDiagonalAttr(),

@@ -13,17 +13,6 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-template <typename Derived, typename OpT>
-struct VJPModel
-    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
-  LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
-                         ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
-    return Derived::vjp(llvm::cast<OpT>(op), b, resultGrads, want, grads);
-  }
-};
-
 /// Single-input ops whose gradient is `Derived::grad(op, b, dy)`, built only
 /// when wanted and dy exists, then given the input's exact spelling.
 template <typename Derived, typename OpT>
