@@ -236,6 +236,36 @@ def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::GraphDialect"];
 }
 
+def GradAccumPass : Pass<"kiln-grad-accum", "::mlir::func::FuncOp"> {
+  let summary = "Accumulate gradients over micro-batches inside one step";
+  let description = [{
+    Runs after `kiln-autodiff`. The step takes `micro-batches` sets of data
+    inputs (argument k of micro-batch i is tagged `kiln.micro_batch = i`),
+    computes the loss and gradients of each with shared parameters, and
+    returns their means — what a mean-reduced loss over the concatenated
+    batch gives when micro-batches carry equal weight. Later stages
+    schedule the copies one after another, so activations of only one
+    micro-batch are live at a time.
+
+    Before (`micro-batches=2`):
+    ```mlir
+    func.func @main(%x: tensor<?x8xf32, #kiln.dims<[b]>>)
+        -> (tensor<f32>, tensor<8xf32> {kiln.grad_of = "w"})
+    ```
+    After:
+    ```mlir
+    func.func @main(%x0: tensor<?x8xf32, #kiln.dims<[b]>> {kiln.micro_batch = 0 : i64},
+                    %x1: tensor<?x8xf32, #kiln.dims<[b]>> {kiln.micro_batch = 1 : i64})
+        -> (tensor<f32>, tensor<8xf32> {kiln.grad_of = "w"})
+    // loss = (l0 + l1) / 2, dw = (dw0 + dw1) / 2
+    ```
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "number of micro-batches per step">
+  ];
+}
+
 def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
   let summary = "Turn (loss, gradients) into one optimizer step";
   let description = [{

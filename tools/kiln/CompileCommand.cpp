@@ -65,6 +65,11 @@ cl::opt<std::string> dynamicSymbols(
 cl::opt<std::string> staticSymbols(
     "static", cl::desc("Pin symbols to values: batch=4"),
     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> gradAccum(
+    "grad-accum",
+    cl::desc("Micro-batches per step: gradients are averaged over this many "
+             "sets of inputs (input_K.pb, micro-batch after micro-batch)"),
+    cl::init(1), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -166,8 +171,12 @@ int runCompile(MLIRContext &context) {
     precisionOptions.fp32Ops = fp32Ops;
     pm.addNestedPass<func::FuncOp>(createPrecisionPass(precisionOptions));
   }
-  if (emit == Emit::GradsMlir || emit == Emit::StepMlir)
+  if (emit == Emit::GradsMlir || emit == Emit::StepMlir) {
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
+    GradAccumPassOptions accumulate;
+    accumulate.microBatches = gradAccum;
+    pm.addNestedPass<func::FuncOp>(createGradAccumPass(accumulate));
+  }
   if (emit == Emit::StepMlir) {
     FailureOr<TrainStepPassOptions> optimizer = parseOptimizer(optimizerSpec);
     if (failed(optimizer))

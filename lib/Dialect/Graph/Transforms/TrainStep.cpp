@@ -106,8 +106,10 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
 
     Block &body = func.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-    llvm::StringMap<ParameterOp> params;
-    func.walk([&](ParameterOp p) { params[p.getName()] = p; });
+    // A name may be read more than once (micro-batch copies): all reads of
+    // a trainable parameter become its argument.
+    llvm::StringMap<SmallVector<ParameterOp>> params;
+    func.walk([&](ParameterOp p) { params[p.getName()].push_back(p); });
     SmallVector<Trained> trained;
     SmallVector<Value> passThrough = {ret.getOperand(0)};
     SmallVector<DictionaryAttr> passThroughAttrs = {func.getResultAttrDict(0)};
@@ -117,7 +119,8 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
         func.emitError("result ") << i << " is not a gradient; run kiln-autodiff first";
         return signalPassFailure();
       }
-      ParameterOp param = params.lookup(name.getValue());
+      auto reads = params.find(name.getValue());
+      ParameterOp param = reads == params.end() ? ParameterOp() : reads->second.front();
       if (!param) {
         func.emitError("no parameter named '") << name.getValue() << "'";
         return signalPassFailure();
@@ -162,8 +165,10 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
 
     // Reads of trainable parameters now read the argument.
     for (Trained &t : trained) {
-      t.param.replaceAllUsesWith(t.value);
-      t.param.erase();
+      for (ParameterOp read : params[t.name]) {
+        read.replaceAllUsesWith(t.value);
+        read.erase();
+      }
       t.param = nullptr;
     }
 
