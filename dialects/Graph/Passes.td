@@ -110,6 +110,35 @@ def ShapeGuardsPass : Pass<"kiln-shape-guards", "::mlir::func::FuncOp"> {
   ];
 }
 
+def ShapeBucketsPass : Pass<"kiln-shape-buckets", "::mlir::ModuleOp"> {
+  let summary = "Specialized copies of the step for chosen symbol values";
+  let description = [{
+    For `buckets=seq=512,1024;batch=4` (symbols separated by `;`) clones
+    `@main` once per combination of values, pins the symbols in the clone
+    (static shapes: better kernels) and lists the clones in
+    `kiln.buckets` on `@main`, which stays the symbolic fallback. At run
+    time the guards of `@main` are checked first; then the bucket whose
+    values equal the bound symbols runs, or `@main` when none does. A new
+    value never recompiles.
+
+    Before (`buckets=seq=16`):
+    ```mlir
+    func.func @main(%ids: tensor<?x?xi64, #kiln.dims<[batch, seq]>>) ...
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<?x?xi64, #kiln.dims<[batch, seq]>>) ...
+        attributes {kiln.buckets = [@main__seq_16]}
+    func.func @main__seq_16(%ids: tensor<?x16xi64, #kiln.dims<[batch]>>) ...
+        attributes {kiln.bucket = {seq = 16 : i64}}
+    ```
+  }];
+  let options = [
+    Option<"buckets", "buckets", "std::string", /*default=*/"\"\"",
+           "symbol=v1,v2,...;symbol2=...">
+  ];
+}
+
 def VerifyShapesPass : Pass<"kiln-verify-shapes", "::mlir::func::FuncOp"> {
   let summary = "Contract check: every dim is static or a symbolic expression";
   let description = [{

@@ -13,6 +13,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -64,6 +65,12 @@ cl::opt<std::string> dynamicSymbols(
     cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> staticSymbols(
     "static", cl::desc("Pin symbols to values: batch=4"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string> bucketSpecs(
+    "buckets",
+    cl::desc("Also compile copies specialized for these values of a symbol: "
+             "seq=512,1024,2048 (repeat the flag for more symbols); other "
+             "values run the symbolic step"),
     cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<int64_t> gradAccum(
     "grad-accum",
@@ -192,6 +199,11 @@ int runCompile(MLIRContext &context) {
   ShapeGuardsPassOptions guards;
   guards.dynamic = dynamicSymbols;
   pm.addNestedPass<func::FuncOp>(createShapeGuardsPass(guards));
+  if (!bucketSpecs.empty()) {
+    ShapeBucketsPassOptions buckets;
+    buckets.buckets = llvm::join(bucketSpecs, ";");
+    pm.addPass(createShapeBucketsPass(buckets));
+  }
   // Pass errors are located diagnostics; print them as one line each.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string location;

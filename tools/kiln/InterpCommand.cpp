@@ -50,6 +50,11 @@ cl::opt<unsigned> steps(
     cl::desc("Run a train step (kiln compile --emit=step-mlir) this many times "
              "on the same inputs; writes params/<name>.pb"),
     cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<bool> explainDispatch(
+    "explain-dispatch",
+    cl::desc("Print which compiled function (shape bucket or the symbolic "
+             "step) runs"),
+    cl::sub(interpCommand()), cl::cat(category()));
 cl::opt<double> learningRate(
     "lr", cl::desc("Learning rate fed to the step (default: the one compiled in)"),
     cl::init(-1.0), cl::sub(interpCommand()), cl::cat(category()));
@@ -107,7 +112,7 @@ constexpr int kGuardViolation = 3;
 /// Binds symbols from the data inputs and evaluates the function's
 /// kiln.guards; prints one line naming input, symbol, value and condition.
 int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
-                ArrayRef<HostTensor> inputs) {
+                ArrayRef<HostTensor> inputs, llvm::StringMap<int64_t> &values) {
   struct Binding {
     int64_t value;
     std::string input;
@@ -140,6 +145,8 @@ int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
                          Twine(it->second.value) + ")");
     }
   }
+  for (auto &entry : bound)
+    values[entry.getKey()] = entry.getValue().value;
   auto guards = func->getAttrOfType<ArrayAttr>("kiln.guards");
   if (!guards)
     return 0;
@@ -337,9 +344,32 @@ int runInterp(MLIRContext &context) {
   for (auto [i, arg] : llvm::enumerate(layout))
     if (arg.kind == StepArgument::Data)
       dataArgs.push_back(i);
+  llvm::StringMap<int64_t> symbols;
   if (!freeze)
-    if (int rc = checkGuards(func, dataArgs, inputs))
+    if (int rc = checkGuards(func, dataArgs, inputs, symbols))
       return rc;
+  // A bucket compiled for exactly these symbol values runs instead of the
+  // symbolic step; it has the same arguments and results.
+  if (auto buckets = func->getAttrOfType<ArrayAttr>("kiln.buckets")) {
+    for (auto ref : buckets.getAsRange<FlatSymbolRefAttr>()) {
+      auto bucket = module->lookupSymbol<func::FuncOp>(ref.getValue());
+      auto pinned = bucket ? bucket->getAttrOfType<DictionaryAttr>("kiln.bucket")
+                           : DictionaryAttr();
+      if (!pinned)
+        continue;
+      bool matches = llvm::all_of(pinned, [&](NamedAttribute entry) {
+        auto it = symbols.find(entry.getName().getValue());
+        return it != symbols.end() &&
+               it->second == llvm::cast<IntegerAttr>(entry.getValue()).getInt();
+      });
+      if (matches) {
+        func = bucket;
+        break;
+      }
+    }
+    if (explainDispatch)
+      outs() << "dispatch: " << func.getName() << "\n";
+  }
   if (isStep) {
     if (steps == 0)
       steps = 1;

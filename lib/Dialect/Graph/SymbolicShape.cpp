@@ -1,6 +1,8 @@
 //===- SymbolicShape.cpp - Dims as size expressions -----------------------===//
 
 #include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "mlir/IR/AttrTypeSubElements.h"
+#include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -154,6 +156,28 @@ Dim dimSubstitute(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup)
     terms.push_back(kept);
   }
   return SymExprAttr::getCanonical(d.getContext(), terms);
+}
+
+void specializeSymbols(Operation *root, const llvm::StringMap<int64_t> &values) {
+  auto lookup = [&](StringRef name) -> std::optional<int64_t> {
+    auto it = values.find(name);
+    return it == values.end() ? std::nullopt : std::optional(it->second);
+  };
+  AttrTypeReplacer replacer;
+  replacer.addReplacement([&](SymExprAttr expr) -> std::pair<Attribute, WalkResult> {
+    return {dimSubstitute(expr, lookup), WalkResult::skip()};
+  });
+  // Rebuilt tensor types turn new constants into static sizes.
+  replacer.addReplacement([&](RankedTensorType type) -> std::pair<Type, WalkResult> {
+    DimList dims = getDims(type);
+    for (Dim &d : dims)
+      d = dimSubstitute(d, lookup);
+    return {makeTensorType(dims, type.getElementType()), WalkResult::skip()};
+  });
+  root->walk([&](Operation *op) {
+    replacer.replaceElementsIn(op, /*replaceAttrs=*/true, /*replaceLocs=*/false,
+                               /*replaceTypes=*/true);
+  });
 }
 
 SmallVector<StringRef> dimSymbols(Dim d) {

@@ -12,6 +12,7 @@
 #include "kiln/Dialect/Graph/GraphAttrs.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <optional>
 
@@ -46,6 +47,9 @@ evaluateDim(Dim d, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> l
 /// Replaces the symbols `lookup` knows by their values (others stay).
 Dim dimSubstitute(Dim d,
                   llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
+/// Substitutes symbols by values in every type and size expression of `op`
+/// (and its regions), turning dims that become constants into static sizes.
+void specializeSymbols(mlir::Operation *op, const llvm::StringMap<int64_t> &values);
 /// The symbols a dim mentions.
 llvm::SmallVector<llvm::StringRef> dimSymbols(Dim d);
 
