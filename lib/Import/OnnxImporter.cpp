@@ -216,6 +216,7 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
                                        StringRef nodeName, StringRef reason,
                                        Location loc) {
   SmallVector<Value> operands;
+  SmallVector<Attribute> hostValues;
   for (const std::string &name : node.input()) {
     if (name.empty())
       continue;
@@ -227,10 +228,15 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
                   name + "' is not defined before use");
     if (!(*value)->value) {
       NodeContext scratch(builder_, loc, node, opset_, {*value});
-      FailureOr<Value> v = scratch.input(0);
-      if (failed(v))
-        return fail("node '" + nodeName + "' (" + node.op_type() +
-                    "): " + scratch.failureMessage());
+      if (failed(scratch.input(0))) {
+        // Sizes that exist only as symbols cannot be a tensor operand; the
+        // opaque op records them instead (a host-value graph break).
+        std::string dims;
+        for (Dim d : (*value)->known->elements)
+          dims += (dims.empty() ? "" : ", ") + dimToString(d);
+        hostValues.push_back(builder_.getStringAttr(name + " = [" + dims + "]"));
+        continue;
+      }
     }
     operands.push_back((*value)->value);
   }
@@ -262,6 +268,8 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
       loc, resultTypes, node.op_type(), node.domain(), nodeName.str(),
       builder_.getDictionaryAttr(attrs), operands);
   op->setAttr("reason", builder_.getStringAttr(reason));
+  if (!hostValues.empty())
+    op->setAttr("host_values", builder_.getArrayAttr(hostValues));
   for (auto [i, name] : llvm::enumerate(node.output()))
     if (!name.empty())
       values_[name].value = op->getResult(i);

@@ -88,6 +88,14 @@ cl::opt<std::string> output("o", cl::desc("Write the result here (default: stdou
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass (stderr)"),
                               cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> fullgraph("fullgraph",
+                        cl::desc("Fail (exit 4) listing every graph break "
+                                 "instead of compiling around them"),
+                        cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> explain("explain",
+                      cl::desc("Print the graph-break report (as kiln explain) "
+                               "and stop"),
+                      cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
@@ -154,6 +162,22 @@ int runCompile(MLIRContext &context) {
     return 1;
   if (!findMain(*module))
     return fail(model + ": no function to compile");
+  if (fullgraph || explain) {
+    FailureOr<BreakReport> report = analyzeModel(context, *module, train);
+    if (failed(report))
+      return 1;
+    if (explain) {
+      printBreakReport(model, *report, outs());
+      return 0;
+    }
+    if (!report->breaks.empty()) {
+      errs() << "kiln: error: --fullgraph: " << model << " has "
+             << report->breaks.size() << " graph break"
+             << (report->breaks.size() == 1 ? "" : "s") << "\n";
+      printBreakReport(model, *report, errs());
+      return kGraphBreakExit;
+    }
+  }
 
   PassManager pm(&context);
   if (printIrAfterAll) {

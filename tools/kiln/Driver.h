@@ -3,6 +3,7 @@
 #ifndef KILN_TOOLS_KILN_DRIVER_H
 #define KILN_TOOLS_KILN_DRIVER_H
 
+#include "kiln/Analysis/GraphBreaks.h"
 #include "kiln/Import/OnnxImporter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -19,6 +20,7 @@ llvm::cl::OptionCategory &category();
 llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &interpCommand();
 llvm::cl::SubCommand &compileCommand();
+llvm::cl::SubCommand &explainCommand();
 /// --raise-composites, shared by every command that imports.
 extern llvm::cl::opt<bool> raiseComposites;
 
@@ -33,13 +35,25 @@ void reportUnsupported(const ImportResult &result);
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &context,
                                              const std::string &path,
                                              ImportOptions options,
-                                             std::string &weightsPath);
+                                             std::string &weightsPath,
+                                             bool quiet = false);
 /// The function a command works on: `main`, or the module's first one.
 mlir::func::FuncOp findMain(mlir::ModuleOp module);
+
+/// The graph breaks of a module's main function (after selecting `train`).
+mlir::FailureOr<BreakReport> analyzeModel(mlir::MLIRContext &context,
+                                          mlir::ModuleOp module,
+                                          llvm::StringRef train);
+void printBreakReport(llvm::StringRef source, const BreakReport &report,
+                      llvm::raw_ostream &os);
 
 int runImport(mlir::MLIRContext &context);
 int runInterp(mlir::MLIRContext &context);
 int runCompile(mlir::MLIRContext &context);
+int runExplain(mlir::MLIRContext &context);
+
+/// Exit code of `--fullgraph` when the model has graph breaks.
+inline constexpr int kGraphBreakExit = 4;
 
 } // namespace kiln::driver
 

@@ -35,6 +35,11 @@ cl::SubCommand &compileCommand() {
       "compile", "Build the training step of a model (gradients today) and print it");
   return command;
 }
+cl::SubCommand &explainCommand() {
+  static cl::SubCommand command(
+      "explain", "List the graph breaks of a model: what Kiln cannot compile and why");
+  return command;
+}
 cl::SubCommand &interpCommand() {
   static cl::SubCommand command(
       "interp", "Run a model or graph-dialect IR on the CPU reference interpreter");
@@ -45,7 +50,7 @@ cl::opt<bool> raiseComposites(
     cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
              "spelling (--kiln-raise-composites); =false keeps the export's ops"),
     cl::init(true), cl::sub(importCommand()), cl::sub(interpCommand()),
-    cl::sub(compileCommand()), cl::cat(category()));
+    cl::sub(compileCommand()), cl::sub(explainCommand()), cl::cat(category()));
 
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
@@ -63,7 +68,8 @@ void reportUnsupported(const ImportResult &result) {
 }
 
 OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &path,
-                                 ImportOptions options, std::string &weightsPath) {
+                                 ImportOptions options, std::string &weightsPath,
+                                 bool quiet) {
   if (StringRef(path).ends_with(".mlir")) {
     SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -79,7 +85,8 @@ OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &path,
     fail(std::string(result.status().message()));
     return nullptr;
   }
-  reportUnsupported(*result);
+  if (!quiet)
+    reportUnsupported(*result);
   weightsPath = path;
   return std::move(result->module);
 }
@@ -102,7 +109,8 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
   cl::HideUnrelatedOptions(category());
-  for (cl::SubCommand *sub : {&importCommand(), &compileCommand(), &interpCommand()})
+  for (cl::SubCommand *sub :
+       {&importCommand(), &compileCommand(), &explainCommand(), &interpCommand()})
     cl::HideUnrelatedOptions(category(), *sub);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -110,6 +118,7 @@ int main(int argc, char **argv) {
       "  kiln import MODEL.onnx [-o OUT.mlir]\n"
       "  kiln compile MODEL.onnx|IR.mlir --train=all|REGEX --emit=grads-mlir "
       "[-o OUT.mlir]\n"
+      "  kiln explain MODEL.onnx [--format=json]\n"
       "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n");
   MLIRContext context;
   context.loadDialect<kiln::GraphDialect, func::FuncDialect>();
@@ -117,6 +126,8 @@ int main(int argc, char **argv) {
     return runImport(context);
   if (compileCommand())
     return runCompile(context);
+  if (explainCommand())
+    return runExplain(context);
   if (interpCommand())
     return runInterp(context);
   errs() << "kiln: error: no command given (see 'kiln --help')\n";
