@@ -50,7 +50,8 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
     if (a == b)
       return a;
     if (ca && cb)
-      return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb) : std::min(*ca, *cb));
+      return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb)
+                                           : std::min(*ca, *cb));
     return std::nullopt;
   }
   return std::nullopt;
@@ -58,9 +59,8 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
 
 } // namespace
 
-std::optional<KnownTensor> foldKnownBinary(StringRef opType,
-                                           const KnownTensor &a,
-                                           const KnownTensor &b) {
+std::optional<KnownTensor>
+foldKnownBinary(StringRef opType, const KnownTensor &a, const KnownTensor &b) {
   size_t n = std::max(a.elements.size(), b.elements.size());
   if ((a.elements.size() != n && a.elements.size() != 1) ||
       (b.elements.size() != n && b.elements.size() != 1) || n == 0)
@@ -87,8 +87,7 @@ namespace {
 // Direct maps
 //===----------------------------------------------------------------------===//
 
-template <typename OpT>
-LogicalResult importUnary(NodeContext &ctx) {
+template <typename OpT> LogicalResult importUnary(NodeContext &ctx) {
   if (const KnownTensor *k = ctx.known(0); k && std::is_same_v<OpT, NegOp>) {
     KnownTensor result = *k;
     for (Dim &d : result.elements)
@@ -99,15 +98,10 @@ LogicalResult importUnary(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
-  FailureOr<Value> r = ctx.create<OpT>(*x);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<OpT>(*x));
 }
 
-template <typename OpT>
-LogicalResult importBinary(NodeContext &ctx) {
+template <typename OpT> LogicalResult importBinary(NodeContext &ctx) {
   const KnownTensor *ka = ctx.known(0), *kb = ctx.known(1);
   if (ka && kb)
     if (std::optional<KnownTensor> folded =
@@ -118,19 +112,14 @@ LogicalResult importBinary(NodeContext &ctx) {
   FailureOr<Value> a = ctx.input(0), b = ctx.input(1);
   if (failed(a) || failed(b))
     return failure();
-  FailureOr<Value> r = ctx.create<OpT>(*a, *b);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<OpT>(*a, *b));
 }
 
 /// Max, Min, Sum, Mean take any number of inputs.
-template <typename OpT>
-LogicalResult importVariadic(NodeContext &ctx) {
+template <typename OpT> LogicalResult importVariadic(NodeContext &ctx) {
   if (ctx.numInputs() == 2 && ctx.known(0) && ctx.known(1))
-    if (std::optional<KnownTensor> folded =
-            foldKnownBinary(ctx.node().op_type(), *ctx.known(0), *ctx.known(1))) {
+    if (std::optional<KnownTensor> folded = foldKnownBinary(
+            ctx.node().op_type(), *ctx.known(0), *ctx.known(1))) {
       ctx.setKnown(0, *folded);
       return success();
     }
@@ -146,7 +135,8 @@ LogicalResult importVariadic(NodeContext &ctx) {
       return failure();
   }
   if (ctx.node().op_type() == "Mean" && ctx.numInputs() > 1) {
-    Value n = ctx.scalar(static_cast<double>(ctx.numInputs()), elementTypeOf(*acc));
+    Value n =
+        ctx.scalar(static_cast<double>(ctx.numInputs()), elementTypeOf(*acc));
     acc = ctx.create<DivOp>(*acc, n);
     if (failed(acc))
       return failure();
@@ -209,11 +199,7 @@ LogicalResult importPow(NodeContext &ctx) {
     auto type = llvm::cast<RankedTensorType>(exponent->getType());
     *exponent = ctx.createTyped<CastOp>(type.clone(element), *exponent);
   }
-  FailureOr<Value> r = ctx.create<PowOp>(*base, *exponent);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<PowOp>(*base, *exponent));
 }
 
 LogicalResult importGelu(NodeContext &ctx) {
@@ -228,12 +214,8 @@ LogicalResult importGelu(NodeContext &ctx) {
     mode = GeluApproximation::tanh;
   else
     return ctx.error("unknown approximate '" + approximate + "'");
-  FailureOr<Value> r = ctx.create<GeluOp>(
-      *x, GeluApproximationAttr::get(ctx.context(), mode));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<GeluOp>(*x, GeluApproximationAttr::get(ctx.context(), mode)));
 }
 
 LogicalResult importWhere(NodeContext &ctx) {
@@ -251,11 +233,7 @@ LogicalResult importWhere(NodeContext &ctx) {
   FailureOr<Value> cond = ctx.input(0), x = ctx.input(1), y = ctx.input(2);
   if (failed(cond) || failed(x) || failed(y))
     return failure();
-  FailureOr<Value> r = ctx.create<SelectOp>(*cond, *x, *y);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<SelectOp>(*cond, *x, *y));
 }
 
 LogicalResult castTo(NodeContext &ctx, Type target) {
@@ -297,8 +275,8 @@ LogicalResult castTo(NodeContext &ctx, Type target) {
 LogicalResult importCast(NodeContext &ctx) {
   int64_t to = ctx.attrInt("to", 0);
   static const std::map<int64_t, DType> kinds = {
-      {1, DType::F32}, {2, DType::U8}, {3, DType::I8}, {5, DType::I16},
-      {6, DType::I32}, {7, DType::I64}, {9, DType::Bool}, {10, DType::F16},
+      {1, DType::F32},  {2, DType::U8},   {3, DType::I8},   {5, DType::I16},
+      {6, DType::I32},  {7, DType::I64},  {9, DType::Bool}, {10, DType::F16},
       {11, DType::F64}, {16, DType::BF16}};
   auto it = kinds.find(to);
   if (it == kinds.end())
@@ -387,7 +365,8 @@ Value hardSigmoidOf(Expr &e, Value x, double alpha, double beta) {
   return e.bin<MaxOp>(e.bin<MinOp>(linear, e.c(1)), e.c(0));
 }
 Value hardSigmoid(Expr &e, Value x, NodeContext &ctx) {
-  return hardSigmoidOf(e, x, ctx.attrFloat("alpha", 0.2f), ctx.attrFloat("beta", 0.5f));
+  return hardSigmoidOf(e, x, ctx.attrFloat("alpha", 0.2f),
+                       ctx.attrFloat("beta", 0.5f));
 }
 Value hardSwish(Expr &e, Value x, NodeContext &) {
   return e.bin<MulOp>(x, hardSigmoidOf(e, x, 1.0 / 6.0, 0.5));

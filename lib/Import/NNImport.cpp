@@ -11,7 +11,9 @@ Type elementTypeOf(Value v) {
   return llvm::cast<ShapedType>(v.getType()).getElementType();
 }
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+RankedTensorType tensorOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
 
 DenseI64ArrayAttr i64s(NodeContext &ctx, ArrayRef<int64_t> values) {
   return ctx.builder().getDenseI64ArrayAttr(values);
@@ -53,8 +55,9 @@ LogicalResult importMatMul(NodeContext &ctx) {
   int64_t rank = tensorOf(*r).getRank();
   if (rb == 1 && failed(r = squeeze(ctx, *r, {rank - 1})))
     return failure();
-  if (ra == 1 && failed(r = squeeze(ctx, *r, {tensorOf(*r).getRank() - 2 +
-                                              (rb == 1 ? 1 : 0)})))
+  if (ra == 1 &&
+      failed(r = squeeze(ctx, *r,
+                         {tensorOf(*r).getRank() - 2 + (rb == 1 ? 1 : 0)})))
     return failure();
   ctx.setOutput(0, *r);
   return success();
@@ -66,19 +69,22 @@ LogicalResult importGemm(NodeContext &ctx) {
     return failure();
   if (tensorOf(*a).getRank() != 2 || tensorOf(*b).getRank() != 2)
     return ctx.error("Gemm operands must be matrices");
-  FailureOr<Value> r = ctx.create<MatmulOp>(*a, *b, ctx.attrInt("transA", 0) != 0,
-                                            ctx.attrInt("transB", 0) != 0);
+  FailureOr<Value> r = ctx.create<MatmulOp>(
+      *a, *b, ctx.attrInt("transA", 0) != 0, ctx.attrInt("transB", 0) != 0);
   if (failed(r))
     return failure();
   Type element = elementTypeOf(*r);
-  double alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
-  if (alpha != 1.0 && failed(r = ctx.create<MulOp>(*r, ctx.scalar(alpha, element))))
+  double alpha = ctx.attrFloat("alpha", 1.0f),
+         beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0 &&
+      failed(r = ctx.create<MulOp>(*r, ctx.scalar(alpha, element))))
     return failure();
   if (ctx.hasInput(2) && beta != 0.0) {
     FailureOr<Value> c = ctx.input(2);
     if (failed(c))
       return failure();
-    if (beta != 1.0 && failed(c = ctx.create<MulOp>(*c, ctx.scalar(beta, element))))
+    if (beta != 1.0 &&
+        failed(c = ctx.create<MulOp>(*c, ctx.scalar(beta, element))))
       return failure();
     if (failed(r = ctx.create<AddOp>(*r, *c)))
       return failure();
@@ -91,8 +97,7 @@ LogicalResult importGemm(NodeContext &ctx) {
 // Softmax family
 //===----------------------------------------------------------------------===//
 
-template <typename OpT>
-LogicalResult importSoftmax(NodeContext &ctx) {
+template <typename OpT> LogicalResult importSoftmax(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -113,7 +118,8 @@ LogicalResult importSoftmax(NodeContext &ctx) {
   // Before opset 13 the input is flattened to 2-D at `axis`.
   DimList dims = getDims(type);
   DimList flat(dims.begin(), dims.begin() + *axis);
-  flat.push_back(dimProduct(ArrayRef<Dim>(dims).drop_front(*axis), ctx.context()));
+  flat.push_back(
+      dimProduct(ArrayRef<Dim>(dims).drop_front(*axis), ctx.context()));
   FailureOr<Value> r = ctx.create<OpT>(reshapeTo(ctx, *x, flat),
                                        ctx.builder().getI64IntegerAttr(*axis));
   if (failed(r))
@@ -126,10 +132,19 @@ LogicalResult importSoftmax(NodeContext &ctx) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind { Sum, Mean, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp };
+enum class ReduceKind {
+  Sum,
+  Mean,
+  Max,
+  Min,
+  L1,
+  L2,
+  SumSquare,
+  LogSum,
+  LogSumExp
+};
 
-template <ReduceKind kind>
-LogicalResult importReduce(NodeContext &ctx) {
+template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -138,7 +153,8 @@ LogicalResult importReduce(NodeContext &ctx) {
   bool axesAsInput = ctx.opset() >= (kind == ReduceKind::Sum ? 13 : 18);
   std::vector<int64_t> axes;
   if (axesAsInput && ctx.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "reduction axes");
+    FailureOr<std::vector<int64_t>> given =
+        ctx.constantInts(1, "reduction axes");
     if (failed(given))
       return failure();
     axes = *given;
@@ -166,12 +182,19 @@ LogicalResult importReduce(NodeContext &ctx) {
   Value v = *x;
   FailureOr<Value> r;
   switch (kind) {
-  case ReduceKind::Sum: r = ctx.create<ReduceSumOp>(v, axesAttr, keep); break;
-  case ReduceKind::Mean: r = ctx.create<ReduceMeanOp>(v, axesAttr, keep); break;
-  case ReduceKind::Max: r = ctx.create<ReduceMaxOp>(v, axesAttr, keep); break;
+  case ReduceKind::Sum:
+    r = ctx.create<ReduceSumOp>(v, axesAttr, keep);
+    break;
+  case ReduceKind::Mean:
+    r = ctx.create<ReduceMeanOp>(v, axesAttr, keep);
+    break;
+  case ReduceKind::Max:
+    r = ctx.create<ReduceMaxOp>(v, axesAttr, keep);
+    break;
   case ReduceKind::Min: {
     FailureOr<Value> neg = ctx.create<NegOp>(v);
-    if (failed(neg) || failed(r = ctx.create<ReduceMaxOp>(*neg, axesAttr, keep)))
+    if (failed(neg) ||
+        failed(r = ctx.create<ReduceMaxOp>(*neg, axesAttr, keep)))
       return failure();
     r = ctx.create<NegOp>(*r);
     break;
@@ -250,7 +273,8 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   if (failed(x) || failed(scale))
     return failure();
   RankedTensorType type = tensorOf(*x);
-  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
   if (failed(axis))
     return failure();
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
@@ -263,8 +287,9 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
       return p;
     if (tensorOf(p).getRank() > want.getRank()) // Leading 1s only.
       p = ctx.createTyped<ReshapeOp>(
-          makeTensorType(ArrayRef<Dim>(getDims(tensorOf(p))).take_back(want.getRank()),
-                         elementTypeOf(p)),
+          makeTensorType(
+              ArrayRef<Dim>(getDims(tensorOf(p))).take_back(want.getRank()),
+              elementTypeOf(p)),
           p);
     return p.getType() == want ? p : ctx.createTyped<ExpandOp>(want, p);
   };
@@ -304,8 +329,8 @@ FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
     return failure();
   Value safeLabels = labels, counted;
   if (ignore) {
-    FailureOr<Value> keep =
-        ctx.create<NeOp>(labels, ctx.scalar(static_cast<double>(*ignore), labelType));
+    FailureOr<Value> keep = ctx.create<NeOp>(
+        labels, ctx.scalar(static_cast<double>(*ignore), labelType));
     if (failed(keep))
       return failure();
     counted = *keep;
@@ -322,11 +347,12 @@ FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
       *logProb, *index, ctx.builder().getI64IntegerAttr(1));
   if (failed(picked) || failed(picked = squeeze(ctx, *picked, {1})))
     return failure();
-  FailureOr<Value> w =
-      ctx.create<GatherOp>(weights, safeLabels, ctx.builder().getI64IntegerAttr(0));
+  FailureOr<Value> w = ctx.create<GatherOp>(weights, safeLabels,
+                                            ctx.builder().getI64IntegerAttr(0));
   if (failed(w))
     return failure();
-  if (counted && failed(w = ctx.create<SelectOp>(counted, *w, ctx.scalar(0, element))))
+  if (counted &&
+      failed(w = ctx.create<SelectOp>(counted, *w, ctx.scalar(0, element))))
     return failure();
   FailureOr<Value> loss = ctx.create<MulOp>(*picked, *w);
   if (failed(loss) || failed(loss = ctx.create<NegOp>(*loss)))
@@ -337,10 +363,12 @@ FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
   SmallVector<int64_t> all;
   for (int64_t i = 0; i < rank; ++i)
     all.push_back(i);
-  FailureOr<Value> total = ctx.create<ReduceSumOp>(*loss, i64s(ctx, all), false);
+  FailureOr<Value> total =
+      ctx.create<ReduceSumOp>(*loss, i64s(ctx, all), false);
   if (failed(total) || reduction == Reduction::sum)
     return total;
-  FailureOr<Value> weightSum = ctx.create<ReduceSumOp>(*w, i64s(ctx, all), false);
+  FailureOr<Value> weightSum =
+      ctx.create<ReduceSumOp>(*w, i64s(ctx, all), false);
   if (failed(weightSum))
     return failure();
   return ctx.create<DivOp>(*total, *weightSum);
@@ -373,8 +401,8 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
     std::optional<int64_t> ignore;
     if (ctx.attr("ignore_index"))
       ignore = ctx.attrInt("ignore_index", 0);
-    FailureOr<Value> loss =
-        weightedCrossEntropy(ctx, *scores, *labels, *weights, ignore, reduction);
+    FailureOr<Value> loss = weightedCrossEntropy(ctx, *scores, *labels,
+                                                 *weights, ignore, reduction);
     if (failed(loss))
       return failure();
     ctx.setOutput(0, *loss);
@@ -416,8 +444,9 @@ LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
   Dim rowCount = dimProduct(rowDims, ctx.context());
   Value flatLabels = reshapeTo(ctx, labels, {rowCount});
   // No ignore_index means every label counts: use one no label can equal.
-  int64_t ignore = ctx.attr("ignore_index") ? ctx.attrInt("ignore_index", -100)
-                                            : std::numeric_limits<int64_t>::min();
+  int64_t ignore = ctx.attr("ignore_index")
+                       ? ctx.attrInt("ignore_index", -100)
+                       : std::numeric_limits<int64_t>::min();
   FailureOr<Value> loss = ctx.create<CrossEntropyOp>(
       logits, flatLabels, ctx.builder().getI64IntegerAttr(ignore),
       ReductionAttr::get(ctx.context(), reduction));
@@ -442,13 +471,9 @@ LogicalResult importCumSum(NodeContext &ctx) {
   FailureOr<int64_t> a = ctx.normalizeAxis(*axis, tensorOf(*x).getRank());
   if (failed(a))
     return failure();
-  FailureOr<Value> r = ctx.create<CumsumOp>(*x, *a,
-                                            ctx.attrInt("exclusive", 0) != 0,
-                                            ctx.attrInt("reverse", 0) != 0);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<CumsumOp>(*x, *a,
+                                          ctx.attrInt("exclusive", 0) != 0,
+                                          ctx.attrInt("reverse", 0) != 0));
 }
 
 LogicalResult importTrilu(NodeContext &ctx) {
@@ -462,12 +487,7 @@ LogicalResult importTrilu(NodeContext &ctx) {
       return failure();
     k = *given;
   }
-  FailureOr<Value> r = ctx.create<TriluOp>(*x, k,
-                                           ctx.attrInt("upper", 1) != 0);
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<TriluOp>(*x, k, ctx.attrInt("upper", 1) != 0));
 }
 
 LogicalResult importGather(NodeContext &ctx) {
@@ -498,12 +518,8 @@ LogicalResult importGather(NodeContext &ctx) {
   FailureOr<int64_t> axis = ctx.normalizeAxis(axisAttr, tensorOf(*d).getRank());
   if (failed(axis))
     return failure();
-  FailureOr<Value> r =
-      ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importGatherElements(NodeContext &ctx) {
@@ -514,24 +530,16 @@ LogicalResult importGatherElements(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(*d).getRank());
   if (failed(axis))
     return failure();
-  FailureOr<Value> r =
-      ctx.create<GatherElementsOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<GatherElementsOp>(
+      *d, *i, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importGatherND(NodeContext &ctx) {
   FailureOr<Value> d = ctx.input(0), i = ctx.input(1);
   if (failed(d) || failed(i))
     return failure();
-  FailureOr<Value> r = ctx.create<GatherNdOp>(
-      *d, *i, ctx.builder().getI64IntegerAttr(ctx.attrInt("batch_dims", 0)));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<GatherNdOp>(
+      *d, *i, ctx.builder().getI64IntegerAttr(ctx.attrInt("batch_dims", 0))));
 }
 
 } // namespace

@@ -81,6 +81,13 @@ public:
   //===--- outputs --------------------------------------------------------===//
   void setOutput(size_t i, mlir::Value value);
   void setKnown(size_t i, KnownTensor known);
+  /// Sets output 0 from a freshly built op (the common handler ending).
+  mlir::LogicalResult produce(mlir::FailureOr<mlir::Value> value) {
+    if (mlir::failed(value))
+      return mlir::failure();
+    setOutput(0, *value);
+    return mlir::success();
+  }
   llvm::SmallVector<ImportedValue> &outputs() { return outputs_; }
 
   //===--- building ops ---------------------------------------------------===//

@@ -17,7 +17,9 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+RankedTensorType tensorOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
 
 KnownTensor knownVector(DimList elements, DType dtype = DType::I64) {
   KnownTensor k;
@@ -177,12 +179,15 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   Type element = toMlirType(fill.dtype, ctx.context());
   Value scalar = ctx.scalar(fill.getDouble(0), element);
   RankedTensorType type = makeTensorType(*dims, element);
-  ctx.setOutput(0, type.getRank() == 0 ? scalar : ctx.createTyped<ExpandOp>(type, scalar));
+  ctx.setOutput(0, type.getRank() == 0
+                       ? scalar
+                       : ctx.createTyped<ExpandOp>(type, scalar));
   return success();
 }
 
 LogicalResult importRange(NodeContext &ctx) {
-  const KnownTensor *start = ctx.known(0), *limit = ctx.known(1), *delta = ctx.known(2);
+  const KnownTensor *start = ctx.known(0), *limit = ctx.known(1),
+                    *delta = ctx.known(2);
   Type element;
   Dim length, startDim;
   int64_t step = 1;
@@ -196,10 +201,13 @@ LogicalResult importRange(NodeContext &ctx) {
       return ctx.unsupported("Range with a non-constant or zero delta");
     step = (*d)[0];
     Dim span = dimSub(limit->elements[0], start->elements[0]);
-    std::optional<int64_t> constantSpan = span ? span.getConstantValue() : std::nullopt;
+    std::optional<int64_t> constantSpan =
+        span ? span.getConstantValue() : std::nullopt;
     if (constantSpan)
-      length = dimConst(ctx.context(),
-                        std::max<int64_t>(0, (*constantSpan + step - (step > 0 ? 1 : -1)) / step));
+      length =
+          dimConst(ctx.context(),
+                   std::max<int64_t>(
+                       0, (*constantSpan + step - (step > 0 ? 1 : -1)) / step));
     else if (step == 1)
       length = span; // Assumes limit >= start, a guard for the shape pass.
     else
@@ -217,11 +225,13 @@ LogicalResult importRange(NodeContext &ctx) {
     element = type->getElementType();
     floatStart = *s;
     floatDelta = *d;
-    length = dimConst(ctx.context(),
-                      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((*l - *s) / *d))));
+    length = dimConst(
+        ctx.context(),
+        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((*l - *s) / *d))));
   }
   RankedTensorType type = makeTensorType({length}, element);
-  Value iota = ctx.createTyped<IotaOp>(type, ctx.builder().getI64IntegerAttr(0));
+  Value iota =
+      ctx.createTyped<IotaOp>(type, ctx.builder().getI64IntegerAttr(0));
   FailureOr<Value> r = iota;
   if (startDim) {
     std::optional<int64_t> s = startDim.getConstantValue();
@@ -230,9 +240,11 @@ LogicalResult importRange(NodeContext &ctx) {
     floatStart = static_cast<double>(*s);
     floatDelta = static_cast<double>(step);
   }
-  if (floatDelta != 1 && failed(r = ctx.create<MulOp>(*r, ctx.scalar(floatDelta, element))))
+  if (floatDelta != 1 &&
+      failed(r = ctx.create<MulOp>(*r, ctx.scalar(floatDelta, element))))
     return failure();
-  if (floatStart != 0 && failed(r = ctx.create<AddOp>(*r, ctx.scalar(floatStart, element))))
+  if (floatStart != 0 &&
+      failed(r = ctx.create<AddOp>(*r, ctx.scalar(floatStart, element))))
     return failure();
   ctx.setOutput(0, *r);
   return success();
@@ -286,8 +298,9 @@ LogicalResult importReshape(NodeContext &ctx) {
     result.shape.clear();
     for (Dim d : *target) {
       std::optional<int64_t> c = d.getConstantValue();
-      result.shape.push_back(c && *c == -1 ? static_cast<int64_t>(k->elements.size())
-                                           : c.value_or(-2));
+      result.shape.push_back(c && *c == -1
+                                 ? static_cast<int64_t>(k->elements.size())
+                                 : c.value_or(-2));
     }
     if (llvm::all_of(result.shape, [](int64_t d) { return d >= 0; })) {
       ctx.setKnown(0, result);
@@ -320,11 +333,13 @@ LogicalResult importReshape(NodeContext &ctx) {
     for (auto [i, d] : llvm::enumerate(out))
       if (static_cast<int64_t>(i) != missing)
         others.push_back(d);
-    out[missing] = inferMissingDim(dimProduct(in, ctx.context()), others, ctx.context());
+    out[missing] =
+        inferMissingDim(dimProduct(in, ctx.context()), others, ctx.context());
     if (!out[missing])
       return ctx.unsupported("cannot solve the -1 of a Reshape symbolically");
   }
-  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(makeTensorType(out, type.getElementType()), *x));
+  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(
+                       makeTensorType(out, type.getElementType()), *x));
   return success();
 }
 
@@ -342,7 +357,8 @@ LogicalResult importFlatten(NodeContext &ctx) {
   ArrayRef<Dim> all(dims);
   DimList out = {dimProduct(all.take_front(axis), ctx.context()),
                  dimProduct(all.drop_front(axis), ctx.context())};
-  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(makeTensorType(out, type.getElementType()), *x));
+  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(
+                       makeTensorType(out, type.getElementType()), *x));
   return success();
 }
 
@@ -358,19 +374,16 @@ LogicalResult importTranspose(NodeContext &ctx) {
     for (int64_t i = rank - 1; i >= 0; --i)
       perm.push_back(i);
   }
-  FailureOr<Value> r =
-      ctx.create<TransposeOp>(*x, ctx.builder().getDenseI64ArrayAttr(perm));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<TransposeOp>(*x, ctx.builder().getDenseI64ArrayAttr(perm)));
 }
 
 LogicalResult importSqueeze(NodeContext &ctx) {
   FailureOr<std::optional<std::vector<int64_t>>> axes = axesOf(ctx, 13, 1);
   if (failed(axes))
     return failure();
-  if (const KnownTensor *k = ctx.known(0); k && k->shape == std::vector<int64_t>{1}) {
+  if (const KnownTensor *k = ctx.known(0);
+      k && k->shape == std::vector<int64_t>{1}) {
     KnownTensor result = *k;
     result.shape.clear();
     ctx.setKnown(0, result);
@@ -390,12 +403,8 @@ LogicalResult importSqueeze(NodeContext &ctx) {
   }
   if (failed(normalizeAll(ctx, list, type->getRank())))
     return failure();
-  FailureOr<Value> r =
-      ctx.create<SqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<SqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
 }
 
 LogicalResult importUnsqueeze(NodeContext &ctx) {
@@ -405,7 +414,8 @@ LogicalResult importUnsqueeze(NodeContext &ctx) {
   if (!*axes)
     return ctx.error("Unsqueeze needs axes");
   std::vector<int64_t> list = **axes;
-  if (const KnownTensor *k = ctx.known(0); k && k->isScalar() && list.size() == 1) {
+  if (const KnownTensor *k = ctx.known(0);
+      k && k->isScalar() && list.size() == 1) {
     KnownTensor result = *k;
     result.shape = {1};
     ctx.setKnown(0, result);
@@ -417,12 +427,8 @@ LogicalResult importUnsqueeze(NodeContext &ctx) {
   int64_t rank = tensorOf(*x).getRank() + static_cast<int64_t>(list.size());
   if (failed(normalizeAll(ctx, list, rank)))
     return failure();
-  FailureOr<Value> r =
-      ctx.create<UnsqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<UnsqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
 }
 
 LogicalResult importConcat(NodeContext &ctx) {
@@ -451,12 +457,8 @@ LogicalResult importConcat(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(inputs[0]).getRank());
   if (failed(axis))
     return failure();
-  FailureOr<Value> r =
-      ctx.create<ConcatOp>(inputs, ctx.builder().getI64IntegerAttr(*axis));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(
+      ctx.create<ConcatOp>(inputs, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importSplit(NodeContext &ctx) {
@@ -464,7 +466,8 @@ LogicalResult importSplit(NodeContext &ctx) {
   if (failed(x))
     return failure();
   RankedTensorType type = tensorOf(*x);
-  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), type.getRank());
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", 0), type.getRank());
   if (failed(axis))
     return failure();
   int64_t outputs = ctx.node().output_size();
@@ -490,8 +493,9 @@ LogicalResult importSplit(NodeContext &ctx) {
     if (c) { // Equal pieces; since opset 18 the last may be smaller.
       int64_t piece = (*c + outputs - 1) / outputs;
       for (int64_t i = 0; i < outputs; ++i)
-        sizes.push_back(dimConst(ctx.context(),
-                                 std::max<int64_t>(0, std::min(piece, *c - i * piece))));
+        sizes.push_back(
+            dimConst(ctx.context(),
+                     std::max<int64_t>(0, std::min(piece, *c - i * piece))));
     } else {
       Dim piece = dimDivExact(whole, outputs);
       if (!piece)
@@ -505,8 +509,8 @@ LogicalResult importSplit(NodeContext &ctx) {
     piece[*axis] = s;
     types.push_back(makeTensorType(piece, type.getElementType()));
   }
-  auto split = ctx.builder().create<SplitOp>(ctx.loc(), types, *x,
-                                             ctx.builder().getI64IntegerAttr(*axis));
+  auto split = ctx.builder().create<SplitOp>(
+      ctx.loc(), types, *x, ctx.builder().getI64IntegerAttr(*axis));
   for (int64_t i = 0; i < outputs; ++i)
     ctx.setOutput(i, split.getResult(i));
   return success();
@@ -533,7 +537,8 @@ FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
                                  int64_t step) {
   MLIRContext *c = ctx.context();
   std::optional<int64_t> n = size ? size.getConstantValue() : std::nullopt;
-  std::optional<int64_t> s = start.getConstantValue(), e = end.getConstantValue();
+  std::optional<int64_t> s = start.getConstantValue(),
+                         e = end.getConstantValue();
   if (n && s && e) {
     int64_t first = *s < 0 ? *s + *n : *s, last = *e;
     if (last < 0 && last > std::numeric_limits<int64_t>::min() / 2)
@@ -548,7 +553,8 @@ FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
       last = std::clamp<int64_t>(last, -1, *n - 1);
       length = first > last ? (first - last - step - 1) / -step : 0;
     }
-    return SliceRange{dimConst(c, length == 0 ? 0 : first), dimConst(c, length), step};
+    return SliceRange{dimConst(c, length == 0 ? 0 : first), dimConst(c, length),
+                      step};
   }
   if (step != 1 || !size) {
     (void)ctx.unsupported("Slice of a symbolic dim with step != 1");
@@ -612,9 +618,10 @@ LogicalResult importSlice(NodeContext &ctx) {
   // Slicing a known vector (part of a shape) folds.
   if (const KnownTensor *k = ctx.known(0); k && k->shape.size() == 1) {
     int64_t n = static_cast<int64_t>(k->elements.size());
-    FailureOr<SliceRange> r =
-        sliceRange(ctx, dimConst(ctx.context(), n), starts[0], ends[0], steps[0]);
-    if (succeeded(r) && r->start.getConstantValue() && r->length.getConstantValue()) {
+    FailureOr<SliceRange> r = sliceRange(ctx, dimConst(ctx.context(), n),
+                                         starts[0], ends[0], steps[0]);
+    if (succeeded(r) && r->start.getConstantValue() &&
+        r->length.getConstantValue()) {
       KnownTensor result = *k;
       result.elements.clear();
       for (int64_t i = 0; i < *r->length.getConstantValue(); ++i)
@@ -640,7 +647,8 @@ LogicalResult importSlice(NodeContext &ctx) {
       return failure();
     if (steps[i] == 0)
       return ctx.error("Slice step is 0");
-    FailureOr<SliceRange> r = sliceRange(ctx, dims[*axis], starts[i], ends[i], steps[i]);
+    FailureOr<SliceRange> r =
+        sliceRange(ctx, dims[*axis], starts[i], ends[i], steps[i]);
     if (failed(r))
       return failure();
     first[*axis] = r->start;
@@ -668,9 +676,10 @@ LogicalResult importExpand(NodeContext &ctx) {
   FailureOr<DimList> dims = broadcastShapes(
       std::nullopt, {type, makeTensorType(*shape, type.getElementType())});
   if (failed(dims))
-    return ctx.error("Expand target " + Twine(shapeToString(makeTensorType(
-                         *shape, type.getElementType()))) +
-                     " does not broadcast with input " + shapeToString(type));
+    return ctx.error(
+        "Expand target " +
+        Twine(shapeToString(makeTensorType(*shape, type.getElementType()))) +
+        " does not broadcast with input " + shapeToString(type));
   // Two different symbols meet: the target's names the result.
   size_t offset = dims->size() - shape->size();
   for (size_t i = offset; i < dims->size(); ++i)
@@ -691,8 +700,8 @@ Value sliceAlong(NodeContext &ctx, Value x, int64_t dim, int64_t start,
   steps[dim] = step;
   DimList dims = getDims(type);
   dims[dim] = dimConst(ctx.context(), length);
-  return ctx.createTyped<SliceOp>(makeTensorType(dims, type.getElementType()), x,
-                                  DimsAttr::get(ctx.context(), starts),
+  return ctx.createTyped<SliceOp>(makeTensorType(dims, type.getElementType()),
+                                  x, DimsAttr::get(ctx.context(), starts),
                                   ctx.builder().getDenseI64ArrayAttr(steps));
 }
 
@@ -716,7 +725,8 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
       Value one = sliceAlong(ctx, x, d, index, 1, 1);
       DimList dims = getDims(tensorOf(one));
       dims[d] = dimConst(ctx.context(), count);
-      return ctx.createTyped<ExpandOp>(makeTensorType(dims, type.getElementType()), one);
+      return ctx.createTyped<ExpandOp>(
+          makeTensorType(dims, type.getElementType()), one);
     };
     if (mode == "reflect" && (low >= n || high >= n)) {
       (void)ctx.error("reflect pad larger than the dim minus one");
@@ -727,14 +737,16 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
       return failure();
     }
     if (low > 0)
-      pieces.push_back(mode == "edge"      ? edge(0, low)
-                       : mode == "reflect" ? sliceAlong(ctx, x, d, low, low, -1)
-                                           : sliceAlong(ctx, x, d, n - low, low, 1));
+      pieces.push_back(mode == "edge" ? edge(0, low)
+                       : mode == "reflect"
+                           ? sliceAlong(ctx, x, d, low, low, -1)
+                           : sliceAlong(ctx, x, d, n - low, low, 1));
     pieces.push_back(x);
     if (high > 0)
-      pieces.push_back(mode == "edge"      ? edge(n - 1, high)
-                       : mode == "reflect" ? sliceAlong(ctx, x, d, n - 2, high, -1)
-                                           : sliceAlong(ctx, x, d, 0, high, 1));
+      pieces.push_back(mode == "edge" ? edge(n - 1, high)
+                       : mode == "reflect"
+                           ? sliceAlong(ctx, x, d, n - 2, high, -1)
+                           : sliceAlong(ctx, x, d, 0, high, 1));
     FailureOr<Value> joined =
         ctx.create<ConcatOp>(pieces, ctx.builder().getI64IntegerAttr(d));
     if (failed(joined))
@@ -746,7 +758,8 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
 
 LogicalResult importPad(NodeContext &ctx) {
   std::string mode = ctx.attrString("mode", "constant");
-  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
     return ctx.error("unknown Pad mode '" + mode + "'");
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
@@ -798,12 +811,9 @@ LogicalResult importPad(NodeContext &ctx) {
     ctx.setOutput(0, *r);
     return success();
   }
-  FailureOr<Value> r = ctx.create<PadOp>(*x, ctx.builder().getDenseI64ArrayAttr(pads),
-                                         ctx.builder().getF64FloatAttr(value));
-  if (failed(r))
-    return failure();
-  ctx.setOutput(0, *r);
-  return success();
+  return ctx.produce(ctx.create<PadOp>(*x,
+                                       ctx.builder().getDenseI64ArrayAttr(pads),
+                                       ctx.builder().getF64FloatAttr(value)));
 }
 
 LogicalResult importTile(NodeContext &ctx) {
