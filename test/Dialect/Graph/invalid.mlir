@@ -1207,3 +1207,51 @@ func.func @opaque_attributes(%x: tensor<4xf32>) {
   %0 = kiln.opaque "Foo"(%x) {domain = "", node_name = "n", onnx_attributes = [1, 2]} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @softmax_grad_axis(%y: tensor<4x8xf32>) {
+  // expected-error @+1 {{softmax_grad axis 2 is out of range for rank 2}}
+  %0 = kiln.softmax_grad %y, %y {axis = 2 : i64} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_grad_axis(%y: tensor<4x8xf32>) {
+  // expected-error @+1 {{log_softmax_grad axis -1 is out of range for rank 2}}
+  %0 = kiln.log_softmax_grad %y, %y {axis = -1 : i64} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_weight(%x: tensor<4x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.layer_norm_grad' op weight must have the normalized dims}}
+  %0:3 = kiln.layer_norm_grad %x, %w, %x {axis = 0 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_types(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %d: tensor<4x8xf16>) {
+  // expected-error @+1 {{'kiln.rms_norm_grad' op grad must have the input's type}}
+  %0:2 = kiln.rms_norm_grad %x, %w, %d {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf16>) -> (tensor<4x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %do: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{'kiln.attention_grad' op gradients must have the types of query, key and value}}
+  %0:3 = kiln.attention_grad %q, %q, %q grad %do : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_loss(%l: tensor<4x8xf32>, %y: tensor<4xi64>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.cross_entropy_grad' op grad must have the loss's type}}
+  %0 = kiln.cross_entropy_grad %l, %y, %g : (tensor<4x8xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x8xf32>
+  return
+}

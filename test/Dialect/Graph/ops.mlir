@@ -534,3 +534,29 @@ func.func @opaque(%a: tensor<?x4xf32, #kiln.dims<[boxes]>>,
   %2 = kiln.opaque "Identity"(%0) {domain = "", node_name = "id", onnx_attributes = {}} : (tensor<?x3xi64>) -> tensor<?x3xi64>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @backward_ops
+// CHECK: kiln.softmax_grad %{{.+}}, %{{.+}} {axis = 1 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>
+// CHECK: kiln.log_softmax_grad %{{.+}}, %{{.+}} {axis = 1 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = kiln.layer_norm_grad %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64}
+// CHECK: %{{.+}}, %{{.+}} = kiln.rms_norm_grad %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64, epsilon = 9.99{{[0-9]*}}E-7 : f64}
+// CHECK: kiln.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} {ignore_index = -1 : i64, reduction = #kiln.reduction<sum>}
+// CHECK: = kiln.attention_grad %{{.+}}, %{{.+}}, %{{.+}} mask %{{.+}} grad %{{.+}} {causal, scale = 2.500000e-01 : f64}
+// CHECK: kiln.attention_grad %{{.+}}, %{{.+}}, %{{.+}} grad %{{.+}} :
+func.func @backward_ops(%y: tensor<?x8xf32, #kiln.dims<[n]>>, %dy: tensor<?x8xf32, #kiln.dims<[n]>>,
+                        %w: tensor<8xf32>, %labels: tensor<?xi64, #kiln.dims<[n]>>, %dl: tensor<f32>,
+                        %q: tensor<2x4x6x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x16xf32>,
+                        %m: tensor<6x6xi1>, %do: tensor<2x4x6x16xf32>) {
+  %0 = kiln.softmax_grad %y, %dy {axis = 1 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>
+  %1 = kiln.log_softmax_grad %y, %dy {axis = 1 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>
+  %2:3 = kiln.layer_norm_grad %y, %w, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<8xf32>, tensor<?x8xf32, #kiln.dims<[n]>>) -> (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<8xf32>, tensor<8xf32>)
+  %3:2 = kiln.rms_norm_grad %y, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<8xf32>, tensor<?x8xf32, #kiln.dims<[n]>>) -> (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<8xf32>)
+  %4 = kiln.cross_entropy_grad %y, %labels, %dl {ignore_index = -1 : i64, reduction = #kiln.reduction<sum>} : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>, tensor<f32>) -> tensor<?x8xf32, #kiln.dims<[n]>>
+  %5:3 = kiln.attention_grad %q, %k, %v mask %m grad %do {causal, scale = 0.25 : f64} : (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>, tensor<6x6xi1>, tensor<2x4x6x16xf32>) -> (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>)
+  %6:3 = kiln.attention_grad %q, %k, %v grad %do : (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>)
+  return
+}
