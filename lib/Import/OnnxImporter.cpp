@@ -92,6 +92,10 @@ private:
   absl::StatusOr<ImportedValue *> lookup(const std::string &name);
   absl::StatusOr<ImportedValue> importInitializer(const onnx::TensorProto &tensor);
   absl::Status importNode(const onnx::NodeProto &node, int index);
+  /// An If whose predicate is a compile-time constant: the taken branch is
+  /// imported inline (no graph break). Returns false when it is not one.
+  absl::StatusOr<bool> inlineConstantIf(const onnx::NodeProto &node,
+                                        ImportedValue *predicate);
   absl::Status emitOpaque(const onnx::NodeProto &node, StringRef nodeName,
                           StringRef reason, Location loc);
   Type opaqueResultType(const std::string &name);
@@ -277,6 +281,39 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool>
+GraphImporter::inlineConstantIf(const onnx::NodeProto &node,
+                                ImportedValue *predicate) {
+  if (!predicate->known)
+    return false;
+  std::optional<std::vector<int64_t>> value = predicate->known->constants();
+  if (!value || value->size() != 1)
+    return false;
+  const char *branchName = (*value)[0] ? "then_branch" : "else_branch";
+  const onnx::GraphProto *branch = nullptr;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == branchName && a.has_g())
+      branch = &a.g();
+  if (!branch || branch->output_size() != node.output_size())
+    return fail("node '" + node.name() + "' (If): the " + branchName +
+                " graph does not produce the node's outputs");
+  for (const onnx::TensorProto &init : branch->initializer())
+    initializers_[init.name()] = &init;
+  for (int i = 0; i < branch->node_size(); ++i)
+    if (absl::Status status = importNode(branch->node(i), i); !status.ok())
+      return status;
+  for (int i = 0; i < node.output_size(); ++i) {
+    absl::StatusOr<ImportedValue *> out = lookup(branch->output(i).name());
+    if (!out.ok())
+      return out.status();
+    if (!*out)
+      return fail("node '" + node.name() + "' (If): branch output '" +
+                  branch->output(i).name() + "' is never produced");
+    values_[node.output(i)] = **out;
+  }
+  return true;
+}
+
 absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   std::string nodeName =
       node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
@@ -301,6 +338,13 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   }
 
   bool standardDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  if (standardDomain && node.op_type() == "If" && !inputs.empty() && inputs[0]) {
+    absl::StatusOr<bool> inlined = inlineConstantIf(node, inputs[0]);
+    if (!inlined.ok())
+      return inlined.status();
+    if (*inlined)
+      return absl::OkStatus();
+  }
   const HandlerMap &handlers = getHandlers();
   auto handler = handlers.find(node.op_type());
   if (!standardDomain || handler == handlers.end())

@@ -71,3 +71,8 @@ model("no_vjp",
        helper.make_node("ReduceSum", ["g"], ["y"], keepdims=0, name="total")],
       [helper.make_tensor_value_info("idx", I, [2, 4])],
       [helper.make_tensor_value_info("y", F, [])], inits=[w])
+# Control flow on a constant is inlined: no break.
+model("if_on_constant",
+      [helper.make_node("If", ["flag"], ["y"], then_branch=then_g, else_branch=else_g,
+                        name="static_branch")],
+      [x], [y], inits=[numpy_helper.from_array(np.array(False), "flag")])
