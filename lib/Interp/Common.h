@@ -12,6 +12,7 @@
 #define KILN_LIB_INTERP_COMMON_H
 
 #include "absl/status/statusor.h"
+#include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Interp/Interpreter.h"
 #include "kiln/Support/HostTensor.h"
@@ -138,6 +139,8 @@ MaybeResults runReduction(mlir::Operation *op, Operands args);
 MaybeResults runIndexing(mlir::Operation *op, Operands args);
 MaybeResults runShape(mlir::Operation *op, Operands args, const Env &env);
 MaybeResults runBackward(mlir::Operation *op, Operands args);
+/// Host fallbacks for ONNX ops kept as kiln.opaque; nullopt if none.
+MaybeResults runFallback(kiln::OpaqueOp op, Operands args);
 
 } // namespace kiln::interp
 

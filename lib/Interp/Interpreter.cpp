@@ -238,10 +238,19 @@ absl::Status checkResult(unsigned index, Value value, const HostTensor &t,
 
 absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
                               WeightSource &weights) {
-  if (auto opaque = dyn_cast<OpaqueOp>(op))
+  if (auto opaque = dyn_cast<OpaqueOp>(op)) {
+    if (MaybeResults fallback = runFallback(opaque, args)) {
+      if (!fallback->ok())
+        return fallback->status();
+      for (auto [i, r] : llvm::enumerate(op->getResults()))
+        if (absl::Status s = checkResult(i, r, (**fallback)[i], env); !s.ok())
+          return s;
+      return std::move(**fallback);
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "no reference implementation for ONNX op ", opaque.getOpType().str(),
         " (node ", opaque.getNodeName().str(), ")"));
+  }
   MaybeResults results = runSource(op, env, weights);
   if (!results)
     results = runElementwise(op, args);
