@@ -184,7 +184,8 @@ int runCompile(MLIRContext &context) {
     context.disableMultithreading();
     pm.enableIRPrinting(
         /*shouldPrintBeforePass=*/[](Pass *, Operation *) { return false; },
-        /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; });
+        /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
   if (timing)
     pm.enableTiming();
