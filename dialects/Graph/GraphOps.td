@@ -533,6 +533,76 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [Pure]> {
 // Ops the importer could not map
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Randomness (counter-based, reproducible) and weight quantization
+//===----------------------------------------------------------------------===//
+
+def Kiln_SeedTensor : 0DTensorOf<[I64]>;
+
+def Kiln_DropoutOp : Kiln_Op<"dropout",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "input * keep / (1 - p), keep ~ Bernoulli(1 - p) from Philox";
+  let description = [{
+    Element `i` is kept when the uniform number drawn by Philox4x32-10 with
+    key `seed` and counter `(i / 4, stream, 0, 0)` (word `i % 4`, top 24
+    bits scaled to [0, 1)) is `>= p`. The mask is a pure function of
+    (seed, stream, i), so the backward pass redraws it instead of storing
+    it, and a step replayed with the same seed input drops the same
+    elements. Each dropout site gets its own `stream`.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_SeedTensor:$seed,
+                       F64Attr:$p, I64Attr:$stream);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $seed attr-dict `:` type($input) `,` type($seed)";
+  let hasVerifier = 1;
+}
+
+def Kiln_RandomUniformOp : Kiln_Op<"random_uniform", [Pure]> {
+  let summary = "uniform numbers in [low, high) from Philox(seed, stream)";
+  let description = [{
+    Element `i` is `low + (high - low) * u` with `u` drawn as in
+    `kiln.dropout`. LoRA initializes `lora_A` with it (Kaiming-uniform
+    bounds), in the init program.
+  }];
+  let arguments = (ins Kiln_SeedTensor:$seed, F64Attr:$low, F64Attr:$high,
+                       I64Attr:$stream);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$seed attr-dict `:` type($seed) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_Nf4QuantizeOp : Kiln_Op<"nf4_quantize", [Pure, Kiln_InferType]> {
+  let summary = "blockwise NormalFloat4 codes (two per byte) and fp32 absmax";
+  let description = [{
+    Flattens `input` row-major into blocks of `block_size`; each block is
+    divided by its absolute maximum (`absmax`, fp32) and every element is
+    rounded to the nearest of the 16 NF4 code values of QLoRA. Two 4-bit
+    codes share a byte, the first element in the high nibble (the
+    bitsandbytes layout). An all-zero block has absmax 0 and codes 7 (the
+    code of 0.0).
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "64">:$block_size);
+  let results = (outs 1DTensorOf<[UI8]>:$codes, 1DTensorOf<[F32]>:$absmax);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type(results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_Nf4DequantizeOp : Kiln_Op<"nf4_dequantize", [Pure]> {
+  let summary = "NF4 code value * block absmax, reshaped to the result type";
+  let description = [{
+    The inverse of `kiln.nf4_quantize` up to rounding: element `i` is
+    `NF4[code(i)] * absmax[i / block_size]` computed in fp32 and rounded to
+    the result's element type. The result type (static) gives the layout.
+  }];
+  let arguments = (ins 1DTensorOf<[UI8]>:$codes, 1DTensorOf<[F32]>:$absmax,
+                       DefaultValuedAttr<I64Attr, "64">:$block_size);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$codes `,` $absmax attr-dict `:` type($codes) `,` "
+                       "type($absmax) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Kiln_OpaqueOp : Kiln_Op<"opaque"> {
   let summary = "an ONNX node Kiln does not support, kept verbatim";
   let description = [{

@@ -159,7 +159,9 @@ def SelectTrainablePass : Pass<"kiln-select-trainable", "::mlir::func::FuncOp"> 
     >= 1 — what the importer creates for float initializers that are not
     scalars or shape constants. Any other value is a regular expression
     searched in each parameter's name (anchor it with `^...$` to match whole
-    names); integer parameters never train.
+    names); integer parameters never train. `train=none` freezes every
+    parameter (what `kiln compile --lora` without `--train` asks for, so
+    only the adapters train).
 
     Before (`--kiln-select-trainable="train=^l1\."`):
     ```mlir
@@ -174,7 +176,7 @@ def SelectTrainablePass : Pass<"kiln-select-trainable", "::mlir::func::FuncOp"> 
   }];
   let options = [
     Option<"train", "train", "std::string", /*default=*/"\"all\"",
-           "`all`, or a regex over parameter names">
+           "`all`, `none`, or a regex over parameter names">
   ];
 }
 
@@ -354,6 +356,94 @@ def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
            "clip the global gradient norm to this (0: off)">
+  ];
+}
+
+def LoraPass : Pass<"kiln-lora", "::mlir::ModuleOp"> {
+  let summary = "Insert LoRA adapters on linear layers whose weight name matches";
+  let description = [{
+    PEFT's LoRA Linear: every `kiln.matmul` whose right operand is a 2-D
+    parameter (directly or through a transpose) and whose weight name
+    matches `targets` (and not `skip`) computes
+    `y = x W^T + (alpha / rank) * (dropout(x) A^T) B^T`. The weight's name is
+    its PyTorch name when the importer knows it (`kiln.source_name` of a
+    pre-transposed `val_N`, or the ONNX node scope), else the initializer
+    name; both are searched. Adapters are named as PEFT names them,
+    `<module>.lora_A.weight` [rank, in] and `<module>.lora_B.weight`
+    [out, rank]; the init program `@kiln_init` creates A Kaiming-uniform
+    (a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)) drawn by Philox from its
+    seed) and B zero. Base weights are frozen; adapters train. With
+    `dropout` > 0 the function gets a `kiln.rng_seed` argument and each
+    adapter its own Philox stream.
+
+    Before (`--kiln-lora="rank=4 alpha=8 targets=^l1"`):
+    ```mlir
+    %w = kiln.parameter "l1.weight" trainable : tensor<64x32xf32>
+    %y = kiln.matmul %x, %w {transpose_b} : (tensor<?x32xf32>, tensor<64x32xf32>) -> tensor<?x64xf32>
+    ```
+    After:
+    ```mlir
+    %w = kiln.parameter "l1.weight" : tensor<64x32xf32>
+    %y = kiln.matmul %x, %w {transpose_b} : ... -> tensor<?x64xf32>
+    %a = kiln.parameter "l1.lora_A.weight" trainable {kiln.init = "kaiming_uniform(a=sqrt(5))"} : tensor<4x32xf32>
+    %b = kiln.parameter "l1.lora_B.weight" trainable {kiln.init = "zeros"} : tensor<64x4xf32>
+    %t = kiln.matmul %x, %a {transpose_b} : ... -> tensor<?x4xf32>
+    %u = kiln.matmul %t, %b {transpose_b} : ... -> tensor<?x64xf32>
+    %s = kiln.constant dense<2.0> : tensor<f32>
+    %v = kiln.mul %u, %s : (tensor<?x64xf32>, tensor<f32>) -> tensor<?x64xf32>
+    %z = kiln.add %y, %v : ...            // every former use of %y reads %z
+    func.func @kiln_init(%seed: tensor<i64> {kiln.rng_seed}) -> (tensor<4x32xf32> {kiln.param = "l1.lora_A.weight"}, tensor<64x4xf32> {kiln.param = "l1.lora_B.weight"})
+    ```
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", /*default=*/"16", "adapter rank r">,
+    Option<"alpha", "alpha", "double", /*default=*/"32", "scaling numerator (scale = alpha / r)">,
+    Option<"dropout", "dropout", "double", /*default=*/"0", "dropout on the adapter input">,
+    Option<"targets", "targets", "std::string",
+           /*default=*/"\"(^|[./])(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|qkv_proj|gate_up_proj|query|key|value|query_key_value|c_attn|c_proj|c_fc|out_proj|fc1|fc2|wq|wk|wv|wo|w1|w2|w3)([./]weight)?$\"",
+           "regex searched in the weight's PyTorch and ONNX names">,
+    Option<"skip", "skip", "std::string", /*default=*/"\"\"",
+           "regex of weights to leave without adapters">
+  ];
+}
+
+def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
+  let summary = "Store frozen linear-layer weights as NF4 with explicit dequantization";
+  let description = [{
+    Every frozen 2-D parameter used only as linear-layer weights (see
+    `kiln-lora`) is replaced by its NF4 storage: `<name>.nf4_codes` (two
+    4-bit codes per byte) and `<name>.nf4_absmax` (fp32 per block of
+    `block-size`), dequantized right before use. Blocks run over the weight
+    in PyTorch's [out, in] row-major layout whatever layout the exporter
+    stored, so codes and absmax match bitsandbytes and pre-quantized QLoRA
+    checkpoints. The init program quantizes the checkpoint weight when the
+    weights are loaded. Weights with other uses (a tied embedding) and
+    names matching `skip` keep their precision.
+
+    Before:
+    ```mlir
+    %w = kiln.parameter "val_95" {kiln.source_name = "m.q_proj.weight"} : tensor<64x32xf32>
+    %y = kiln.matmul %x, %w : (tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
+    ```
+    After:
+    ```mlir
+    %c = kiln.parameter "val_95.nf4_codes" {kiln.init = "nf4_quantize(val_95)"} : tensor<1024xui8>
+    %s = kiln.parameter "val_95.nf4_absmax" {kiln.init = "nf4_quantize(val_95)"} : tensor<32xf32>
+    %d = kiln.nf4_dequantize %c, %s {block_size = 64} : tensor<1024xui8>, tensor<32xf32> -> tensor<32x64xf32>
+    %w = kiln.transpose %d {perm = array<i64: 1, 0>} : (tensor<32x64xf32>) -> tensor<64x32xf32>
+    %y = kiln.matmul %x, %w : ...
+    func.func @kiln_init(%seed: tensor<i64> {kiln.rng_seed}) -> (tensor<1024xui8> {kiln.param = "val_95.nf4_codes"}, tensor<32xf32> {kiln.param = "val_95.nf4_absmax"}) {
+      %w = kiln.parameter "val_95" : tensor<64x32xf32>
+      %t = kiln.transpose %w {perm = array<i64: 1, 0>} : ...
+      %c, %s = kiln.nf4_quantize %t {block_size = 64} : tensor<32x64xf32> -> (tensor<1024xui8>, tensor<32xf32>)
+      return %c, %s : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"64", "elements per absmax block">,
+    Option<"skip", "skip", "std::string", /*default=*/"\"\"",
+           "regex of weights to keep unquantized">
   ];
 }
 

@@ -20,6 +20,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
 
@@ -35,6 +36,44 @@ namespace {
 /// Oldest and newest default-domain opsets whose op semantics Kiln knows.
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
+
+/// The PyTorch parameter an initializer was folded from, as the dynamo
+/// exporter's optimizer records it: metadata `['m.layers.0.q_proj.weight']`.
+/// Debian's ONNX 1.12 predates ValueInfoProto.metadata_props (field 4), so
+/// protobuf keeps it as unknown fields: StringStringEntryProto messages with
+/// key (1) and value (2).
+std::optional<std::string> foldedSource(const onnx::ValueInfoProto &info) {
+  constexpr int kMetadataProps = 4, kKey = 1, kValue = 2;
+  const google::protobuf::UnknownFieldSet &unknown =
+      info.GetReflection()->GetUnknownFields(info);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    if (field.number() != kMetadataProps ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    google::protobuf::UnknownFieldSet entry;
+    if (!entry.ParseFromString(field.length_delimited()))
+      continue;
+    std::string key, value;
+    for (int j = 0; j < entry.field_count(); ++j) {
+      const google::protobuf::UnknownField &part = entry.field(j);
+      if (part.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+        continue;
+      if (part.number() == kKey)
+        key = part.length_delimited();
+      else if (part.number() == kValue)
+        value = part.length_delimited();
+    }
+    if (key != "pkg.onnxscript.optimizer.folded_from")
+      continue;
+    StringRef list = StringRef(value).trim();
+    if (!list.consume_front("['") || !list.consume_back("']") ||
+        list.contains('\'') || list.empty())
+      return std::nullopt; // Folded from several tensors: no single name.
+    return list.str();
+  }
+  return std::nullopt;
+}
 
 /// Symbol names must be MLIR keywords: letters, digits, `_`, `.`, `$`.
 std::string symbolName(StringRef raw) {
@@ -109,6 +148,9 @@ private:
   std::map<std::string, ImportedValue> values_;
   std::map<std::string, const onnx::TensorProto *> initializers_;
   std::map<std::string, const onnx::TypeProto *> valueInfo_;
+  /// Initializers the exporter folded from one PyTorch parameter (e.g. a
+  /// pre-transposed weight `val_95` from `...q_proj.weight`).
+  std::map<std::string, std::string> foldedFrom_;
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
 };
@@ -167,10 +209,12 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   if (weight) {
     // Only the shape is needed: the bytes stay in the model (or its external
     // data file) and are read by whoever needs values.
-    result.value = builder_
-                       .create<ParameterOp>(loc, type, tensor.name(),
-                                            /*trainable=*/isFloat(*dtype))
-                       .getResult();
+    auto param = builder_.create<ParameterOp>(loc, type, tensor.name(),
+                                              /*trainable=*/isFloat(*dtype));
+    auto source = foldedFrom_.find(tensor.name());
+    if (source != foldedFrom_.end())
+      param->setAttr(kSourceNameAttr, builder_.getStringAttr(source->second));
+    result.value = param.getResult();
     return result;
   }
   std::string dir = llvm::sys::path::parent_path(path_).str();
@@ -401,8 +445,11 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   const onnx::GraphProto &graph = model_.graph();
   for (const onnx::TensorProto &init : graph.initializer())
     initializers_[init.name()] = &init;
-  for (const onnx::ValueInfoProto &info : graph.value_info())
+  for (const onnx::ValueInfoProto &info : graph.value_info()) {
     valueInfo_[info.name()] = &info.type();
+    if (std::optional<std::string> source = foldedSource(info))
+      foldedFrom_[info.name()] = *source;
+  }
   for (const onnx::ValueInfoProto &info : graph.output())
     valueInfo_[info.name()] = &info.type();
 

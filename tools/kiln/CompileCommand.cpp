@@ -96,6 +96,25 @@ cl::opt<bool> explain("explain",
                       cl::desc("Print the graph-break report (as kiln explain) "
                                "and stop"),
                       cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> loraSpec(
+    "lora",
+    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=REGEX "
+             "(targets last: the regex runs to the end). Without --train only "
+             "the adapters train"),
+    cl::value_desc("spec"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> loraSkip("lora-skip",
+                              cl::desc("Regex of weights that get no adapter"),
+                              cl::value_desc("regex"), cl::sub(compileCommand()),
+                              cl::cat(category()));
+cl::opt<std::string> quant(
+    "quant",
+    cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
+             "blocks of 64 with fp32 absmax)"),
+    cl::value_desc("scheme"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> quantSkip("quant-skip",
+                               cl::desc("Regex of weights --quant leaves alone"),
+                               cl::value_desc("regex"), cl::sub(compileCommand()),
+                               cl::cat(category()));
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
@@ -153,6 +172,40 @@ FailureOr<TrainStepPassOptions> parseOptimizer(StringRef spec) {
   return options;
 }
 
+/// Parses `r=16,alpha=32,dropout=0.05,targets=REGEX` (PEFT's names; `rank`
+/// is accepted for r). The regex may hold commas, so it runs to the end.
+FailureOr<LoraPassOptions> parseLora(StringRef spec) {
+  LoraPassOptions options;
+  options.alpha = 32; // PEFT's LoraConfig default is alpha 8 with r 8;
+  options.rank = 16;  // Kiln's default is the common r=16, alpha=32.
+  options.skip = loraSkip;
+  auto [settingsText, targets] = spec.split("targets=");
+  if (spec.contains("targets="))
+    options.targets = targets.str();
+  SmallVector<StringRef> settings;
+  settingsText.split(settings, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef setting : settings) {
+    auto [key, value] = setting.split('=');
+    double number;
+    if (value.trim().getAsDouble(number))
+      return fail("--lora setting '" + setting + "' needs a number"), failure();
+    if (key == "r" || key == "rank") {
+      if (number != static_cast<int64_t>(number))
+        return fail("--lora r must be an integer"), failure();
+      options.rank = static_cast<int64_t>(number);
+    } else if (key == "alpha") {
+      options.alpha = number;
+    } else if (key == "dropout") {
+      options.dropout = number;
+    } else {
+      return fail("unknown --lora setting '" + key +
+                  "' (r, alpha, dropout, targets)"),
+             failure();
+    }
+  }
+  return options;
+}
+
 } // namespace
 
 int runCompile(MLIRContext &context) {
@@ -196,12 +249,28 @@ int runCompile(MLIRContext &context) {
   }
   SelectTrainablePassOptions trainOptions;
   trainOptions.train = train;
+  // PEFT's default: with adapters and no explicit choice, only they train.
+  if (!loraSpec.empty() && train.getNumOccurrences() == 0)
+    trainOptions.train = "none";
   pm.addNestedPass<func::FuncOp>(createSelectTrainablePass(trainOptions));
+  if (!loraSpec.empty()) {
+    FailureOr<LoraPassOptions> lora = parseLora(loraSpec);
+    if (failed(lora))
+      return 1;
+    pm.addPass(createLoraPass(*lora));
+  }
   if (precision != "fp32") {
     PrecisionPassOptions precisionOptions;
     precisionOptions.compute = precision;
     precisionOptions.fp32Ops = fp32Ops;
     pm.addNestedPass<func::FuncOp>(createPrecisionPass(precisionOptions));
+  }
+  if (!quant.empty()) {
+    if (quant != "nf4")
+      return fail("unknown --quant scheme '" + quant + "' (nf4)");
+    QuantizeNf4PassOptions nf4;
+    nf4.skip = quantSkip;
+    pm.addPass(createQuantizeNf4Pass(nf4));
   }
   if (emit == Emit::GradsMlir || emit == Emit::StepMlir) {
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());

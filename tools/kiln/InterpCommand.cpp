@@ -11,6 +11,8 @@
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Import/OnnxWeightSource.h"
 #include "kiln/Import/TensorProto.h"
+#include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Interp/InitProgram.h"
 #include "kiln/Interp/Interpreter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -58,6 +60,18 @@ cl::opt<bool> explainDispatch(
 cl::opt<double> learningRate(
     "lr", cl::desc("Learning rate fed to the step (default: the one compiled in)"),
     cl::init(-1.0), cl::sub(interpCommand()), cl::cat(category()));
+
+cl::opt<uint64_t> seed(
+    "seed",
+    cl::desc("Seed of the step's random numbers (dropout) and of the init "
+             "program (LoRA init); the k-th seed argument of step s gets "
+             "seed + (s - 1) * <seed arguments> + k"),
+    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> paramsDir(
+    "params",
+    cl::desc("Folder of <parameter name>.pb files that replace those "
+             "parameters' values (checkpoint or init program)"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
 absl::StatusOr<HostTensor> readInput(unsigned index) {
   SmallString<256> path(inputsDir);
@@ -187,7 +201,7 @@ int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
 
 /// Where a train step's arguments come from.
 struct StepArgument {
-  enum Kind { Data, Param, State, LearningRate, StepNumber } kind;
+  enum Kind { Data, Param, State, LearningRate, StepNumber, Seed } kind;
   std::string name; // parameter or state name
 };
 
@@ -202,6 +216,8 @@ std::vector<StepArgument> classifyArguments(func::FuncOp func) {
       args.push_back({StepArgument::LearningRate, ""});
     else if (func.getArgAttr(i, "kiln.step"))
       args.push_back({StepArgument::StepNumber, ""});
+    else if (func.getArgAttr(i, kRngSeedAttr))
+      args.push_back({StepArgument::Seed, ""});
     else
       args.push_back({StepArgument::Data, ""});
   }
@@ -212,6 +228,38 @@ HostTensor scalarF32(double value) {
   HostTensor t(DType::F32, {});
   t.set(0, value);
   return t;
+}
+
+/// The value of the `k`-th seed argument in step `step` (1-based): every
+/// seed argument of every step draws different numbers, reproducibly.
+HostTensor seedFor(const std::vector<StepArgument> &layout, unsigned step,
+                   unsigned k) {
+  uint64_t perStep = llvm::count_if(layout, [](const StepArgument &a) {
+    return a.kind == StepArgument::Seed;
+  });
+  HostTensor t(DType::I64, {});
+  t.setInt(0, static_cast<int64_t>(seed + (step - 1) * perStep + k));
+  return t;
+}
+
+/// Adds --params DIR's <name>.pb files to the weights served first.
+int loadParamOverrides(OverlayWeightSource &weights) {
+  if (paramsDir.empty())
+    return 0;
+  std::error_code ec;
+  for (sys::fs::directory_iterator it(paramsDir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef path = it->path();
+    if (!path.ends_with(".pb"))
+      continue;
+    absl::StatusOr<HostTensor> tensor = readTensorFile(path.str());
+    if (!tensor.ok())
+      return fail(std::string(tensor.status().message()));
+    weights.tensors[sys::path::stem(path).str()] = std::move(*tensor);
+  }
+  if (ec)
+    return fail(paramsDir + ": " + ec.message());
+  return 0;
 }
 
 /// Runs the train step `steps` times: parameters start from the weight
@@ -244,8 +292,10 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
   for (unsigned step = 1; step <= steps; ++step) {
     std::vector<HostTensor> inputs;
     size_t nextData = 0;
+    unsigned nextSeed = 0;
     for (const StepArgument &arg : layout) {
       switch (arg.kind) {
+      case StepArgument::Seed: inputs.push_back(seedFor(layout, step, nextSeed++)); break;
       case StepArgument::Data:
         if (nextData >= data.size())
           return fail("the step takes more data inputs than --inputs holds");
@@ -314,7 +364,7 @@ int runInterp(MLIRContext &context) {
     return fail(input + ": no function to run");
   std::vector<StepArgument> layout = classifyArguments(func);
   bool isStep = llvm::any_of(layout, [](const StepArgument &a) {
-    return a.kind != StepArgument::Data;
+    return a.kind != StepArgument::Data && a.kind != StepArgument::Seed;
   });
   if (steps > 0 && !isStep)
     return fail(input + ": --steps needs a train step (kiln compile --emit=step-mlir)");
@@ -332,14 +382,24 @@ int runInterp(MLIRContext &context) {
 
   NoWeights noWeights;
   std::unique_ptr<OnnxWeightSource> onnxWeights;
-  WeightSource *weights = &noWeights;
+  WeightSource *checkpoint = &noWeights;
   if (!weightsPath.empty()) {
     auto opened = OnnxWeightSource::open(weightsPath);
     if (!opened.ok())
       return fail(std::string(opened.status().message()));
     onnxWeights = std::move(*opened);
-    weights = onnxWeights.get();
+    checkpoint = onnxWeights.get();
   }
+  // --params replaces checkpoint values before the init program reads them
+  // and replaces what the init program makes.
+  OverlayWeightSource overlay(*checkpoint);
+  if (int rc = loadParamOverrides(overlay))
+    return rc;
+  if (absl::Status s = runInitProgram(*module, seed, overlay); !s.ok())
+    return fail(std::string(s.message()));
+  if (int rc = loadParamOverrides(overlay))
+    return rc;
+  WeightSource *weights = &overlay;
   SmallVector<unsigned> dataArgs;
   for (auto [i, arg] : llvm::enumerate(layout))
     if (arg.kind == StepArgument::Data)
@@ -375,7 +435,17 @@ int runInterp(MLIRContext &context) {
       steps = 1;
     return runSteps(func, std::move(inputs), *weights);
   }
-  absl::StatusOr<InterpreterResult> result = interpret(func, inputs, *weights);
+  // Seed arguments sit among the data arguments.
+  std::vector<HostTensor> arguments;
+  size_t nextData = 0;
+  unsigned nextSeed = 0;
+  for (const StepArgument &arg : layout) {
+    if (arg.kind == StepArgument::Seed)
+      arguments.push_back(seedFor(layout, 1, nextSeed++));
+    else if (nextData < inputs.size())
+      arguments.push_back(std::move(inputs[nextData++]));
+  }
+  absl::StatusOr<InterpreterResult> result = interpret(func, arguments, *weights);
   if (!result.ok())
     return fail(std::string(result.status().message()));
   return writeOutputs(func, result->outputs);

@@ -7,4 +7,17 @@
 
 #include "kiln/Dialect/Graph/GraphDialect.h.inc"
 
+namespace kiln {
+/// On a kiln.parameter: the PyTorch parameter the stored tensor was folded
+/// from when the exporter renamed it (pre-transposed `val_95` holds
+/// `model.layers.0.self_attn.q_proj.weight` transposed).
+inline constexpr llvm::StringLiteral kSourceNameAttr = "kiln.source_name";
+/// On a kiln.parameter: how a parameter the checkpoint lacks is created
+/// (LoRA adapters); on a function: the init program's role.
+inline constexpr llvm::StringLiteral kInitAttr = "kiln.init";
+/// On a function argument: the seed of counter-based random numbers
+/// (dropout masks, initializers); a step input, so replays reproduce.
+inline constexpr llvm::StringLiteral kRngSeedAttr = "kiln.rng_seed";
+} // namespace kiln
+
 #endif // KILN_DIALECT_GRAPH_GRAPHDIALECT_H

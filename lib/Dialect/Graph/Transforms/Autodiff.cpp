@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/VJP.h"
 
@@ -52,6 +53,8 @@ llvm::DenseSet<Value> findActiveValues(Block &body) {
 struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (isInitProgram(func)) // runs once at load, not in the step
+      return;
     if (func.isExternal() || !func.getBody().hasOneBlock())
       return;
     Block &body = func.getBody().front();

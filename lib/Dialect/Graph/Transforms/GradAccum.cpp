@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/VJP.h"
 
@@ -26,6 +27,8 @@ struct GradAccumPass final : kiln::impl::GradAccumPassBase<GradAccumPass> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (isInitProgram(func)) // runs once at load, not in the step
+      return;
     if (microBatches < 1) {
       func.emitError("micro-batches must be at least 1");
       return signalPassFailure();

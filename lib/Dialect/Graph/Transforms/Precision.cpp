@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 
 #include "mlir/IR/Verifier.h"
@@ -36,6 +37,8 @@ struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (isInitProgram(func)) // runs once at load, not in the step
+      return;
     if (compute == "fp32")
       return;
     if (compute != "bf16") {

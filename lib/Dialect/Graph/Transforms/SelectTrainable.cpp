@@ -1,5 +1,6 @@
 //===- SelectTrainable.cpp - Choose the parameters that train -------------===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 
 #include "llvm/Support/Regex.h"
@@ -15,7 +16,8 @@ using namespace kiln;
 namespace {
 
 /// `all` keeps float parameters of rank >= 1 (the importer's rule for
-/// trainable initializers); a regex is searched in the name.
+/// trainable initializers), `none` none (LoRA adapters alone); a regex is
+/// searched in the name.
 bool isTrainable(ParameterOp param, const std::string &train,
                  const llvm::Regex &regex) {
   auto type = param.getType();
@@ -23,6 +25,8 @@ bool isTrainable(ParameterOp param, const std::string &train,
     return false;
   if (train == "all")
     return type.getRank() >= 1;
+  if (train == "none")
+    return false;
   return regex.match(param.getName());
 }
 
@@ -31,9 +35,12 @@ struct SelectTrainablePass final
   using SelectTrainablePassBase::SelectTrainablePassBase;
 
   void runOnOperation() override {
+    // The init program's parameters are created by it, not trained.
+    if (isInitProgram(getOperation()))
+      return;
     llvm::Regex regex(train);
     std::string error;
-    if (train != "all" && !regex.isValid(error)) {
+    if (train != "all" && train != "none" && !regex.isValid(error)) {
       getOperation().emitError("invalid --train regex '") << train << "': " << error;
       return signalPassFailure();
     }

@@ -1,5 +1,6 @@
 //===- ShapeGuards.cpp - Record the run-time guards of a compiled step ----===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
@@ -36,6 +37,8 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (isInitProgram(func)) // runs once at load, not in the step
+      return;
     Builder b(&getContext());
     SmallVector<Attribute> guards;
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/VJP.h"
 
@@ -91,6 +92,8 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (isInitProgram(func)) // runs once at load, not in the step
+      return;
     if (func.isExternal())
       return;
     bool adamw = optimizer == "adamw", sgd = optimizer == "sgd";

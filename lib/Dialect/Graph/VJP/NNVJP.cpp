@@ -41,6 +41,20 @@ struct MatmulVJP : VJPModel<MatmulVJP, MatmulOp> {
   }
 };
 
+/// Dropout is linear in its input with the same mask: dX = dropout(dY),
+/// the mask redrawn from (seed, stream) instead of saved.
+struct DropoutVJP : VJPModel<DropoutVJP, DropoutOp> {
+  static LogicalResult vjp(DropoutOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    Value dx;
+    if (want[0] && dys[0])
+      dx = b.create<DropoutOp>(op.getLoc(), dys[0], op.getSeed(), op.getPAttr(),
+                               op.getStreamAttr());
+    grads.append({dx, Value()});
+    return success();
+  }
+};
+
 template <typename OpT, typename GradOpT>
 struct SoftmaxLikeVJP : VJPModel<SoftmaxLikeVJP<OpT, GradOpT>, OpT> {
   static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
@@ -131,6 +145,7 @@ struct CrossEntropyVJP : VJPModel<CrossEntropyVJP, CrossEntropyOp> {
 
 void attachNNVJPModels(MLIRContext &context) {
   MatmulOp::attachInterface<MatmulVJP>(context);
+  DropoutOp::attachInterface<DropoutVJP>(context);
   SoftmaxOp::attachInterface<SoftmaxLikeVJP<SoftmaxOp, SoftmaxGradOp>>(context);
   LogSoftmaxOp::attachInterface<SoftmaxLikeVJP<LogSoftmaxOp, LogSoftmaxGradOp>>(context);
   LayerNormOp::attachInterface<LayerNormVJP>(context);
