@@ -17,8 +17,8 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-if ! python3 -c "import onnx, numpy" 2>/dev/null; then
-  python3 -m pip install -q onnx numpy
+if ! python3 -c "import onnx, numpy, onnxruntime" 2>/dev/null; then
+  python3 -m pip install -q onnx numpy onnxruntime
 fi
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] ||
   { echo "setup: the CUDA toolkit (nvcc) is required" >&2; exit 1; }

@@ -17,6 +17,14 @@ config.substitutions.append(("%fixtures", os.path.join(config.kiln_src_root, "te
 config.substitutions.append(("%PYTHON", config.python_executable))
 config.substitutions.append(("%compare", config.python_executable + " " + os.path.join(config.kiln_src_root, "test", "utils", "compare_tensors.py")))
 
+# ONNX Runtime (PyPI) computes independent references for some tests.
+try:
+    import importlib.util
+    if importlib.util.find_spec("onnxruntime"):
+        config.available_features.add("onnxruntime")
+except ImportError:
+    pass
+
 # kiln-fuzz-onnx exists (KILN_BUILD_FUZZER): test/Fuzz runs it.
 if getattr(config, "kiln_build_fuzzer", 0):
     config.available_features.add("fuzzer")

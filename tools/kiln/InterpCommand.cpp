@@ -73,6 +73,12 @@ cl::opt<std::string> paramsDir(
              "parameters' values (checkpoint or init program)"),
     cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
+cl::opt<std::string> writeInitDir(
+    "write-init",
+    cl::desc("Also write every parameter the init program makes (LoRA "
+             "adapters, NF4 codes) to <dir>/<name>.pb"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+
 absl::StatusOr<HostTensor> readInput(unsigned index) {
   SmallString<256> path(inputsDir);
   sys::path::append(path, "input_" + Twine(index) + ".pb");
@@ -397,6 +403,16 @@ int runInterp(MLIRContext &context) {
     return rc;
   if (absl::Status s = runInitProgram(*module, seed, overlay); !s.ok())
     return fail(std::string(s.message()));
+  if (!writeInitDir.empty()) {
+    if (std::error_code ec = sys::fs::create_directories(writeInitDir))
+      return fail(writeInitDir + ": " + ec.message());
+    for (auto &[name, tensor] : overlay.tensors) {
+      SmallString<256> path(writeInitDir);
+      sys::path::append(path, name + ".pb");
+      if (absl::Status s = writeTensorFile(path.str().str(), tensor, name); !s.ok())
+        return fail(std::string(s.message()));
+    }
+  }
   if (int rc = loadParamOverrides(overlay))
     return rc;
   WeightSource *weights = &overlay;

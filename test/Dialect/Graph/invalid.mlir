@@ -1255,3 +1255,61 @@ func.func @cross_entropy_grad_loss(%l: tensor<4x8xf32>, %y: tensor<4xi64>, %g: t
   %0 = kiln.cross_entropy_grad %l, %y, %g : (tensor<4x8xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @dropout_p(%x: tensor<4xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{'kiln.dropout' op p must be in [0, 1), got 1}}
+  %0 = kiln.dropout %x, %seed {p = 1.0 : f64, stream = 0 : i64} : tensor<4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+func.func @dropout_seed_type(%x: tensor<4xf32>, %seed: tensor<2xi64>) {
+  // expected-error @+1 {{'kiln.dropout' op operand #1 must be 0D tensor of 64-bit signless integer values}}
+  %0 = kiln.dropout %x, %seed {p = 0.5 : f64, stream = 0 : i64} : tensor<4xf32>, tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @random_uniform_bounds(%seed: tensor<i64>) {
+  // expected-error @+1 {{'kiln.random_uniform' op needs low < high}}
+  %0 = kiln.random_uniform %seed {low = 1.0 : f64, high = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_quantize_dynamic(%w: tensor<?x8xf32>) {
+  // expected-error @+2 {{nf4_quantize needs a static shape (weights)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = kiln.nf4_quantize %w : tensor<?x8xf32> -> tensor<4xui8>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_quantize_block(%w: tensor<4x8xf32>) {
+  // expected-error @+2 {{nf4_quantize block_size must be even and > 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = kiln.nf4_quantize %w {block_size = 7 : i64} : tensor<4x8xf32> -> tensor<16xui8>, tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_dequantize_codes(%c: tensor<15xui8>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'kiln.nf4_dequantize' op expects 16 code bytes for 32 elements, got 15}}
+  %0 = kiln.nf4_dequantize %c, %s : tensor<15xui8>, tensor<1xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_dequantize_absmax(%c: tensor<16xui8>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'kiln.nf4_dequantize' op expects 1 absmax values (blocks of 64), got 2}}
+  %0 = kiln.nf4_dequantize %c, %s : tensor<16xui8>, tensor<2xf32> -> tensor<4x8xf32>
+  return
+}

@@ -560,3 +560,17 @@ func.func @backward_ops(%y: tensor<?x8xf32, #kiln.dims<[n]>>, %dy: tensor<?x8xf3
   %6:3 = kiln.attention_grad %q, %k, %v grad %do : (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>)
   return
 }
+
+// CHECK-LABEL: func.func @random_and_quant_ops
+// CHECK: kiln.dropout %{{.+}}, %{{.+}} {p = 1.000000e-01 : f64, stream = 3 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<i64>
+// CHECK: kiln.random_uniform %{{.+}} {high = 5.000000e-01 : f64, low = -5.000000e-01 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4x8xbf16>
+// CHECK: kiln.nf4_quantize %{{.+}} : tensor<10x13xf32> -> tensor<65xui8>, tensor<3xf32>
+// CHECK: kiln.nf4_dequantize %{{.+}}, %{{.+}} {block_size = 32 : i64} : tensor<65xui8>, tensor<5xf32> -> tensor<10x13xbf16>
+func.func @random_and_quant_ops(%x: tensor<?x8xf32, #kiln.dims<[n]>>, %seed: tensor<i64>,
+                                %w: tensor<10x13xf32>, %c: tensor<65xui8>, %s: tensor<5xf32>) {
+  %0 = kiln.dropout %x, %seed {p = 0.1 : f64, stream = 3 : i64} : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<i64>
+  %1 = kiln.random_uniform %seed {low = -0.5 : f64, high = 0.5 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4x8xbf16>
+  %2:2 = kiln.nf4_quantize %w : tensor<10x13xf32> -> tensor<65xui8>, tensor<3xf32>
+  %3 = kiln.nf4_dequantize %c, %s {block_size = 32 : i64} : tensor<65xui8>, tensor<5xf32> -> tensor<10x13xbf16>
+  return
+}

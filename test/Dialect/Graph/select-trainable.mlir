@@ -21,3 +21,8 @@ func.func @params() -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<8xf32>, tensor<
   %e = kiln.parameter "position_ids" trainable : tensor<1x16xi64>
   return %a, %b, %c, %d, %e : tensor<4x4xf32>, tensor<4x4xf32>, tensor<8xf32>, tensor<f32>, tensor<1x16xi64>
 }
+
+// RUN: kiln-opt %s --kiln-select-trainable=train=none | FileCheck %s --check-prefix=NONE
+// NONE-LABEL: func.func @params
+// NONE-NOT: trainable
+// NONE: return

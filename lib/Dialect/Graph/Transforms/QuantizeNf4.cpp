@@ -32,7 +32,8 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (blockSize <= 0 || blockSize % 2) {
-      module.emitError("NF4 block size must be even and positive, got ") << blockSize;
+      module.emitError("NF4 block size must be even and positive, got ")
+          << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
     llvm::Regex skipRegex(skip);
@@ -104,8 +105,11 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
   void quantizeInInit(func::FuncOp init, LinearWeight w) {
     OpBuilder b(init.getBody().front().getTerminator());
     Location loc = w.param.getLoc();
-    Value weight = b.create<ParameterOp>(loc, w.param.getType(), w.param.getName(),
-                                         /*trainable=*/false);
+    // A copy of the read keeps kiln.source_name: the runtime maps
+    // checkpoint names through it.
+    auto read = llvm::cast<ParameterOp>(b.clone(*w.param));
+    read.setTrainable(false);
+    Value weight = read.getResult();
     if (!w.pytorchLayout)
       weight = b.create<TransposeOp>(loc, weight, b.getDenseI64ArrayAttr({1, 0}));
     auto quantize = b.create<Nf4QuantizeOp>(loc, weight, b.getI64IntegerAttr(blockSize));
