@@ -603,6 +603,31 @@ def Kiln_Nf4DequantizeOp : Kiln_Op<"nf4_dequantize", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kiln_QuantizeBlockwise8bitOp : Kiln_Op<"quantize_blockwise_8bit",
+    [Pure, Kiln_InferType]> {
+  let summary = "blockwise 8-bit codes of the signed dynamic map, fp32 absmax";
+  let description = [{
+    QLoRA's double quantization of the NF4 absmax values: blocks of
+    `block_size` (256) of a 1-D fp32 tensor are scaled by the reciprocal of
+    their absolute maximum and rounded to the nearest of the 256 values of
+    the signed dynamic 8-bit map (kiln/Support/DynamicMap8.h).
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$input,
+                       DefaultValuedAttr<I64Attr, "256">:$block_size);
+  let results = (outs 1DTensorOf<[UI8]>:$codes, 1DTensorOf<[F32]>:$absmax);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type(results)";
+}
+
+def Kiln_DequantizeBlockwise8bitOp : Kiln_Op<"dequantize_blockwise_8bit",
+    [Pure, Kiln_InferType]> {
+  let summary = "dynamic-map value of each code * its block's absmax (fp32)";
+  let arguments = (ins 1DTensorOf<[UI8]>:$codes, 1DTensorOf<[F32]>:$absmax,
+                       DefaultValuedAttr<I64Attr, "256">:$block_size);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$codes `,` $absmax attr-dict `:` type($codes) `,` "
+                       "type($absmax) `->` type($result)";
+}
+
 def Kiln_OpaqueOp : Kiln_Op<"opaque"> {
   let summary = "an ONNX node Kiln does not support, kept verbatim";
   let description = [{

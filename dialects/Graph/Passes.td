@@ -420,6 +420,13 @@ def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
     weights are loaded. Weights with other uses (a tied embedding) and
     names matching `skip` keep their precision.
 
+    With `double-quant` (QLoRA's double quantization), the absmax values
+    are stored as `<name>.nf4_absmax_codes` (8-bit codes of the signed
+    dynamic map, `kiln.quantize_blockwise_8bit` in blocks of 256),
+    `<name>.nf4_absmax_scale` (fp32 per 256) and `<name>.nf4_absmax_offset`
+    (their mean), and the step rebuilds them with
+    `kiln.dequantize_blockwise_8bit` plus the offset.
+
     Before:
     ```mlir
     %w = kiln.parameter "val_95" {kiln.source_name = "m.q_proj.weight"} : tensor<64x32xf32>
@@ -442,6 +449,8 @@ def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"64", "elements per absmax block">,
+    Option<"doubleQuant", "double-quant", "bool", /*default=*/"false",
+           "store the absmax values as 8-bit codes (blocks of 256) around their mean">,
     Option<"skip", "skip", "std::string", /*default=*/"\"\"",
            "regex of weights to keep unquantized">
   ];

@@ -8,6 +8,7 @@
 
 #include "Common.h"
 
+#include "kiln/Support/DynamicMap8.h"
 #include "kiln/Support/NF4.h"
 #include "kiln/Support/Philox.h"
 #include "absl/strings/str_cat.h"
@@ -48,8 +49,12 @@ absl::StatusOr<Tensors> runRandomUniform(RandomUniformOp op, Operands args,
   uint64_t seed = seedOf(*args[0]);
   float low = static_cast<float>(op.getLow().convertToDouble());
   float width = static_cast<float>(op.getHigh().convertToDouble()) - low;
-  for (int64_t i = 0, n = out->numel(); i < n; ++i)
-    out->set(i, low + width * philoxUniform(seed, op.getStream(), i));
+  for (int64_t i = 0, n = out->numel(); i < n; ++i) {
+    // Two statements: clang fuses `low + width * u` into an FMA only
+    // within one expression; generated kernels use __fmul_rn/__fadd_rn.
+    float scaled = width * philoxUniform(seed, op.getStream(), i);
+    out->set(i, low + scaled);
+  }
   return Tensors{std::move(*out)};
 }
 
@@ -103,6 +108,38 @@ absl::StatusOr<Tensors> runNf4Dequantize(Nf4DequantizeOp op, Operands args,
   return Tensors{std::move(*out)};
 }
 
+absl::StatusOr<Tensors> runQuantize8bit(QuantizeBlockwise8bitOp op, Operands args) {
+  const HostTensor &x = *args[0];
+  int64_t n = x.numel(), blockSize = op.getBlockSize();
+  int64_t blocks = (n + blockSize - 1) / blockSize;
+  HostTensor codes(DType::U8, {n});
+  HostTensor absmax(DType::F32, {blocks});
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin = b * blockSize, end = std::min(n, begin + blockSize);
+    float amax = 0.0f;
+    for (int64_t i = begin; i < end; ++i)
+      amax = std::max(amax, std::fabs(static_cast<float>(x.floats[i])));
+    absmax.set(b, amax);
+    float inverse = amax > 0.0f ? 1.0f / amax : 0.0f;
+    for (int64_t i = begin; i < end; ++i)
+      codes.ints[i] = dynamicMap8Encode(static_cast<float>(x.floats[i]) * inverse);
+  }
+  return Tensors{std::move(codes), std::move(absmax)};
+}
+
+absl::StatusOr<Tensors> runDequantize8bit(DequantizeBlockwise8bitOp op, Operands args) {
+  const HostTensor &codes = *args[0], &absmax = *args[1];
+  int64_t n = codes.numel(), blockSize = op.getBlockSize();
+  if (absmax.numel() != (n + blockSize - 1) / blockSize)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "absmax ", absmax.shapeString(), " does not cover ", n,
+        " codes in blocks of ", blockSize));
+  HostTensor out(DType::F32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    out.set(i, kDynamicMap8[codes.ints[i] & 0xFF] * static_cast<float>(absmax.floats[i / blockSize]));
+  return Tensors{std::move(out)};
+}
+
 } // namespace
 
 MaybeResults runRandomQuant(Operation *op, Operands args, const Env &env) {
@@ -111,6 +148,8 @@ MaybeResults runRandomQuant(Operation *op, Operands args, const Env &env) {
       .Case([&](RandomUniformOp o) { return runRandomUniform(o, args, env); })
       .Case([&](Nf4QuantizeOp o) { return runNf4Quantize(o, args); })
       .Case([&](Nf4DequantizeOp o) { return runNf4Dequantize(o, args, env); })
+      .Case([&](QuantizeBlockwise8bitOp o) { return runQuantize8bit(o, args); })
+      .Case([&](DequantizeBlockwise8bitOp o) { return runDequantize8bit(o, args); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

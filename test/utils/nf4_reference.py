@@ -46,3 +46,54 @@ def dequantize(packed, absmax, count, block_size=64):
     codes = codes[:count]
     scale = np.repeat(absmax.astype(np.float32), block_size)[:count]
     return (NF4_TABLE[codes] * scale).astype(np.float32)
+
+
+def dynamic_map():
+    """The signed 8-bit dynamic map of the 8-bit optimizers paper (Dettmers et
+    al., 2022) that QLoRA's double quantization uses: for e = 0..6, the 2^e
+    midpoints of 2^e + 1 evenly spaced points on [0.1, 1], scaled by
+    10^(e - 6), both signs; plus 0 and 1. float32 arithmetic throughout."""
+    values = [np.float32(0), np.float32(1)]
+    for e in range(7):
+        points = 2 ** e + 1
+        step = (np.float32(1) - np.float32(0.1)) / np.float32(points - 1)
+        grid = np.float32(0.1) + step * np.arange(points, dtype=np.float32)
+        means = (grid[:-1] + grid[1:]) * np.float32(0.5)
+        scaled = np.float32(10.0 ** (e - 6)) * means
+        values += list(scaled) + list(-scaled)
+    table = np.sort(np.array(values, dtype=np.float32))
+    assert table.size == 256
+    return table
+
+
+def quantize_8bit(values, block_size=256):
+    """(codes uint8 [n], absmax float32 [ceil(n/block)]): nearest map value."""
+    table = dynamic_map()
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    n = flat.size
+    blocks = -(-n // block_size)
+    absmax = np.array([np.abs(flat[b * block_size:(b + 1) * block_size]).max()
+                       for b in range(blocks)], dtype=np.float32)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(absmax > 0, np.float32(1) / absmax, np.float32(0)).astype(np.float32)
+    scaled = (flat * np.repeat(inverse, block_size)[:n]).astype(np.float32)
+    distance = np.abs(scaled[:, None] - table[None, :])
+    return np.argmin(distance, axis=1).astype(np.uint8), absmax
+
+
+def dequantize_8bit(codes, absmax, block_size=256):
+    table = dynamic_map()
+    scale = np.repeat(absmax.astype(np.float32), block_size)[:codes.size]
+    return (table[codes] * scale).astype(np.float32)
+
+
+def double_quantize(absmax):
+    """QLoRA's double quantization of NF4 absmax values: the fp32 mean
+    (accumulated in fp64) as offset, the centred values as 8-bit codes."""
+    offset = np.float32(np.mean(absmax.astype(np.float64)))
+    codes, scale = quantize_8bit((absmax - offset).astype(np.float32))
+    return codes, scale, offset
+
+
+def double_dequantize(codes, scale, offset):
+    return (dequantize_8bit(codes, scale) + np.float32(offset)).astype(np.float32)

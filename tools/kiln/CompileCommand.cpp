@@ -111,6 +111,11 @@ cl::opt<std::string> quant(
     cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
              "blocks of 64 with fp32 absmax)"),
     cl::value_desc("scheme"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> doubleQuant(
+    "double-quant",
+    cl::desc("With --quant nf4: store the absmax values as 8-bit codes "
+             "(QLoRA's double quantization, blocks of 256)"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> quantSkip("quant-skip",
                                cl::desc("Regex of weights --quant leaves alone"),
                                cl::value_desc("regex"), cl::sub(compileCommand()),
@@ -265,11 +270,14 @@ int runCompile(MLIRContext &context) {
     precisionOptions.fp32Ops = fp32Ops;
     pm.addNestedPass<func::FuncOp>(createPrecisionPass(precisionOptions));
   }
+  if (doubleQuant && quant.empty())
+    return fail("--double-quant needs --quant nf4");
   if (!quant.empty()) {
     if (quant != "nf4")
       return fail("unknown --quant scheme '" + quant + "' (nf4)");
     QuantizeNf4PassOptions nf4;
     nf4.skip = quantSkip;
+    nf4.doubleQuant = doubleQuant;
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
   if (emit == Emit::GradsMlir || emit == Emit::StepMlir) {

@@ -63,3 +63,38 @@ LogicalResult Nf4DequantizeOp::verify() {
                                    << "), got " << getAbsmax().getType().getDimSize(0);
   return success();
 }
+
+LogicalResult QuantizeBlockwise8bitOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto input = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t blockSize = adaptor.getBlockSize();
+  if (!input.hasStaticShape() || blockSize <= 0)
+    return emitOptionalError(loc, "quantize_blockwise_8bit needs a static "
+                                  "shape and a positive block_size");
+  int64_t n = input.getNumElements();
+  results.push_back(
+      RankedTensorType::get({n}, IntegerType::get(context, 8, IntegerType::Unsigned)));
+  results.push_back(
+      RankedTensorType::get({ceilDiv(n, blockSize)}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult DequantizeBlockwise8bitOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto codes = llvm::cast<RankedTensorType>(adaptor.getCodes().getType());
+  auto absmax = llvm::cast<RankedTensorType>(adaptor.getAbsmax().getType());
+  int64_t blockSize = adaptor.getBlockSize();
+  if (!codes.hasStaticShape() || !absmax.hasStaticShape() || blockSize <= 0)
+    return emitOptionalError(loc, "dequantize_blockwise_8bit needs static "
+                                  "shapes and a positive block_size");
+  int64_t n = codes.getDimSize(0);
+  if (absmax.getDimSize(0) != ceilDiv(n, blockSize))
+    return emitOptionalError(loc, "dequantize_blockwise_8bit expects ",
+                             ceilDiv(n, blockSize), " absmax values for ", n,
+                             " codes in blocks of ", blockSize, ", got ",
+                             absmax.getDimSize(0));
+  results.push_back(RankedTensorType::get({n}, Float32Type::get(context)));
+  return success();
+}

@@ -1313,3 +1313,12 @@ func.func @nf4_dequantize_absmax(%c: tensor<16xui8>, %s: tensor<2xf32>) {
   %0 = kiln.nf4_dequantize %c, %s : tensor<16xui8>, tensor<2xf32> -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @dequantize_8bit_blocks(%c: tensor<300xui8>, %s: tensor<1xf32>) {
+  // expected-error @+2 {{dequantize_blockwise_8bit expects 2 absmax values for 300 codes in blocks of 256, got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = kiln.dequantize_blockwise_8bit %c, %s : tensor<300xui8>, tensor<1xf32> -> tensor<300xf32>
+  return
+}

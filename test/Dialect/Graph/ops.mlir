@@ -574,3 +574,12 @@ func.func @random_and_quant_ops(%x: tensor<?x8xf32, #kiln.dims<[n]>>, %seed: ten
   %3 = kiln.nf4_dequantize %c, %s {block_size = 32 : i64} : tensor<65xui8>, tensor<5xf32> -> tensor<10x13xbf16>
   return
 }
+
+// CHECK-LABEL: func.func @blockwise_8bit
+// CHECK: kiln.quantize_blockwise_8bit %{{.+}} : tensor<300xf32> -> tensor<300xui8>, tensor<2xf32>
+// CHECK: kiln.dequantize_blockwise_8bit %{{.+}}, %{{.+}} {block_size = 100 : i64} : tensor<300xui8>, tensor<3xf32> -> tensor<300xf32>
+func.func @blockwise_8bit(%x: tensor<300xf32>, %c: tensor<300xui8>, %s: tensor<3xf32>) {
+  %0:2 = kiln.quantize_blockwise_8bit %x : tensor<300xf32> -> tensor<300xui8>, tensor<2xf32>
+  %1 = kiln.dequantize_blockwise_8bit %c, %s {block_size = 100 : i64} : tensor<300xui8>, tensor<3xf32> -> tensor<300xf32>
+  return
+}

@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s --kiln-quantize-nf4 | FileCheck %s
 // RUN: kiln-opt %s --kiln-quantize-nf4=block-size=32 | FileCheck %s --check-prefix=B32
 // RUN: kiln-opt %s '--kiln-quantize-nf4=skip=q_proj' | FileCheck %s --check-prefix=SKIP
+// RUN: kiln-opt %s --kiln-quantize-nf4=double-quant=true | FileCheck %s --check-prefix=DQ
 // RUN: not kiln-opt %s --kiln-quantize-nf4=block-size=3 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A pre-transposed [in, out] weight: blocks run over the [out, in]
@@ -31,6 +32,22 @@
 
 // SKIP: kiln.parameter "val_95" {kiln.source_name
 // SKIP: kiln.parameter "l2.weight.nf4_codes"
+
+// Double quantization: the absmax values come back from 8-bit codes, one
+// scale per 256 and their mean.
+// DQ-LABEL: func.func @linear
+// DQ: %[[C:.*]] = kiln.parameter "val_95.nf4_codes"
+// DQ: %[[Q:.*]] = kiln.parameter "val_95.nf4_absmax_codes" {{.*}} : tensor<2xui8>
+// DQ: %[[S:.*]] = kiln.parameter "val_95.nf4_absmax_scale" {{.*}} : tensor<1xf32>
+// DQ: %[[O:.*]] = kiln.parameter "val_95.nf4_absmax_offset" {{.*}} : tensor<f32>
+// DQ: %[[R:.*]] = kiln.dequantize_blockwise_8bit %[[Q]], %[[S]] : tensor<2xui8>, tensor<1xf32> -> tensor<2xf32>
+// DQ: %[[A:.*]] = kiln.add %[[R]], %[[O]]
+// DQ: kiln.nf4_dequantize %[[C]], %[[A]]
+// DQ-LABEL: func.func @kiln_init
+// DQ: %[[CODES:.*]], %[[ABSMAX:.*]] = kiln.nf4_quantize
+// DQ: %[[MEAN:.*]] = kiln.reduce_mean %[[ABSMAX]] {axes = array<i64: 0>}
+// DQ: %[[CENTRED:.*]] = kiln.sub %[[ABSMAX]], %[[MEAN]]
+// DQ: kiln.quantize_blockwise_8bit %[[CENTRED]] : tensor<2xf32> -> tensor<2xui8>, tensor<1xf32>
 
 // BAD: error: NF4 block size must be even and positive, got 3
 

@@ -114,7 +114,21 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
       weight = b.create<TransposeOp>(loc, weight, b.getDenseI64ArrayAttr({1, 0}));
     auto quantize = b.create<Nf4QuantizeOp>(loc, weight, b.getI64IntegerAttr(blockSize));
     addInitResult(init, quantize.getCodes(), codesName(w));
-    addInitResult(init, quantize.getAbsmax(), absmaxName(w));
+    if (!doubleQuant) {
+      addInitResult(init, quantize.getAbsmax(), absmaxName(w));
+      return;
+    }
+    // QLoRA's double quantization: the absmax values, centred on their
+    // mean, stored as 8-bit dynamic-map codes with one fp32 scale per 256.
+    Value absmax = quantize.getAbsmax();
+    Value offset = b.create<ReduceMeanOp>(loc, absmax, b.getDenseI64ArrayAttr({0}),
+                                          /*keepdim=*/false);
+    Value centred = b.create<SubOp>(loc, absmax, offset);
+    auto nested = b.create<QuantizeBlockwise8bitOp>(loc, centred,
+                                                    b.getI64IntegerAttr(256));
+    addInitResult(init, nested.getCodes(), absmaxName(w) + "_codes");
+    addInitResult(init, nested.getAbsmax(), absmaxName(w) + "_scale");
+    addInitResult(init, offset, absmaxName(w) + "_offset");
   }
 
   void replaceRead(ParameterOp read, LinearWeight w) {
@@ -126,10 +140,27 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
         loc, RankedTensorType::get({(n + 1) / 2}, b.getIntegerType(8, false)),
         codesName(w), /*trainable=*/false);
     codes->setAttr(kInitAttr, made);
-    auto absmax = b.create<ParameterOp>(
-        loc, RankedTensorType::get({(n + blockSize - 1) / blockSize}, b.getF32Type()),
-        absmaxName(w), /*trainable=*/false);
-    absmax->setAttr(kInitAttr, made);
+    int64_t blocks = (n + blockSize - 1) / blockSize;
+    auto stored = [&](Type type, const std::string &name) {
+      auto param = b.create<ParameterOp>(loc, type, name, /*trainable=*/false);
+      param->setAttr(kInitAttr, made);
+      return param.getResult();
+    };
+    Value absmax;
+    if (!doubleQuant) {
+      absmax = stored(RankedTensorType::get({blocks}, b.getF32Type()), absmaxName(w));
+    } else {
+      Value nestedCodes = stored(
+          RankedTensorType::get({blocks}, b.getIntegerType(8, false)),
+          absmaxName(w) + "_codes");
+      Value nestedScale = stored(RankedTensorType::get({(blocks + 255) / 256}, b.getF32Type()),
+                                 absmaxName(w) + "_scale");
+      Value offset = stored(RankedTensorType::get({}, b.getF32Type()),
+                            absmaxName(w) + "_offset");
+      Value centred = b.create<DequantizeBlockwise8bitOp>(loc, nestedCodes, nestedScale,
+                                                          b.getI64IntegerAttr(256));
+      absmax = b.create<AddOp>(loc, centred, offset);
+    }
     Value weight = b.create<Nf4DequantizeOp>(loc, pytorchType(w), codes, absmax,
                                              b.getI64IntegerAttr(blockSize));
     if (!w.pytorchLayout)
