@@ -542,8 +542,10 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
                                                : "");
   }
   row("  arena fragmentation", plan.arenaBytes - plan.livePeakBytes);
+  unsigned arenaBuffers = llvm::count_if(
+      plan.buffers, [](const PlannedBuffer &b) { return !b.persistent; });
   row("arena", plan.arenaBytes,
-      std::to_string(plan.buffers.size()) + " buffers, " +
+      std::to_string(arenaBuffers) + " buffers, " +
           std::to_string(plan.inPlaceUpdates) + " in-place updates");
   row("activation peak", plan.activationPeakBytes,
       std::to_string(plan.savedActivations) + " saved tensors, " +
