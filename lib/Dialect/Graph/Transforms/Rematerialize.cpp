@@ -366,6 +366,10 @@ struct RematerializePass final
       record(none, 0, 0, before.peakBytes());
       return; // Fits as it is: recompute nothing.
     }
+    // Contractions become recomputable one at a time, in FLOPs-per-byte
+    // order; the first plan that fits is applied. A linear scan, not a
+    // bisection: the peak is not monotone (once the cut may recompute whole
+    // layers, their clones are all live at the start of the backward pass).
     int64_t best = before.peakBytes();
     Cut previous;
     for (size_t unbanned = 0;; ++unbanned) {
@@ -380,7 +384,7 @@ struct RematerializePass final
           return;
         }
       }
-      previous = cut;
+      previous = std::move(cut);
       if (unbanned == expensive.size())
         break;
     }
