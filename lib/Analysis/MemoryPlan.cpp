@@ -114,6 +114,18 @@ std::vector<unsigned> MemoryPlan::liveAt(int64_t point) const {
   return live;
 }
 
+bool isJointFunction(func::FuncOp func) {
+  bool gradients = false, paramResults = false, paramArgs = false;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    gradients |= static_cast<bool>(func.getResultAttr(i, "kiln.grad_of"));
+    paramResults |= static_cast<bool>(func.getResultAttr(i, "kiln.param"));
+  }
+  // An init program returns parameters too, but takes none.
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    paramArgs |= static_cast<bool>(func.getArgAttr(i, "kiln.param"));
+  return gradients || (paramResults && paramArgs);
+}
+
 namespace {
 
 /// Ops whose result is the operand's bytes under another shape.
@@ -134,11 +146,8 @@ bool isElementwise(Operation *op) {
 /// function (it returns gradients or updated parameters); else empty.
 llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
   llvm::DenseSet<Operation *> forward;
-  bool joint = false;
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    joint |= func.getResultAttr(i, "kiln.grad_of") || func.getResultAttr(i, "kiln.param");
   auto ret = llvm::dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  if (!joint || !ret || ret.getNumOperands() == 0)
+  if (!isJointFunction(func) || !ret || ret.getNumOperands() == 0)
     return forward;
   SmallVector<Value> work = {ret.getOperand(0)};
   while (!work.empty()) {

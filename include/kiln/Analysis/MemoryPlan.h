@@ -99,6 +99,11 @@ struct MemoryPlan {
   std::vector<unsigned> liveAt(int64_t point) const;
 };
 
+/// Whether `func` holds a forward and a backward pass: it returns gradients
+/// (`kiln.grad_of`), or it is a train step (parameters in and out as
+/// `kiln.param`). Its first result is then the loss.
+bool isJointFunction(mlir::func::FuncOp func);
+
 /// Plans `func` (a single-block function) at `symbols`.
 MemoryPlan planMemory(mlir::func::FuncOp func, const SymbolValues &symbols);
 

@@ -286,11 +286,8 @@ struct RematerializePass final
     func::FuncOp func = getOperation();
     if (budget == "none" || func.isExternal() || !func.getBody().hasOneBlock())
       return;
-    bool joint = false;
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-      joint |= func.getResultAttr(i, "kiln.grad_of") || func.getResultAttr(i, "kiln.param");
-    if (!joint)
-      return; // Nothing is kept for a backward pass.
+    if (!isJointFunction(func))
+      return; // Nothing is kept for a backward pass (e.g. @kiln_init).
 
     double budgetGiB = 0;
     bool byBytes = budget != "auto";
