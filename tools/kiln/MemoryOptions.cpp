@@ -10,6 +10,7 @@
 #include "kiln/Analysis/CostModel.h"
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
@@ -136,6 +137,29 @@ void printRematSummary(func::FuncOp func, const SymbolValues &values,
      << " -> " << formatBytes(number("peak_bytes")) << "\n";
 }
 
+/// Each shape bucket is planned at its own values (the others from the
+/// report): the same symbolic sizes, evaluated per bucket.
+void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
+                      raw_ostream &os) {
+  auto buckets = main->getAttrOfType<ArrayAttr>("kiln.buckets");
+  if (!buckets)
+    return;
+  os << "buckets (planned at their values)\n";
+  for (auto ref : buckets.getAsRange<FlatSymbolRefAttr>()) {
+    auto bucket = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(main, ref);
+    if (!bucket)
+      continue;
+    MemoryPlan plan = planMemory(bucket, values);
+    os << "  @" << llvm::left_justify(bucket.getSymName(), 22) << " ";
+    if (!plan.unboundSymbols.empty()) {
+      os << "needs a value for " << llvm::join(plan.unboundSymbols, ", ") << "\n";
+      continue;
+    }
+    os << "planned peak " << formatBytes(plan.peakBytes()) << ", activation peak "
+       << formatBytes(plan.activationPeakBytes) << "\n";
+  }
+}
+
 } // namespace
 
 LogicalResult addRematPass(PassManager &pm, bool joint, StringRef dynamicSpec) {
@@ -171,6 +195,7 @@ int reportMemory(func::FuncOp func, StringRef dynamicSpec) {
   if (memoryReport.getNumOccurrences() > 0) {
     printMemoryReport(plan, outs());
     printRematSummary(func, *values, outs());
+    printBucketPeaks(func, *values, outs());
   }
   if (!memoryPlanFile.empty()) {
     std::string error;
