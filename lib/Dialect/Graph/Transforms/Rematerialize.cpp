@@ -324,10 +324,11 @@ struct RematerializePass final
     Builder b(&getContext());
     auto record = [&](const Cut &cut, int64_t extraFlops, unsigned recomputed,
                       int64_t peak) {
-      std::string bound;
+      std::vector<std::string> pairs;
       for (const auto &entry : *values)
-        bound += (bound.empty() ? "" : ",") + entry.getKey().str() + "=" +
-                 std::to_string(entry.getValue());
+        pairs.push_back(entry.getKey().str() + "=" + std::to_string(entry.getValue()));
+      llvm::sort(pairs);
+      std::string bound = llvm::join(pairs, ",");
       func->setAttr(
           "kiln.remat",
           b.getDictionaryAttr({
