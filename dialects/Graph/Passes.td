@@ -456,4 +456,63 @@ def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def RematerializePass : Pass<"kiln-remat", "::mlir::func::FuncOp"> {
+  let summary = "Recompute forward values in the backward pass instead of "
+                "keeping them (activation checkpointing by min-cut)";
+  let description = [{
+    Runs on the joint function after `kiln-autodiff` (and `kiln-train-step`)
+    and after CSE, which would merge the clones back. The forward part is
+    what the loss depends on; every forward value the rest reads must be
+    kept from the forward pass or recomputed from kept values, parameters
+    and inputs. A minimum s-t cut over the node-split forward graph (edge
+    weight: the value's bytes at the symbol values) picks the cheapest set
+    to keep; ops behind the cut are cloned (tagged `kiln.recomputed`) right
+    before their first backward use.
+
+    - `budget=none`: no change.
+    - `budget=auto`: minimize kept bytes; matmul and attention are never
+      recomputed (cheap pointwise, norm and shape ops are).
+    - `budget=<GiB>`: recompute nothing if the planned peak (see
+      `kiln compile --memory-report`) already fits; else the `auto` cut,
+      then matmuls and attentions join the recomputable set one at a time,
+      fewest FLOPs per result byte first, until the peak fits. A budget that
+      no plan meets is an error naming the smallest peak.
+
+    Sizes come from `symbols` (`batch=4,seq=2048`), then the maxima of the
+    `kiln.guards` range guards; `auto` sizes any other symbol at 1024,
+    a GiB budget refuses to guess. The function gets `kiln.remat` recording
+    kept and recomputed counts, bytes and the extra FLOPs.
+
+    Before (`budget=auto`; backward reads `%a` and `%b`):
+    ```mlir
+    %h = kiln.matmul %x, %w : (tensor<64x128xf32>, tensor<128x128xf32>) -> tensor<64x128xf32>
+    %a = kiln.tanh %h : tensor<64x128xf32>
+    %b = kiln.exp %a : tensor<64x128xf32>
+    %l = kiln.reduce_sum %b {axes = array<i64: 0, 1>} : (tensor<64x128xf32>) -> tensor<f32>
+    %da = kiln.mul %b, %one : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf32>
+    %t = kiln.mul %a, %a : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+    ```
+    After (only `%a` is kept for the backward pass; `exp` runs again):
+    ```mlir
+    %h = kiln.matmul %x, %w : (tensor<64x128xf32>, tensor<128x128xf32>) -> tensor<64x128xf32>
+    %a = kiln.tanh %h : tensor<64x128xf32>
+    %b = kiln.exp %a : tensor<64x128xf32>
+    %l = kiln.reduce_sum %b {axes = array<i64: 0, 1>} : (tensor<64x128xf32>) -> tensor<f32>
+    %b2 = kiln.exp %a {kiln.recomputed} : tensor<64x128xf32>
+    %da = kiln.mul %b2, %one : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf32>
+    %t = kiln.mul %a, %a : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+    ```
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"auto\"",
+           "none, auto, or the planned peak limit in GiB">,
+    Option<"symbols", "symbols", "std::string", /*default=*/"\"\"",
+           "comma-separated symbol=value pairs that size the tensors">
+  ];
+}
+
 #endif // KILN_GRAPH_PASSES_TD

@@ -296,6 +296,9 @@ int runCompile(MLIRContext &context) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  // After CSE, which would merge the recomputed clones back.
+  if (failed(addRematPass(pm, emit != Emit::ForwardMlir, dynamicSymbols)))
+    return 1;
   // Every later stage sizes things from the dims: none may be unknown.
   pm.addNestedPass<func::FuncOp>(createVerifyShapesPass());
   ShapeGuardsPassOptions guards;
@@ -316,6 +319,12 @@ int runCompile(MLIRContext &context) {
   });
   if (failed(pm.run(*module)))
     return 1;
+  if (memoryReportRequested()) {
+    if (int rc = reportMemory(findMain(*module), dynamicSymbols))
+      return rc;
+    if (output == "-")
+      return 0; // The report is the output; -o writes the IR too.
+  }
   std::string error;
   std::unique_ptr<ToolOutputFile> file = openOutputFile(output, &error);
   if (!file)

@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 
 #include <string>
@@ -51,6 +52,17 @@ int runImport(mlir::MLIRContext &context);
 int runInterp(mlir::MLIRContext &context);
 int runCompile(mlir::MLIRContext &context);
 int runExplain(mlir::MLIRContext &context);
+
+// Memory flags of kiln compile (MemoryOptions.cpp).
+/// Adds kiln-remat for --remat-budget (not none); `joint`: the pipeline
+/// builds a backward pass. `dynamicSpec` is --dynamic (its maxima size the
+/// plan when --memory-report does not).
+mlir::LogicalResult addRematPass(mlir::PassManager &pm, bool joint,
+                                 llvm::StringRef dynamicSpec);
+/// --memory-report or --memory-plan was given.
+bool memoryReportRequested();
+/// Plans `func` and prints the report / writes the JSON plan.
+int reportMemory(mlir::func::FuncOp func, llvm::StringRef dynamicSpec);
 
 /// Exit code of `--fullgraph` when the model has graph breaks.
 inline constexpr int kGraphBreakExit = 4;

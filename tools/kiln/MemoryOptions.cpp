@@ -1,0 +1,211 @@
+//===- MemoryOptions.cpp - kiln compile --memory-report / --remat-budget --===//
+//
+// The memory flags of `kiln compile`: where the rematerialization pass goes
+// in the pipeline, which symbol values size the plan, and the report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "kiln/Analysis/CostModel.h"
+#include "kiln/Analysis/MemoryPlan.h"
+#include "kiln/Dialect/Graph/Passes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace llvm;
+using namespace mlir;
+
+namespace kiln::driver {
+namespace {
+
+cl::opt<std::string> memoryReport(
+    "memory-report",
+    cl::desc("Print the planned peak memory (parameters, optimizer state, "
+             "activations, workspace) and the largest tensors live at the "
+             "peak, at these symbol values (`--memory-report=` for static "
+             "models); the IR is then written only with -o"),
+    cl::value_desc("symbol=value,..."), cl::sub(compileCommand()),
+    cl::cat(category()));
+cl::opt<std::string> memoryPlanFile(
+    "memory-plan",
+    cl::desc("Write the memory plan (buffers, symbolic sizes and offsets, "
+             "live intervals) as JSON to this file"),
+    cl::value_desc("file"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> rematBudget(
+    "remat-budget",
+    cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
+             "auto (keep the fewest bytes, never recompute matmul/attention) "
+             "or a planned-peak limit in GiB"),
+    cl::value_desc("none|auto|GiB"), cl::init("none"), cl::sub(compileCommand()),
+    cl::cat(category()));
+
+/// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.
+FailureOr<SymbolValues> parseValues(StringRef spec, StringRef flag) {
+  SymbolValues values;
+  SmallVector<StringRef> pairs;
+  spec.split(pairs, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef pair : pairs) {
+    auto [name, text] = pair.trim().split('=');
+    StringRef value = text.split(':').first;
+    if (value.contains(".."))
+      value = value.split("..").second;
+    int64_t number;
+    if (name.empty() || value.trim().getAsInteger(10, number) || number < 1) {
+      fail("--" + flag + ": '" + pair + "' is not symbol=N");
+      return failure();
+    }
+    values[name.trim()] = number;
+  }
+  return values;
+}
+
+/// The report's values first, then the maxima of --dynamic ranges.
+FailureOr<SymbolValues> symbolValues(StringRef dynamicSpec) {
+  FailureOr<SymbolValues> values = parseValues(memoryReport, "memory-report");
+  FailureOr<SymbolValues> ranges = parseValues(dynamicSpec, "dynamic");
+  if (failed(values) || failed(ranges))
+    return failure();
+  for (const auto &entry : *ranges)
+    values->try_emplace(entry.getKey(), entry.getValue());
+  return values;
+}
+
+std::string joinValues(const SymbolValues &values) {
+  std::vector<std::string> pairs;
+  for (const auto &entry : values)
+    pairs.push_back(entry.getKey().str() + "=" + std::to_string(entry.getValue()));
+  std::sort(pairs.begin(), pairs.end());
+  return llvm::join(pairs, ",");
+}
+
+std::string formatFlops(int64_t flops) {
+  const char *units[] = {"", "K", "M", "G", "T", "P"};
+  double value = static_cast<double>(flops);
+  unsigned unit = 0;
+  while (value >= 1000 && unit < 5) {
+    value /= 1000;
+    ++unit;
+  }
+  return llvm::formatv("{0:F2} {1}FLOP", value, units[unit]).str();
+}
+
+/// What kiln-remat recorded, and which ops it cloned.
+void printRematSummary(func::FuncOp func, const SymbolValues &values,
+                       raw_ostream &os) {
+  auto remat = func->getAttrOfType<DictionaryAttr>("kiln.remat");
+  if (!remat)
+    return;
+  auto number = [&](StringRef key) {
+    auto attr = remat.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  std::map<std::string, unsigned> byOp;
+  int64_t stepFlops = 0;
+  func.walk([&](Operation *op) {
+    stepFlops += estimateFlops(op, values);
+    if (op->hasAttr("kiln.recomputed"))
+      ++byOp[op->getName().getStringRef().str()];
+  });
+  std::vector<std::string> kinds;
+  for (auto &[name, count] : byOp)
+    kinds.push_back(std::to_string(count) + " " + name);
+  int64_t extra = number("extra_flops");
+  os << "rematerialization (--remat-budget="
+     << remat.getAs<StringAttr>("budget").getValue() << ")\n";
+  os << "  kept for backward       " << number("saved") << " tensors, "
+     << formatBytes(number("saved_bytes")) << " (without remat: "
+     << number("saved_before") << " tensors, "
+     << formatBytes(number("saved_bytes_before")) << ")\n";
+  os << "  recomputed              " << number("recomputed") << " ops";
+  if (!kinds.empty())
+    os << ": " << llvm::join(kinds, ", ");
+  os << "\n";
+  os << "  extra FLOPs             " << formatFlops(extra);
+  if (stepFlops > extra && extra > 0)
+    os << llvm::formatv(" (+{0:F1}% of the step)",
+                        100.0 * extra / static_cast<double>(stepFlops - extra));
+  os << "\n";
+  os << "  planned peak            " << formatBytes(number("peak_bytes_before"))
+     << " -> " << formatBytes(number("peak_bytes")) << "\n";
+}
+
+/// Each shape bucket is planned at its own values (the others from the
+/// report): the same symbolic sizes, evaluated per bucket.
+void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
+                      raw_ostream &os) {
+  auto buckets = main->getAttrOfType<ArrayAttr>("kiln.buckets");
+  if (!buckets)
+    return;
+  os << "buckets (planned at their values)\n";
+  for (auto ref : buckets.getAsRange<FlatSymbolRefAttr>()) {
+    auto bucket = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(main, ref);
+    if (!bucket)
+      continue;
+    MemoryPlan plan = planMemory(bucket, values);
+    os << "  @" << llvm::left_justify(bucket.getSymName(), 22) << " ";
+    if (!plan.unboundSymbols.empty()) {
+      os << "needs a value for " << llvm::join(plan.unboundSymbols, ", ") << "\n";
+      continue;
+    }
+    os << "planned peak " << formatBytes(plan.peakBytes()) << ", activation peak "
+       << formatBytes(plan.activationPeakBytes) << "\n";
+  }
+}
+
+} // namespace
+
+LogicalResult addRematPass(PassManager &pm, bool joint, StringRef dynamicSpec) {
+  if (rematBudget == "none")
+    return success();
+  if (!joint) {
+    fail("--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)");
+    return failure();
+  }
+  FailureOr<SymbolValues> values = symbolValues(dynamicSpec);
+  if (failed(values))
+    return failure();
+  RematerializePassOptions options;
+  options.budget = rematBudget;
+  options.symbols = joinValues(*values);
+  pm.addNestedPass<func::FuncOp>(createRematerializePass(options));
+  return success();
+}
+
+bool memoryReportRequested() {
+  return memoryReport.getNumOccurrences() > 0 || !memoryPlanFile.empty();
+}
+
+int reportMemory(func::FuncOp func, StringRef dynamicSpec) {
+  FailureOr<SymbolValues> values = symbolValues(dynamicSpec);
+  if (failed(values))
+    return 1;
+  MemoryPlan plan = planMemory(func, *values);
+  if (!plan.unboundSymbols.empty())
+    return fail("--memory-report needs a value for " +
+                llvm::join(plan.unboundSymbols, ", ") + " (e.g. --memory-report " +
+                plan.unboundSymbols.front() + "=1024)");
+  if (memoryReport.getNumOccurrences() > 0) {
+    printMemoryReport(plan, outs());
+    printRematSummary(func, *values, outs());
+    printBucketPeaks(func, *values, outs());
+  }
+  if (!memoryPlanFile.empty()) {
+    std::string error;
+    std::unique_ptr<ToolOutputFile> file = openOutputFile(memoryPlanFile, &error);
+    if (!file)
+      return fail(error);
+    file->os() << llvm::formatv("{0:2}", memoryPlanToJSON(plan)) << "\n";
+    file->keep();
+  }
+  return 0;
+}
+
+} // namespace kiln::driver
