@@ -3,14 +3,20 @@
 // The artifact library is compiled into both the compiler and the runtime.
 // These tests pin the contract between them: size expressions as the
 // compiler prints them (#kiln.expr) parse in the runtime and evaluate to the
-// compiler's values, and an artifact written here reads back intact.
+// compiler's values, the guards --kiln-shape-guards records reach the
+// runtime's checker intact, and an artifact written here reads back intact.
 
+#include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Guards.h"
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -44,6 +50,45 @@ TEST(ArtifactInterop, RuntimeEvaluatesCompilerSizeExpressions) {
       EXPECT_EQ(*actual, *expected) << printed;
     }
   }
+}
+
+TEST(ArtifactInterop, ShapeGuardsReachTheRuntime) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, mlir::func::FuncDialect>();
+  const char *ir = R"MLIR(
+    func.func @g(%x: tensor<?x?x64xf32, #kiln.dims<[b, seq]>>) -> tensor<?x?x64xf32, #kiln.dims<[b, seq]>> {
+      return %x : tensor<?x?x64xf32, #kiln.dims<[b, seq]>>
+    })MLIR";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  ShapeGuardsPassOptions options;
+  options.dynamic = "seq=16..4096:8";
+  pm.addNestedPass<mlir::func::FuncOp>(createShapeGuardsPass(options));
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  auto func = *module->getOps<mlir::func::FuncOp>().begin();
+
+  mlir::FailureOr<std::string> section = emitGuardsSection(func);
+  ASSERT_TRUE(mlir::succeeded(section));
+  auto guards = artifact::parseGuards(*section);
+  ASSERT_TRUE(guards) << guards.getError() << "\n" << *section;
+  ASSERT_EQ(guards->size(), 4u);
+  EXPECT_EQ(artifact::describeGuard((*guards)[0]), "16 <= seq <= 4096");
+  EXPECT_EQ((*guards)[3].expr.getText(), "64*b*seq");
+
+  EXPECT_TRUE(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1024}}));
+  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1020}}).getError(),
+            "seq=1020 violates seq % 8 == 0 (required by --dynamic "
+            "seq=16..4096:8)");
+  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 16384}, {"seq", 4096}})
+                .getError(),
+            "64*b*seq=4294967296 violates 0 <= 64*b*seq <= 2147483647 "
+            "(required by int32 element indexing in generated kernels)");
+
+  // No guards recorded: an empty list.
+  func->removeAttr("kiln.guards");
+  EXPECT_EQ(*emitGuardsSection(func), "[]");
 }
 
 TEST(ArtifactInterop, WriterFromTheCompilerBuild) {
