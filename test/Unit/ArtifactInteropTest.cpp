@@ -38,8 +38,9 @@ TEST(ArtifactInterop, RuntimeEvaluatesCompilerSizeExpressions) {
     std::string printed = dimToString(dim);
     auto runtimeExpr = artifact::SizeExpr::parse(printed);
     ASSERT_TRUE(runtimeExpr) << runtimeExpr.getError();
-    for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 1}, {4, 1024},
-                              {64, 8192}, {3, 17}}) {
+    for (std::pair<int64_t, int64_t> sizes :
+         {std::pair<int64_t, int64_t>{1, 1}, {4, 1024}, {64, 8192}, {3, 17}}) {
+      int64_t batch = sizes.first, seq = sizes.second;
       std::optional<int64_t> expected =
           evaluateDim(dim, [&](llvm::StringRef name) -> std::optional<int64_t> {
             return name == "batch" ? batch : seq;
