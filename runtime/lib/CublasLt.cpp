@@ -41,7 +41,7 @@ Expected<CublasLt> CublasLt::load(std::vector<std::string> candidates) {
 #define KILN_CUBLASLT_SYMBOL(name)                                             \
   lt.name = reinterpret_cast<decltype(lt.name)>(::dlsym(handle, #name));       \
   if (!lt.name)                                                                \
-    return Error{loaded + " does not export " #name                           \
+    return Error{loaded + " does not export " #name                            \
                           "; it is not a usable cuBLASLt"};
 #include "kiln/runtime/CublasLtSymbols.def"
 

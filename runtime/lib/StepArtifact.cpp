@@ -1,4 +1,5 @@
-//===- StepArtifact.cpp - The runtime's view of a .kiln artifact -*- C++ -*-===//
+//===- StepArtifact.cpp - The runtime's view of a .kiln artifact -*- C++
+//-*-===//
 //
 // Part of the Kiln project.
 //
@@ -21,8 +22,8 @@ bool parseArch(const std::string &text, const std::string &prefix,
     return false;
   size_t pos = prefix.size(), digits = 0;
   int arch = 0;
-  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])) &&
-         digits < 4) {
+  while (pos < text.size() &&
+         std::isdigit(static_cast<unsigned char>(text[pos])) && digits < 4) {
     arch = arch * 10 + (text[pos++] - '0');
     ++digits;
   }
@@ -46,7 +47,8 @@ Expected<std::vector<std::string>> stringList(const Json &meta,
   if (!list)
     return out;
   if (!list->isArray())
-    return Error{std::string("meta \"") + key + "\" is not an array of strings"};
+    return Error{std::string("meta \"") + key +
+                 "\" is not an array of strings"};
   for (const Json &item : list->getElements()) {
     if (!item.isString())
       return Error{std::string("meta \"") + key +
@@ -68,7 +70,9 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
                                             const std::string &origin) {
   StepArtifact step(std::move(container));
   step.origin = origin;
-  auto fail = [&](const std::string &what) { return Error{origin + ": " + what}; };
+  auto fail = [&](const std::string &what) {
+    return Error{origin + ": " + what};
+  };
 
   const Section *metaSection = step.container.find("meta");
   if (!metaSection)
@@ -119,7 +123,8 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       ParamSpec spec;
       spec.name = name->getString();
       spec.source = spec.name;
-      if (const Json *source = entry.get("source"); source && source->isString())
+      if (const Json *source = entry.get("source");
+          source && source->isString())
         spec.source = source->getString();
       std::optional<DType> parsed = parseDType(dtype->getString());
       if (!parsed)
@@ -177,17 +182,17 @@ Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
                    describeTensorType(param.dtype, param.shape) + ")"};
     }
     if (found->dtype != param.dtype || found->shape != param.shape)
-      return Error{weights.getPath() + ": weight '" + param.source +
-                   "' is " + describeTensorType(found->dtype, found->shape) +
+      return Error{weights.getPath() + ": weight '" + param.source + "' is " +
+                   describeTensorType(found->dtype, found->shape) +
                    ", but the artifact expects " +
                    describeTensorType(param.dtype, param.shape)};
   }
   return Status::success();
 }
 
-Expected<KernelImageChoice>
-StepArtifact::selectImage(const std::string &kernel, int major,
-                          int minor) const {
+Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel,
+                                                      int major,
+                                                      int minor) const {
   auto it = kernels.find(kernel);
   if (it == kernels.end())
     return Error{origin + ": no kernel '" + kernel + "' in the artifact"};
@@ -196,8 +201,9 @@ StepArtifact::selectImage(const std::string &kernel, int major,
   // The newest compatible cubin: SASS runs on later minors of its major.
   const KernelImage *best = nullptr;
   for (const KernelImage &cubin : images.cubins) {
-    bool fits = cubin.archSpecific ? cubin.arch == device
-                                   : cubin.arch / 10 == major && cubin.arch <= device;
+    bool fits = cubin.archSpecific
+                    ? cubin.arch == device
+                    : cubin.arch / 10 == major && cubin.arch <= device;
     if (fits && (!best || cubin.arch > best->arch))
       best = &cubin;
   }
@@ -219,7 +225,7 @@ StepArtifact::selectImage(const std::string &kernel, int major,
     have += (have.empty() ? "" : ", ") +
             archName("compute_", ptx.arch, ptx.archSpecific);
   return Error{origin + ": kernel '" + kernel + "' has no image for this " +
-               archName("sm_", device) + " device (it has: " +
-               (have.empty() ? "nothing" : have) +
+               archName("sm_", device) +
+               " device (it has: " + (have.empty() ? "nothing" : have) +
                "); recompile with --target " + archName("sm_", device)};
 }

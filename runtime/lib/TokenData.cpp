@@ -18,7 +18,8 @@ uint64_t mix(uint64_t x) {
 }
 } // namespace
 
-std::optional<TokenDType> kiln::runtime::parseTokenDType(std::string_view text) {
+std::optional<TokenDType>
+kiln::runtime::parseTokenDType(std::string_view text) {
   if (text == "uint16" || text == "u16")
     return TokenDType::U16;
   if (text == "uint32" || text == "u32")
@@ -59,8 +60,8 @@ uint64_t TokenFile::windowStart(uint64_t seed, uint64_t step, uint64_t row,
   uint64_t hash = mix(mix(mix(seed) ^ step) ^ row);
   // Lemire's multiply-shift: maps the hash onto [0, starts) without a
   // division; the bias is below starts / 2^64.
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * starts) >>
-                               64);
+  return static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(hash) * starts) >> 64);
 }
 
 Status TokenFile::checkWindow(int64_t seq) const {

@@ -56,7 +56,8 @@ static void testCrc32c() {
 }
 
 static void testJson() {
-  const char *text = R"({"a": [1, -2, 3.5, true, false, null], "b": {"c": "x\"\\\n\u00e9\ud83d\ude00"}, "big": 9007199254740993})";
+  const char *text =
+      R"({"a": [1, -2, 3.5, true, false, null], "b": {"c": "x\"\\\n\u00e9\ud83d\ude00"}, "big": 9007199254740993})";
   Expected<Json> json = Json::parse(text);
   CHECK(json);
   if (!json)
@@ -90,7 +91,8 @@ static void testJson() {
       {"\"abc", "invalid JSON at byte 4: unterminated string"},
       {"\"a\nb\"", "invalid JSON at byte 2: control character in string"},
       {"\"\\x\"", "invalid JSON at byte 2: bad escape in string"},
-      {"\"\\ud800\"", "invalid JSON at byte 7: unpaired surrogate in \\u escape"},
+      {"\"\\ud800\"",
+       "invalid JSON at byte 7: unpaired surrogate in \\u escape"},
       {"01", "invalid JSON at byte 2: leading zero in number"},
       {"1.", "invalid JSON at byte 2: expected digits after '.'"},
       {"99999999999999999999", "invalid JSON at byte 0: integer out of range"},
@@ -106,7 +108,8 @@ static void testJson() {
   std::string deep(100000, '[');
   Expected<Json> tooDeep = Json::parse(deep);
   CHECK(!tooDeep);
-  CHECK_EQ(tooDeep.getError(), "invalid JSON at byte 64: nesting deeper than 64");
+  CHECK_EQ(tooDeep.getError(),
+           "invalid JSON at byte 64: nesting deeper than 64");
 }
 
 static void testSizeExpr() {
@@ -139,7 +142,8 @@ static void testSizeExpr() {
            "'*'");
   CHECK_EQ(SizeExpr::parse("n")->evaluate(values).getError(),
            "size expression 'n' uses symbol 'n', which has no value");
-  CHECK_EQ(SizeExpr::parse("seq*seq*seq*seq*seq*seq*seq")->evaluate(values)
+  CHECK_EQ(SizeExpr::parse("seq*seq*seq*seq*seq*seq*seq")
+               ->evaluate(values)
                .getError(),
            "size expression 'seq*seq*seq*seq*seq*seq*seq' overflows int64");
 }
@@ -181,7 +185,9 @@ static ArtifactWriter sampleWriter() {
   ArtifactWriter writer;
   writer.add("meta", R"({"creator":"ArtifactTest","targets":["sm_90"]})");
   writer.add("guards", "[]");
-  writer.add("kernels/add/sm_90.cubin", std::string("\x7f" "ELF\0\1\2", 7));
+  writer.add("kernels/add/sm_90.cubin", std::string("\x7f"
+                                                    "ELF\0\1\2",
+                                                    7));
   writer.add("empty", "");
   writer.add("step", std::string(100, 'S'));
   return writer;
@@ -202,7 +208,9 @@ static void testRoundTrip() {
   CHECK_EQ(std::string(artifact->contents("meta")),
            R"({"creator":"ArtifactTest","targets":["sm_90"]})");
   CHECK_EQ(std::string(artifact->contents("kernels/add/sm_90.cubin")),
-           std::string("\x7f" "ELF\0\1\2", 7));
+           std::string("\x7f"
+                       "ELF\0\1\2",
+                       7));
   CHECK(artifact->find("empty") && artifact->find("empty")->size == 0);
   CHECK(!artifact->find("nope"));
   for (const Section &section : artifact->getSections())
@@ -217,7 +225,8 @@ static void testRoundTrip() {
   CHECK_EQ(duplicate.serialize().getError(), "duplicate artifact section 'a'");
   ArtifactWriter unnamed;
   unnamed.add("", "1");
-  CHECK_EQ(unnamed.serialize().getError(), "artifact section with an empty name");
+  CHECK_EQ(unnamed.serialize().getError(),
+           "artifact section with an empty name");
 }
 
 static void testDamage() {
@@ -257,7 +266,8 @@ static void testDamage() {
   CHECK_EQ(flipped(8),
            "a.kiln: Kiln artifact format version 17; this build reads version "
            "1 (recompile the model with a matching kiln)");
-  CHECK_EQ(flipped(20), "a.kiln: corrupt Kiln artifact: header checksum mismatch");
+  CHECK_EQ(flipped(20),
+           "a.kiln: corrupt Kiln artifact: header checksum mismatch");
   CHECK_EQ(flipped(kHeaderSize + 3),
            "a.kiln: corrupt Kiln artifact: section table checksum mismatch");
   CHECK_EQ(flipped(step->offset + 50),
@@ -267,9 +277,10 @@ static void testDamage() {
   CHECK_EQ(Artifact::parse(bytes + "x", "a.kiln").getError(),
            "a.kiln: corrupt Kiln artifact: 1 unexpected bytes after the end (" +
                std::to_string(bytes.size()) + " bytes recorded)");
-  CHECK_EQ(Artifact::parse("PK\3\4 this is a zip file, not an artifact", "a.kiln")
-               .getError(),
-           "a.kiln: not a Kiln artifact (bad magic)");
+  CHECK_EQ(
+      Artifact::parse("PK\3\4 this is a zip file, not an artifact", "a.kiln")
+          .getError(),
+      "a.kiln: not a Kiln artifact (bad magic)");
 }
 
 static void testFiles() {
@@ -280,11 +291,14 @@ static void testFiles() {
   Expected<Artifact> artifact = Artifact::open(path);
   CHECK(artifact && artifact->getSections().size() == 5);
   // No temporary file is left behind.
-  CHECK(::access((std::string(dir) + "/.step.kiln.tmp-" +
-                  std::to_string(::getpid())).c_str(), F_OK) != 0);
+  CHECK(::access(
+            (std::string(dir) + "/.step.kiln.tmp-" + std::to_string(::getpid()))
+                .c_str(),
+            F_OK) != 0);
   CHECK_EQ(Artifact::open(std::string(dir) + "/missing.kiln").getError(),
            std::string(dir) + "/missing.kiln: No such file or directory");
-  CHECK_EQ(Artifact::open(dir).getError(), std::string(dir) + ": not a regular file");
+  CHECK_EQ(Artifact::open(dir).getError(),
+           std::string(dir) + ": not a regular file");
   // A failing writer leaves the old file intact and no temporary file.
   Status failed = writeFileAtomically(path, [](FileWriter &writer) {
     (void)writer.write("partial");

@@ -1,4 +1,5 @@
-//===- SafetensorsTest.cpp - Tests for the safetensors reader/writer -*- C++ -*-===//
+//===- SafetensorsTest.cpp - Tests for the safetensors reader/writer -*- C++
+//-*-===//
 //
 // Part of the Kiln project.
 //
@@ -44,9 +45,10 @@ struct Sample {
   std::vector<uint16_t> b{0x3f80, 0x4000, 0xbf80};
   int64_t step = 42;
   std::vector<TensorData> tensors() const {
-    return {{"model.layers.0.q_proj.lora_A.weight", DType::F32, {2, 3}, a.data()},
-            {"b", DType::BF16, {3}, b.data()},
-            {"step", DType::I64, {}, &step}};
+    return {
+        {"model.layers.0.q_proj.lora_A.weight", DType::F32, {2, 3}, a.data()},
+        {"b", DType::BF16, {3}, b.data()},
+        {"step", DType::I64, {}, &step}};
   }
 };
 
@@ -75,7 +77,8 @@ static void testRoundTrip() {
   CHECK_EQ(file->getMetadata().at("format"), "pt");
   CHECK_EQ(file->getMetadata().at("kiln.step"), "42");
   const TensorInfo *a = file->find("model.layers.0.q_proj.lora_A.weight");
-  CHECK(a && a->dtype == DType::F32 && a->shape == (std::vector<int64_t>{2, 3}));
+  CHECK(a && a->dtype == DType::F32 &&
+        a->shape == (std::vector<int64_t>{2, 3}));
   if (a)
     CHECK(!std::memcmp(file->data(*a), sample.a.data(), 24));
   const TensorInfo *step = file->find("step");
@@ -96,7 +99,9 @@ static void testForeignFile() {
   std::string bytes(8, '\0');
   bytes[0] = static_cast<char>(header.size());
   bytes += header;
-  bytes += std::string("\x00\x3c\x00\x40" "abc", 7);
+  bytes += std::string("\x00\x3c\x00\x40"
+                       "abc",
+                       7);
   std::string path = tempDir + "/foreign.safetensors";
   writeAll(path, bytes);
   Expected<SafetensorsFile> file = SafetensorsFile::open(path);
@@ -111,28 +116,47 @@ static void testForeignFile() {
     writeAll(path, out + text + data);
     return SafetensorsFile::open(path).getError();
   };
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,4]}})", "1234"),
-           path + ": tensor 'w': unknown dtype 'F17'");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})", "1234"),
-           path + ": tensor 'w': data_offsets [0, 4) hold 4 bytes, but F16 [3] needs 6");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "123"),
-           path + ": truncated safetensors file: tensor 'w' needs data bytes [0, 4), but the file holds only 3");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "12345"),
-           path + ": 1 bytes after the last tensor belong to no tensor");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"v":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", "123"),
-           path + ": tensor 'v' overlaps tensor 'w'");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", "123"),
-           path + ": data bytes [0, 1) belong to no tensor");
-  CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", ""),
+  CHECK_EQ(
+      withHeader(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,4]}})",
+                 "1234"),
+      path + ": tensor 'w': unknown dtype 'F17'");
+  CHECK_EQ(
+      withHeader(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})",
+                 "1234"),
+      path + ": tensor 'w': data_offsets [0, 4) hold 4 bytes, but F16 [3] "
+             "needs 6");
+  CHECK_EQ(
+      withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
+                 "123"),
+      path + ": truncated safetensors file: tensor 'w' needs data bytes [0, "
+             "4), but the file holds only 3");
+  CHECK_EQ(
+      withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
+                 "12345"),
+      path + ": 1 bytes after the last tensor belong to no tensor");
+  CHECK_EQ(
+      withHeader(
+          R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"v":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+          "123"),
+      path + ": tensor 'v' overlaps tensor 'w'");
+  CHECK_EQ(
+      withHeader(R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+                 "123"),
+      path + ": data bytes [0, 1) belong to no tensor");
+  CHECK_EQ(withHeader(
+               R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", ""),
            path + ": tensor 'w': shape entries must be integers >= 0");
   CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[1]}})", "1"),
            path + ": tensor 'w': \"data_offsets\" is not [begin, end]");
-  CHECK_EQ(withHeader(R"({"__metadata__":{"a":1}})", ""),
-           path + ": bad safetensors header: __metadata__ value 'a' is not a string");
+  CHECK_EQ(
+      withHeader(R"({"__metadata__":{"a":1}})", ""),
+      path +
+          ": bad safetensors header: __metadata__ value 'a' is not a string");
   CHECK_EQ(withHeader(R"([1,2])", ""),
            path + ": bad safetensors header: expected a JSON object");
   CHECK_EQ(withHeader(R"({"w":)", ""),
-           path + ": bad safetensors header: invalid JSON at byte 5: unexpected end of input");
+           path + ": bad safetensors header: invalid JSON at byte 5: "
+                  "unexpected end of input");
 }
 
 static void testDamage() {
@@ -165,18 +189,18 @@ static void testDamage() {
   // One flipped bit in every byte (the bit rotates; opening a file is slow
   // on some file systems, so not all eight).
   for (size_t byte = 0; byte < good.size(); ++byte) {
-      std::string damaged = good;
-      damaged[byte] ^= static_cast<char>(1 << (byte % 8));
-      writeAll(path, damaged);
-      Expected<SafetensorsFile> file = SafetensorsFile::open(path);
-      if (file) {
-        // Accepted only if no tensor changed (a flip in "pt" or padding).
-        if (fingerprint(*file) != expected)
-          ++silent;
-      } else {
-        CHECK(file.getError().find('\n') == std::string::npos);
-      }
+    std::string damaged = good;
+    damaged[byte] ^= static_cast<char>(1 << (byte % 8));
+    writeAll(path, damaged);
+    Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+    if (file) {
+      // Accepted only if no tensor changed (a flip in "pt" or padding).
+      if (fingerprint(*file) != expected)
+        ++silent;
+    } else {
+      CHECK(file.getError().find('\n') == std::string::npos);
     }
+  }
   CHECK(silent == 0);
 
   // A flip in the data names the tensor.
@@ -187,14 +211,15 @@ static void testDamage() {
            path + ": tensor 'step' fails its CRC-32C check (file corrupt)");
   writeAll(path, std::string(64, 'x'));
   CHECK_EQ(SafetensorsFile::open(path).getError(),
-           path + ": not a safetensors file (header length 8680820740569200760)");
+           path +
+               ": not a safetensors file (header length 8680820740569200760)");
 }
 
 static void testWriterErrors() {
   float x = 0;
   std::string path = tempDir + "/bad.safetensors";
-  CHECK_EQ(writeSafetensors(path, {{"a", DType::F32, {1}, &x},
-                                   {"a", DType::F32, {1}, &x}})
+  CHECK_EQ(writeSafetensors(
+               path, {{"a", DType::F32, {1}, &x}, {"a", DType::F32, {1}, &x}})
                .getError(),
            path + ": tensor 'a' given twice");
   CHECK_EQ(writeSafetensors(path, {{"__metadata__", DType::F32, {1}, &x}})

@@ -1,4 +1,5 @@
-//===- TestFiles.cpp - Writes and damages files for kiln-run tests -*- C++ -*-===//
+//===- TestFiles.cpp - Writes and damages files for kiln-run tests -*- C++
+//-*-===//
 //
 // Part of the Kiln project.
 //
@@ -7,10 +8,10 @@
 // kiln-test-files: the fixtures of the kiln-run command tests, generated at
 // test time so no binary file is committed, and the tools to damage them.
 //
-//   artifact OUT                 a sample .kiln (meta, guards, params, a kernel)
-//   weights OUT [--wrong-shape|--missing]   weights matching the sample artifact
-//   tokens OUT COUNT [--dtype uint32] [--max V]
-//   checkpoint OUT --megabytes N --generation G [--pause-at-mb K --marker FILE]
+//   artifact OUT                 a sample .kiln (meta, guards, params, a
+//   kernel) weights OUT [--wrong-shape|--missing]   weights matching the sample
+//   artifact tokens OUT COUNT [--dtype uint32] [--max V] checkpoint OUT
+//   --megabytes N --generation G [--pause-at-mb K --marker FILE]
 //   verify-checkpoint FILE --generation G
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
@@ -40,16 +41,21 @@ static int writeArtifact(const std::string &out) {
   writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
                      R"("targets":["sm_90"],"symbols":["batch","seq"],)"
                      R"("vocab_size":1000})");
-  writer.add("guards",
-             R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
-             R"({"kind":"divisible","expr":"seq","divisor":8,"origin":"--dynamic seq=8..1024:8"},)"
-             R"({"kind":"range","expr":"batch","min":1,"max":64,"origin":"--dynamic batch=1..64"}])");
-  writer.add("memory_plan",
-             R"({"alignment":256,"arena_size":"4096*batch*seq + 1024","buffers":[]})");
-  writer.add("params",
-             R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
-             R"({"name":"lora_A","dtype":"F32","shape":[2,4],"trainable":true}])");
-  writer.add("kernels/add/sm_90.cubin", std::string("\x7f" "ELF fake cubin", 15));
+  writer.add(
+      "guards",
+      R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
+      R"({"kind":"divisible","expr":"seq","divisor":8,"origin":"--dynamic seq=8..1024:8"},)"
+      R"({"kind":"range","expr":"batch","min":1,"max":64,"origin":"--dynamic batch=1..64"}])");
+  writer.add(
+      "memory_plan",
+      R"({"alignment":256,"arena_size":"4096*batch*seq + 1024","buffers":[]})");
+  writer.add(
+      "params",
+      R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
+      R"({"name":"lora_A","dtype":"F32","shape":[2,4],"trainable":true}])");
+  writer.add("kernels/add/sm_90.cubin", std::string("\x7f"
+                                                    "ELF fake cubin",
+                                                    15));
   writer.add("kernels/add/compute_90.ptx", ".version 8.0\n.target sm_90\n");
   writer.add("kernels/add/source", "extern \"C\" __global__ void add() {}\n");
   writer.add("step", "opaque step program");
@@ -62,9 +68,11 @@ static int writeWeights(const std::string &out, const std::string &variant) {
   std::vector<float> embed(40, 0.5f), extra(3, 1.0f);
   std::vector<TensorData> tensors;
   if (variant == "--wrong-shape")
-    tensors.push_back({"model.embed_tokens.weight", DType::F32, {4, 10}, embed.data()});
+    tensors.push_back(
+        {"model.embed_tokens.weight", DType::F32, {4, 10}, embed.data()});
   else if (variant != "--missing")
-    tensors.push_back({"model.embed_tokens.weight", DType::F32, {10, 4}, embed.data()});
+    tensors.push_back(
+        {"model.embed_tokens.weight", DType::F32, {10, 4}, embed.data()});
   tensors.push_back({"unused", DType::F32, {3}, extra.data()});
   Status status = writeSafetensors(out, tensors);
   return status ? 0 : fail(status.getError());
@@ -100,8 +108,10 @@ static int writeCheckpoint(const std::string &out, long megabytes,
   std::vector<std::vector<int32_t>> storage;
   std::vector<TensorData> tensors;
   for (long i = 0; i * static_cast<long>(kTensorMegabytes) < megabytes; ++i) {
-    storage.push_back(pattern(generation, static_cast<int>(i), kTensorElements));
-    tensors.push_back({"params/t" + std::to_string(i), DType::I32,
+    storage.push_back(
+        pattern(generation, static_cast<int>(i), kTensorElements));
+    tensors.push_back({"params/t" + std::to_string(i),
+                       DType::I32,
                        {static_cast<int64_t>(kTensorElements)},
                        storage.back().data()});
   }
@@ -135,8 +145,8 @@ static int verifyCheckpoint(const std::string &path, int generation) {
     const TensorInfo *tensor = file->find("params/t" + std::to_string(i));
     if (!tensor)
       return fail(path + ": missing params/t" + std::to_string(i));
-    std::vector<int32_t> expected = pattern(generation, static_cast<int>(i),
-                                            kTensorElements);
+    std::vector<int32_t> expected =
+        pattern(generation, static_cast<int>(i), kTensorElements);
     if (tensor->getByteSize() != expected.size() * 4 ||
         std::memcmp(file->data(*tensor), expected.data(), expected.size() * 4))
       return fail(path + ": params/t" + std::to_string(i) + " differs");
@@ -168,7 +178,8 @@ int main(int argc, char **argv) {
                            std::atol(flag("--pause-at-mb", "-1").c_str()),
                            flag("--marker", ""));
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
-    return verifyCheckpoint(args[1], std::atoi(flag("--generation", "1").c_str()));
+    return verifyCheckpoint(args[1],
+                            std::atoi(flag("--generation", "1").c_str()));
   if (args.size() == 3 && args[0] == "truncate")
     return ::truncate(args[1].c_str(), std::atol(args[2].c_str())) == 0
                ? 0

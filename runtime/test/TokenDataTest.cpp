@@ -37,7 +37,8 @@ static void testReadAndSample() {
   CHECK(tokens && tokens->getTokenCount() == 5000);
   if (!tokens)
     return;
-  CHECK(tokens->getToken(0) == 0 && tokens->getToken(4999) == (4999 * 3 & 0xFFFF));
+  CHECK(tokens->getToken(0) == 0 &&
+        tokens->getToken(4999) == (4999 * 3 & 0xFFFF));
 
   std::vector<uint32_t> first, again, other, nextStep;
   CHECK(tokens->sampleBatch(7, 0, 4, 16, first));
@@ -45,9 +46,9 @@ static void testReadAndSample() {
   CHECK(tokens->sampleBatch(8, 0, 4, 16, other));
   CHECK(tokens->sampleBatch(7, 1, 4, 16, nextStep));
   CHECK(first.size() == 4 * 17);
-  CHECK(first == again);       // same seed and step: same windows
-  CHECK(first != other);       // another seed
-  CHECK(first != nextStep);    // another step
+  CHECK(first == again);    // same seed and step: same windows
+  CHECK(first != other);    // another seed
+  CHECK(first != nextStep); // another step
   // Each row is a contiguous window of the file.
   for (int row = 0; row < 4; ++row) {
     uint64_t start = tokens->windowStart(7, 0, row, 16);

@@ -114,6 +114,7 @@ train-usage)
   expect 2 "kiln-run: error: --init must be random:SEED, got 'zeros'" train --init zeros
   expect 2 "kiln-run: error: --init and --weights exclude each other" train --init random:1 --weights w.safetensors
   expect 2 "kiln-run: error: --token-dtype must be uint16 or uint32, got 'int8'" train --init random:1 --token-dtype int8
+  expect 2 "kiln-run: error: --save no/dir/ckpt.safetensors: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --save no/dir/ckpt.safetensors
   expect 2 "kiln-run: error: option '--save' needs a value (see 'kiln-run train --help')" train --init random:1 --save
   ;;
 train-guard)

@@ -27,13 +27,13 @@ namespace {
 TEST(ArtifactInterop, RuntimeEvaluatesCompilerSizeExpressions) {
   mlir::MLIRContext context;
   context.loadDialect<GraphDialect>();
-  const char *texts[] = {"batch*seq", "2*seq + 1", "seq - 1", "batch - 1*seq",
-                         "-3*seq", "batch*seq*seq + 4*batch - 7", "64",
-                         "32000*batch*seq"};
+  const char *texts[] = {"batch*seq", "2*seq + 1",
+                         "seq - 1",   "batch - 1*seq",
+                         "-3*seq",    "batch*seq*seq + 4*batch - 7",
+                         "64",        "32000*batch*seq"};
   for (const char *text : texts) {
-    auto dim = llvm::dyn_cast_or_null<SymExprAttr>(
-        mlir::parseAttribute((std::string("#kiln.expr<") + text + ">").c_str(),
-                             &context));
+    auto dim = llvm::dyn_cast_or_null<SymExprAttr>(mlir::parseAttribute(
+        (std::string("#kiln.expr<") + text + ">").c_str(), &context));
     ASSERT_TRUE(dim) << text;
     std::string printed = dimToString(dim);
     auto runtimeExpr = artifact::SizeExpr::parse(printed);
@@ -79,13 +79,14 @@ TEST(ArtifactInterop, ShapeGuardsReachTheRuntime) {
   EXPECT_EQ((*guards)[3].expr.getText(), "64*b*seq");
 
   EXPECT_TRUE(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1024}}));
-  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1020}}).getError(),
-            "seq=1020 violates seq % 8 == 0 (required by --dynamic "
-            "seq=16..4096:8)");
-  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 16384}, {"seq", 4096}})
-                .getError(),
-            "64*b*seq=4294967296 violates 0 <= 64*b*seq <= 2147483647 "
-            "(required by int32 element indexing in generated kernels)");
+  EXPECT_EQ(
+      artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1020}}).getError(),
+      "seq=1020 violates seq % 8 == 0 (required by --dynamic "
+      "seq=16..4096:8)");
+  EXPECT_EQ(
+      artifact::checkGuards(*guards, {{"b", 16384}, {"seq", 4096}}).getError(),
+      "64*b*seq=4294967296 violates 0 <= 64*b*seq <= 2147483647 "
+      "(required by int32 element indexing in generated kernels)");
 
   // No guards recorded: an empty list.
   func->removeAttr("kiln.guards");

@@ -1,4 +1,5 @@
-//===- Sections.h - Encode compiled-step facts as .kiln sections -*- C++ -*-===//
+//===- Sections.h - Encode compiled-step facts as .kiln sections -*- C++
+//-*-===//
 //
 // Part of the Kiln project.
 //

@@ -77,8 +77,8 @@ Expected<std::string> ArtifactWriter::serialize() const {
       return Error{"artifact section with an empty name"};
     if (name.size() > kMaxSectionNameLength)
       return Error{"artifact section name longer than " +
-                   std::to_string(kMaxSectionNameLength) + " bytes: " +
-                   name.substr(0, 40) + "..."};
+                   std::to_string(kMaxSectionNameLength) +
+                   " bytes: " + name.substr(0, 40) + "..."};
     if (name.find('\0') != std::string::npos)
       return Error{"artifact section name contains a NUL byte"};
     if (!names.insert(name).second)
@@ -168,8 +168,7 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   // out the rest of the header differently.
   if (version != kFormatVersion)
     return fail("Kiln artifact format version " + std::to_string(version) +
-                "; this build reads version " +
-                std::to_string(kFormatVersion) +
+                "; this build reads version " + std::to_string(kFormatVersion) +
                 " (recompile the model with a matching kiln)");
   if (crcOf(bytes, 0, 36) != getLE(bytes, 36, 4))
     return corrupt("header checksum mismatch");

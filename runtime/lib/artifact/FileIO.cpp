@@ -1,4 +1,5 @@
-//===- FileIO.cpp - Whole-file reads, mappings and atomic writes -*- C++ -*-===//
+//===- FileIO.cpp - Whole-file reads, mappings and atomic writes -*- C++
+//-*-===//
 //
 // Part of the Kiln project.
 //
@@ -97,8 +98,9 @@ Status kiln::artifact::writeFileAtomically(
   if (dir.empty())
     dir = "/";
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  std::string temp = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) +
-                     "." + name + ".tmp-" + std::to_string(::getpid());
+  std::string temp =
+      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." +
+      name + ".tmp-" + std::to_string(::getpid());
 
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)

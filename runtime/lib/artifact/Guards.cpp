@@ -111,7 +111,8 @@ std::vector<std::string> SizeExpr::getSymbols() const {
   return symbols;
 }
 
-Expected<std::vector<Guard>> kiln::artifact::parseGuards(std::string_view json) {
+Expected<std::vector<Guard>>
+kiln::artifact::parseGuards(std::string_view json) {
   Expected<Json> document = Json::parse(json);
   if (!document)
     return Error{"guards: " + document.getError()};
@@ -162,8 +163,8 @@ std::string kiln::artifact::describeGuard(const Guard &guard) {
   const std::string &text = guard.expr.getText();
   if (guard.kind == Guard::Kind::Divisible)
     return text + " % " + std::to_string(guard.divisor) + " == 0";
-  return std::to_string(guard.min) + " <= " + text + " <= " +
-         std::to_string(guard.max);
+  return std::to_string(guard.min) + " <= " + text +
+         " <= " + std::to_string(guard.max);
 }
 
 Status kiln::artifact::checkGuards(const std::vector<Guard> &guards,
@@ -176,11 +177,11 @@ Status kiln::artifact::checkGuards(const std::vector<Guard> &guards,
                   ? *value % guard.divisor == 0
                   : guard.min <= *value && *value <= guard.max;
     if (!ok)
-      return Error{guard.expr.getText() + "=" + std::to_string(*value) +
-                   " violates " + describeGuard(guard) + " (required by " +
-                   (guard.origin.empty() ? "a compiled assumption"
-                                         : guard.origin) +
-                   ")"};
+      return Error{
+          guard.expr.getText() + "=" + std::to_string(*value) + " violates " +
+          describeGuard(guard) + " (required by " +
+          (guard.origin.empty() ? "a compiled assumption" : guard.origin) +
+          ")"};
   }
   return Status::success();
 }

@@ -405,8 +405,7 @@ Expected<Json> Json::parse(std::string_view text, int maxDepth) {
 // Printer
 //===----------------------------------------------------------------------===//
 
-void kiln::artifact::appendJsonString(std::string &out,
-                                      std::string_view text) {
+void kiln::artifact::appendJsonString(std::string &out, std::string_view text) {
   out += '"';
   for (unsigned char c : text) {
     switch (c) {

@@ -58,8 +58,9 @@ size_t kiln::artifact::dtypeSize(DType dtype) {
   return 0;
 }
 
-std::string kiln::artifact::describeTensorType(DType dtype,
-                                               const std::vector<int64_t> &shape) {
+std::string
+kiln::artifact::describeTensorType(DType dtype,
+                                   const std::vector<int64_t> &shape) {
   std::string text = std::string(dtypeName(dtype)) + " [";
   for (size_t i = 0; i < shape.size(); ++i)
     text += (i ? ", " : "") + std::to_string(shape[i]);
@@ -97,7 +98,9 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   result.path = path;
   const unsigned char *bytes = result.file.data();
   uint64_t fileSize = result.file.size();
-  auto fail = [&](const std::string &what) { return Error{path + ": " + what}; };
+  auto fail = [&](const std::string &what) {
+    return Error{path + ": " + what};
+  };
 
   if (fileSize < 8)
     return fail("truncated safetensors file (" + std::to_string(fileSize) +
@@ -164,9 +167,8 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
       if (!dim.isInteger() || dim.getInteger() < 0)
         return bad("shape entries must be integers >= 0");
       tensor.shape.push_back(dim.getInteger());
-      if (__builtin_mul_overflow(elements,
-                                 static_cast<uint64_t>(dim.getInteger()),
-                                 &elements))
+      if (__builtin_mul_overflow(
+              elements, static_cast<uint64_t>(dim.getInteger()), &elements))
         return bad("element count overflows");
     }
     int64_t begin = offsetsJson->getElements()[0].getInteger();
@@ -274,16 +276,18 @@ Status kiln::artifact::writeSafetensors(
     Json shape = Json::array();
     for (int64_t dim : tensor.shape) {
       if (dim < 0)
-        return Error{path + ": tensor '" + tensor.name + "' has a negative dim"};
+        return Error{path + ": tensor '" + tensor.name +
+                     "' has a negative dim"};
       size *= static_cast<uint64_t>(dim);
       shape.push(Json::integer(dim));
     }
     Json entry = Json::object();
     entry.set("dtype", Json::string(dtypeName(tensor.dtype)));
     entry.set("shape", std::move(shape));
-    entry.set("data_offsets",
-              Json::array({Json::integer(static_cast<int64_t>(offset)),
-                           Json::integer(static_cast<int64_t>(offset + size))}));
+    entry.set(
+        "data_offsets",
+        Json::array({Json::integer(static_cast<int64_t>(offset)),
+                     Json::integer(static_cast<int64_t>(offset + size))}));
     header.set(tensor.name, std::move(entry));
     meta.set(kChecksumKeyPrefix + tensor.name,
              Json::string(formatCrc32c(tensorChecksum(
@@ -312,7 +316,8 @@ Status kiln::artifact::writeSafetensors(
     for (size_t i = 0; i < tensors.size(); ++i) {
       const char *bytes = static_cast<const char *>(tensors[i].data);
       for (uint64_t done = 0; done < sizes[i];) {
-        size_t chunk = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, sizes[i] - done));
+        size_t chunk = static_cast<size_t>(
+            std::min<uint64_t>(kWriteChunk, sizes[i] - done));
         if (Status status = writer.write(bytes + done, chunk); !status)
           return status;
         done += chunk;

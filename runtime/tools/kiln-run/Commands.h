@@ -15,11 +15,11 @@
 namespace kiln::run {
 
 /// Exit codes of every subcommand.
-constexpr int kExitBadInput = 1;  ///< Artifact, weights, data or checkpoint.
-constexpr int kExitUsage = 2;     ///< Flags.
-constexpr int kExitNoDevice = 3;  ///< No driver/device, wrong arch, no cuBLASLt.
-constexpr int kExitGuard = 4;     ///< Sizes violate the artifact's guards.
-constexpr int kExitNotBuilt = 5;  ///< A part of the runtime not built yet.
+constexpr int kExitBadInput = 1; ///< Artifact, weights, data or checkpoint.
+constexpr int kExitUsage = 2;    ///< Flags.
+constexpr int kExitNoDevice = 3; ///< No driver/device, wrong arch, no cuBLASLt.
+constexpr int kExitGuard = 4;    ///< Sizes violate the artifact's guards.
+constexpr int kExitNotBuilt = 5; ///< A part of the runtime not built yet.
 
 /// Prints "kiln-run: error: <message>" and returns \p exitCode.
 int error(int exitCode, const std::string &message);

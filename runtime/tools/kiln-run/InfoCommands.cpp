@@ -43,7 +43,8 @@ static std::string indent(const std::string &text, int spaces) {
 }
 
 int kiln::run::runInspect(int argc, char **argv) {
-  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 &&
+      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
                 "header, sections, meta, guards, parameters and kernels.\n");
     return 0;
@@ -73,7 +74,8 @@ int kiln::run::runInspect(int argc, char **argv) {
   std::printf("guards (%zu):\n", step->getGuards().size());
   for (const Guard &guard : step->getGuards())
     std::printf("  %s  (%s)\n", describeGuard(guard).c_str(),
-                guard.origin.empty() ? "no origin recorded" : guard.origin.c_str());
+                guard.origin.empty() ? "no origin recorded"
+                                     : guard.origin.c_str());
 
   std::printf("params (%zu):\n", step->getParams().size());
   for (const ParamSpec &param : step->getParams()) {
@@ -89,9 +91,11 @@ int kiln::run::runInspect(int argc, char **argv) {
   for (const auto &[name, images] : step->getKernels()) {
     std::string list;
     for (const KernelImage &cubin : images.cubins)
-      list += (list.empty() ? "" : ", ") + cubin.section.substr(cubin.section.rfind('/') + 1);
+      list += (list.empty() ? "" : ", ") +
+              cubin.section.substr(cubin.section.rfind('/') + 1);
     for (const KernelImage &ptx : images.ptx)
-      list += (list.empty() ? "" : ", ") + ptx.section.substr(ptx.section.rfind('/') + 1);
+      list += (list.empty() ? "" : ", ") +
+              ptx.section.substr(ptx.section.rfind('/') + 1);
     if (!images.source.empty())
       list += std::string(list.empty() ? "" : ", ") + "source";
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
@@ -104,7 +108,8 @@ int kiln::run::runInspect(int argc, char **argv) {
 }
 
 int kiln::run::runCkptInfo(int argc, char **argv) {
-  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 &&
+      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run ckpt-info FILE.safetensors\n\nValidates the "
                 "file (structure; Kiln's checksums when present) and lists its "
                 "tensors.\n");

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 using namespace kiln::run;
 using namespace kiln::runtime;
@@ -42,9 +43,11 @@ constexpr const char *kTrainUsage =
     "  --batch B, --seq S      sequences per step and tokens per sequence\n"
     "  --seed S                data-order seed (default 0)\n"
     "  --lr LR                 learning rate (default: the artifact's)\n"
-    "  --log-every K           print loss, step ms, tokens/s, peak memory every K "
+    "  --log-every K           print loss, step ms, tokens/s, peak memory "
+    "every K "
     "steps (default 10)\n"
-    "  --save FILE             write params + optimizer state + step (safetensors)\n"
+    "  --save FILE             write params + optimizer state + step "
+    "(safetensors)\n"
     "  --resume FILE           continue from a --save checkpoint\n"
     "  --save-adapters FILE    write LoRA weights with PEFT names\n"
     "  --device N              CUDA device ordinal (default 0)\n";
@@ -96,7 +99,8 @@ Status checkResume(const StepArtifact &step, const SafetensorsFile &ckpt,
 } // namespace
 
 int kiln::run::runTrain(int argc, char **argv) {
-  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 &&
+      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::fputs(kTrainUsage, stdout);
     return 0;
   }
@@ -134,8 +138,23 @@ int kiln::run::runTrain(int argc, char **argv) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);
     if (lr->empty() || *end || !(value > 0))
-      return error(kExitUsage, "--lr needs a positive number, got '" + *lr + "'");
+      return error(kExitUsage,
+                   "--lr needs a positive number, got '" + *lr + "'");
   }
+  // Output paths: their directory must exist and be writable now, not
+  // after hours of training.
+  for (const char *flag : {"save", "save-adapters"})
+    if (std::optional<std::string> path = args->get(flag)) {
+      size_t slash = path->rfind('/');
+      std::string dir = slash == std::string::npos ? "."
+                        : slash == 0               ? "/"
+                                                   : path->substr(0, slash);
+      if (path->empty() || path->back() == '/' ||
+          ::access(dir.c_str(), W_OK) != 0)
+        return error(kExitUsage, std::string("--") + flag + " " + *path +
+                                     ": cannot write there (directory '" +
+                                     dir + "' is missing or read-only)");
+    }
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
     if (!(tokenDType = parseTokenDType(*text)))
@@ -147,7 +166,8 @@ int kiln::run::runTrain(int argc, char **argv) {
     int64_t initSeed;
     if (init->compare(0, 7, "random:") != 0 ||
         !parseCount("init", init->substr(7), 0, initSeed, message))
-      return error(kExitUsage, "--init must be random:SEED, got '" + *init + "'");
+      return error(kExitUsage,
+                   "--init must be random:SEED, got '" + *init + "'");
     if (!weightFiles.empty())
       return error(kExitUsage, "--init and --weights exclude each other");
   } else if (weightFiles.empty()) {
@@ -162,9 +182,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   SymbolBindings sizes{{"batch", batch}, {"seq", seq}};
   for (const std::string &symbol : step->getSymbols())
     if (!sizes.count(symbol))
-      return error(kExitBadInput,
-                   artifactPath + ": the step has size symbol '" + symbol +
-                       "'; kiln-run binds only batch and seq");
+      return error(kExitBadInput, artifactPath +
+                                      ": the step has size symbol '" + symbol +
+                                      "'; kiln-run binds only batch and seq");
   if (Status status = checkGuards(step->getGuards(), sizes); !status)
     return error(kExitGuard, "--batch/--seq: " + status.getError());
 
@@ -224,10 +244,9 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!devices)
       return error(kExitNoDevice, devices.getError());
     if (device >= static_cast<int64_t>(devices->size()))
-      return error(kExitNoDevice, "--device " + std::to_string(device) +
-                                      ": only " +
-                                      std::to_string(devices->size()) +
-                                      " device(s) visible");
+      return error(kExitNoDevice,
+                   "--device " + std::to_string(device) + ": only " +
+                       std::to_string(devices->size()) + " device(s) visible");
     const DeviceInfo &info = (*devices)[device];
     for (const auto &kernel : step->getKernels()) {
       Expected<KernelImageChoice> image =

@@ -24,7 +24,8 @@ constexpr const char *kUsage =
     "  devices     List the visible CUDA devices\n"
     "  inspect     Print a .kiln artifact: FILE\n"
     "  ckpt-info   Validate a safetensors file and list its tensors: FILE\n"
-    "  train       Train a compiled step: STEP.kiln --data TOKENS.bin --steps N\n"
+    "  train       Train a compiled step: STEP.kiln --data TOKENS.bin --steps "
+    "N\n"
     "              (see 'kiln-run train --help')\n"
     "\n"
     "OPTIONS:\n"
@@ -36,9 +37,9 @@ int kiln::run::error(int exitCode, const std::string &message) {
   return exitCode;
 }
 
-std::optional<Arguments>
-Arguments::parse(int argc, char **argv, const std::vector<std::string> &known,
-                 std::string &errorMessage) {
+std::optional<Arguments> Arguments::parse(int argc, char **argv,
+                                          const std::vector<std::string> &known,
+                                          std::string &errorMessage) {
   Arguments args;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];

@@ -57,12 +57,15 @@ class FileWriter {
 public:
   /// Writes all \p size bytes (retrying short writes).
   Status write(const void *data, size_t size);
-  Status write(std::string_view text) { return write(text.data(), text.size()); }
+  Status write(std::string_view text) {
+    return write(text.data(), text.size());
+  }
   uint64_t bytesWritten() const { return written; }
 
 private:
-  friend Status writeFileAtomically(const std::string &,
-                                    const std::function<Status(FileWriter &)> &);
+  friend Status
+  writeFileAtomically(const std::string &,
+                      const std::function<Status(FileWriter &)> &);
   FileWriter(int fd, std::string path) : fd(fd), path(std::move(path)) {}
   int fd;
   std::string path;

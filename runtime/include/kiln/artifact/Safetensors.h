@@ -36,8 +36,21 @@
 namespace kiln::artifact {
 
 enum class DType {
-  F64, F32, F16, BF16, F8_E4M3, F8_E5M2,
-  I64, I32, I16, I8, U64, U32, U16, U8, BOOL
+  F64,
+  F32,
+  F16,
+  BF16,
+  F8_E4M3,
+  F8_E5M2,
+  I64,
+  I32,
+  I16,
+  I8,
+  U64,
+  U32,
+  U16,
+  U8,
+  BOOL
 };
 
 /// The safetensors spelling ("BF16"); parseDType is its inverse.
