@@ -36,7 +36,8 @@ static int fail(const std::string &message) {
   return 1;
 }
 
-static int writeArtifact(const std::string &out) {
+/// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
+static int writeArtifact(const std::string &out, const std::string &cubinOnly) {
   ArtifactWriter writer;
   writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
                      R"("targets":["sm_90"],"symbols":["batch","seq"],)"
@@ -53,10 +54,12 @@ static int writeArtifact(const std::string &out) {
       "params",
       R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
       R"({"name":"lora_A","dtype":"F32","shape":[2,4],"trainable":true}])");
-  writer.add("kernels/add/sm_90.cubin", std::string("\x7f"
-                                                    "ELF fake cubin",
-                                                    15));
-  writer.add("kernels/add/compute_90.ptx", ".version 8.0\n.target sm_90\n");
+  std::string cubin = cubinOnly.empty() ? "sm_90" : cubinOnly;
+  writer.add("kernels/add/" + cubin + ".cubin", std::string("\x7f"
+                                                            "ELF fake cubin",
+                                                            15));
+  if (cubinOnly.empty())
+    writer.add("kernels/add/compute_90.ptx", ".version 8.0\n.target sm_90\n");
   writer.add("kernels/add/source", "extern \"C\" __global__ void add() {}\n");
   writer.add("step", "opaque step program");
   writer.add("init", "[]");
@@ -165,7 +168,7 @@ int main(int argc, char **argv) {
     return fallback;
   };
   if (args.size() >= 2 && args[0] == "artifact")
-    return writeArtifact(args[1]);
+    return writeArtifact(args[1], flag("--cubin-only", ""));
   if (args.size() >= 2 && args[0] == "weights")
     return writeWeights(args[1], args.size() > 2 ? args[2] : "");
   if (args.size() >= 3 && args[0] == "tokens")

@@ -152,10 +152,29 @@ train-not-built)
     cat out.txt err.txt
     [ $rc = 5 ] || fail "exit $rc, expected 5"
     [ "$(wc -l <err.txt)" = 1 ] || fail "stderr must be one line"
-    grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; \(device checks skipped: no CUDA driver\|device device 0: .* and cuBLASLt [0-9.]* checked\)); nothing was trained$' err.txt ||
+    grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .* and cuBLASLt [0-9.]* checked\)); nothing was trained$' err.txt ||
       fail "not the not-built line"
     grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
   done
+  ;;
+train-device-gpu)
+  # On the GPU machine: the device checks run and pass.
+  fixtures
+  train --weights w.safetensors >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .* and cuBLASLt [0-9.]* checked); nothing was trained$' err.txt ||
+    fail "device checks did not run"
+  ;;
+train-wrong-arch-gpu)
+  # On the GPU machine: an artifact with only an sm_52 cubin and no PTX.
+  fixtures
+  "$test_files" artifact a.kiln --cubin-only sm_52 || fail "fixture"
+  train --weights w.safetensors >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 3 ] || fail "exit $rc, expected 3"
+  grep -q "^kiln-run: error: a.kiln: kernel 'add' has no image for this sm_[0-9]* device (it has: sm_52); recompile with --target sm_[0-9]*\$" err.txt ||
+    fail "not the wrong-arch line"
   ;;
 kill-during-save)
   # A checkpoint being replaced is never damaged: SIGKILL the writer while it

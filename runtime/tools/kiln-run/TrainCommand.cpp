@@ -258,7 +258,7 @@ int kiln::run::runTrain(int argc, char **argv) {
     Expected<CublasLt> lt = CublasLt::load();
     if (!lt)
       return error(kExitNoDevice, lt.getError());
-    deviceNote = "device " + formatDevice(info) + " and cuBLASLt " +
+    deviceNote = formatDevice(info) + " and cuBLASLt " +
                  lt->getVersionString() + " checked";
   }
   (void)logEvery;
