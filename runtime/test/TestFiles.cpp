@@ -13,6 +13,9 @@
 //   artifact tokens OUT COUNT [--dtype uint32] [--max V] checkpoint OUT
 //   --megabytes N --generation G [--pause-at-mb K --marker FILE]
 //   verify-checkpoint FILE --generation G
+//   resume OUT --step N          a checkpoint for the sample artifact
+//   peft-adapters DIR            LoRA adapters of bench/configs.py's "tiny"
+//                                config; check_peft.py loads them with PEFT
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
 //
@@ -20,7 +23,9 @@
 
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Safetensors.h"
+#include "kiln/runtime/Checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -159,6 +164,57 @@ static int verifyCheckpoint(const std::string &path, int generation) {
   return 0;
 }
 
+static int writeResume(const std::string &out, long step) {
+  std::vector<float> lora(8, 0.125f), m(8, 0.f), v(8, 0.f);
+  Status status = kiln::runtime::writeCheckpoint(
+      out, step, {{"lora_A", DType::F32, {2, 4}, lora.data()}},
+      {{"lora_A/exp_avg", DType::F32, {2, 4}, m.data()},
+       {"lora_A/exp_avg_sq", DType::F32, {2, 4}, v.data()}});
+  return status ? 0 : fail(status.getError());
+}
+
+/// The "tiny" config of bench/configs.py: 2 layers, d=64, 4 heads of 16 with
+/// 2 kv heads, ffn 128, r=4, alpha=8. Tensor k (in name order) holds
+/// k + i/1024 at element i, which check_peft.py recomputes.
+static int writePeftAdapters(const std::string &dir) {
+  struct Linear {
+    const char *module;
+    int in, out;
+  } linears[] = {{"self_attn.q_proj", 64, 64}, {"self_attn.k_proj", 64, 32},
+                 {"self_attn.v_proj", 64, 32}, {"self_attn.o_proj", 64, 64},
+                 {"mlp.gate_proj", 64, 128},   {"mlp.up_proj", 64, 128},
+                 {"mlp.down_proj", 128, 64}};
+  const int rank = 4;
+  std::vector<TensorData> tensors;
+  for (int layer = 0; layer < 2; ++layer)
+    for (const Linear &linear : linears) {
+      std::string prefix =
+          "model.layers." + std::to_string(layer) + "." + linear.module;
+      tensors.push_back(
+          {prefix + ".lora_A.weight", DType::F32, {rank, linear.in}, nullptr});
+      tensors.push_back(
+          {prefix + ".lora_B.weight", DType::F32, {linear.out, rank}, nullptr});
+    }
+  std::sort(
+      tensors.begin(), tensors.end(),
+      [](const TensorData &a, const TensorData &b) { return a.name < b.name; });
+  std::vector<std::vector<float>> storage;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    std::vector<float> values(tensors[k].shape[0] * tensors[k].shape[1]);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<float>(k) + static_cast<float>(i) / 1024.0f;
+    storage.push_back(std::move(values));
+    tensors[k].data = storage.back().data();
+  }
+  kiln::runtime::LoraConfig config;
+  config.rank = rank;
+  config.alpha = 8;
+  config.targetModules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                          "gate_proj", "up_proj", "down_proj"};
+  Status status = kiln::runtime::writePeftAdapters(dir, tensors, config);
+  return status ? 0 : fail(status.getError());
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -180,6 +236,10 @@ int main(int argc, char **argv) {
                            std::atoi(flag("--generation", "1").c_str()),
                            std::atol(flag("--pause-at-mb", "-1").c_str()),
                            flag("--marker", ""));
+  if (args.size() >= 2 && args[0] == "resume")
+    return writeResume(args[1], std::atol(flag("--step", "7").c_str()));
+  if (args.size() == 2 && args[0] == "peft-adapters")
+    return writePeftAdapters(args[1]);
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
     return verifyCheckpoint(args[1],
                             std::atoi(flag("--generation", "1").c_str()));

@@ -131,6 +131,11 @@ train-weights)
   ;;
 train-resume)
   fixtures
+  "$test_files" resume ckpt.safetensors --step 7 || fail "fixture"
+  train --weights w.safetensors --resume ckpt.safetensors >out.txt 2>err.txt
+  cat out.txt err.txt
+  grep -q '^resume ckpt.safetensors: step 7$' out.txt || fail "resume line"
+  grep -q '^kiln-run: error: step program execution not built yet' err.txt || fail "not-built line"
   expect 1 "kiln-run: error: w.safetensors: not a kiln-run checkpoint (no integer metadata 'kiln.step')" train --weights w.safetensors --resume w.safetensors
   ;;
 train-data)

@@ -15,6 +15,7 @@
 
 #include "Commands.h"
 
+#include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/StepArtifact.h"
@@ -49,7 +50,7 @@ constexpr const char *kTrainUsage =
     "  --save FILE             write params + optimizer state + step "
     "(safetensors)\n"
     "  --resume FILE           continue from a --save checkpoint\n"
-    "  --save-adapters FILE    write LoRA weights with PEFT names\n"
+    "  --save-adapters DIR     write LoRA weights as a PEFT adapter directory\n"
     "  --device N              CUDA device ordinal (default 0)\n";
 
 /// Parses a non-negative integer flag; false with a message otherwise.
@@ -65,36 +66,6 @@ bool parseCount(const std::string &flag, const std::string &text,
   }
   out = value;
   return true;
-}
-
-/// Checkpoint layout (docs/artifact.md): "params/<name>",
-/// "state/<name>/<slot>", metadata "kiln.step".
-Status checkResume(const StepArtifact &step, const SafetensorsFile &ckpt,
-                   int64_t &resumeStep) {
-  auto it = ckpt.getMetadata().find("kiln.step");
-  char *end = nullptr;
-  if (it == ckpt.getMetadata().end() ||
-      (resumeStep = std::strtoll(it->second.c_str(), &end, 10), *end) ||
-      it->second.empty() || resumeStep < 0)
-    return Error{ckpt.getPath() +
-                 ": not a kiln-run checkpoint (no integer metadata "
-                 "'kiln.step')"};
-  for (const ParamSpec &param : step.getParams()) {
-    if (!param.trainable)
-      continue;
-    std::string name = "params/" + param.name;
-    const TensorInfo *found = ckpt.find(name);
-    if (!found)
-      return Error{ckpt.getPath() + ": checkpoint lacks '" + name +
-                   "' (expected " +
-                   describeTensorType(param.dtype, param.shape) + ")"};
-    if (found->dtype != param.dtype || found->shape != param.shape)
-      return Error{ckpt.getPath() + ": '" + name + "' is " +
-                   describeTensorType(found->dtype, found->shape) +
-                   ", but the artifact expects " +
-                   describeTensorType(param.dtype, param.shape)};
-  }
-  return Status::success();
 }
 } // namespace
 
@@ -145,6 +116,10 @@ int kiln::run::runTrain(int argc, char **argv) {
   // after hours of training.
   for (const char *flag : {"save", "save-adapters"})
     if (std::optional<std::string> path = args->get(flag)) {
+      // --save-adapters names a directory (PEFT's layout), created if needed.
+      if (!std::strcmp(flag, "save-adapters"))
+        while (path->size() > 1 && path->back() == '/')
+          path->pop_back();
       size_t slash = path->rfind('/');
       std::string dir = slash == std::string::npos ? "."
                         : slash == 0               ? "/"
@@ -152,8 +127,8 @@ int kiln::run::runTrain(int argc, char **argv) {
       if (path->empty() || path->back() == '/' ||
           ::access(dir.c_str(), W_OK) != 0)
         return error(kExitUsage, std::string("--") + flag + " " + *path +
-                                     ": cannot write there (directory '" +
-                                     dir + "' is missing or read-only)");
+                                     ": cannot write there (directory '" + dir +
+                                     "' is missing or read-only)");
     }
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
@@ -213,8 +188,10 @@ int kiln::run::runTrain(int argc, char **argv) {
     Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
     if (!ckpt)
       return error(kExitBadInput, ckpt.getError());
-    if (Status status = checkResume(*step, *ckpt, startStep); !status)
-      return error(kExitBadInput, status.getError());
+    Expected<int64_t> resumed = checkCheckpoint(*step, *ckpt);
+    if (!resumed)
+      return error(kExitBadInput, resumed.getError());
+    startStep = *resumed;
     std::printf("resume %s: step %lld\n", resume->c_str(),
                 static_cast<long long>(startStep));
   }
