@@ -21,6 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AddScalarPtx.h"
+
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Safetensors.h"
 #include "kiln/runtime/Checkpoint.h"
@@ -59,13 +61,18 @@ static int writeArtifact(const std::string &out, const std::string &cubinOnly) {
       "params",
       R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
       R"({"name":"lora_A","dtype":"F32","shape":[2,4],"trainable":true}])");
-  std::string cubin = cubinOnly.empty() ? "sm_90" : cubinOnly;
-  writer.add("kernels/add/" + cubin + ".cubin", std::string("\x7f"
-                                                            "ELF fake cubin",
-                                                            15));
+  // Real PTX (it loads on a GPU), or just one fake cubin.
   if (cubinOnly.empty())
-    writer.add("kernels/add/compute_90.ptx", ".version 8.0\n.target sm_90\n");
-  writer.add("kernels/add/source", "extern \"C\" __global__ void add() {}\n");
+    writer.add("kernels/add/compute_75.ptx", kAddScalarPtx);
+  else
+    writer.add("kernels/add/" + cubinOnly + ".cubin",
+               std::string("\x7f"
+                           "ELF fake cubin",
+                           15));
+  writer.add("kernels/add/source",
+             "extern \"C\" __global__ void add_scalar(float *x, float value, "
+             "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
+             "threadIdx.x;\n  if (i < n) x[i] += value;\n}\n");
   writer.add("step", "opaque step program");
   writer.add("init", "[]");
   Status status = writer.write(out);

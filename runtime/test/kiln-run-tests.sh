@@ -40,7 +40,7 @@ inspect)
   grep -q '^a.kiln: Kiln artifact, format 1, [0-9]* bytes, CRC-32C 0x[0-9a-f]\{8\}$' out.txt || fail "header line"
   grep -q '^  8 <= seq <= 1024  (--dynamic seq=8..1024:8)$' out.txt || fail "guards"
   grep -q '^  embed  F32 \[10, 4\]  frozen  <- model.embed_tokens.weight$' out.txt || fail "params"
-  grep -q '^  add: sm_90.cubin, compute_90.ptx, source$' out.txt || fail "kernels"
+  grep -q '^  add: compute_75.ptx, source$' out.txt || fail "kernels"
   grep -q '"vocab_size": 1000' out.txt || fail "meta"
   expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
   expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
@@ -55,16 +55,20 @@ inspect-truncated)
   ;;
 inspect-bitflip)
   fixtures
-  # A bit in the "step" payload (offset 1280 in the sample), then one in
-  # the header.
-  "$test_files" flip a.kiln 1285 3
+  # A bit in the "step" payload (its offset from inspect), then one in the
+  # header.
+  step_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "step" {print $1}')
+  [ -n "$step_offset" ] || fail "no step section"
+  "$test_files" flip a.kiln $((step_offset + 5)) 3
   expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'step' checksum mismatch" "$kiln_run" inspect a.kiln
   "$test_files" artifact a.kiln && "$test_files" flip a.kiln 17 0
   expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: header checksum mismatch" "$kiln_run" inspect a.kiln
   "$test_files" artifact a.kiln && "$test_files" flip a.kiln 8 1
   expect 1 "kiln-run: error: a.kiln: Kiln artifact format version 3; this build reads version 1 (recompile the model with a matching kiln)" "$kiln_run" inspect a.kiln
   # A train run rejects it the same way, before anything else.
-  "$test_files" artifact a.kiln && "$test_files" flip a.kiln 1000 7
+  "$test_files" artifact a.kiln
+  params_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "params" {print $1}')
+  "$test_files" flip a.kiln $((params_offset + 20)) 7
   expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'params' checksum mismatch" train --weights w.safetensors
   ;;
 inspect-garbage)
@@ -157,7 +161,7 @@ train-not-built)
     cat out.txt err.txt
     [ $rc = 5 ] || fail "exit $rc, expected 5"
     [ "$(wc -l <err.txt)" = 1 ] || fail "stderr must be one line"
-    grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .* and cuBLASLt [0-9.]* checked\)); nothing was trained$' err.txt ||
+    grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); nothing was trained$' err.txt ||
       fail "not the not-built line"
     grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
   done
@@ -168,7 +172,7 @@ train-device-gpu)
   train --weights w.safetensors >out.txt 2>err.txt; rc=$?
   cat out.txt err.txt
   [ $rc = 5 ] || fail "exit $rc, expected 5"
-  grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .* and cuBLASLt [0-9.]* checked); nothing was trained$' err.txt ||
+  grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .*, 1 kernel image(s) loaded (1 by PTX JIT), cuBLASLt [0-9.]* started); nothing was trained$' err.txt ||
     fail "device checks did not run"
   ;;
 train-wrong-arch-gpu)

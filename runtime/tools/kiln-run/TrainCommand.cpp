@@ -18,6 +18,7 @@
 #include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
+#include "kiln/runtime/Device.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/TokenData.h"
 
@@ -214,29 +215,44 @@ int kiln::run::runTrain(int argc, char **argv) {
               static_cast<long long>(batch), static_cast<long long>(seq + 1),
               static_cast<long long>(seed));
 
-  // The device, where there is a driver.
+  // The device, where there is a driver: every kernel's image must load
+  // (cubin, or PTX through the driver's JIT) and cuBLASLt must start on it.
   std::string deviceNote = "device checks skipped: no CUDA driver";
   if (Expected<CudaDriver> driver = CudaDriver::load()) {
-    Expected<std::vector<DeviceInfo>> devices = driver->listDevices();
-    if (!devices)
-      return error(kExitNoDevice, devices.getError());
-    if (device >= static_cast<int64_t>(devices->size()))
-      return error(kExitNoDevice,
-                   "--device " + std::to_string(device) + ": only " +
-                       std::to_string(devices->size()) + " device(s) visible");
-    const DeviceInfo &info = (*devices)[device];
+    Expected<Device> gpu = Device::open(*driver, static_cast<int>(device));
+    if (!gpu)
+      return error(kExitNoDevice, "--device " + std::to_string(device) + ": " +
+                                      gpu.getError());
+    const DeviceInfo &info = gpu->getInfo();
+    std::vector<KernelModule> modules;
+    size_t jitted = 0;
     for (const auto &kernel : step->getKernels()) {
       Expected<KernelImageChoice> image =
           step->selectImage(kernel.first, info.computeCapabilityMajor,
                             info.computeCapabilityMinor);
       if (!image)
         return error(kExitNoDevice, image.getError());
+      Expected<KernelModule> module = KernelModule::load(
+          *gpu, step->getContainer().contents(image->section), image->needsJit,
+          image->section);
+      if (!module)
+        return error(kExitNoDevice, artifactPath + ": " + module.getError());
+      modules.push_back(std::move(*module));
+      jitted += image->needsJit;
     }
     Expected<CublasLt> lt = CublasLt::load();
     if (!lt)
       return error(kExitNoDevice, lt.getError());
-    deviceNote = formatDevice(info) + " and cuBLASLt " +
-                 lt->getVersionString() + " checked";
+    cublasLtHandle_t handle = nullptr;
+    if (cublasStatus_t status = lt->cublasLtCreate(&handle);
+        status != CUBLAS_STATUS_SUCCESS)
+      return error(kExitNoDevice,
+                   "cublasLtCreate failed: " + lt->describe(status));
+    lt->cublasLtDestroy(handle);
+    deviceNote = formatDevice(info) + ", " + std::to_string(modules.size()) +
+                 " kernel image(s) loaded (" + std::to_string(jitted) +
+                 " by PTX JIT), cuBLASLt " + lt->getVersionString() +
+                 " started";
   }
   (void)logEvery;
   return error(kExitNotBuilt,
