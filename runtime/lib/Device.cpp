@@ -26,8 +26,8 @@ Expected<Device> Device::open(const CudaDriver &driver, int ordinal) {
   if (!devices)
     return devices.takeError();
   if (ordinal < 0 || ordinal >= static_cast<int>(devices->size()))
-    return Error{"device " + std::to_string(ordinal) + ": only " +
-                 std::to_string(devices->size()) + " device(s) visible"};
+    return Error{"no device " + std::to_string(ordinal) + " (" +
+                 std::to_string(devices->size()) + " visible)"};
   Device device;
   device.driver = &driver;
   device.info = (*devices)[ordinal];
