@@ -137,6 +137,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       }
       if (const Json *trainable = entry.get("trainable"))
         spec.trainable = trainable->isBool() && trainable->getBool();
+      if (const Json *init = entry.get("init"))
+        spec.fromInit = init->isBool() && init->getBool();
+      if (const Json *folded = entry.get("folded_from");
+          folded && folded->isString())
+        spec.foldedFrom = folded->getString();
       step.params.push_back(std::move(spec));
     }
   }
@@ -171,22 +176,45 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   return step;
 }
 
-Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
-  for (const ParamSpec &param : params) {
-    const TensorInfo *found = weights.find(param.source);
-    if (!found) {
-      if (param.trainable)
-        continue;
-      return Error{weights.getPath() + ": missing weight '" + param.source +
-                   "' (parameter '" + param.name + "', expected " +
-                   describeTensorType(param.dtype, param.shape) + ")"};
-    }
+Expected<WeightMatch>
+StepArtifact::matchWeight(const ParamSpec &param,
+                          const SafetensorsFile &weights) const {
+  std::string expected = describeTensorType(param.dtype, param.shape);
+  auto mismatch = [&](const TensorInfo &found, const std::string &extra) {
+    return Error{weights.getPath() + ": weight '" + found.name + "' is " +
+                 describeTensorType(found.dtype, found.shape) +
+                 ", but the artifact expects " + expected + extra};
+  };
+  if (const TensorInfo *found = weights.find(param.source)) {
     if (found->dtype != param.dtype || found->shape != param.shape)
-      return Error{weights.getPath() + ": weight '" + param.source + "' is " +
-                   describeTensorType(found->dtype, found->shape) +
-                   ", but the artifact expects " +
-                   describeTensorType(param.dtype, param.shape)};
+      return mismatch(*found, "");
+    return WeightMatch{found, false};
   }
+  if (!param.foldedFrom.empty())
+    if (const TensorInfo *found = weights.find(param.foldedFrom)) {
+      std::vector<int64_t> transposed(param.shape.rbegin(), param.shape.rend());
+      std::string extra = " (for '" + param.source + "', folded from it)";
+      if (found->dtype != param.dtype)
+        return mismatch(*found, extra);
+      if (found->shape == param.shape)
+        return WeightMatch{found, false};
+      if (param.shape.size() == 2 && found->shape == transposed)
+        return WeightMatch{found, true};
+      return mismatch(*found, extra);
+    }
+  if (param.trainable || param.fromInit)
+    return WeightMatch{};
+  return Error{weights.getPath() + ": missing weight '" + param.source + "'" +
+               (param.foldedFrom.empty() ? std::string()
+                                         : " (or '" + param.foldedFrom +
+                                               "', which it was folded from)") +
+               " (parameter '" + param.name + "', expected " + expected + ")"};
+}
+
+Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
+  for (const ParamSpec &param : params)
+    if (Expected<WeightMatch> match = matchWeight(param, weights); !match)
+      return match.takeError();
   return Status::success();
 }
 

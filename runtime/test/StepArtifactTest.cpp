@@ -13,6 +13,8 @@
 
 #include "kiln/runtime/StepArtifact.h"
 
+#include <cstdlib>
+
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
@@ -96,8 +98,54 @@ static void testDecodeErrors() {
         ok->getParams()[0].source == "model.w" && !ok->hasStepProgram());
 }
 
+static void testWeightMatching() {
+  Expected<StepArtifact> step = decode(
+      {{"meta", "{}"},
+       {"params",
+        R"([{"name":"val_95","dtype":"F32","shape":[2,3],"folded_from":"q.weight"},)"
+        R"({"name":"norm","dtype":"F32","shape":[3]},)"
+        R"({"name":"codes","dtype":"U8","shape":[4],"init":true},)"
+        R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"}});
+  CHECK(step && step->getParams().size() == 4);
+  if (!step)
+    return;
+  char dir[] = "/tmp/kiln-step-artifact-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string path = std::string(dir) + "/w.safetensors";
+  std::vector<float> values(6, 1.f);
+  auto check = [&](std::vector<TensorData> tensors) {
+    CHECK(writeSafetensors(path, tensors));
+    Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+    CHECK(file);
+    return file ? step->checkWeights(*file) : Status(Error{"unreadable"});
+  };
+  // By the ONNX initializer name.
+  CHECK(check({{"val_95", DType::F32, {2, 3}, values.data()},
+               {"norm", DType::F32, {3}, values.data()}}));
+  // By the PyTorch name it was folded from, stored transposed.
+  CHECK(check({{"q.weight", DType::F32, {3, 2}, values.data()},
+               {"norm", DType::F32, {3}, values.data()}}));
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  Expected<WeightMatch> match = step->matchWeight(step->getParams()[0], *file);
+  CHECK(match && match->tensor && match->transpose);
+  CHECK_EQ(check({{"q.weight", DType::F32, {6}, values.data()},
+                  {"norm", DType::F32, {3}, values.data()}})
+               .getError(),
+           path + ": weight 'q.weight' is F32 [6], but the artifact expects "
+                  "F32 [2, 3] (for 'val_95', folded from it)");
+  CHECK_EQ(check({{"norm", DType::F32, {3}, values.data()}}).getError(),
+           path + ": missing weight 'val_95' (or 'q.weight', which it was "
+                  "folded from) (parameter 'val_95', expected F32 [2, 3])");
+  CHECK_EQ(check({{"val_95", DType::F32, {2, 3}, values.data()}}).getError(),
+           path + ": missing weight 'norm' (parameter 'norm', expected F32 "
+                  "[3])");
+  std::string cleanup = "rm -rf " + std::string(dir);
+  CHECK(std::system(cleanup.c_str()) == 0);
+}
+
 int main() {
   testImageChoice();
   testDecodeErrors();
+  testWeightMatching();
   return finishChecks();
 }

@@ -161,7 +161,7 @@ train-not-built)
     cat out.txt err.txt
     [ $rc = 5 ] || fail "exit $rc, expected 5"
     [ "$(wc -l <err.txt)" = 1 ] || fail "stderr must be one line"
-    grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); nothing was trained$' err.txt ||
+    grep -q '^kiln-run: error: step program execution not built yet (artifact, \(weights, \)\?data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); nothing was trained$' err.txt ||
       fail "not the not-built line"
     grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
   done

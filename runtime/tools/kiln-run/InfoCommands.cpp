@@ -82,8 +82,12 @@ int kiln::run::runInspect(int argc, char **argv) {
     std::printf("  %s  %s  %s", param.name.c_str(),
                 describeTensorType(param.dtype, param.shape).c_str(),
                 param.trainable ? "trainable" : "frozen");
+    if (param.fromInit)
+      std::printf("  (init program)");
     if (param.source != param.name)
       std::printf("  <- %s", param.source.c_str());
+    if (!param.foldedFrom.empty())
+      std::printf("  (folded from %s)", param.foldedFrom.c_str());
     std::printf("\n");
   }
 

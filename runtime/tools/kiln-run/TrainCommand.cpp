@@ -256,7 +256,8 @@ int kiln::run::runTrain(int argc, char **argv) {
   }
   (void)logEvery;
   return error(kExitNotBuilt,
-               "step program execution not built yet (artifact, weights, data "
-               "and guards are valid; " +
-                   deviceNote + "); nothing was trained");
+               "step program execution not built yet (artifact, " +
+                   std::string(weightFiles.empty() ? "" : "weights, ") +
+                   "data and guards are valid; " + deviceNote +
+                   "); nothing was trained");
 }

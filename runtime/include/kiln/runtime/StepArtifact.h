@@ -34,6 +34,19 @@ struct ParamSpec {
   artifact::DType dtype = artifact::DType::F32;
   std::vector<int64_t> shape;
   bool trainable = false;
+  /// Produced by the init program (adapters, NF4 codes): the weights file
+  /// need not hold it.
+  bool fromInit = false;
+  /// The weight the exporter folded this one from (ONNX metadata
+  /// pkg.onnxscript.optimizer.folded_from), e.g. "model.x.q_proj.weight"
+  /// for its transpose "val_95"; empty if none.
+  std::string foldedFrom;
+};
+
+/// How a parameter's bytes come out of a weights file.
+struct WeightMatch {
+  const artifact::TensorInfo *tensor = nullptr; ///< null: absent (allowed)
+  bool transpose = false; ///< A 2-D folded_from weight, stored transposed.
 };
 
 /// One compiled image: "sm_90.cubin", "sm_90a.cubin", "compute_90.ptx".
@@ -77,10 +90,17 @@ public:
   std::optional<int64_t> getVocabSize() const { return vocabSize; }
   bool hasStepProgram() const { return container.find("step") != nullptr; }
 
-  /// Checks \p weights against every non-trainable parameter (by source
-  /// name): present, same dtype and shape. Trainable parameters may be
-  /// absent (the init program creates them) but must match when present.
+  /// Checks \p weights against the parameters (by source name): present,
+  /// same dtype and shape. Trainable ones and those the init program makes
+  /// may be absent, but must match when present.
   Status checkWeights(const artifact::SafetensorsFile &weights) const;
+
+  /// Finds \p param in \p weights: by source name, else by its folded_from
+  /// name with the same shape or, for 2-D, the transposed one. An error
+  /// names both and the shapes.
+  Expected<WeightMatch>
+  matchWeight(const ParamSpec &param,
+              const artifact::SafetensorsFile &weights) const;
 
   /// Picks the image of \p kernel for a device of compute capability
   /// \p major.minor: a cubin of the same major and a minor no newer than the
