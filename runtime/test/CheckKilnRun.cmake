@@ -38,8 +38,8 @@ no CUDA device visible)\n$")
 
 if(CASE STREQUAL "help")
   if(NOT rc EQUAL 0 OR NOT err STREQUAL "" OR
-     NOT out MATCHES "^USAGE: kiln-run <command>\n" OR
-     NOT out MATCHES "\nCOMMANDS:\n  devices +List the visible CUDA devices\n\n")
+     NOT out MATCHES "^USAGE: kiln-run <command> \\[arguments\\]\n" OR
+     NOT out MATCHES "\nCOMMANDS:\n  devices +List the visible CUDA devices\n  inspect ")
     fail("expected usage on stdout and exit 0")
   endif()
 elseif(CASE STREQUAL "no-command")

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Check.h"
+
 #include "kiln/runtime/CudaDriver.h"
 
 #include <cstdio>
@@ -17,29 +19,6 @@
 #include <string>
 
 using namespace kiln::runtime;
-
-static int failures = 0;
-
-#define CHECK(condition)                                                       \
-  do {                                                                         \
-    if (!(condition)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,    \
-                   #condition);                                                \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (false)
-
-#define CHECK_EQ(actual, expected)                                             \
-  do {                                                                         \
-    std::string a = (actual), e = (expected);                                  \
-    if (a != e) {                                                              \
-      std::fprintf(stderr,                                                     \
-                   "%s:%d: CHECK_EQ failed:\n  actual:   %s\n"                 \
-                   "  expected: %s\n",                                         \
-                   __FILE__, __LINE__, a.c_str(), e.c_str());                  \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (false)
 
 static bool startsWith(const std::string &s, const std::string &prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -122,7 +101,5 @@ int main(int argc, char **argv) {
   testFormatDevice();
   testLoadErrors();
   testLoadDriver(requireGpu);
-  if (failures)
-    std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  return finishChecks();
 }

@@ -7,6 +7,7 @@
 
 #include "Driver.h"
 
+#include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,7 +24,7 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-enum class Emit { ForwardMlir, GradsMlir, StepMlir };
+enum class Emit { ForwardMlir, GradsMlir, StepMlir, Artifact };
 
 cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"),
                            cl::Required, cl::sub(compileCommand()), cl::cat(category()));
@@ -41,7 +42,11 @@ cl::opt<Emit> emit(
                           "every trainable parameter p"),
                clEnumValN(Emit::StepMlir, "step-mlir",
                           "train_step(inputs, params, optimizer state, lr, "
-                          "step) -> (loss, new params, new state)")),
+                          "step) -> (loss, new params, new state)"),
+               clEnumValN(Emit::Artifact, "artifact",
+                          "the training step as a .kiln artifact (-o): meta, "
+                          "guards, parameter layout (kernels and the step "
+                          "program come with codegen)")),
     cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
@@ -280,13 +285,16 @@ int runCompile(MLIRContext &context) {
     nf4.doubleQuant = doubleQuant;
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
-  if (emit == Emit::GradsMlir || emit == Emit::StepMlir) {
+  bool trainStep = emit == Emit::StepMlir || emit == Emit::Artifact;
+  if (emit == Emit::Artifact && (output.empty() || output == "-"))
+    return fail("--emit=artifact needs -o FILE.kiln");
+  if (emit == Emit::GradsMlir || trainStep) {
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
     GradAccumPassOptions accumulate;
     accumulate.microBatches = gradAccum;
     pm.addNestedPass<func::FuncOp>(createGradAccumPass(accumulate));
   }
-  if (emit == Emit::StepMlir) {
+  if (trainStep) {
     FailureOr<TrainStepPassOptions> optimizer = parseOptimizer(optimizerSpec);
     if (failed(optimizer))
       return 1;
@@ -325,6 +333,8 @@ int runCompile(MLIRContext &context) {
     if (output == "-")
       return 0; // The report is the output; -o writes the IR too.
   }
+  if (emit == Emit::Artifact)
+    return failed(writeStepArtifact(*module, model, output)) ? 1 : 0;
   std::string error;
   std::unique_ptr<ToolOutputFile> file = openOutputFile(output, &error);
   if (!file)

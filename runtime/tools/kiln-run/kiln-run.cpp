@@ -4,45 +4,91 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Exit codes: 0 success, 2 usage error, 3 no usable CUDA driver or device.
+// Exit codes (Commands.h): 0 success, 1 bad input file, 2 usage error, 3 no
+// usable CUDA driver, device or library, 4 guard violation, 5 not built yet.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime/CudaDriver.h"
+#include "Commands.h"
 
 #include <cstdio>
 #include <cstring>
 
-using namespace kiln::runtime;
+using namespace kiln::run;
 
 namespace {
-constexpr int kExitUsage = 2;
-constexpr int kExitNoDevice = 3;
-
-constexpr const char *kUsage = "USAGE: kiln-run <command>\n"
-                               "\n"
-                               "COMMANDS:\n"
-                               "  devices     List the visible CUDA devices\n"
-                               "\n"
-                               "OPTIONS:\n"
-                               "  -h, --help  Show this help\n";
+constexpr const char *kUsage =
+    "USAGE: kiln-run <command> [arguments]\n"
+    "\n"
+    "COMMANDS:\n"
+    "  devices     List the visible CUDA devices\n"
+    "  inspect     Print a .kiln artifact: FILE\n"
+    "  ckpt-info   Validate a safetensors file and list its tensors: FILE\n"
+    "  train       Train a compiled step: STEP.kiln --data TOKENS.bin --steps "
+    "N\n"
+    "              (see 'kiln-run train --help')\n"
+    "\n"
+    "OPTIONS:\n"
+    "  -h, --help  Show this help\n";
 } // namespace
 
-static int error(int exitCode, const std::string &message) {
+int kiln::run::error(int exitCode, const std::string &message) {
   std::fprintf(stderr, "kiln-run: error: %s\n", message.c_str());
   return exitCode;
 }
 
-static int runDevices() {
-  Expected<CudaDriver> driver = CudaDriver::load();
-  if (!driver)
-    return error(kExitNoDevice, driver.getError());
-  Expected<std::vector<DeviceInfo>> devices = driver->listDevices();
-  if (!devices)
-    return error(kExitNoDevice, devices.getError());
-  for (const DeviceInfo &device : *devices)
-    std::printf("%s\n", formatDevice(device).c_str());
-  return 0;
+std::optional<Arguments> Arguments::parse(int argc, char **argv,
+                                          const std::vector<std::string> &known,
+                                          std::string &errorMessage) {
+  Arguments args;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      if (arg.size() > 1 && arg[0] == '-') {
+        errorMessage = "unknown option '" + arg + "'";
+        return std::nullopt;
+      }
+      args.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    size_t equals = name.find('=');
+    bool inlineValue = equals != std::string::npos;
+    if (inlineValue) {
+      value = name.substr(equals + 1);
+      name = name.substr(0, equals);
+    }
+    bool isKnown = false;
+    for (const std::string &candidate : known)
+      isKnown |= candidate == name;
+    if (!isKnown) {
+      errorMessage = "unknown option '--" + name + "'";
+      return std::nullopt;
+    }
+    if (!inlineValue) {
+      if (i + 1 >= argc) {
+        errorMessage = "option '--" + name + "' needs a value";
+        return std::nullopt;
+      }
+      value = argv[++i];
+    }
+    args.flags[name].push_back(value);
+  }
+  return args;
+}
+
+std::optional<std::string> Arguments::get(const std::string &name) const {
+  auto it = flags.find(name);
+  if (it == flags.end())
+    return std::nullopt;
+  return it->second.back();
+}
+
+const std::vector<std::string> &
+Arguments::getAll(const std::string &name) const {
+  static const std::vector<std::string> none;
+  auto it = flags.find(name);
+  return it == flags.end() ? none : it->second;
 }
 
 int main(int argc, char **argv) {
@@ -55,11 +101,16 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (!std::strcmp(command, "devices")) {
-    if (argc > 2)
-      return error(kExitUsage, "'devices' takes no arguments");
-    return runDevices();
-  }
+  struct {
+    const char *name;
+    int (*run)(int, char **);
+  } commands[] = {{"devices", runDevices},
+                  {"inspect", runInspect},
+                  {"ckpt-info", runCkptInfo},
+                  {"train", runTrain}};
+  for (const auto &entry : commands)
+    if (!std::strcmp(command, entry.name))
+      return entry.run(argc - 2, argv + 2);
   return error(kExitUsage, "unknown command '" + std::string(command) +
                                "' (see 'kiln-run --help')");
 }

@@ -15,41 +15,15 @@
 #ifndef KILN_RUNTIME_CUDADRIVER_H
 #define KILN_RUNTIME_CUDADRIVER_H
 
+#include "kiln/runtime/Expected.h"
+
 #include <cuda.h>
 
 #include <cstddef>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace kiln::runtime {
-
-/// A one-line, human-readable error message.
-struct Error {
-  std::string message;
-};
-
-/// Either a T or an Error. A minimal stand-in for llvm::Expected, since the
-/// runtime depends on nothing but the CUDA toolkit.
-template <typename T> class Expected {
-public:
-  Expected(T value) : value(std::move(value)) {}
-  Expected(Error error) : error(std::move(error)) {}
-
-  explicit operator bool() const { return value.has_value(); }
-  T &operator*() { return *value; }
-  const T &operator*() const { return *value; }
-  T *operator->() { return &*value; }
-  const T *operator->() const { return &*value; }
-
-  /// The error message; empty when this holds a value.
-  const std::string &getError() const { return error.message; }
-
-private:
-  std::optional<T> value;
-  Error error;
-};
 
 /// What `kiln-run devices` reports about one device.
 struct DeviceInfo {

@@ -1,0 +1,54 @@
+//===- Sections.h - Encode compiled-step facts as .kiln sections -*- C++
+//-*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The compiler's side of the artifact sections whose payload the runtime
+// already decodes (docs/artifact.md). Each function turns what a pass
+// recorded on the step function into the section's JSON, in the encoding
+// runtime/lib/artifact parses, so the two cannot drift apart
+// (test/Unit/ArtifactInteropTest.cpp runs both).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_ARTIFACTEMIT_SECTIONS_H
+#define KILN_ARTIFACTEMIT_SECTIONS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace kiln {
+
+/// The "guards" section for \p func's `kiln.guards` (recorded by
+/// --kiln-shape-guards): a JSON array, `[]` when there are none. Fails with a
+/// diagnostic on \p func for a malformed guard.
+mlir::FailureOr<std::string> emitGuardsSection(mlir::func::FuncOp func);
+
+/// The "params" section of \p step (a function of \p module): its
+/// `kiln.param` arguments (trainable) and the `kiln.parameter` weights it
+/// reads (frozen), each with dtype and static shape; `"init": true` marks
+/// those the module's init program produces (adapters, NF4 codes), which
+/// the weights file need not hold.
+mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
+                                               mlir::func::FuncOp step);
+
+/// The "meta" section: format, creator, targets (the kernel architectures;
+/// none until codegen), the size symbols of \p step's inputs, the source
+/// model.
+std::string emitMetaSection(mlir::func::FuncOp step,
+                            llvm::StringRef sourceModel);
+
+/// Writes \p path: a .kiln artifact with the meta, guards and params
+/// sections of \p module's `@main` (no kernels or step program yet: codegen
+/// adds them). Fails with a diagnostic.
+mlir::LogicalResult writeStepArtifact(mlir::ModuleOp module,
+                                      llvm::StringRef sourceModel,
+                                      llvm::StringRef path);
+
+} // namespace kiln
+
+#endif // KILN_ARTIFACTEMIT_SECTIONS_H

@@ -1,0 +1,161 @@
+//===- StepArtifact.cpp - meta and params sections; write a .kiln ---------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/ArtifactEmit/Sections.h"
+
+#include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/InitProgram.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/artifact/Artifact.h"
+#include "kiln/artifact/Json.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using kiln::artifact::Json;
+
+namespace {
+/// The safetensors dtype of \p type's elements, or null.
+const char *safetensorsDType(Type type) {
+  if (type.isF64())
+    return "F64";
+  if (type.isF32())
+    return "F32";
+  if (type.isF16())
+    return "F16";
+  if (type.isBF16())
+    return "BF16";
+  auto integer = llvm::dyn_cast<IntegerType>(type);
+  if (!integer)
+    return nullptr;
+  bool isUnsigned = integer.isUnsigned();
+  switch (integer.getWidth()) {
+  case 1:
+    return "BOOL";
+  case 8:
+    return isUnsigned ? "U8" : "I8";
+  case 16:
+    return isUnsigned ? "U16" : "I16";
+  case 32:
+    return isUnsigned ? "U32" : "I32";
+  case 64:
+    return isUnsigned ? "U64" : "I64";
+  default:
+    return nullptr;
+  }
+}
+
+FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type,
+                           bool trainable, bool fromInit,
+                           StringRef foldedFrom = {}) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  const char *dtype =
+      tensor ? safetensorsDType(tensor.getElementType()) : nullptr;
+  if (!dtype)
+    return where->emitError("parameter '")
+           << name << "' has type " << type
+           << ", which no safetensors dtype holds";
+  if (!tensor.hasStaticShape())
+    return where->emitError("parameter '")
+           << name << "' has a dynamic shape " << type;
+  Json shape = Json::array();
+  for (int64_t dim : tensor.getShape())
+    shape.push(Json::integer(dim));
+  Json entry = Json::object();
+  entry.set("name", Json::string(name.str()));
+  entry.set("source", Json::string(name.str()));
+  entry.set("dtype", Json::string(dtype));
+  entry.set("shape", std::move(shape));
+  entry.set("trainable", Json::boolean(trainable));
+  if (fromInit)
+    entry.set("init", Json::boolean(true));
+  // The exporter folded this initializer from a named weight (typically its
+  // transpose); weights files keyed by PyTorch names hold that one.
+  if (!foldedFrom.empty())
+    entry.set("folded_from", Json::string(foldedFrom.str()));
+  return entry;
+}
+} // namespace
+
+FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
+                                               func::FuncOp step) {
+  llvm::StringSet<> initialized;
+  if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName))
+    for (unsigned i = 0; i < init.getNumResults(); ++i)
+      if (auto name = init.getResultAttrOfType<StringAttr>(i, "kiln.param"))
+        initialized.insert(name.getValue());
+
+  Json params = Json::array();
+  llvm::StringSet<> seen;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, "kiln.param");
+    if (!name || !seen.insert(name.getValue()).second)
+      continue;
+    FailureOr<Json> entry =
+        paramEntry(step, name.getValue(), step.getArgument(i).getType(),
+                   /*trainable=*/true, initialized.contains(name.getValue()));
+    if (failed(entry))
+      return failure();
+    params.push(std::move(*entry));
+  }
+  WalkResult walk = step.walk([&](ParameterOp op) {
+    if (!seen.insert(op.getName()).second)
+      return WalkResult::advance();
+    auto foldedFrom = op->getAttrOfType<StringAttr>("kiln.source_name");
+    FailureOr<Json> entry =
+        paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
+                   initialized.contains(op.getName()),
+                   foldedFrom ? foldedFrom.getValue() : StringRef());
+    if (failed(entry))
+      return WalkResult::interrupt();
+    params.push(std::move(*entry));
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return params.print();
+}
+
+std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel) {
+  llvm::SetVector<StringRef> symbols;
+  for (Type type : step.getArgumentTypes())
+    if (auto tensor = llvm::dyn_cast<RankedTensorType>(type))
+      for (Dim dim : getDims(tensor))
+        for (StringRef symbol : dimSymbols(dim))
+          symbols.insert(symbol);
+  Json names = Json::array();
+  for (StringRef symbol : symbols)
+    names.push(Json::string(symbol.str()));
+  Json meta = Json::object();
+  meta.set("format", Json::string("kiln-step"));
+  meta.set("creator", Json::string("kiln compile"));
+  meta.set("model", Json::string(sourceModel.str()));
+  meta.set("entry", Json::string(step.getSymName().str()));
+  // Filled in by codegen with the architectures of the kernel images.
+  meta.set("targets", Json::array());
+  meta.set("symbols", std::move(names));
+  return meta.print(/*pretty=*/true) + "\n";
+}
+
+LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel,
+                                      StringRef path) {
+  auto step = module.lookupSymbol<func::FuncOp>("main");
+  if (!step)
+    return module.emitError("no @main step function to write");
+  FailureOr<std::string> guards = emitGuardsSection(step);
+  FailureOr<std::string> params = emitParamsSection(module, step);
+  if (failed(guards) || failed(params))
+    return failure();
+  artifact::ArtifactWriter writer;
+  writer.add("meta", emitMetaSection(step, sourceModel));
+  writer.add("guards", *guards);
+  writer.add("params", *params);
+  if (runtime::Status status = writer.write(path.str()); !status)
+    return module.emitError(status.getError());
+  return success();
+}

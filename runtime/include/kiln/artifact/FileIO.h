@@ -1,0 +1,88 @@
+//===- FileIO.h - Whole-file reads, mappings and atomic writes --*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Checkpoints and artifacts are replaced, never edited in place: a writer
+// fills a temporary file in the destination's directory, fsyncs it, renames
+// it over the destination and fsyncs the directory. A crash at any point
+// leaves either the old file or the new one, both complete.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_ARTIFACT_FILEIO_H
+#define KILN_ARTIFACT_FILEIO_H
+
+#include "kiln/runtime/Expected.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace kiln::artifact {
+
+using runtime::Error;
+using runtime::Expected;
+using runtime::Status;
+
+/// A read-only, private memory mapping of a whole file (or an empty view for
+/// an empty file). Move-only; unmaps on destruction.
+class MappedFile {
+public:
+  static Expected<MappedFile> open(const std::string &path);
+
+  MappedFile(MappedFile &&other) noexcept;
+  MappedFile &operator=(MappedFile &&other) noexcept;
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile();
+
+  const unsigned char *data() const { return bytes; }
+  size_t size() const { return length; }
+  std::string_view view() const {
+    return {reinterpret_cast<const char *>(bytes), length};
+  }
+
+private:
+  MappedFile() = default;
+  const unsigned char *bytes = nullptr;
+  size_t length = 0;
+};
+
+/// Sequential output to the temporary file of writeFileAtomically().
+class FileWriter {
+public:
+  /// Writes all \p size bytes (retrying short writes).
+  Status write(const void *data, size_t size);
+  Status write(std::string_view text) {
+    return write(text.data(), text.size());
+  }
+  uint64_t bytesWritten() const { return written; }
+
+private:
+  friend Status
+  writeFileAtomically(const std::string &,
+                      const std::function<Status(FileWriter &)> &);
+  FileWriter(int fd, std::string path) : fd(fd), path(std::move(path)) {}
+  int fd;
+  std::string path;
+  uint64_t written = 0;
+};
+
+/// Replaces \p path with what \p fill writes, atomically: the data goes to
+/// "<dir>/.<name>.tmp-<pid>", which is fsynced, renamed over \p path, and the
+/// directory fsynced. If \p fill or any step fails, the temporary file is
+/// removed and \p path is untouched. A killed process leaves its temporary
+/// file behind (never a partial \p path).
+Status writeFileAtomically(const std::string &path,
+                           const std::function<Status(FileWriter &)> &fill);
+
+/// "<path>: <strerror(errno)>".
+Error errnoError(const std::string &path, const char *what = nullptr);
+
+} // namespace kiln::artifact
+
+#endif // KILN_ARTIFACT_FILEIO_H

@@ -1,0 +1,71 @@
+//===- Expected.h - Value-or-error results for the runtime ------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The runtime (and the artifact library the compiler shares) depends on
+// nothing but the C++ standard library, and builds without exceptions, so
+// fallible calls return these instead of throwing. Every message is one
+// human-readable line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_EXPECTED_H
+#define KILN_RUNTIME_EXPECTED_H
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace kiln::runtime {
+
+/// A one-line, human-readable error message.
+struct Error {
+  std::string message;
+};
+
+/// Either a T or an Error. A minimal stand-in for llvm::Expected.
+template <typename T> class [[nodiscard]] Expected {
+public:
+  Expected(T value) : value(std::move(value)) {}
+  Expected(Error error) : error(std::move(error)) {}
+
+  explicit operator bool() const { return value.has_value(); }
+  T &operator*() { return *value; }
+  const T &operator*() const { return *value; }
+  T *operator->() { return &*value; }
+  const T *operator->() const { return &*value; }
+
+  /// The error message; empty when this holds a value.
+  const std::string &getError() const { return error.message; }
+  /// The error, to pass up unchanged (`return result.takeError();`).
+  Error takeError() { return std::move(error); }
+
+private:
+  std::optional<T> value;
+  Error error;
+};
+
+/// Success or an Error, for calls that produce no value.
+class [[nodiscard]] Status {
+public:
+  Status() = default;
+  Status(Error error) : error(std::move(error)) {}
+  static Status success() { return Status(); }
+
+  /// True on success.
+  explicit operator bool() const { return !error.has_value(); }
+  const std::string &getError() const {
+    static const std::string none;
+    return error ? error->message : none;
+  }
+  Error takeError() { return std::move(*error); }
+
+private:
+  std::optional<Error> error;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_EXPECTED_H

@@ -1,0 +1,126 @@
+//===- StepArtifact.h - The runtime's view of a .kiln artifact --*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Decodes the sections kiln-run understands today (docs/artifact.md):
+// "meta", "guards", "params" and the kernel images, and checks run inputs
+// against them: sizes against the guards, a weights file against the
+// parameter layout, the device's architecture against the kernel images.
+// The "step" and "init" payloads are carried but not interpreted yet.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_STEPARTIFACT_H
+#define KILN_RUNTIME_STEPARTIFACT_H
+
+#include "kiln/artifact/Artifact.h"
+#include "kiln/artifact/Guards.h"
+#include "kiln/artifact/Json.h"
+#include "kiln/artifact/Safetensors.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// One parameter of the compiled step, as "params" lists it.
+struct ParamSpec {
+  std::string name;   ///< The step's name for it.
+  std::string source; ///< Its name in the weights file (HF or ONNX name).
+  artifact::DType dtype = artifact::DType::F32;
+  std::vector<int64_t> shape;
+  bool trainable = false;
+  /// Produced by the init program (adapters, NF4 codes): the weights file
+  /// need not hold it.
+  bool fromInit = false;
+  /// The weight the exporter folded this one from (ONNX metadata
+  /// pkg.onnxscript.optimizer.folded_from), e.g. "model.x.q_proj.weight"
+  /// for its transpose "val_95"; empty if none.
+  std::string foldedFrom;
+};
+
+/// How a parameter's bytes come out of a weights file.
+struct WeightMatch {
+  const artifact::TensorInfo *tensor = nullptr; ///< null: absent (allowed)
+  bool transpose = false; ///< A 2-D folded_from weight, stored transposed.
+};
+
+/// One compiled image: "sm_90.cubin", "sm_90a.cubin", "compute_90.ptx".
+struct KernelImage {
+  int arch = 0;              ///< 10 * major + minor.
+  bool archSpecific = false; ///< "a" suffix: runs on exactly this arch.
+  std::string section;
+};
+
+/// The images of one kernel.
+struct KernelImages {
+  std::vector<KernelImage> cubins;
+  std::vector<KernelImage> ptx;
+  std::string source; ///< The CUDA C++ section, or empty.
+};
+
+/// What to load for one kernel on one device.
+struct KernelImageChoice {
+  std::string section;
+  bool needsJit = false; ///< PTX, compiled by the driver at load time.
+};
+
+class StepArtifact {
+public:
+  /// Opens and validates \p path (container and the decoded sections).
+  static Expected<StepArtifact> open(const std::string &path);
+  /// Decodes an already validated container; \p origin names it in errors.
+  static Expected<StepArtifact> decode(artifact::Artifact container,
+                                       const std::string &origin);
+
+  const artifact::Artifact &getContainer() const { return container; }
+  const artifact::Json &getMeta() const { return meta; }
+  const std::vector<std::string> &getTargets() const { return targets; }
+  const std::vector<std::string> &getSymbols() const { return symbols; }
+  const std::vector<artifact::Guard> &getGuards() const { return guards; }
+  const std::vector<ParamSpec> &getParams() const { return params; }
+  const std::map<std::string, KernelImages> &getKernels() const {
+    return kernels;
+  }
+  /// meta "vocab_size", when the compiler recorded it.
+  std::optional<int64_t> getVocabSize() const { return vocabSize; }
+  bool hasStepProgram() const { return container.find("step") != nullptr; }
+
+  /// Checks \p weights against the parameters (by source name): present,
+  /// same dtype and shape. Trainable ones and those the init program makes
+  /// may be absent, but must match when present.
+  Status checkWeights(const artifact::SafetensorsFile &weights) const;
+
+  /// Finds \p param in \p weights: by source name, else by its folded_from
+  /// name with the same shape or, for 2-D, the transposed one. An error
+  /// names both and the shapes.
+  Expected<WeightMatch>
+  matchWeight(const ParamSpec &param,
+              const artifact::SafetensorsFile &weights) const;
+
+  /// Picks the image of \p kernel for a device of compute capability
+  /// \p major.minor: a cubin of the same major and a minor no newer than the
+  /// device's, else PTX of an arch no newer than the device's (JIT).
+  Expected<KernelImageChoice> selectImage(const std::string &kernel, int major,
+                                          int minor) const;
+
+private:
+  StepArtifact(artifact::Artifact container)
+      : container(std::move(container)) {}
+  artifact::Artifact container;
+  artifact::Json meta;
+  std::vector<std::string> targets, symbols;
+  std::vector<artifact::Guard> guards;
+  std::vector<ParamSpec> params;
+  std::map<std::string, KernelImages> kernels;
+  std::optional<int64_t> vocabSize;
+  std::string origin;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_STEPARTIFACT_H

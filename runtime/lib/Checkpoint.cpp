@@ -1,0 +1,119 @@
+//===- Checkpoint.cpp - Training checkpoints and PEFT adapters --*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Checkpoint.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sys/stat.h>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+namespace {
+constexpr const char *kStepKey = "kiln.step";
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+} // namespace
+
+Status kiln::runtime::writeCheckpoint(const std::string &path, int64_t step,
+                                      const std::vector<TensorData> &params,
+                                      const std::vector<TensorData> &state,
+                                      const WriteProgress &progress) {
+  std::vector<TensorData> tensors;
+  for (TensorData tensor : params) {
+    tensor.name = "params/" + tensor.name;
+    tensors.push_back(std::move(tensor));
+  }
+  for (TensorData tensor : state) {
+    tensor.name = "state/" + tensor.name;
+    tensors.push_back(std::move(tensor));
+  }
+  return writeSafetensors(path, tensors, {{kStepKey, std::to_string(step)}},
+                          progress);
+}
+
+Expected<int64_t>
+kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
+                               const SafetensorsFile &checkpoint) {
+  const std::string &path = checkpoint.getPath();
+  auto it = checkpoint.getMetadata().find(kStepKey);
+  char *end = nullptr;
+  errno = 0;
+  long long step = it == checkpoint.getMetadata().end()
+                       ? -1
+                       : std::strtoll(it->second.c_str(), &end, 10);
+  if (step < 0 || errno || it->second.empty() || *end)
+    return Error{path + ": not a kiln-run checkpoint (no integer metadata '" +
+                 kStepKey + "')"};
+  for (const ParamSpec &param : artifact.getParams()) {
+    if (!param.trainable)
+      continue;
+    std::string name = "params/" + param.name;
+    const TensorInfo *found = checkpoint.find(name);
+    if (!found)
+      return Error{path + ": checkpoint lacks '" + name + "' (expected " +
+                   describeTensorType(param.dtype, param.shape) + ")"};
+    if (found->dtype != param.dtype || found->shape != param.shape)
+      return Error{path + ": '" + name + "' is " +
+                   describeTensorType(found->dtype, found->shape) +
+                   ", but the artifact expects " +
+                   describeTensorType(param.dtype, param.shape)};
+  }
+  return static_cast<int64_t>(step);
+}
+
+Expected<std::string> kiln::runtime::peftAdapterName(const std::string &name) {
+  if (!endsWith(name, ".lora_A.weight") && !endsWith(name, ".lora_B.weight"))
+    return Error{"'" + name +
+                 "' is not a LoRA weight (<module>.lora_A.weight or "
+                 "<module>.lora_B.weight)"};
+  // PEFT wraps the model twice: PeftModel.base_model (the LoraModel) and
+  // LoraModel.model (the original module tree).
+  return "base_model.model." + name;
+}
+
+Status kiln::runtime::writePeftAdapters(const std::string &dir,
+                                        const std::vector<TensorData> &adapters,
+                                        const LoraConfig &config) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return errnoError(dir, "cannot create directory");
+  std::vector<TensorData> renamed;
+  for (TensorData tensor : adapters) {
+    Expected<std::string> name = peftAdapterName(tensor.name);
+    if (!name)
+      return Error{dir + ": " + name.getError()};
+    tensor.name = *name;
+    renamed.push_back(std::move(tensor));
+  }
+  if (Status status =
+          writeSafetensors(dir + "/adapter_model.safetensors", renamed);
+      !status)
+    return status;
+
+  Json json = Json::object();
+  json.set("peft_type", Json::string("LORA"));
+  json.set("task_type", Json::string("CAUSAL_LM"));
+  json.set("base_model_name_or_path",
+           config.baseModel.empty() ? Json() : Json::string(config.baseModel));
+  json.set("r", Json::integer(config.rank));
+  json.set("lora_alpha", Json::number(config.alpha));
+  json.set("lora_dropout", Json::number(0.0));
+  json.set("bias", Json::string("none"));
+  json.set("fan_in_fan_out", Json::boolean(false));
+  json.set("inference_mode", Json::boolean(true));
+  Json targets = Json::array();
+  for (const std::string &target : config.targetModules)
+    targets.push(Json::string(target));
+  json.set("target_modules", std::move(targets));
+  std::string text = json.print(/*pretty=*/true) + "\n";
+  return writeFileAtomically(
+      dir + "/adapter_config.json",
+      [&](FileWriter &writer) { return writer.write(text); });
+}

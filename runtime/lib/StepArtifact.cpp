@@ -1,0 +1,259 @@
+//===- StepArtifact.cpp - The runtime's view of a .kiln artifact -*- C++
+//-*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/StepArtifact.h"
+
+#include <cctype>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+namespace {
+constexpr const char *kKernelPrefix = "kernels/";
+
+/// "sm_90" / "sm_90a" / "compute_90" (after \p prefix) into an image.
+bool parseArch(const std::string &text, const std::string &prefix,
+               KernelImage &image) {
+  if (text.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  size_t pos = prefix.size(), digits = 0;
+  int arch = 0;
+  while (pos < text.size() &&
+         std::isdigit(static_cast<unsigned char>(text[pos])) && digits < 4) {
+    arch = arch * 10 + (text[pos++] - '0');
+    ++digits;
+  }
+  if (digits < 2)
+    return false;
+  image.arch = arch;
+  image.archSpecific = pos < text.size() && text[pos] == 'a';
+  if (image.archSpecific)
+    ++pos;
+  return pos == text.size();
+}
+
+std::string archName(const char *prefix, int arch, bool specific = false) {
+  return prefix + std::to_string(arch) + (specific ? "a" : "");
+}
+
+Expected<std::vector<std::string>> stringList(const Json &meta,
+                                              const char *key) {
+  std::vector<std::string> out;
+  const Json *list = meta.get(key);
+  if (!list)
+    return out;
+  if (!list->isArray())
+    return Error{std::string("meta \"") + key +
+                 "\" is not an array of strings"};
+  for (const Json &item : list->getElements()) {
+    if (!item.isString())
+      return Error{std::string("meta \"") + key +
+                   "\" is not an array of strings"};
+    out.push_back(item.getString());
+  }
+  return out;
+}
+} // namespace
+
+Expected<StepArtifact> StepArtifact::open(const std::string &path) {
+  Expected<Artifact> container = Artifact::open(path);
+  if (!container)
+    return container.takeError();
+  return decode(std::move(*container), path);
+}
+
+Expected<StepArtifact> StepArtifact::decode(Artifact container,
+                                            const std::string &origin) {
+  StepArtifact step(std::move(container));
+  step.origin = origin;
+  auto fail = [&](const std::string &what) {
+    return Error{origin + ": " + what};
+  };
+
+  const Section *metaSection = step.container.find("meta");
+  if (!metaSection)
+    return fail("the artifact has no 'meta' section");
+  Expected<Json> meta = Json::parse(step.container.contents(*metaSection));
+  if (!meta)
+    return fail("meta: " + meta.getError());
+  if (!meta->isObject())
+    return fail("meta: expected a JSON object");
+  step.meta = std::move(*meta);
+  Expected<std::vector<std::string>> targets = stringList(step.meta, "targets");
+  if (!targets)
+    return fail(targets.getError());
+  step.targets = std::move(*targets);
+  Expected<std::vector<std::string>> symbols = stringList(step.meta, "symbols");
+  if (!symbols)
+    return fail(symbols.getError());
+  step.symbols = std::move(*symbols);
+  if (const Json *vocab = step.meta.get("vocab_size")) {
+    if (!vocab->isInteger() || vocab->getInteger() < 1)
+      return fail("meta \"vocab_size\" is not a positive integer");
+    step.vocabSize = vocab->getInteger();
+  }
+
+  if (const Section *guards = step.container.find("guards")) {
+    Expected<std::vector<Guard>> parsed =
+        parseGuards(step.container.contents(*guards));
+    if (!parsed)
+      return fail(parsed.getError());
+    step.guards = std::move(*parsed);
+  }
+
+  if (const Section *params = step.container.find("params")) {
+    Expected<Json> list = Json::parse(step.container.contents(*params));
+    if (!list)
+      return fail("params: " + list.getError());
+    if (!list->isArray())
+      return fail("params: expected a JSON array");
+    for (size_t i = 0; i < list->getElements().size(); ++i) {
+      const Json &entry = list->getElements()[i];
+      std::string where = "params[" + std::to_string(i) + "]: ";
+      const Json *name = entry.isObject() ? entry.get("name") : nullptr;
+      const Json *dtype = entry.isObject() ? entry.get("dtype") : nullptr;
+      const Json *shape = entry.isObject() ? entry.get("shape") : nullptr;
+      if (!name || !name->isString() || !dtype || !dtype->isString() ||
+          !shape || !shape->isArray())
+        return fail(where + "expected {\"name\", \"dtype\", \"shape\", ...}");
+      ParamSpec spec;
+      spec.name = name->getString();
+      spec.source = spec.name;
+      if (const Json *source = entry.get("source");
+          source && source->isString())
+        spec.source = source->getString();
+      std::optional<DType> parsed = parseDType(dtype->getString());
+      if (!parsed)
+        return fail(where + "unknown dtype '" + dtype->getString() + "'");
+      spec.dtype = *parsed;
+      for (const Json &dim : shape->getElements()) {
+        if (!dim.isInteger() || dim.getInteger() < 0)
+          return fail(where + "shape entries must be integers >= 0");
+        spec.shape.push_back(dim.getInteger());
+      }
+      if (const Json *trainable = entry.get("trainable"))
+        spec.trainable = trainable->isBool() && trainable->getBool();
+      if (const Json *init = entry.get("init"))
+        spec.fromInit = init->isBool() && init->getBool();
+      if (const Json *folded = entry.get("folded_from");
+          folded && folded->isString())
+        spec.foldedFrom = folded->getString();
+      step.params.push_back(std::move(spec));
+    }
+  }
+
+  for (const Section &section : step.container.getSections()) {
+    if (section.name.compare(0, 8, kKernelPrefix) != 0)
+      continue;
+    size_t slash = section.name.rfind('/');
+    if (slash <= 8)
+      return fail("bad kernel section name '" + section.name + "'");
+    std::string kernel = section.name.substr(8, slash - 8);
+    std::string image = section.name.substr(slash + 1);
+    KernelImages &images = step.kernels[kernel];
+    KernelImage parsed;
+    parsed.section = section.name;
+    if (image == "source") {
+      images.source = section.name;
+    } else if (image.size() > 6 &&
+               image.compare(image.size() - 6, 6, ".cubin") == 0 &&
+               parseArch(image.substr(0, image.size() - 6), "sm_", parsed)) {
+      images.cubins.push_back(parsed);
+    } else if (image.size() > 4 &&
+               image.compare(image.size() - 4, 4, ".ptx") == 0 &&
+               parseArch(image.substr(0, image.size() - 4), "compute_",
+                         parsed)) {
+      images.ptx.push_back(parsed);
+    } else {
+      return fail("unknown kernel image '" + section.name +
+                  "' (expected sm_XY.cubin, compute_XY.ptx or source)");
+    }
+  }
+  return step;
+}
+
+Expected<WeightMatch>
+StepArtifact::matchWeight(const ParamSpec &param,
+                          const SafetensorsFile &weights) const {
+  std::string expected = describeTensorType(param.dtype, param.shape);
+  auto mismatch = [&](const TensorInfo &found, const std::string &extra) {
+    return Error{weights.getPath() + ": weight '" + found.name + "' is " +
+                 describeTensorType(found.dtype, found.shape) +
+                 ", but the artifact expects " + expected + extra};
+  };
+  if (const TensorInfo *found = weights.find(param.source)) {
+    if (found->dtype != param.dtype || found->shape != param.shape)
+      return mismatch(*found, "");
+    return WeightMatch{found, false};
+  }
+  if (!param.foldedFrom.empty())
+    if (const TensorInfo *found = weights.find(param.foldedFrom)) {
+      std::vector<int64_t> transposed(param.shape.rbegin(), param.shape.rend());
+      std::string extra = " (for '" + param.source + "', folded from it)";
+      if (found->dtype != param.dtype)
+        return mismatch(*found, extra);
+      if (found->shape == param.shape)
+        return WeightMatch{found, false};
+      if (param.shape.size() == 2 && found->shape == transposed)
+        return WeightMatch{found, true};
+      return mismatch(*found, extra);
+    }
+  if (param.trainable || param.fromInit)
+    return WeightMatch{};
+  return Error{weights.getPath() + ": missing weight '" + param.source + "'" +
+               (param.foldedFrom.empty() ? std::string()
+                                         : " (or '" + param.foldedFrom +
+                                               "', which it was folded from)") +
+               " (parameter '" + param.name + "', expected " + expected + ")"};
+}
+
+Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
+  for (const ParamSpec &param : params)
+    if (Expected<WeightMatch> match = matchWeight(param, weights); !match)
+      return match.takeError();
+  return Status::success();
+}
+
+Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel,
+                                                      int major,
+                                                      int minor) const {
+  auto it = kernels.find(kernel);
+  if (it == kernels.end())
+    return Error{origin + ": no kernel '" + kernel + "' in the artifact"};
+  const KernelImages &images = it->second;
+  int device = 10 * major + minor;
+  // The newest compatible cubin: SASS runs on later minors of its major.
+  const KernelImage *best = nullptr;
+  for (const KernelImage &cubin : images.cubins) {
+    bool fits = cubin.archSpecific
+                    ? cubin.arch == device
+                    : cubin.arch / 10 == major && cubin.arch <= device;
+    if (fits && (!best || cubin.arch > best->arch))
+      best = &cubin;
+  }
+  if (best)
+    return KernelImageChoice{best->section, false};
+  // PTX JIT-compiles for any newer device.
+  for (const KernelImage &ptx : images.ptx)
+    if ((ptx.archSpecific ? ptx.arch == device : ptx.arch <= device) &&
+        (!best || ptx.arch > best->arch))
+      best = &ptx;
+  if (best)
+    return KernelImageChoice{best->section, true};
+
+  std::string have;
+  for (const KernelImage &cubin : images.cubins)
+    have += (have.empty() ? "" : ", ") +
+            archName("sm_", cubin.arch, cubin.archSpecific);
+  for (const KernelImage &ptx : images.ptx)
+    have += (have.empty() ? "" : ", ") +
+            archName("compute_", ptx.arch, ptx.archSpecific);
+  return Error{origin + ": kernel '" + kernel + "' has no image for this " +
+               archName("sm_", device) +
+               " device (it has: " + (have.empty() ? "nothing" : have) +
+               "); recompile with --target " + archName("sm_", device)};
+}

@@ -1,0 +1,141 @@
+//===- RuntimeGpuTest.cpp - Arena, kernel images and graph replay -*- C++
+//-*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Needs a GPU (ctest label gpu). Loads a PTX kernel (JIT), allocates an
+// arena, captures a CUDA Graph per key on first use and replays it, and
+// checks the out-of-memory and bad-image errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AddScalarPtx.h"
+#include "Check.h"
+
+#include "kiln/runtime/Device.h"
+
+#include <vector>
+
+using namespace kiln::runtime;
+
+static Status launchAdd(const CudaDriver &driver, CUfunction function,
+                        CUstream stream, CUdeviceptr data, float value,
+                        unsigned count) {
+  void *args[] = {&data, &value, &count};
+  CUresult result = driver.cuLaunchKernel(function, (count + 255) / 256, 1, 1,
+                                          256, 1, 1, 0, stream, args, nullptr);
+  if (result != CUDA_SUCCESS)
+    return Error{"cuLaunchKernel failed: " + driver.describe(result)};
+  return Status::success();
+}
+
+static std::vector<float> readBack(const Device &device, const Arena &arena,
+                                   unsigned count) {
+  std::vector<float> host(count, -1.f);
+  CHECK(device.synchronize());
+  CHECK(device.getDriver().cuMemcpyDtoH_v2(host.data(), arena.getBase(),
+                                           count * sizeof(float)) ==
+        CUDA_SUCCESS);
+  return host;
+}
+
+int main() {
+  Expected<CudaDriver> driver = CudaDriver::load();
+  if (!driver) {
+    std::fprintf(stderr, "%s\n", driver.getError().c_str());
+    return 1;
+  }
+  Expected<Device> device = Device::open(*driver, 0);
+  if (!device) {
+    std::fprintf(stderr, "%s\n", device.getError().c_str());
+    return 1;
+  }
+  std::printf("%s\n", formatDevice(device->getInfo()).c_str());
+  {
+    const unsigned count = 100000;
+    Expected<Arena> arena = Arena::allocate(*device, 1 << 20);
+    CHECK(arena);
+    Expected<KernelModule> module =
+        KernelModule::load(*device, kAddScalarPtx, /*isPtx=*/true,
+                           "kernels/add_scalar/compute_75.ptx");
+    CHECK(module);
+    if (!arena || !module)
+      return finishChecks();
+    Expected<CUfunction> add = module->getFunction("add_scalar");
+    CHECK(add);
+    CHECK_EQ(module->getFunction("nope").getError().substr(0, 62),
+             "kernel image 'kernels/add_scalar/compute_75.ptx' has no entry");
+    // The memset runs on the legacy stream, which the step's non-blocking
+    // stream does not wait for.
+    CHECK(driver->cuMemsetD8_v2(arena->getBase(), 0, count * sizeof(float)) ==
+          CUDA_SUCCESS);
+    CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
+
+    // Bucket "a" adds 1 + 2 + 3 per run; the second run replays it.
+    GraphCache graphs(*device);
+    auto bucketA = [&](CUstream stream) -> Status {
+      for (float value : {1.f, 2.f, 3.f})
+        if (Status status = launchAdd(*driver, *add, stream, arena->getBase(),
+                                      value, count);
+            !status)
+          return status;
+      return Status::success();
+    };
+    CHECK(graphs.run("a", bucketA));
+    std::vector<float> host = readBack(*device, *arena, count);
+    CHECK(host.front() == 6.f && host.back() == 6.f);
+    CHECK(graphs.run("a", bucketA));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 12.f && host[count / 2] == 12.f &&
+          host.back() == 12.f);
+    CHECK(graphs.getGraphCount() == 1 && graphs.getCaptureCount() == 1);
+
+    // A second bucket: its own graph, over the first half only.
+    auto bucketB = [&](CUstream stream) {
+      return launchAdd(*driver, *add, stream, arena->getBase(), 0.5f,
+                       count / 2);
+    };
+    CHECK(graphs.run("b", bucketB));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 12.5f && host.back() == 12.f);
+    CHECK(graphs.getGraphCount() == 2 && graphs.getCaptureCount() == 2);
+
+    // A failing recording leaves no graph behind.
+    Status failed = graphs.run(
+        "c", [](CUstream) { return Status(Error{"no such kernel"}); });
+    CHECK_EQ(failed.getError(), "capturing the graph for 'c': no such kernel");
+    CHECK(graphs.getGraphCount() == 2);
+    CHECK(graphs.run("a", bucketA));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 18.5f);
+  }
+
+  // Out of memory: one line with the planned size and the free memory.
+  Expected<std::pair<size_t, size_t>> memory = device->getMemoryInfo();
+  CHECK(memory);
+  if (memory) {
+    Expected<Arena> huge =
+        Arena::allocate(*device, memory->second + (1ull << 30));
+    CHECK(!huge);
+    std::printf("%s\n", huge.getError().c_str());
+    CHECK(huge.getError().rfind("out of memory: the step's arena needs ", 0) ==
+          0);
+    CHECK(huge.getError().find("the planned peak), device 0 has ") !=
+          std::string::npos);
+  }
+
+  // A broken image: the JIT log comes with the error, on one line.
+  Expected<KernelModule> broken = KernelModule::load(
+      *device, ".version 8.0\n.target sm_75\n.address_size 64\nnot ptx\n",
+      /*isPtx=*/true, "kernels/broken/compute_75.ptx");
+  CHECK(!broken);
+  std::printf("%s\n", broken.getError().c_str());
+  CHECK(broken.getError().rfind(
+            "kernel image 'kernels/broken/compute_75.ptx' failed to load: "
+            "CUDA_ERROR_INVALID_PTX",
+            0) == 0);
+  CHECK(broken.getError().find('\n') == std::string::npos);
+  return finishChecks();
+}

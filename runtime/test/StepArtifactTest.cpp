@@ -1,0 +1,151 @@
+//===- StepArtifactTest.cpp - Tests for the runtime's artifact view -*- C++
+//-*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Section decoding errors and kernel image choice per device architecture.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Check.h"
+
+#include "kiln/runtime/StepArtifact.h"
+
+#include <cstdlib>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+static Expected<StepArtifact>
+decode(const std::vector<std::pair<std::string, std::string>> &sections) {
+  ArtifactWriter writer;
+  for (const auto &[name, contents] : sections)
+    writer.add(name, contents);
+  Expected<Artifact> container = Artifact::parse(*writer.serialize(), "a.kiln");
+  if (!container)
+    return container.takeError();
+  return StepArtifact::decode(std::move(*container), "a.kiln");
+}
+
+static const char *kMeta = R"({"targets":["sm_90"],"symbols":["batch","seq"]})";
+
+static void testImageChoice() {
+  Expected<StepArtifact> step =
+      decode({{"meta", kMeta},
+              {"kernels/gemm_epilogue/sm_80.cubin", "a"},
+              {"kernels/gemm_epilogue/sm_86.cubin", "b"},
+              {"kernels/gemm_epilogue/sm_90a.cubin", "c"},
+              {"kernels/gemm_epilogue/compute_80.ptx", "d"},
+              {"kernels/gemm_epilogue/source", "e"},
+              {"kernels/norm/sm_80.cubin", "f"}});
+  CHECK(step);
+  if (!step)
+    return;
+  CHECK(step->getKernels().size() == 2);
+  auto choose = [&](const char *kernel, int major, int minor) {
+    Expected<KernelImageChoice> choice =
+        step->selectImage(kernel, major, minor);
+    if (!choice)
+      return choice.getError();
+    return choice->section + (choice->needsJit ? " (jit)" : "");
+  };
+  CHECK_EQ(choose("gemm_epilogue", 8, 0), "kernels/gemm_epilogue/sm_80.cubin");
+  // A later minor of the same major runs the newest cubin not newer than it.
+  CHECK_EQ(choose("gemm_epilogue", 8, 9), "kernels/gemm_epilogue/sm_86.cubin");
+  // sm_90a runs on sm_90 only.
+  CHECK_EQ(choose("gemm_epilogue", 9, 0), "kernels/gemm_epilogue/sm_90a.cubin");
+  // No cubin of major 10: JIT from PTX.
+  CHECK_EQ(choose("gemm_epilogue", 10, 0),
+           "kernels/gemm_epilogue/compute_80.ptx (jit)");
+  CHECK_EQ(choose("gemm_epilogue", 7, 5),
+           "a.kiln: kernel 'gemm_epilogue' has no image for this sm_75 device "
+           "(it has: sm_80, sm_86, sm_90a, compute_80); recompile with "
+           "--target sm_75");
+  CHECK_EQ(choose("norm", 9, 0),
+           "a.kiln: kernel 'norm' has no image for this sm_90 device (it "
+           "has: sm_80); recompile with --target sm_90");
+  CHECK_EQ(choose("missing", 9, 0),
+           "a.kiln: no kernel 'missing' in the artifact");
+}
+
+static void testDecodeErrors() {
+  CHECK_EQ(decode({{"step", "x"}}).getError(),
+           "a.kiln: the artifact has no 'meta' section");
+  CHECK_EQ(decode({{"meta", "{"}}).getError(),
+           "a.kiln: meta: invalid JSON at byte 1: expected a string key");
+  CHECK_EQ(decode({{"meta", R"({"targets":"sm_90"})"}}).getError(),
+           "a.kiln: meta \"targets\" is not an array of strings");
+  CHECK_EQ(
+      decode({{"meta", kMeta}, {"guards", R"([{"kind":"range"}])"}}).getError(),
+      "a.kiln: guards[0]: expected an object with string \"kind\" and "
+      "\"expr\"");
+  CHECK_EQ(decode({{"meta", kMeta},
+                   {"params", R"([{"name":"w","dtype":"F31","shape":[1]}])"}})
+               .getError(),
+           "a.kiln: params[0]: unknown dtype 'F31'");
+  CHECK_EQ(decode({{"meta", kMeta}, {"kernels/k/sm_90.elf", ""}}).getError(),
+           "a.kiln: unknown kernel image 'kernels/k/sm_90.elf' (expected "
+           "sm_XY.cubin, compute_XY.ptx or source)");
+  CHECK_EQ(decode({{"meta", kMeta}, {"kernels/sm_90.cubin", ""}}).getError(),
+           "a.kiln: bad kernel section name 'kernels/sm_90.cubin'");
+  Expected<StepArtifact> ok = decode(
+      {{"meta", R"({"vocab_size":32000})"},
+       {"params",
+        R"([{"name":"w","source":"model.w","dtype":"BF16","shape":[2,3],"trainable":false}])"}});
+  CHECK(ok && ok->getVocabSize() == 32000 && ok->getParams().size() == 1 &&
+        ok->getParams()[0].source == "model.w" && !ok->hasStepProgram());
+}
+
+static void testWeightMatching() {
+  Expected<StepArtifact> step = decode(
+      {{"meta", "{}"},
+       {"params",
+        R"([{"name":"val_95","dtype":"F32","shape":[2,3],"folded_from":"q.weight"},)"
+        R"({"name":"norm","dtype":"F32","shape":[3]},)"
+        R"({"name":"codes","dtype":"U8","shape":[4],"init":true},)"
+        R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"}});
+  CHECK(step && step->getParams().size() == 4);
+  if (!step)
+    return;
+  char dir[] = "/tmp/kiln-step-artifact-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string path = std::string(dir) + "/w.safetensors";
+  std::vector<float> values(6, 1.f);
+  auto check = [&](std::vector<TensorData> tensors) {
+    CHECK(writeSafetensors(path, tensors));
+    Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+    CHECK(file);
+    return file ? step->checkWeights(*file) : Status(Error{"unreadable"});
+  };
+  // By the ONNX initializer name.
+  CHECK(check({{"val_95", DType::F32, {2, 3}, values.data()},
+               {"norm", DType::F32, {3}, values.data()}}));
+  // By the PyTorch name it was folded from, stored transposed.
+  CHECK(check({{"q.weight", DType::F32, {3, 2}, values.data()},
+               {"norm", DType::F32, {3}, values.data()}}));
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  Expected<WeightMatch> match = step->matchWeight(step->getParams()[0], *file);
+  CHECK(match && match->tensor && match->transpose);
+  CHECK_EQ(check({{"q.weight", DType::F32, {6}, values.data()},
+                  {"norm", DType::F32, {3}, values.data()}})
+               .getError(),
+           path + ": weight 'q.weight' is F32 [6], but the artifact expects "
+                  "F32 [2, 3] (for 'val_95', folded from it)");
+  CHECK_EQ(check({{"norm", DType::F32, {3}, values.data()}}).getError(),
+           path + ": missing weight 'val_95' (or 'q.weight', which it was "
+                  "folded from) (parameter 'val_95', expected F32 [2, 3])");
+  CHECK_EQ(check({{"val_95", DType::F32, {2, 3}, values.data()}}).getError(),
+           path + ": missing weight 'norm' (parameter 'norm', expected F32 "
+                  "[3])");
+  std::string cleanup = "rm -rf " + std::string(dir);
+  CHECK(std::system(cleanup.c_str()) == 0);
+}
+
+int main() {
+  testImageChoice();
+  testDecodeErrors();
+  testWeightMatching();
+  return finishChecks();
+}

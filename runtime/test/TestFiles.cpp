@@ -1,0 +1,269 @@
+//===- TestFiles.cpp - Writes and damages files for kiln-run tests -*- C++
+//-*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// kiln-test-files: the fixtures of the kiln-run command tests, generated at
+// test time so no binary file is committed, and the tools to damage them.
+//
+//   artifact OUT                 a sample .kiln (meta, guards, params, a
+//   kernel) weights OUT [--wrong-shape|--missing]   weights matching the sample
+//   artifact tokens OUT COUNT [--dtype uint32] [--max V] checkpoint OUT
+//   --megabytes N --generation G [--pause-at-mb K --marker FILE]
+//   verify-checkpoint FILE --generation G
+//   resume OUT --step N          a checkpoint for the sample artifact
+//   peft-adapters DIR            LoRA adapters of bench/configs.py's "tiny"
+//                                config; check_peft.py loads them with PEFT
+//   truncate FILE SIZE
+//   flip FILE BYTE BIT
+//
+//===----------------------------------------------------------------------===//
+
+#include "AddScalarPtx.h"
+
+#include "kiln/artifact/Artifact.h"
+#include "kiln/artifact/Safetensors.h"
+#include "kiln/runtime/Checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace kiln::artifact;
+
+static int fail(const std::string &message) {
+  std::fprintf(stderr, "kiln-test-files: %s\n", message.c_str());
+  return 1;
+}
+
+/// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
+static int writeArtifact(const std::string &out, const std::string &cubinOnly) {
+  ArtifactWriter writer;
+  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                     R"("targets":["sm_90"],"symbols":["batch","seq"],)"
+                     R"("vocab_size":1000})");
+  writer.add(
+      "guards",
+      R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
+      R"({"kind":"divisible","expr":"seq","divisor":8,"origin":"--dynamic seq=8..1024:8"},)"
+      R"({"kind":"range","expr":"batch","min":1,"max":64,"origin":"--dynamic batch=1..64"}])");
+  writer.add(
+      "memory_plan",
+      R"({"alignment":256,"arena_size":"4096*batch*seq + 1024","buffers":[]})");
+  writer.add(
+      "params",
+      R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
+      R"({"name":"lora_A","dtype":"F32","shape":[2,4],"trainable":true}])");
+  // Real PTX (it loads on a GPU), or just one fake cubin.
+  if (cubinOnly.empty())
+    writer.add("kernels/add/compute_75.ptx", kAddScalarPtx);
+  else
+    writer.add("kernels/add/" + cubinOnly + ".cubin",
+               std::string("\x7f"
+                           "ELF fake cubin",
+                           15));
+  writer.add("kernels/add/source",
+             "extern \"C\" __global__ void add_scalar(float *x, float value, "
+             "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
+             "threadIdx.x;\n  if (i < n) x[i] += value;\n}\n");
+  writer.add("step", "opaque step program");
+  writer.add("init", "[]");
+  Status status = writer.write(out);
+  return status ? 0 : fail(status.getError());
+}
+
+static int writeWeights(const std::string &out, const std::string &variant) {
+  std::vector<float> embed(40, 0.5f), extra(3, 1.0f);
+  std::vector<TensorData> tensors;
+  if (variant == "--wrong-shape")
+    tensors.push_back(
+        {"model.embed_tokens.weight", DType::F32, {4, 10}, embed.data()});
+  else if (variant != "--missing")
+    tensors.push_back(
+        {"model.embed_tokens.weight", DType::F32, {10, 4}, embed.data()});
+  tensors.push_back({"unused", DType::F32, {3}, extra.data()});
+  Status status = writeSafetensors(out, tensors);
+  return status ? 0 : fail(status.getError());
+}
+
+static int writeTokens(const std::string &out, long count, bool wide,
+                       long maxToken) {
+  std::string bytes;
+  for (long i = 0; i < count; ++i) {
+    uint32_t token = static_cast<uint32_t>((i * 7919) % (maxToken + 1));
+    for (int b = 0; b < (wide ? 4 : 2); ++b)
+      bytes += static_cast<char>(token >> (8 * b));
+  }
+  Status status = writeFileAtomically(
+      out, [&](FileWriter &writer) { return writer.write(bytes); });
+  return status ? 0 : fail(status.getError());
+}
+
+/// Tensor i of generation g holds the int32 values g * 1000003 + i + k.
+static std::vector<int32_t> pattern(int generation, int index, size_t count) {
+  std::vector<int32_t> values(count);
+  for (size_t k = 0; k < count; ++k)
+    values[k] = static_cast<int32_t>(generation * 1000003 + index + k);
+  return values;
+}
+
+constexpr size_t kTensorMegabytes = 4;
+constexpr size_t kTensorElements = kTensorMegabytes * (1u << 20) / 4;
+
+static int writeCheckpoint(const std::string &out, long megabytes,
+                           int generation, long pauseAtMegabytes,
+                           const std::string &marker) {
+  std::vector<std::vector<int32_t>> storage;
+  std::vector<TensorData> tensors;
+  for (long i = 0; i * static_cast<long>(kTensorMegabytes) < megabytes; ++i) {
+    storage.push_back(
+        pattern(generation, static_cast<int>(i), kTensorElements));
+    tensors.push_back({"params/t" + std::to_string(i),
+                       DType::I32,
+                       {static_cast<int64_t>(kTensorElements)},
+                       storage.back().data()});
+  }
+  bool paused = false;
+  WriteProgress progress = [&](uint64_t written, uint64_t) {
+    if (paused || pauseAtMegabytes < 0 ||
+        written < static_cast<uint64_t>(pauseAtMegabytes) << 20)
+      return;
+    // Mid-write: tell the test, then wait to be killed.
+    paused = true;
+    int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0)
+      ::close(fd);
+    ::sleep(60);
+  };
+  Status status = writeSafetensors(
+      out, tensors, {{"kiln.step", std::to_string(generation)}}, progress);
+  return status ? 0 : fail(status.getError());
+}
+
+static int verifyCheckpoint(const std::string &path, int generation) {
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  if (!file)
+    return fail(file.getError());
+  if (!file->hasChecksums())
+    return fail(path + ": no checksums");
+  if (file->getMetadata().at("kiln.step") != std::to_string(generation))
+    return fail(path + ": generation " + file->getMetadata().at("kiln.step") +
+                ", expected " + std::to_string(generation));
+  for (size_t i = 0; i < file->getTensors().size(); ++i) {
+    const TensorInfo *tensor = file->find("params/t" + std::to_string(i));
+    if (!tensor)
+      return fail(path + ": missing params/t" + std::to_string(i));
+    std::vector<int32_t> expected =
+        pattern(generation, static_cast<int>(i), kTensorElements);
+    if (tensor->getByteSize() != expected.size() * 4 ||
+        std::memcmp(file->data(*tensor), expected.data(), expected.size() * 4))
+      return fail(path + ": params/t" + std::to_string(i) + " differs");
+  }
+  std::printf("%s: generation %d, %zu tensors intact\n", path.c_str(),
+              generation, file->getTensors().size());
+  return 0;
+}
+
+static int writeResume(const std::string &out, long step) {
+  std::vector<float> lora(8, 0.125f), m(8, 0.f), v(8, 0.f);
+  Status status = kiln::runtime::writeCheckpoint(
+      out, step, {{"lora_A", DType::F32, {2, 4}, lora.data()}},
+      {{"lora_A/exp_avg", DType::F32, {2, 4}, m.data()},
+       {"lora_A/exp_avg_sq", DType::F32, {2, 4}, v.data()}});
+  return status ? 0 : fail(status.getError());
+}
+
+/// The "tiny" config of bench/configs.py: 2 layers, d=64, 4 heads of 16 with
+/// 2 kv heads, ffn 128, r=4, alpha=8. Tensor k (in name order) holds
+/// k + i/1024 at element i, which check_peft.py recomputes.
+static int writePeftAdapters(const std::string &dir) {
+  struct Linear {
+    const char *module;
+    int in, out;
+  } linears[] = {{"self_attn.q_proj", 64, 64}, {"self_attn.k_proj", 64, 32},
+                 {"self_attn.v_proj", 64, 32}, {"self_attn.o_proj", 64, 64},
+                 {"mlp.gate_proj", 64, 128},   {"mlp.up_proj", 64, 128},
+                 {"mlp.down_proj", 128, 64}};
+  const int rank = 4;
+  std::vector<TensorData> tensors;
+  for (int layer = 0; layer < 2; ++layer)
+    for (const Linear &linear : linears) {
+      std::string prefix =
+          "model.layers." + std::to_string(layer) + "." + linear.module;
+      tensors.push_back(
+          {prefix + ".lora_A.weight", DType::F32, {rank, linear.in}, nullptr});
+      tensors.push_back(
+          {prefix + ".lora_B.weight", DType::F32, {linear.out, rank}, nullptr});
+    }
+  std::sort(
+      tensors.begin(), tensors.end(),
+      [](const TensorData &a, const TensorData &b) { return a.name < b.name; });
+  std::vector<std::vector<float>> storage;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    std::vector<float> values(tensors[k].shape[0] * tensors[k].shape[1]);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<float>(k) + static_cast<float>(i) / 1024.0f;
+    storage.push_back(std::move(values));
+    tensors[k].data = storage.back().data();
+  }
+  kiln::runtime::LoraConfig config;
+  config.rank = rank;
+  config.alpha = 8;
+  config.targetModules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                          "gate_proj", "up_proj", "down_proj"};
+  Status status = kiln::runtime::writePeftAdapters(dir, tensors, config);
+  return status ? 0 : fail(status.getError());
+}
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto flag = [&](const std::string &name, const std::string &fallback) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == name)
+        return args[i + 1];
+    return fallback;
+  };
+  if (args.size() >= 2 && args[0] == "artifact")
+    return writeArtifact(args[1], flag("--cubin-only", ""));
+  if (args.size() >= 2 && args[0] == "weights")
+    return writeWeights(args[1], args.size() > 2 ? args[2] : "");
+  if (args.size() >= 3 && args[0] == "tokens")
+    return writeTokens(args[1], std::atol(args[2].c_str()),
+                       flag("--dtype", "uint16") == "uint32",
+                       std::atol(flag("--max", "999").c_str()));
+  if (args.size() >= 2 && args[0] == "checkpoint")
+    return writeCheckpoint(args[1], std::atol(flag("--megabytes", "8").c_str()),
+                           std::atoi(flag("--generation", "1").c_str()),
+                           std::atol(flag("--pause-at-mb", "-1").c_str()),
+                           flag("--marker", ""));
+  if (args.size() >= 2 && args[0] == "resume")
+    return writeResume(args[1], std::atol(flag("--step", "7").c_str()));
+  if (args.size() == 2 && args[0] == "peft-adapters")
+    return writePeftAdapters(args[1]);
+  if (args.size() >= 2 && args[0] == "verify-checkpoint")
+    return verifyCheckpoint(args[1],
+                            std::atoi(flag("--generation", "1").c_str()));
+  if (args.size() == 3 && args[0] == "truncate")
+    return ::truncate(args[1].c_str(), std::atol(args[2].c_str())) == 0
+               ? 0
+               : fail("cannot truncate " + args[1]);
+  if (args.size() == 4 && args[0] == "flip") {
+    int fd = ::open(args[1].c_str(), O_RDWR);
+    long at = std::atol(args[2].c_str());
+    unsigned char byte;
+    if (fd < 0 || ::pread(fd, &byte, 1, at) != 1)
+      return fail("cannot read byte " + args[2] + " of " + args[1]);
+    byte ^= static_cast<unsigned char>(1u << std::atoi(args[3].c_str()));
+    bool ok = ::pwrite(fd, &byte, 1, at) == 1;
+    ::close(fd);
+    return ok ? 0 : fail("cannot write " + args[1]);
+  }
+  return fail("bad arguments (see TestFiles.cpp)");
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# kiln-run command tests, one case per ctest entry:
+#   kiln-run-tests.sh CASE KILN_RUN KILN_TEST_FILES
+# Each case builds its fixtures with kiln-test-files in a fresh directory and
+# checks the exit code and the exact error line (stderr must be one line).
+set -uo pipefail
+case_name=$1 kiln_run=$2 test_files=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL [$case_name]: $*" >&2; exit 1; }
+
+# expect RC LINE CMD...: runs CMD; exit code RC and stderr exactly LINE
+# ("" = empty stderr).
+expect() {
+  local rc=$1 line=$2; shift 2
+  "$@" >out.txt 2>err.txt
+  local got=$?
+  cat out.txt err.txt
+  [ "$got" = "$rc" ] || fail "$* exited $got, expected $rc"
+  if [ -z "$line" ]; then
+    [ ! -s err.txt ] || fail "$* wrote to stderr"
+  else
+    [ "$(wc -l <err.txt)" = 1 ] || fail "$* wrote $(wc -l <err.txt) stderr lines, expected 1"
+    [ "$(cat err.txt)" = "$line" ] || fail "stderr is '$(cat err.txt)', expected '$line'"
+  fi
+}
+fixtures() {
+  "$test_files" artifact a.kiln && "$test_files" weights w.safetensors &&
+    "$test_files" tokens t.bin 5000 || fail "fixtures"
+}
+train() { "$kiln_run" train a.kiln --data t.bin --steps 10 --batch 2 --seq 16 "$@"; }
+size() { stat -c %s "$1"; }
+
+case $case_name in
+inspect)
+  fixtures
+  expect 0 "" "$kiln_run" inspect a.kiln
+  grep -q '^a.kiln: Kiln artifact, format 1, [0-9]* bytes, CRC-32C 0x[0-9a-f]\{8\}$' out.txt || fail "header line"
+  grep -q '^  8 <= seq <= 1024  (--dynamic seq=8..1024:8)$' out.txt || fail "guards"
+  grep -q '^  embed  F32 \[10, 4\]  frozen  <- model.embed_tokens.weight$' out.txt || fail "params"
+  grep -q '^  add: compute_75.ptx, source$' out.txt || fail "kernels"
+  grep -q '"vocab_size": 1000' out.txt || fail "meta"
+  expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
+  expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
+  ;;
+inspect-truncated)
+  fixtures
+  n=$(size a.kiln)
+  "$test_files" truncate a.kiln 1000
+  expect 1 "kiln-run: error: a.kiln: truncated Kiln artifact (1000 of $n bytes)" "$kiln_run" inspect a.kiln
+  "$test_files" truncate a.kiln 20
+  expect 1 "kiln-run: error: a.kiln: truncated Kiln artifact (20 bytes; the header and trailer alone take 48)" "$kiln_run" inspect a.kiln
+  ;;
+inspect-bitflip)
+  fixtures
+  # A bit in the "step" payload (its offset from inspect), then one in the
+  # header.
+  step_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "step" {print $1}')
+  [ -n "$step_offset" ] || fail "no step section"
+  "$test_files" flip a.kiln $((step_offset + 5)) 3
+  expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'step' checksum mismatch" "$kiln_run" inspect a.kiln
+  "$test_files" artifact a.kiln && "$test_files" flip a.kiln 17 0
+  expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: header checksum mismatch" "$kiln_run" inspect a.kiln
+  "$test_files" artifact a.kiln && "$test_files" flip a.kiln 8 1
+  expect 1 "kiln-run: error: a.kiln: Kiln artifact format version 3; this build reads version 1 (recompile the model with a matching kiln)" "$kiln_run" inspect a.kiln
+  # A train run rejects it the same way, before anything else.
+  "$test_files" artifact a.kiln
+  params_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "params" {print $1}')
+  "$test_files" flip a.kiln $((params_offset + 20)) 7
+  expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'params' checksum mismatch" train --weights w.safetensors
+  ;;
+inspect-garbage)
+  head -c 3000 /dev/urandom >a.kiln
+  printf 'KILNART\0' | cat - a.kiln >b.kiln
+  expect 1 "kiln-run: error: a.kiln: not a Kiln artifact (bad magic)" "$kiln_run" inspect a.kiln
+  v=$(od -An -tu4 -j8 -N4 b.kiln | tr -d ' ')
+  [ "$v" = 1 ] || expect 1 "kiln-run: error: b.kiln: Kiln artifact format version $v; this build reads version 1 (recompile the model with a matching kiln)" "$kiln_run" inspect b.kiln
+  ;;
+ckpt-info)
+  fixtures
+  expect 0 "" "$kiln_run" ckpt-info w.safetensors
+  grep -q '^w.safetensors: safetensors, 2 tensors, [0-9]* bytes, CRC-32C checksums verified$' out.txt || fail "summary"
+  grep -q '^  model.embed_tokens.weight  F32 \[10, 4\]$' out.txt || fail "tensor line"
+  ;;
+ckpt-truncated)
+  fixtures
+  n=$(size w.safetensors)
+  "$test_files" truncate w.safetensors $((n - 1))
+  expect 1 "kiln-run: error: w.safetensors: truncated safetensors file: tensor 'unused' needs data bytes [160, 172), but the file holds only 171" "$kiln_run" ckpt-info w.safetensors
+  "$test_files" truncate w.safetensors 100
+  expect 1 "kiln-run: error: w.safetensors: truncated safetensors file (header of 264 bytes, but only 92 bytes follow the length)" "$kiln_run" ckpt-info w.safetensors
+  "$test_files" truncate w.safetensors 3
+  expect 1 "kiln-run: error: w.safetensors: truncated safetensors file (3 bytes; the header length alone takes 8)" "$kiln_run" ckpt-info w.safetensors
+  ;;
+ckpt-bitflip)
+  fixtures
+  n=$(size w.safetensors)
+  "$test_files" flip w.safetensors $((n - 20)) 2
+  expect 1 "kiln-run: error: w.safetensors: tensor 'model.embed_tokens.weight' fails its CRC-32C check (file corrupt)" "$kiln_run" ckpt-info w.safetensors
+  # The same damage stops a training run that loads the file as weights.
+  expect 1 "kiln-run: error: w.safetensors: tensor 'model.embed_tokens.weight' fails its CRC-32C check (file corrupt)" train --weights w.safetensors
+  ;;
+ckpt-garbage)
+  head -c 5000 /dev/zero | tr '\0' 'x' >g.safetensors
+  expect 1 "kiln-run: error: g.safetensors: not a safetensors file (header length 8680820740569200760)" "$kiln_run" ckpt-info g.safetensors
+  printf '\x05\0\0\0\0\0\0\0{"a":' >h.safetensors
+  expect 1 "kiln-run: error: h.safetensors: bad safetensors header: invalid JSON at byte 5: unexpected end of input" "$kiln_run" ckpt-info h.safetensors
+  ;;
+train-usage)
+  fixtures
+  expect 0 "" "$kiln_run" train --help
+  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: --steps needs an integer >= 1, got '0'" train --steps 0 --weights w.safetensors
+  expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
+  expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" train
+  expect 2 "kiln-run: error: --init must be random:SEED, got 'zeros'" train --init zeros
+  expect 2 "kiln-run: error: --init and --weights exclude each other" train --init random:1 --weights w.safetensors
+  expect 2 "kiln-run: error: --token-dtype must be uint16 or uint32, got 'int8'" train --init random:1 --token-dtype int8
+  expect 2 "kiln-run: error: --save no/dir/ckpt.safetensors: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --save no/dir/ckpt.safetensors
+  expect 2 "kiln-run: error: option '--save' needs a value (see 'kiln-run train --help')" train --init random:1 --save
+  ;;
+train-guard)
+  fixtures
+  expect 4 "kiln-run: error: --batch/--seq: seq=12 violates seq % 8 == 0 (required by --dynamic seq=8..1024:8)" train --weights w.safetensors --seq 12
+  expect 4 "kiln-run: error: --batch/--seq: batch=65 violates 1 <= batch <= 64 (required by --dynamic batch=1..64)" train --weights w.safetensors --batch 65
+  ;;
+train-weights)
+  fixtures
+  "$test_files" weights wrong.safetensors --wrong-shape
+  expect 1 "kiln-run: error: wrong.safetensors: weight 'model.embed_tokens.weight' is F32 [4, 10], but the artifact expects F32 [10, 4]" train --weights wrong.safetensors
+  "$test_files" weights missing.safetensors --missing
+  expect 1 "kiln-run: error: missing.safetensors: missing weight 'model.embed_tokens.weight' (parameter 'embed', expected F32 [10, 4])" train --weights missing.safetensors
+  ;;
+train-resume)
+  fixtures
+  "$test_files" resume ckpt.safetensors --step 7 || fail "fixture"
+  train --weights w.safetensors --resume ckpt.safetensors >out.txt 2>err.txt
+  cat out.txt err.txt
+  grep -q '^resume ckpt.safetensors: step 7$' out.txt || fail "resume line"
+  grep -q '^kiln-run: error: step program execution not built yet' err.txt || fail "not-built line"
+  expect 1 "kiln-run: error: w.safetensors: not a kiln-run checkpoint (no integer metadata 'kiln.step')" train --weights w.safetensors --resume w.safetensors
+  ;;
+train-data)
+  fixtures
+  "$test_files" tokens short.bin 10
+  expect 1 "kiln-run: error: short.bin: 10 tokens, but one training window needs seq+1 = 17" train --weights w.safetensors --data short.bin
+  "$test_files" tokens big.bin 5000 --max 5000
+  expect 1 "kiln-run: error: big.bin: token 3853 at position 692 is outside the vocabulary (1000 ids)" train --weights w.safetensors --data big.bin
+  head -c 1001 t.bin >odd.bin
+  expect 1 "kiln-run: error: odd.bin: 1001 bytes is not a whole number of uint16 tokens (truncated, or the wrong --token-dtype?)" train --weights w.safetensors --data odd.bin
+  ;;
+train-not-built)
+  fixtures
+  "$test_files" tokens t32.bin 5000 --dtype uint32
+  # Without a driver the device checks are skipped; with one they run.
+  for args in "--weights w.safetensors" "--init random:7 --data t32.bin --token-dtype uint32"; do
+    # shellcheck disable=SC2086
+    train $args >out.txt 2>err.txt; rc=$?
+    cat out.txt err.txt
+    [ $rc = 5 ] || fail "exit $rc, expected 5"
+    [ "$(wc -l <err.txt)" = 1 ] || fail "stderr must be one line"
+    grep -q '^kiln-run: error: step program execution not built yet (artifact, \(weights, \)\?data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); nothing was trained$' err.txt ||
+      fail "not the not-built line"
+    grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
+  done
+  ;;
+train-device-gpu)
+  # On the GPU machine: the device checks run and pass.
+  fixtures
+  train --weights w.safetensors >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .*, 1 kernel image(s) loaded (1 by PTX JIT), cuBLASLt [0-9.]* started); nothing was trained$' err.txt ||
+    fail "device checks did not run"
+  ;;
+train-wrong-arch-gpu)
+  # On the GPU machine: an artifact with only an sm_52 cubin and no PTX.
+  fixtures
+  "$test_files" artifact a.kiln --cubin-only sm_52 || fail "fixture"
+  train --weights w.safetensors >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 3 ] || fail "exit $rc, expected 3"
+  grep -q "^kiln-run: error: a.kiln: kernel 'add' has no image for this sm_[0-9]* device (it has: sm_52); recompile with --target sm_[0-9]*\$" err.txt ||
+    fail "not the wrong-arch line"
+  ;;
+kill-during-save)
+  # A checkpoint being replaced is never damaged: SIGKILL the writer while it
+  # is in the middle of writing the new one; the old one must load intact.
+  "$test_files" checkpoint ckpt.safetensors --megabytes 32 --generation 1 || fail "first checkpoint"
+  "$test_files" checkpoint ckpt.safetensors --megabytes 96 --generation 2 \
+    --pause-at-mb 40 --marker writing &
+  writer=$!
+  for _ in $(seq 300); do [ -e writing ] && break; sleep 0.1; done
+  [ -e writing ] || { kill -9 $writer; fail "writer never reached 40 MB"; }
+  kill -9 $writer; wait $writer 2>/dev/null
+  ls -la
+  temp=$(ls -A | grep -c '^\.ckpt\.safetensors\.tmp-')
+  [ "$temp" = 1 ] || fail "expected the killed writer's temporary file"
+  expect 0 "" "$kiln_run" ckpt-info ckpt.safetensors
+  "$test_files" verify-checkpoint ckpt.safetensors --generation 1 || fail "previous checkpoint damaged"
+  # Unpaused writers killed at varying moments: always one whole checkpoint.
+  for delay in 0.01 0.05 0.1 0.2 0.4; do
+    "$test_files" checkpoint ckpt.safetensors --megabytes 64 --generation 3 &
+    writer=$!; sleep $delay; kill -9 $writer 2>/dev/null; wait $writer 2>/dev/null
+    "$test_files" verify-checkpoint ckpt.safetensors --generation 1 ||
+      "$test_files" verify-checkpoint ckpt.safetensors --generation 3 ||
+      fail "checkpoint damaged after a kill at ${delay}s"
+    "$test_files" checkpoint ckpt.safetensors --megabytes 32 --generation 1 || fail "rewrite"
+  done
+  ;;
+*)
+  fail "unknown case" ;;
+esac
+echo "PASS [$case_name]"

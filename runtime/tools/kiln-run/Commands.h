@@ -1,0 +1,48 @@
+//===- Commands.h - kiln-run subcommands ------------------------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUN_COMMANDS_H
+#define KILN_RUN_COMMANDS_H
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::run {
+
+/// Exit codes of every subcommand.
+constexpr int kExitBadInput = 1; ///< Artifact, weights, data or checkpoint.
+constexpr int kExitUsage = 2;    ///< Flags.
+constexpr int kExitNoDevice = 3; ///< No driver/device, wrong arch, no cuBLASLt.
+constexpr int kExitGuard = 4;    ///< Sizes violate the artifact's guards.
+constexpr int kExitNotBuilt = 5; ///< A part of the runtime not built yet.
+
+/// Prints "kiln-run: error: <message>" and returns \p exitCode.
+int error(int exitCode, const std::string &message);
+
+/// `--name value` / `--name=value` flags and positional arguments.
+struct Arguments {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> flags;
+
+  /// Splits argv; a flag not in \p known (or a value-less one) is an error.
+  static std::optional<Arguments> parse(int argc, char **argv,
+                                        const std::vector<std::string> &known,
+                                        std::string &errorMessage);
+  /// The last value of --name, if given.
+  std::optional<std::string> get(const std::string &name) const;
+  const std::vector<std::string> &getAll(const std::string &name) const;
+};
+
+int runDevices(int argc, char **argv);
+int runInspect(int argc, char **argv);
+int runCkptInfo(int argc, char **argv);
+int runTrain(int argc, char **argv);
+
+} // namespace kiln::run
+
+#endif // KILN_RUN_COMMANDS_H

@@ -1,0 +1,140 @@
+//===- InfoCommands.cpp - kiln-run devices, inspect, ckpt-info --*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "kiln/artifact/Crc32c.h"
+#include "kiln/runtime/CudaDriver.h"
+#include "kiln/runtime/StepArtifact.h"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace kiln::run;
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+int kiln::run::runDevices(int argc, char **) {
+  if (argc > 0)
+    return error(kExitUsage, "'devices' takes no arguments");
+  Expected<CudaDriver> driver = CudaDriver::load();
+  if (!driver)
+    return error(kExitNoDevice, driver.getError());
+  Expected<std::vector<DeviceInfo>> devices = driver->listDevices();
+  if (!devices)
+    return error(kExitNoDevice, devices.getError());
+  for (const DeviceInfo &device : *devices)
+    std::printf("%s\n", formatDevice(device).c_str());
+  return 0;
+}
+
+/// Indents every line of \p text by \p spaces.
+static std::string indent(const std::string &text, int spaces) {
+  std::string out(spaces, ' ');
+  for (char c : text) {
+    out += c;
+    if (c == '\n')
+      out.append(spaces, ' ');
+  }
+  return out;
+}
+
+int kiln::run::runInspect(int argc, char **argv) {
+  if (argc == 1 &&
+      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+    std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
+                "header, sections, meta, guards, parameters and kernels.\n");
+    return 0;
+  }
+  if (argc != 1)
+    return error(kExitUsage, "'inspect' takes one artifact file");
+  Expected<StepArtifact> step = StepArtifact::open(argv[0]);
+  if (!step)
+    return error(kExitBadInput, step.getError());
+  const Artifact &container = step->getContainer();
+  std::printf("%s: Kiln artifact, format %u, %llu bytes, CRC-32C %s\n", argv[0],
+              container.getFormatVersion(),
+              static_cast<unsigned long long>(container.getFileSize()),
+              formatCrc32c(container.getFileCrc32c()).c_str());
+
+  std::printf("sections (%zu):\n  %10s %10s  %-10s  %s\n",
+              container.getSections().size(), "offset", "size", "crc32c",
+              "name");
+  for (const Section &section : container.getSections())
+    std::printf("  %10llu %10llu  %s  %s\n",
+                static_cast<unsigned long long>(section.offset),
+                static_cast<unsigned long long>(section.size),
+                formatCrc32c(section.crc32c).c_str(), section.name.c_str());
+
+  std::printf("meta:\n%s\n", indent(step->getMeta().print(true), 2).c_str());
+
+  std::printf("guards (%zu):\n", step->getGuards().size());
+  for (const Guard &guard : step->getGuards())
+    std::printf("  %s  (%s)\n", describeGuard(guard).c_str(),
+                guard.origin.empty() ? "no origin recorded"
+                                     : guard.origin.c_str());
+
+  std::printf("params (%zu):\n", step->getParams().size());
+  for (const ParamSpec &param : step->getParams()) {
+    std::printf("  %s  %s  %s", param.name.c_str(),
+                describeTensorType(param.dtype, param.shape).c_str(),
+                param.trainable ? "trainable" : "frozen");
+    if (param.fromInit)
+      std::printf("  (init program)");
+    if (param.source != param.name)
+      std::printf("  <- %s", param.source.c_str());
+    if (!param.foldedFrom.empty())
+      std::printf("  (folded from %s)", param.foldedFrom.c_str());
+    std::printf("\n");
+  }
+
+  std::printf("kernels (%zu):\n", step->getKernels().size());
+  for (const auto &[name, images] : step->getKernels()) {
+    std::string list;
+    for (const KernelImage &cubin : images.cubins)
+      list += (list.empty() ? "" : ", ") +
+              cubin.section.substr(cubin.section.rfind('/') + 1);
+    for (const KernelImage &ptx : images.ptx)
+      list += (list.empty() ? "" : ", ") +
+              ptx.section.substr(ptx.section.rfind('/') + 1);
+    if (!images.source.empty())
+      list += std::string(list.empty() ? "" : ", ") + "source";
+    std::printf("  %s: %s\n", name.c_str(), list.c_str());
+  }
+  std::printf("step program: %s\n",
+              step->hasStepProgram()
+                  ? "present (opaque until the runtime executes it)"
+                  : "absent");
+  return 0;
+}
+
+int kiln::run::runCkptInfo(int argc, char **argv) {
+  if (argc == 1 &&
+      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+    std::printf("USAGE: kiln-run ckpt-info FILE.safetensors\n\nValidates the "
+                "file (structure; Kiln's checksums when present) and lists its "
+                "tensors.\n");
+    return 0;
+  }
+  if (argc != 1)
+    return error(kExitUsage, "'ckpt-info' takes one safetensors file");
+  Expected<SafetensorsFile> file = SafetensorsFile::open(argv[0]);
+  if (!file)
+    return error(kExitBadInput, file.getError());
+  std::printf("%s: safetensors, %zu tensors, %llu bytes, %s\n", argv[0],
+              file->getTensors().size(),
+              static_cast<unsigned long long>(file->getFileSize()),
+              file->hasChecksums()
+                  ? "CRC-32C checksums verified"
+                  : "no Kiln checksums (structure checked only)");
+  for (const auto &[key, value] : file->getMetadata())
+    if (key.compare(0, std::strlen(kChecksumKeyPrefix), kChecksumKeyPrefix))
+      std::printf("  metadata %s = %s\n", key.c_str(), value.c_str());
+  for (const TensorInfo &tensor : file->getTensors())
+    std::printf("  %s  %s\n", tensor.name.c_str(),
+                describeTensorType(tensor.dtype, tensor.shape).c_str());
+  return 0;
+}
