@@ -5,6 +5,8 @@
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/Dialect/Kernel/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -12,12 +14,13 @@
 namespace kiln {
 
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
 }
 
 /// Kiln's passes plus the upstream ones its pipelines use (canonicalize, cse).
 inline void registerAllPasses() {
   registerGraphPasses();
+  kernel::registerKernelPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 }

@@ -5,9 +5,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaOutput.h"
 #include "Driver.h"
 
 #include "kiln/ArtifactEmit/Sections.h"
+#include "kiln/Codegen/Nvrtc.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+
 #include "kiln/Dialect/Graph/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -24,7 +28,7 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-enum class Emit { ForwardMlir, GradsMlir, StepMlir, Artifact };
+enum class Emit { ForwardMlir, GradsMlir, StepMlir, Artifact, FusedMlir, KernelMlir, Cuda };
 
 cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"),
                            cl::Required, cl::sub(compileCommand()), cl::cat(category()));
@@ -46,7 +50,16 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Artifact, "artifact",
                           "the training step as a .kiln artifact (-o): meta, "
                           "guards, parameter layout (kernels and the step "
-                          "program come with codegen)")),
+                          "program come with codegen)"),
+               clEnumValN(Emit::FusedMlir, "fused-mlir",
+                          "the train step with its ops grouped into "
+                          "kiln_kernel.fusion regions"),
+               clEnumValN(Emit::KernelMlir, "kernel-mlir",
+                          "the step program: buffers, kernel launches and "
+                          "cuBLASLt GEMMs"),
+               clEnumValN(Emit::Cuda, "cuda",
+                          "-o DIR: one CUDA C++ source per kernel, NVRTC "
+                          "cubins (--arch) and PTX, step.mlir, manifest.json")),
     cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
@@ -125,6 +138,29 @@ cl::opt<std::string> quantSkip("quant-skip",
                                cl::desc("Regex of weights --quant leaves alone"),
                                cl::value_desc("regex"), cl::sub(compileCommand()),
                                cl::cat(category()));
+cl::opt<std::string> archList(
+    "arch",
+    cl::desc("With --emit=cuda: GPU archs to compile cubins for (sm_90,sm_80); "
+             "PTX of the oldest is kept for JIT elsewhere; `none` writes sources only"),
+    cl::init("sm_90"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> kernelCache(
+    "kernel-cache",
+    cl::desc("NVRTC output cache directory (default $KILN_CACHE_DIR or "
+             "~/.cache/kiln; `none` disables it)"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string> dumpIrAfter(
+    "dump-ir-after",
+    cl::desc("Print the IR after these passes (stderr), e.g. kiln-fuse"),
+    cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> fusionReport(
+    "fusion-report",
+    cl::desc("Print kernels and GEMMs per step before and after fusion and the "
+             "bytes the kernels move (stdout), then stop"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> reportSizes(
+    "report-sizes",
+    cl::desc("Symbol values to evaluate --fusion-report's byte counts at: batch=2,seq=16"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
@@ -225,6 +261,33 @@ int runCompile(MLIRContext &context) {
     return 1;
   if (!findMain(*module))
     return fail(model + ": no function to compile");
+  // A step program (kernel-level IR, e.g. a saved step.mlir) only needs
+  // emitting.
+  if (!module->getOps<kernel::KernelOp>().empty()) {
+    if (emit != Emit::Cuda)
+      return fail(model + " is a kernel-level step program: only --emit=cuda applies");
+    if (output == "-")
+      return fail("--emit=cuda needs -o DIR");
+    CudaOutputOptions cuda;
+    if (archList != "none") {
+      Expected<std::vector<std::string>> parsed = codegen::parseArchList(archList);
+      if (!parsed)
+        return fail(toString(parsed.takeError()));
+      cuda.archs = *parsed;
+    }
+    cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
+                    : kernelCache == "none" ? std::string()
+                                            : std::string(kernelCache);
+    cuda.verbose = timing;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      std::string location;
+      llvm::raw_string_ostream os(location);
+      diag.getLocation().print(os);
+      fail(os.str() + ": " + diag.str());
+      return success();
+    });
+    return writeCuda(*module, output, cuda);
+  }
   if (fullgraph || explain) {
     FailureOr<BreakReport> report = analyzeModel(context, *module, train);
     if (failed(report))
@@ -243,12 +306,40 @@ int runCompile(MLIRContext &context) {
   }
 
   PassManager pm(&context);
-  if (printIrAfterAll) {
+  if (printIrAfterAll || !dumpIrAfter.empty()) {
     context.disableMultithreading();
+    std::vector<std::string> only(dumpIrAfter.begin(), dumpIrAfter.end());
     pm.enableIRPrinting(
         /*shouldPrintBeforePass=*/[](Pass *, Operation *) { return false; },
-        /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; },
+        /*shouldPrintAfterPass=*/
+        [only](Pass *pass, Operation *) {
+          return only.empty() || llvm::is_contained(only, pass->getArgument().str());
+        },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+  }
+  bool codegen = emit == Emit::FusedMlir || emit == Emit::KernelMlir ||
+                 emit == Emit::Cuda || fusionReport;
+  bool buildsStep = emit == Emit::StepMlir || codegen;
+  if (emit == Emit::Cuda && output == "-")
+    return fail("--emit=cuda needs -o DIR");
+  std::vector<std::string> archs;
+  if (emit == Emit::Cuda && archList != "none") {
+    Expected<std::vector<std::string>> parsed = codegen::parseArchList(archList);
+    if (!parsed)
+      return fail(toString(parsed.takeError()));
+    archs = *parsed;
+  }
+  StringMap<int64_t> sizes;
+  if (!reportSizes.empty()) {
+    SmallVector<StringRef> entries;
+    StringRef(reportSizes).split(entries, ',', -1, false);
+    for (StringRef entry : entries) {
+      auto [name, value] = entry.split('=');
+      int64_t v;
+      if (value.trim().getAsInteger(10, v))
+        return fail("--report-sizes entry '" + entry + "' needs NAME=INTEGER");
+      sizes[name.trim()] = v;
+    }
   }
   if (timing)
     pm.enableTiming();
@@ -285,7 +376,7 @@ int runCompile(MLIRContext &context) {
     nf4.doubleQuant = doubleQuant;
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
-  bool trainStep = emit == Emit::StepMlir || emit == Emit::Artifact;
+  bool trainStep = buildsStep || emit == Emit::Artifact;
   if (emit == Emit::Artifact && (output.empty() || output == "-"))
     return fail("--emit=artifact needs -o FILE.kiln");
   if (emit == Emit::GradsMlir || trainStep) {
@@ -335,6 +426,43 @@ int runCompile(MLIRContext &context) {
   }
   if (emit == Emit::Artifact)
     return failed(writeStepArtifact(*module, model, output)) ? 1 : 0;
+  if (codegen) {
+    // Fusion and lowering run after the step is final (guards, buckets).
+    std::vector<StepCounts> before;
+    for (func::FuncOp func : module->getOps<func::FuncOp>())
+      before.push_back(countUnfused(func));
+    PassManager lower(&context);
+    if (printIrAfterAll || !dumpIrAfter.empty())
+      lower.enableIRPrinting(
+          [](Pass *, Operation *) { return false; },
+          [&](Pass *pass, Operation *) {
+            return printIrAfterAll ||
+                   llvm::is_contained(dumpIrAfter, pass->getArgument().str());
+          },
+          true, false);
+    if (timing)
+      lower.enableTiming();
+    lower.addNestedPass<func::FuncOp>(kernel::createFusePass());
+    if (emit != Emit::FusedMlir)
+      lower.addPass(kernel::createLowerToStepPass());
+    if (failed(lower.run(*module)))
+      return 1;
+    if (fusionReport) {
+      unsigned i = 0;
+      for (func::FuncOp func : module->getOps<func::FuncOp>())
+        printFusionReport(func.getName(), before[i++], countLowered(func), sizes, outs());
+      return 0;
+    }
+    if (emit == Emit::Cuda) {
+      CudaOutputOptions cuda;
+      cuda.archs = archs;
+      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
+                      : kernelCache == "none" ? std::string()
+                                              : std::string(kernelCache);
+      cuda.verbose = timing;
+      return writeCuda(*module, output, cuda);
+    }
+  }
   std::string error;
   std::unique_ptr<ToolOutputFile> file = openOutputFile(output, &error);
   if (!file)

@@ -9,6 +9,7 @@
 #include "Driver.h"
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
       "  kiln explain MODEL.onnx [--format=json]\n"
       "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n");
   MLIRContext context;
-  context.loadDialect<kiln::GraphDialect, func::FuncDialect>();
+  context.loadDialect<kiln::GraphDialect, kiln::kernel::KernelDialect, func::FuncDialect>();
   if (importCommand())
     return runImport(context);
   if (compileCommand())

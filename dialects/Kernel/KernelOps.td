@@ -1,0 +1,256 @@
+//===- KernelOps.td - Kiln kernel dialect ------------------*- tablegen -*-===//
+//
+// The kernel level sits between the graph dialect and CUDA C++. It has two
+// stages in one dialect:
+//  - fusion (tensors): `kiln_kernel.fusion` regions group graph ops that
+//    become one generated kernel; `kiln.matmul` stays outside (a GEMM).
+//  - step program (buffers): the train step as an explicit list of
+//    allocations, views, kernel launches and cuBLASLt GEMMs, with every size
+//    a symbolic expression. The runtime interprets this list; each
+//    `kiln_kernel.kernel` holds the tensor body its CUDA source comes from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_KERNEL_OPS_TD
+#define KILN_KERNEL_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def Kernel_Dialect : Dialect {
+  let name = "kiln_kernel";
+  let cppNamespace = "::kiln::kernel";
+  let summary = "Kiln kernel dialect: fusion groups, kernels, launches and GEMMs";
+  let description = [{
+    See docs/dialects/kernel.md. Sizes reuse the graph dialect's
+    `#kiln.expr` / `#kiln.dims` polynomials over size symbols.
+  }];
+  let dependentDialects = ["::kiln::GraphDialect"];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+}
+
+// The graph dialect's size attributes, referenced without including its .td
+// (its enums would be generated a second time).
+def Kernel_SymExpr : Attr<CPred<"::llvm::isa<::kiln::SymExprAttr>($_self)">,
+                          "size expression (#kiln.expr)"> {
+  let storageType = "::kiln::SymExprAttr";
+  let returnType = "::kiln::SymExprAttr";
+  let convertFromStorage = "$_self";
+}
+def Kernel_Dims : Attr<CPred<"::llvm::isa<::kiln::DimsAttr>($_self)">,
+                       "size expressions (#kiln.dims)"> {
+  let storageType = "::kiln::DimsAttr";
+  let returnType = "::kiln::DimsAttr";
+  let convertFromStorage = "$_self";
+}
+
+class Kernel_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kernel_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Types and enums
+//===----------------------------------------------------------------------===//
+
+def Kernel_BufferType : TypeDef<Kernel_Dialect, "Buffer"> {
+  let mnemonic = "buffer";
+  let summary = "Device memory holding one dense row-major tensor";
+  let description = [{
+    `!kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[batch*seq]>>>`: the
+    tensor type gives the element type and the (symbolic) shape; the byte
+    size is the element count times the element size.
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$tensor);
+  let assemblyFormat = "`<` $tensor `>`";
+}
+
+def Kernel_Buffer : Type<CPred<"::llvm::isa<::kiln::kernel::BufferType>($_self)">,
+                         "kernel buffer", "::kiln::kernel::BufferType">;
+
+def Kernel_FusionKind : I32EnumAttr<"FusionKind", "how a fused kernel iterates", [
+    I32EnumAttrCase<"loop", 0>,          // one thread per element of the outputs
+    I32EnumAttrCase<"row", 1>,           // one block per row, block reductions
+    I32EnumAttrCase<"scan", 2>,          // one thread per scanned line
+    I32EnumAttrCase<"scatter", 3>,       // copy, then atomic adds per update
+    I32EnumAttrCase<"attention", 4>,     // one block per query row, no SxS buffer
+    I32EnumAttrCase<"attention_grad", 5>]> {
+  let cppNamespace = "::kiln::kernel";
+  let genSpecializedAttr = 0;
+}
+def Kernel_FusionKindAttr : EnumAttr<Kernel_Dialect, Kernel_FusionKind, "kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Kernel_Epilogue : I32EnumAttr<"Epilogue", "cuBLASLt epilogue", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"bias", 1>,
+    I32EnumAttrCase<"relu", 2>, I32EnumAttrCase<"bias_relu", 3>,
+    I32EnumAttrCase<"gelu", 4>, I32EnumAttrCase<"bias_gelu", 5>,
+    I32EnumAttrCase<"bgrada", 6>, I32EnumAttrCase<"bgradb", 7>]> {
+  let cppNamespace = "::kiln::kernel";
+  let genSpecializedAttr = 0;
+}
+def Kernel_EpilogueAttr : EnumAttr<Kernel_Dialect, Kernel_Epilogue, "epilogue"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion stage (tensors)
+//===----------------------------------------------------------------------===//
+
+def Kernel_FusionOp : Kernel_Op<"fusion",
+    [IsolatedFromAbove, SingleBlockImplicitTerminator<"YieldOp">,
+     RecursiveMemoryEffects]> {
+  let summary = "Graph ops that become one generated kernel";
+  let description = [{
+    The region's block arguments are the operands in order; the yielded
+    values are the results (the tensors the kernel writes). Everything inside
+    is recomputed per element (loop) or per row (row) and never stored.
+
+    ```mlir
+    %r = kiln_kernel.fusion <loop> (%x, %b) : (tensor<?x64xf32, #kiln.dims<[n]>>,
+        tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
+    ^bb0(%a0: tensor<?x64xf32, #kiln.dims<[n]>>, %a1: tensor<64xf32>):
+      %s = kiln.add %a0, %a1 : ...
+      %t = kiln.silu %s : ...
+      kiln_kernel.yield %t : tensor<?x64xf32, #kiln.dims<[n]>>
+    }
+    ```
+  }];
+  let arguments = (ins Kernel_FusionKindAttr:$kind, Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind `(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body";
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::kiln::kernel::FusionKind":$kind,
+      "::mlir::ValueRange":$inputs, "::mlir::TypeRange":$resultTypes)>];
+}
+
+def Kernel_YieldOp : Kernel_Op<"yield",
+    [Pure, Terminator, ReturnLike, ParentOneOf<["FusionOp", "KernelOp"]>]> {
+  let summary = "The values a fusion or kernel body produces";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let builders = [OpBuilder<(ins), [{ /* empty */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Step program (buffers)
+//===----------------------------------------------------------------------===//
+
+def Kernel_KernelOp : Kernel_Op<"kernel",
+    [Symbol, IsolatedFromAbove, SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "One generated kernel: its tensor-level body and its ABI";
+  let description = [{
+    The body is the fusion region it was outlined from. The kernel's
+    parameters are, in order: one pointer per block argument (inputs), one
+    per yielded value (outputs), then one `int64_t` per entry of `symbols`
+    (the size symbols its shapes mention, sorted). `kiln_kernel.launch`
+    passes them in the same order.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Kernel_FusionKindAttr:$kind,
+                       StrArrayAttr:$symbols);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name $kind `symbols` $symbols attr-dict-with-keyword $body";
+}
+
+def Kernel_AllocOp : Kernel_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "A fresh buffer sized by its (symbolic) type";
+  let results = (outs Kernel_Buffer:$result);
+  let assemblyFormat = "attr-dict `:` qualified(type($result))";
+}
+
+def Kernel_ViewOp : Kernel_Op<"view", [Pure]> {
+  let summary = "The same bytes seen with another shape (reshape of row-major data)";
+  let arguments = (ins Kernel_Buffer:$source);
+  let results = (outs Kernel_Buffer:$result);
+  let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Kernel_WeightOp : Kernel_Op<"weight", [Pure]> {
+  let summary = "A frozen model weight, read from the weight source by name";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Kernel_Buffer:$result);
+  let assemblyFormat = "$name attr-dict `:` qualified(type($result))";
+}
+
+def Kernel_ConstantOp : Kernel_Op<"constant", [Pure]> {
+  let summary = "A buffer initialized with a literal";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kernel_Buffer:$result);
+  let assemblyFormat = "$value attr-dict `:` qualified(type($result))";
+}
+
+def Kernel_FillOp : Kernel_Op<"fill"> {
+  let summary = "Sets every element of a buffer (zeroes accumulators of atomic adds)";
+  let arguments = (ins Kernel_Buffer:$target, F64Attr:$value);
+  let assemblyFormat = "$target `,` $value attr-dict `:` qualified(type($target))";
+}
+
+def Kernel_CopyOp : Kernel_Op<"copy"> {
+  let summary = "Copies one buffer into another of the same size (scatter-add destinations)";
+  let arguments = (ins Kernel_Buffer:$source, Kernel_Buffer:$target);
+  let assemblyFormat = "$source `->` $target attr-dict `:` qualified(type($source)) `->` qualified(type($target))";
+}
+
+def Kernel_LaunchOp : Kernel_Op<"launch", [AttrSizedOperandSegments]> {
+  let summary = "Runs a generated kernel over symbolic launch dimensions";
+  let description = [{
+    Blocks = ceil(`items` / `items_per_block`) (kernels loop when the runtime
+    caps the grid), `block` threads each, `shared` bytes of dynamic shared
+    memory. The runtime evaluates `items` and `shared` with the step's symbol
+    values and passes the kernel's `symbols` after the buffers.
+
+    ```mlir
+    kiln_kernel.launch @fused_3 ins(%a, %b : ...) outs(%c : ...)
+        items = #kiln.expr<batch*seq*64> per 1024 block 256 shared #kiln.expr<0>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Kernel_Buffer>:$ins,
+                       Variadic<Kernel_Buffer>:$outs, Kernel_SymExpr:$items,
+                       I64Attr:$items_per_block, I64Attr:$block,
+                       Kernel_SymExpr:$shared);
+  let assemblyFormat = [{
+    $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)`
+    `items` `=` qualified($items) `per` $items_per_block `block` $block `shared` qualified($shared) attr-dict
+  }];
+}
+
+def Kernel_GemmOp : Kernel_Op<"gemm"> {
+  let summary = "A cuBLASLt matmul: C[b] = op(A[b]) op(B[b]) (+ epilogue), row-major";
+  let description = [{
+    Row-major semantics: C is m x n, op(A) is m x k, op(B) is k x n, for each
+    of `batch` matrices at element strides `stride_a/b/c` (0 broadcasts one
+    matrix to every batch). `trans_a` means A is stored k x m. The runtime
+    maps this onto column-major cuBLASLt by computing C^T = op(B)^T op(A)^T.
+    Accumulation is fp32 for every element type (`compute`).
+
+    ```mlir
+    kiln_kernel.gemm ins(%x, %w : ...) outs(%y : ...) m = #kiln.expr<batch*seq>
+        n = #kiln.expr<128> k = #kiln.expr<64> batch = #kiln.expr<1>
+        strides = #kiln.dims<[0, 0, 0]> {trans_b} epilogue <none>
+    ```
+  }];
+  let arguments = (ins Kernel_Buffer:$a, Kernel_Buffer:$b,
+                       Optional<Kernel_Buffer>:$bias, Kernel_Buffer:$c,
+                       UnitAttr:$trans_a, UnitAttr:$trans_b,
+                       Kernel_SymExpr:$m, Kernel_SymExpr:$n, Kernel_SymExpr:$k,
+                       Kernel_SymExpr:$batch, Kernel_Dims:$strides,
+                       Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute);
+  let assemblyFormat = [{
+    $a `,` $b (`bias` $bias^)? `->` $c `m` `=` qualified($m) `n` `=` qualified($n)
+    `k` `=` qualified($k) `batch` `=` qualified($batch) `strides` `=` qualified($strides)
+    `epilogue` $epilogue `compute` $compute
+    attr-dict `:` qualified(type($a)) `,` qualified(type($b)) (`,` qualified(type($bias))^)?
+    `->` qualified(type($c))
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KILN_KERNEL_OPS_TD

@@ -1,0 +1,96 @@
+//===- Passes.td - Kernel dialect passes -------------------*- tablegen -*-===//
+
+#ifndef KILN_KERNEL_PASSES_TD
+#define KILN_KERNEL_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Fusion and lowering to the step program
+//===----------------------------------------------------------------------===//
+
+def FusePass : Pass<"kiln-fuse", "::mlir::func::FuncOp"> {
+  let summary = "Group the graph ops of a step into kiln_kernel.fusion regions";
+  let description = [{
+    Every graph op except `kiln.matmul` (a GEMM), `kiln.parameter`,
+    `kiln.constant` and shape-only reshapes ends up in exactly one fusion.
+    Greedy producer-into-consumer merging in program order:
+
+    - pointwise and index-mapping ops (elementwise, casts, broadcasts,
+      transposes, slices, concat, pad, gathers, iota) chain into `loop`
+      fusions; a producer whose results are also used later stays an extra
+      output when it has the same shape (multi-output fusion);
+    - softmax, log_softmax, layer_norm, rms_norm, their gradients and
+      cross_entropy (+ its gradient on the same logits, one kernel) start
+      `row` fusions that absorb pointwise producers of their inputs and
+      pointwise consumers of the same shape;
+    - reductions join a loop fusion as inner loops when they do not make a
+      producer recompute more often;
+    - attention / attention_grad are `attention` fusions (no S x S buffer),
+      which absorb the computation of the mask.
+
+    Before:
+    ```mlir
+    %0 = kiln.matmul %x, %w : (...) -> tensor<?x64xf32, #kiln.dims<[n]>>
+    %1 = kiln.add %0, %b : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> ...
+    %2 = kiln.silu %1 : tensor<?x64xf32, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %0 = kiln.matmul %x, %w : (...) -> tensor<?x64xf32, #kiln.dims<[n]>>
+    %1 = kiln_kernel.fusion <loop> (%0, %b) : (...) -> tensor<?x64xf32, #kiln.dims<[n]>> {
+    ^bb0(%a: tensor<?x64xf32, #kiln.dims<[n]>>, %c: tensor<64xf32>):
+      %s = kiln.add %a, %c : ...
+      %t = kiln.silu %s : tensor<?x64xf32, #kiln.dims<[n]>>
+      kiln_kernel.yield %t : tensor<?x64xf32, #kiln.dims<[n]>>
+    }
+    ```
+  }];
+  let dependentDialects = ["::kiln::kernel::KernelDialect"];
+  let statistics = [
+    Statistic<"numOpsBefore", "ops-before", "Graph ops that each would be a kernel unfused">,
+    Statistic<"numFusions", "fusions", "Fused kernels">,
+    Statistic<"numGemms", "gemms", "Matmuls left for cuBLASLt">,
+  ];
+}
+
+def LowerToStepPass : Pass<"kiln-lower-to-step", "::mlir::ModuleOp"> {
+  let summary = "Turn a fused step into buffers, kernel launches and GEMMs";
+  let description = [{
+    Tensors become `!kiln_kernel.buffer`s; each fusion is outlined into a
+    `kiln_kernel.kernel` symbol and replaced by allocations of its outputs
+    and one `kiln_kernel.launch`; each `kiln.matmul` becomes a
+    `kiln_kernel.gemm` whose batch dims fold into m when the right operand
+    is shared, and a weight-gradient `matmul {transpose_a}` summed over the
+    batch becomes one GEMM with k = batch*seq. Reshapes become views,
+    frozen parameters weights. Accumulators of atomic adds are zero-filled
+    right before their launch.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
+      %0 = kiln.matmul %x, %w : (...) -> tensor<?x64xf32, #kiln.dims<[n]>>
+      %1 = kiln_kernel.fusion <loop> (%0) : (...) -> tensor<?x64xf32, #kiln.dims<[n]>> {...}
+      return %1 : tensor<?x64xf32, #kiln.dims<[n]>>
+    }
+    ```
+    After:
+    ```mlir
+    kiln_kernel.kernel @f_k0 <loop> symbols ["n"] {...}
+    func.func @f(%x: !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>, %w: !kiln_kernel.buffer<tensor<64x64xf32>>) -> ... {
+      %0 = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>
+      kiln_kernel.gemm %x, %w -> %0 m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<64> ...
+      %1 = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>
+      kiln_kernel.launch @f_k0 ins(%0 : ...) outs(%1 : ...) items = #kiln.expr<64*n> per 1024 block 256 shared #kiln.expr<0>
+      return %1 : !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>
+    }
+    ```
+  }];
+  let dependentDialects = ["::kiln::kernel::KernelDialect"];
+  let statistics = [
+    Statistic<"numLaunches", "launches", "Kernel launches per step">,
+    Statistic<"numGemms", "gemms", "cuBLASLt GEMMs per step">,
+  ];
+}
+
+#endif // KILN_KERNEL_PASSES_TD

@@ -1,0 +1,63 @@
+//===- Cuda.h - CUDA C++ from kiln_kernel.kernel bodies ---------*- C++ -*-===//
+//
+// Emission runs in three small steps (as CIRCT's ExportVerilog does):
+// prepareKernel checks the body and collects what the ABI needs,
+// legalizeNames picks C identifiers, printKernel writes the source.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CUDA_H
+#define KILN_CODEGEN_CUDA_H
+
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace kiln::codegen {
+
+/// What printing one kernel needs, gathered and checked up front.
+struct KernelPlan {
+  mutable kernel::KernelOp kernel; // op accessors are not const
+  kernel::FusionKind kind;
+  mlir::Operation *anchor = nullptr;                 // row / scan / ... op
+  llvm::SmallVector<mlir::BlockArgument> inputs;     // kernel params, in order
+  llvm::SmallVector<mlir::Value> outputs;            // yielded values
+  llvm::SmallVector<std::string> symbols;            // int64 params
+};
+
+/// Step 1: checks that every op of the body has an emitter and that the
+/// body matches its kind; one error on the op that does not.
+mlir::FailureOr<KernelPlan> prepareKernel(kernel::KernelOp kernel);
+
+/// Step 2: C identifiers for the kernel, its parameters and the symbols.
+struct NameTable {
+  std::string kernel;
+  llvm::DenseMap<mlir::Value, std::string> params; // inputs and outputs
+  llvm::StringMap<std::string> symbols;            // size symbol -> C name
+};
+NameTable legalizeNames(const KernelPlan &plan);
+
+/// A printed kernel: the extern "C" __global__ function and what its
+/// prelude needs. Kernels compile alone (standalone()) or several to one
+/// NVRTC program behind one prelude.
+struct CudaSource {
+  std::string name;
+  std::string comment; // what the kernel computes, its parameters
+  std::string body;    // the __global__ function
+  bool bf16 = false, f16 = false;
+  std::string standalone() const;
+};
+/// Device helpers (block reductions, atomics) and the fp16/bf16 headers.
+std::string cudaPrelude(bool bf16, bool f16);
+
+/// Step 3: the kernel's CUDA C++.
+mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names);
+
+/// All three steps.
+mlir::FailureOr<CudaSource> emitCudaKernel(kernel::KernelOp kernel);
+
+} // namespace kiln::codegen
+
+#endif // KILN_CODEGEN_CUDA_H

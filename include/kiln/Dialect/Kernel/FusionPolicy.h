@@ -1,0 +1,66 @@
+//===- FusionPolicy.h - How graph ops map onto kernels ----------*- C++ -*-===//
+//
+// One place says which graph ops are GEMMs, which are computed per element
+// (and so chain freely), which need a whole row, and which need a kernel
+// shape of their own. The fusion pass and the CUDA emitter both use it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KERNEL_FUSIONPOLICY_H
+#define KILN_DIALECT_KERNEL_FUSIONPOLICY_H
+
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "mlir/IR/Operation.h"
+
+namespace kiln::kernel {
+
+enum class OpClass {
+  Gemm,        // kiln.matmul: a cuBLASLt call
+  Source,      // kiln.parameter, kiln.constant: buffers, no kernel
+  View,        // reshape / squeeze / unsqueeze: row-major views when alone
+  Elementwise, // one output element from operand elements at computed indices
+  Reduce,      // reduce_sum/mean/max: an inner loop per output element
+  Row,         // softmax, norms, their gradients, cross entropy: per row
+  Scan,        // cumsum
+  Scatter,     // scatter_add
+  Attention,   // attention
+  AttentionGrad,
+  Unsupported,
+};
+
+OpClass classifyOp(mlir::Operation *op);
+
+/// Row ops reduce over the trailing dims [axis, rank) of their first operand.
+/// Returns that axis, or -1 when the op is not a row op the emitter handles.
+int64_t rowAxis(mlir::Operation *op);
+
+/// A `reduce_sum` over the batch dims of a weight-gradient
+/// `matmul {transpose_a}` ([B..., S, K]^T x [B..., S, N]): one GEMM with
+/// k = B*S computes both, so the sum is part of the GEMM. Returns the
+/// matmul, or null.
+mlir::Operation *gemmOfBatchSum(mlir::Operation *reduceSum);
+
+/// How a kernel output must be initialized before the launch: kernels that
+/// accumulate with atomic adds (norm weight gradients, the mean loss,
+/// attention dk/dv, scatter-add) need zeros or the scatter destination.
+enum class OutputInit { None, Zero, CopyOperand };
+/// For a value yielded by a fusion / kernel body. `copyFrom` receives the
+/// body value to copy for CopyOperand.
+OutputInit outputInit(mlir::Value yielded, mlir::Value *copyFrom = nullptr);
+
+/// The launch geometry of a kernel body (see kiln_kernel.launch).
+struct LaunchShape {
+  SymExprAttr items;
+  int64_t itemsPerBlock = 256;
+  int64_t block = 256;
+  SymExprAttr shared;
+};
+LaunchShape launchShape(FusionKind kind, mlir::Block &body);
+
+/// The anchor op of a non-loop kernel body (row / scan / scatter /
+/// attention op); null for loop kernels.
+mlir::Operation *anchorOp(FusionKind kind, mlir::Block &body);
+
+} // namespace kiln::kernel
+
+#endif // KILN_DIALECT_KERNEL_FUSIONPOLICY_H

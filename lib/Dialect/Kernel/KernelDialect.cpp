@@ -1,0 +1,90 @@
+//===- KernelDialect.cpp - Kiln kernel dialect ----------------------------===//
+
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+#include "kiln/Dialect/Kernel/KernelDialect.cpp.inc"
+#include "kiln/Dialect/Kernel/KernelEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/Kernel/KernelAttrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "kiln/Dialect/Kernel/KernelTypes.cpp.inc"
+
+void KernelDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kiln/Dialect/Kernel/KernelAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "kiln/Dialect/Kernel/KernelTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "kiln/Dialect/Kernel/KernelOps.cpp.inc"
+      >();
+}
+
+void FusionOp::build(OpBuilder &builder, OperationState &state, FusionKind kind,
+                     ValueRange inputs, TypeRange resultTypes) {
+  state.addAttribute(getKindAttrName(state.name),
+                     FusionKindAttr::get(builder.getContext(), kind));
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult FusionOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but "
+                               << block.getNumArguments() << " block arguments";
+  for (auto [input, arg] : llvm::zip(getInputs(), block.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError("block argument type ")
+             << arg.getType() << " differs from its input " << input.getType();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().getTypes()
+                                  << " but has results " << getResultTypes();
+  if (getResults().empty())
+    return emitOpError("has no results");
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  RankedTensorType from = getSource().getType().getTensor();
+  RankedTensorType to = getResult().getType().getTensor();
+  if (from.getElementType() != to.getElementType())
+    return emitOpError("changes the element type");
+  MLIRContext *context = getContext();
+  if (dimProduct(getDims(from), context) != dimProduct(getDims(to), context))
+    return emitOpError("changes the element count: ")
+           << shapeToString(from) << " -> " << shapeToString(to);
+  return success();
+}
+
+LogicalResult GemmOp::verify() {
+  if (getStrides().getDims().size() != 3)
+    return emitOpError("needs three batch strides (a, b, c)");
+  for (Value operand : {getA(), getB(), getC()}) {
+    Type element = cast<BufferType>(operand.getType()).getTensor().getElementType();
+    if (!element.isF32() && !element.isBF16() && !element.isF16())
+      return emitOpError("supports f32, bf16 and f16 buffers, not ") << element;
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "kiln/Dialect/Kernel/KernelOps.cpp.inc"

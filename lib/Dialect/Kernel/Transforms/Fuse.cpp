@@ -1,0 +1,376 @@
+//===- Fuse.cpp - Group graph ops into kiln_kernel.fusion regions ---------===//
+//
+// Greedy producer-into-consumer fusion in program order. Each op starts a
+// group; it then absorbs the groups producing its operands when the merged
+// group is still one kernel (see FusionPolicy.h) and every use of a group
+// value outside the group comes after the group's last op, so the fusion can
+// sit where that op was. Cheap scalar groups (the optimizer's bias
+// corrections) are cloned into every consumer instead of becoming kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace kiln::kernel {
+#define GEN_PASS_DEF_FUSEPASS
+#include "kiln/Dialect/Kernel/Passes.h.inc"
+} // namespace kiln::kernel
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+namespace {
+
+struct Group {
+  FusionKind kind = FusionKind::loop;
+  llvm::SetVector<Operation *> ops; // program order
+  Operation *anchor = nullptr;      // the row / attention / scan op
+  bool hasReduce = false;
+  bool onlyViews = true;
+  bool dead = false;
+  /// Scalar groups copied into this one (see cloneable()).
+  llvm::SetVector<Operation *> borrowed;
+};
+
+Dim numel(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return dimProduct(getDims(type), v.getContext());
+}
+
+struct FuseStats {
+  unsigned fusions = 0;
+};
+
+struct Fuser {
+  explicit Fuser(Block &block) : block(block) {}
+  Block &block;
+  std::vector<std::unique_ptr<Group>> groups;
+  DenseMap<Operation *, Group *> groupOf;
+
+  bool contains(Group *g, Operation *op) { return op && groupOf.lookup(op) == g; }
+  bool inEither(Group *a, Group *b, Operation *op) {
+    Group *g = groupOf.lookup(op);
+    return g && (g == a || g == b);
+  }
+
+  /// Values of `g` used outside `g` and `other`.
+  SmallVector<Value> outsideValues(Group *g, Group *other) {
+    SmallVector<Value> out;
+    for (Operation *op : g->ops)
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+              return !inEither(g, other, u) && !isBorrowed(u, op);
+            }))
+          out.push_back(r);
+    return out;
+  }
+  bool isBorrowed(Operation *user, Operation *producer) {
+    Group *ug = groupOf.lookup(user);
+    return ug && ug->borrowed.contains(producer);
+  }
+
+  /// Every outside user of `a` or `b` comes after `last`.
+  bool usersAfter(Group *a, Group *b, Operation *last) {
+    for (Group *g : {a, b})
+      for (Operation *op : g->ops)
+        for (Operation *u : op->getUsers())
+          if (!inEither(a, b, u) && !isBorrowed(u, op) && u->getBlock() == &block &&
+              !last->isBeforeInBlock(u))
+            return false;
+    return true;
+  }
+
+  /// A scalar group without reductions: copying it is cheaper than a launch.
+  bool cloneable(Group *p) {
+    if (p->kind != FusionKind::loop || p->hasReduce || p->ops.size() > 32)
+      return false;
+    return llvm::all_of(p->ops, [](Operation *op) {
+      return llvm::all_of(op->getResultTypes(), [](Type t) {
+        auto type = cast<RankedTensorType>(t);
+        return type.hasStaticShape() && type.getNumElements() == 1;
+      });
+    });
+  }
+
+  void absorb(Group *into, Group *from) {
+    for (Operation *op : from->ops) {
+      into->ops.insert(op);
+      groupOf[op] = into;
+    }
+    into->borrowed.insert(from->borrowed.begin(), from->borrowed.end());
+    into->hasReduce |= from->hasReduce;
+    into->onlyViews &= from->onlyViews;
+    from->dead = true;
+    // Keep program order.
+    SmallVector<Operation *> sorted(into->ops.begin(), into->ops.end());
+    llvm::sort(sorted, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+    into->ops.clear();
+    into->ops.insert(sorted.begin(), sorted.end());
+  }
+
+  /// Tries to fold producer group `p` into `g`, whose newest op is `op`
+  /// reading `p` through operand `operandIndex`.
+  bool tryMerge(Group *p, Group *g, Operation *op, unsigned operandIndex) {
+    if (p == g || p->dead || g->dead)
+      return false;
+    if (!usersAfter(p, g, op))
+      return false;
+    SmallVector<Value> pOut = outsideValues(p, g);
+    Dim space = numel(op->getResult(0));
+    bool loopOp = g->kind == FusionKind::loop;
+    switch (p->kind) {
+    case FusionKind::loop: {
+      if (p->hasReduce && numel(p->ops.back()->getResult(0)) != space)
+        return false;
+      if (loopOp) {
+        // Outputs still needed outside are stored at the same flat index.
+        if (g->hasReduce && !pOut.empty())
+          return false;
+        for (Value v : pOut)
+          if (numel(v) != space)
+            return false;
+        return true;
+      }
+      if (p->hasReduce)
+        return false;
+      if (g->kind == FusionKind::row) {
+        // The row kernel's last pass stores every output of the row's
+        // shape, so a prologue value needed elsewhere is stored there too.
+        // Cross entropy alone has no such pass.
+        if (isa<CrossEntropyOp>(g->anchor) && !pOut.empty())
+          return false;
+        Dim rowSpace = numel(g->anchor->getOperand(0));
+        return llvm::all_of(pOut, [&](Value v) { return numel(v) == rowSpace; });
+      }
+      if (!pOut.empty())
+        return false;
+      // Attention reads its mask once per score: computing it there is free.
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        return attention.getMask() && operandIndex == 3;
+      if (auto attentionGrad = dyn_cast<AttentionGradOp>(op))
+        return attentionGrad.getMask() && operandIndex == 3;
+      return false;
+    }
+    case FusionKind::row: {
+      // A pointwise epilogue on the row op's output shape.
+      if (loopOp && !g->hasReduce) {
+        Dim rowSpace = numel(p->anchor->getOperand(0));
+        if (numel(op->getResult(0)) != rowSpace)
+          return false;
+        for (Operation *member : g->ops)
+          for (Value r : member->getResults())
+            if (numel(r) != rowSpace)
+              return false;
+        return true;
+      }
+      // Cross entropy and its gradient on the same rows: one kernel.
+      auto grad = dyn_cast<CrossEntropyGradOp>(op);
+      auto fwd = dyn_cast<CrossEntropyOp>(p->anchor);
+      if (grad && fwd && g->ops.size() == 1 && fwd.getLogits() == grad.getLogits() &&
+          fwd.getLabels() == grad.getLabels() && !contains(p, grad.getGrad().getDefiningOp()))
+        return true;
+      return false;
+    }
+    default:
+      return false;
+    }
+  }
+
+  FusionKind kindOf(OpClass cls) {
+    switch (cls) {
+    case OpClass::Row:
+      return FusionKind::row;
+    case OpClass::Scan:
+      return FusionKind::scan;
+    case OpClass::Scatter:
+      return FusionKind::scatter;
+    case OpClass::Attention:
+      return FusionKind::attention;
+    case OpClass::AttentionGrad:
+      return FusionKind::attention_grad;
+    default:
+      return FusionKind::loop;
+    }
+  }
+
+  LogicalResult group() {
+    for (Operation &op : block) {
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      OpClass cls = classifyOp(&op);
+      if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op))
+        continue;
+      if (cls == OpClass::Unsupported)
+        return op.emitOpError("has no kernel (kiln-fuse)");
+      groups.push_back(std::make_unique<Group>());
+      Group *g = groups.back().get();
+      g->kind = kindOf(cls);
+      g->ops.insert(&op);
+      g->anchor = g->kind == FusionKind::loop ? nullptr : &op;
+      g->hasReduce = cls == OpClass::Reduce;
+      g->onlyViews = cls == OpClass::View;
+      groupOf[&op] = g;
+      // Cross entropy's gradient reads the same logits as the loss: one
+      // kernel computes both from one pass over each row.
+      if (auto grad = dyn_cast<CrossEntropyGradOp>(op)) {
+        for (Operation *user : grad.getLogits().getUsers()) {
+          Group *p = groupOf.lookup(user);
+          if (p && !p->dead && isa<CrossEntropyOp>(user) && p->anchor == user &&
+              tryMerge(p, g, &op, 0)) {
+            absorb(p, g);
+            g = p;
+            break;
+          }
+        }
+      }
+      for (OpOperand &operand : op.getOpOperands()) {
+        Group *p = groupOf.lookup(operand.get().getDefiningOp());
+        if (!p || p == g || p->dead)
+          continue;
+        // The attention mask is read once per score: recompute it there.
+        Value mask;
+        if (auto attention = dyn_cast<AttentionOp>(op))
+          mask = attention.getMask();
+        else if (auto attentionGrad = dyn_cast<AttentionGradOp>(op))
+          mask = attentionGrad.getMask();
+        bool maskOperand = mask && operand.get() == mask;
+        bool cheapMask = maskOperand && p->kind == FusionKind::loop && !p->hasReduce;
+        if (!p->onlyViews && (cheapMask || (g->kind == FusionKind::loop && cloneable(p)))) {
+          g->borrowed.insert(p->borrowed.begin(), p->borrowed.end());
+          g->borrowed.insert(p->ops.begin(), p->ops.end());
+          continue;
+        }
+        if (!tryMerge(p, g, &op, operand.getOperandNumber()))
+          continue;
+        // A row group absorbing this op keeps its kind and anchor.
+        if (p->kind == FusionKind::row && g->kind == FusionKind::loop) {
+          absorb(p, g);
+          g = p;
+        } else if (p->kind == FusionKind::row) {
+          absorb(p, g); // cross entropy + gradient
+          g = p;
+        } else {
+          absorb(g, p);
+        }
+      }
+    }
+    return success();
+  }
+
+  /// Builds one fusion op per group, at the place of its last op.
+  void build(FuseStats &stats);
+};
+
+void Fuser::build(FuseStats &stats) {
+  for (auto &owned : groups) {
+    Group *g = owned.get();
+    if (g->dead || g->onlyViews)
+      continue;
+    Operation *last = g->ops.back();
+    // Ops computed inside: borrowed scalars first, then the group's own.
+    SmallVector<Operation *> body;
+    for (Operation *op : g->borrowed)
+      if (!g->ops.contains(op))
+        body.push_back(op);
+    llvm::sort(body, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+    body.append(g->ops.begin(), g->ops.end());
+    llvm::SmallPtrSet<Operation *, 16> inside(body.begin(), body.end());
+    // Inputs: values used inside and defined elsewhere; small constants are
+    // copied in so they become literals.
+    llvm::SetVector<Value> inputs;
+    llvm::SetVector<Operation *> constants;
+    for (Operation *op : body)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && inside.contains(def))
+          continue;
+        if (auto constant = dyn_cast_or_null<kiln::ConstantOp>(def)) {
+          auto type = cast<RankedTensorType>(constant.getType());
+          if (type.hasStaticShape() && type.getNumElements() <= 64) {
+            constants.insert(def);
+            continue;
+          }
+        }
+        inputs.insert(v);
+      }
+    SmallVector<Value> outputs;
+    auto outsideUse = [&](Operation *producer, Operation *user) {
+      return !g->ops.contains(user) && !isBorrowed(user, producer);
+    };
+    for (Operation *op : g->ops)
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return outsideUse(op, u); }))
+          outputs.push_back(r);
+    if (outputs.empty())
+      continue; // only read by groups that copy it
+    OpBuilder builder(last->getContext());
+    builder.setInsertionPointAfter(last);
+    SmallVector<Type> types;
+    for (Value v : outputs)
+      types.push_back(v.getType());
+    auto fusion = builder.create<FusionOp>(last->getLoc(), g->kind,
+                                           inputs.getArrayRef(), types);
+    Block &region = fusion.getBody().front();
+    IRMapping map;
+    for (auto [v, arg] : llvm::zip(inputs, region.getArguments()))
+      map.map(v, arg);
+    builder.setInsertionPointToStart(&region);
+    for (Operation *c : constants)
+      builder.clone(*c, map);
+    for (Operation *op : body)
+      builder.clone(*op, map);
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    builder.create<YieldOp>(last->getLoc(), yielded);
+    for (auto [i, v] : llvm::enumerate(outputs)) {
+      Operation *producer = v.getDefiningOp();
+      v.replaceUsesWithIf(fusion.getResult(i), [&](OpOperand &use) {
+        return outsideUse(producer, use.getOwner());
+      });
+    }
+    ++stats.fusions;
+  }
+  // Erase fused ops, then borrowed scalar ops nobody reads any more.
+  for (auto it = block.rbegin(); it != block.rend();) {
+    Operation *op = &*it++;
+    Group *g = groupOf.lookup(op);
+    bool copiedConstant = isa<kiln::ConstantOp>(op) && op->use_empty();
+    if ((g && !g->onlyViews && op->use_empty()) || copiedConstant)
+      op->erase();
+  }
+}
+
+struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
+  using FusePassBase::FusePassBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    Block &block = func.getBody().front();
+    for (Operation &op : block) {
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      OpClass cls = classifyOp(&op);
+      if (cls != OpClass::Source && cls != OpClass::View)
+        ++numOpsBefore;
+      if (cls == OpClass::Gemm)
+        ++numGemms;
+    }
+    Fuser fuser{block};
+    if (failed(fuser.group()))
+      return signalPassFailure();
+    FuseStats stats;
+    fuser.build(stats);
+    numFusions += stats.fusions;
+  }
+};
+
+} // namespace

@@ -1,0 +1,175 @@
+//===- FusionPolicy.cpp - How graph ops map onto kernels ------------------===//
+
+#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace kiln::kernel {
+
+OpClass classifyOp(Operation *op) {
+  if (op->hasTrait<OpTrait::Elementwise>())
+    return OpClass::Elementwise;
+  return llvm::TypeSwitch<Operation *, OpClass>(op)
+      .Case<MatmulOp>([](auto) { return OpClass::Gemm; })
+      .Case<ParameterOp, kiln::ConstantOp>([](auto) { return OpClass::Source; })
+      .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([](auto) { return OpClass::View; })
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
+            LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, SelectOp, ExpandOp,
+            TransposeOp, SliceOp, ConcatOp, PadOp, IotaOp, TriluOp, GatherOp,
+            GatherElementsOp, GatherNdOp>([](auto) { return OpClass::Elementwise; })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto) { return OpClass::Reduce; })
+      .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp,
+            LogSoftmaxGradOp, LayerNormGradOp, RmsNormGradOp, CrossEntropyOp,
+            CrossEntropyGradOp>([](Operation *row) {
+        return rowAxis(row) >= 0 ? OpClass::Row : OpClass::Unsupported;
+      })
+      .Case<CumsumOp>([](auto) { return OpClass::Scan; })
+      .Case<ScatterAddOp>([](auto) { return OpClass::Scatter; })
+      .Case<AttentionOp>([](auto) { return OpClass::Attention; })
+      .Case<AttentionGradOp>([](auto) { return OpClass::AttentionGrad; })
+      .Default([](auto) { return OpClass::Unsupported; });
+}
+
+int64_t rowAxis(Operation *op) {
+  auto rank = [&](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
+  // Softmax-like ops reduce one axis; the row kernel needs it innermost.
+  auto last = [&](int64_t axis, Value v) {
+    int64_t r = rank(v);
+    if (axis < 0)
+      axis += r;
+    return axis == r - 1 ? axis : -1;
+  };
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) { return last(o.getAxis(), o.getInput()); })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>(
+          [&](auto o) { return last(o.getAxis(), o.getOutput()); })
+      .Case<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>([&](auto o) {
+        int64_t axis = o.getAxis();
+        return axis < 0 ? axis + rank(o.getInput()) : axis;
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) {
+        return rank(o.getLogits()) == 2 ? int64_t(1) : int64_t(-1);
+      })
+      .Default([](auto) { return int64_t(-1); });
+}
+
+} // namespace kiln::kernel
+
+namespace kiln::kernel {
+
+OutputInit outputInit(Value yielded, Value *copyFrom) {
+  Operation *def = yielded.getDefiningOp();
+  if (!def)
+    return OutputInit::None;
+  unsigned index = cast<OpResult>(yielded).getResultNumber();
+  if (isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(def))
+    return index > 0 ? OutputInit::Zero : OutputInit::None;
+  if (auto ce = dyn_cast<CrossEntropyOp>(def))
+    return ce.getReduction() == Reduction::none ? OutputInit::None : OutputInit::Zero;
+  if (auto scatter = dyn_cast<ScatterAddOp>(def)) {
+    if (copyFrom)
+      *copyFrom = scatter.getDest();
+    return OutputInit::CopyOperand;
+  }
+  return OutputInit::None;
+}
+
+Operation *anchorOp(FusionKind kind, Block &body) {
+  if (kind == FusionKind::loop)
+    return nullptr;
+  for (Operation &op : body) {
+    OpClass cls = classifyOp(&op);
+    if ((kind == FusionKind::row && cls == OpClass::Row) ||
+        (kind == FusionKind::scan && cls == OpClass::Scan) ||
+        (kind == FusionKind::scatter && cls == OpClass::Scatter) ||
+        (kind == FusionKind::attention && cls == OpClass::Attention) ||
+        (kind == FusionKind::attention_grad && cls == OpClass::AttentionGrad))
+      return &op;
+  }
+  return nullptr;
+}
+
+static Dim numelOf(Value v) {
+  return dimProduct(getDims(cast<RankedTensorType>(v.getType())), v.getContext());
+}
+
+LaunchShape launchShape(FusionKind kind, Block &body) {
+  MLIRContext *context = body.getParentOp()->getContext();
+  LaunchShape shape;
+  shape.shared = dimConst(context, 0);
+  Operation *anchor = anchorOp(kind, body);
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  switch (kind) {
+  case FusionKind::loop:
+    shape.items = numelOf(body.getTerminator()->getOperand(0));
+    break;
+  case FusionKind::row: {
+    DimList dims = getDims(type(anchor->getOperand(0)));
+    int64_t axis = rowAxis(anchor);
+    shape.items = dimProduct(ArrayRef<Dim>(dims).take_front(axis), context);
+    shape.itemsPerBlock = 1;
+    break;
+  }
+  case FusionKind::scan: {
+    auto scan = cast<CumsumOp>(anchor);
+    int64_t axis = scan.getAxis();
+    if (axis < 0)
+      axis += type(scan.getInput()).getRank();
+    DimList dims = getDims(type(scan.getInput()));
+    dims.erase(dims.begin() + axis);
+    shape.items = dimProduct(dims, context);
+    break;
+  }
+  case FusionKind::scatter:
+    shape.items = numelOf(cast<ScatterAddOp>(anchor).getUpdates());
+    break;
+  case FusionKind::attention:
+  case FusionKind::attention_grad: {
+    Value query = anchor->getOperand(0), key = anchor->getOperand(1);
+    DimList q = getDims(type(query));
+    shape.items = dimProduct(ArrayRef<Dim>(q).drop_back(), context);
+    shape.itemsPerBlock = 1;
+    shape.block = 128;
+    // One score row (and its gradient) in shared memory: no S x S buffer.
+    int64_t rows = kind == FusionKind::attention ? 1 : 2;
+    shape.shared = dimMul(getDim(type(key), 2), dimConst(context, 4 * rows));
+    break;
+  }
+  }
+  return shape;
+}
+
+} // namespace kiln::kernel
+
+namespace kiln::kernel {
+
+Operation *gemmOfBatchSum(Operation *op) {
+  auto sum = dyn_cast<ReduceSumOp>(op);
+  if (!sum || sum.getKeepdim())
+    return nullptr;
+  auto mm = sum.getInput().getDefiningOp<MatmulOp>();
+  if (!mm || !mm.getTransposeA() || mm.getTransposeB() || !mm->hasOneUse())
+    return nullptr;
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  RankedTensorType a = type(mm.getLhs()), b = type(mm.getRhs()), c = type(mm.getResult());
+  if (a.getRank() < 3 || a.getRank() != b.getRank() || a.getRank() != c.getRank())
+    return nullptr;
+  int64_t batchRank = c.getRank() - 2;
+  if ((int64_t)sum.getAxes().size() != batchRank)
+    return nullptr;
+  for (int64_t i = 0; i < batchRank; ++i)
+    if (sum.getAxes()[i] != i)
+      return nullptr;
+  // Same batch dims on both sides: rows of consecutive batches are
+  // consecutive rows of one [B*S, K] / [B*S, N] matrix.
+  DimList da = getDims(a), db = getDims(b);
+  for (int64_t i = 0; i < batchRank; ++i)
+    if (da[i] != db[i])
+      return nullptr;
+  return mm;
+}
+
+} // namespace kiln::kernel

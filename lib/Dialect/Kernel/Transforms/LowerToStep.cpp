@@ -1,0 +1,264 @@
+//===- LowerToStep.cpp - Fused step -> buffers, launches and GEMMs --------===//
+//
+// After this pass a step function is a straight-line program the runtime
+// can interpret without MLIR: every value is a buffer, every kernel is a
+// symbol with a fixed ABI, and every size is a polynomial over the step's
+// size symbols.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace kiln::kernel {
+#define GEN_PASS_DEF_LOWERTOSTEPPASS
+#include "kiln/Dialect/Kernel/Passes.h.inc"
+} // namespace kiln::kernel
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+BufferType bufferOf(Type t) { return BufferType::get(t.getContext(), cast<RankedTensorType>(t)); }
+
+/// Sorted names of the size symbols a kernel body mentions.
+SmallVector<std::string> bodySymbols(Block &body) {
+  std::set<std::string> names;
+  auto addType = [&](Type t) {
+    if (auto type = dyn_cast<RankedTensorType>(t))
+      for (Dim d : getDims(type))
+        for (StringRef s : dimSymbols(d))
+          names.insert(s.str());
+  };
+  for (BlockArgument arg : body.getArguments())
+    addType(arg.getType());
+  body.walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      addType(t);
+    if (auto slice = dyn_cast<SliceOp>(op))
+      for (Dim d : slice.getStarts().getDims())
+        for (StringRef s : dimSymbols(d))
+          names.insert(s.str());
+  });
+  return SmallVector<std::string>(names.begin(), names.end());
+}
+
+std::string kernelName(StringRef func, unsigned index, FusionKind kind, Block &body) {
+  std::string name = (func + "_k" + Twine(index)).str();
+  Operation *anchor = anchorOp(kind, body);
+  SmallVector<StringRef> parts;
+  if (anchor)
+    parts.push_back(anchor->getName().stripDialect());
+  for (Operation &op : body) {
+    if (parts.size() >= 3)
+      break;
+    if (&op == anchor || isa<kiln::ConstantOp, YieldOp>(op))
+      continue;
+    StringRef part = op.getName().stripDialect();
+    if (!llvm::is_contained(parts, part))
+      parts.push_back(part);
+  }
+  for (StringRef part : parts)
+    name += "_" + part.str();
+  return name;
+}
+
+struct Lowering {
+  explicit Lowering(func::FuncOp func) : func(func), builder(func) {}
+  func::FuncOp func;
+  IRMapping map;
+  OpBuilder builder;
+  unsigned kernels = 0, launches = 0, gemms = 0;
+  llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
+
+  Value lookup(Value v) { return map.lookup(v); }
+
+  Value alloc(Location loc, Type tensorType) {
+    return builder.create<AllocOp>(loc, bufferOf(tensorType));
+  }
+
+  /// The reduce_sum folded into `mm` (see gemmOfBatchSum), if any.
+  ReduceSumOp weightGradSum(MatmulOp mm) {
+    if (!mm->hasOneUse())
+      return nullptr;
+    Operation *user = *mm->user_begin();
+    return gemmOfBatchSum(user) ? cast<ReduceSumOp>(user) : nullptr;
+  }
+
+  LogicalResult lowerMatmul(MatmulOp mm) {
+    MLIRContext *ctx = mm.getContext();
+    Location loc = mm.getLoc();
+    RankedTensorType a = tensorOf(mm.getLhs()), b = tensorOf(mm.getRhs()),
+                     c = tensorOf(mm.getResult());
+    DimList da = getDims(a), db = getDims(b), dc = getDims(c);
+    bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+    Dim m = dc[dc.size() - 2], n = dc.back();
+    Dim k = ta ? da[da.size() - 2] : da.back();
+    auto batchOf = [&](const DimList &d) {
+      return dimProduct(ArrayRef<Dim>(d).drop_back(2), ctx);
+    };
+    Dim ba = batchOf(da), bb = batchOf(db), bc = batchOf(dc);
+    Dim one = dimConst(ctx, 1), zero = dimConst(ctx, 0);
+    Dim batch = bc, sa = dimMul(m, k), sb = dimMul(k, n), sc = dimMul(m, n);
+    Type resultType = c;
+    Operation *replaced = mm;
+    if (ReduceSumOp sum = weightGradSum(mm)) {
+      // Rows of every batch are consecutive: fold the batch into k.
+      k = dimMul(ba, da[da.size() - 2]);
+      batch = one;
+      sa = sb = sc = zero;
+      resultType = sum.getType();
+      folded.insert(sum);
+      replaced = sum;
+    } else if (isConst(bb, 1) && !ta && ba == bc) {
+      // A shared right operand: the batch is just more rows of A and C.
+      m = dimMul(bc, m);
+      batch = one;
+      sa = sb = sc = zero;
+    } else {
+      if (isConst(ba, 1))
+        sa = zero;
+      else if (ba != bc)
+        return mm.emitOpError("has batch dims cuBLASLt strides cannot express");
+      if (isConst(bb, 1))
+        sb = zero;
+      else if (bb != bc)
+        return mm.emitOpError("has batch dims cuBLASLt strides cannot express");
+    }
+    Value out = alloc(loc, resultType);
+    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), Value(), out,
+                           ta, tb, m, n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}),
+                           Epilogue::none, Float32Type::get(ctx));
+    map.map(replaced->getResult(0), out);
+    ++gemms;
+    return success();
+  }
+
+  LogicalResult lowerFusion(FusionOp fusion) {
+    Location loc = fusion.getLoc();
+    Block &body = fusion.getBody().front();
+    FusionKind kind = fusion.getKind();
+    std::string name = kernelName(func.getName(), kernels++, kind, body);
+    SmallVector<std::string> symbols = bodySymbols(body);
+    LaunchShape shape = launchShape(kind, body);
+    // Outputs, initialized when the kernel accumulates into them.
+    SmallVector<Value> outs;
+    for (auto [result, yielded] :
+         llvm::zip(fusion.getResults(), body.getTerminator()->getOperands())) {
+      Value out = alloc(loc, result.getType());
+      Value source;
+      OutputInit init = outputInit(yielded, &source);
+      if (init == OutputInit::Zero)
+        builder.create<FillOp>(loc, out, builder.getF64FloatAttr(0));
+      if (init == OutputInit::CopyOperand) {
+        auto arg = dyn_cast<BlockArgument>(source);
+        if (!arg)
+          return fusion.emitOpError("scatter destination must be a kernel input");
+        builder.create<CopyOp>(loc, lookup(fusion.getInputs()[arg.getArgNumber()]), out);
+      }
+      outs.push_back(out);
+      map.map(result, out);
+    }
+    SmallVector<Value> ins;
+    for (Value v : fusion.getInputs())
+      ins.push_back(lookup(v));
+    // Outline the body into a kernel symbol before the step function.
+    OpBuilder top(func);
+    SmallVector<StringRef> symbolRefs(symbols.begin(), symbols.end());
+    auto kernel = top.create<KernelOp>(loc, name, kind, top.getStrArrayAttr(symbolRefs));
+    kernel.getBody().takeBody(fusion.getBody());
+    builder.create<LaunchOp>(loc, kernel.getSymName(), ins, outs, shape.items,
+                             shape.itemsPerBlock, shape.block, shape.shared);
+    ++launches;
+    return success();
+  }
+
+  LogicalResult lowerOp(Operation *op) {
+    Location loc = op->getLoc();
+    builder.setInsertionPoint(op);
+    if (folded.contains(op))
+      return success();
+    if (auto param = dyn_cast<ParameterOp>(op)) {
+      map.map(param.getResult(),
+              builder.create<WeightOp>(loc, bufferOf(param.getType()), param.getName()));
+      return success();
+    }
+    if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
+      map.map(constant.getResult(), builder.create<kernel::ConstantOp>(
+                                        loc, bufferOf(constant.getType()), constant.getValue()));
+      return success();
+    }
+    if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
+      map.map(op->getResult(0), builder.create<ViewOp>(loc, bufferOf(op->getResult(0).getType()),
+                                                       lookup(op->getOperand(0))));
+      return success();
+    }
+    if (auto mm = dyn_cast<MatmulOp>(op))
+      return lowerMatmul(mm);
+    if (auto fusion = dyn_cast<FusionOp>(op))
+      return lowerFusion(fusion);
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      SmallVector<Value> values;
+      for (Value v : ret.getOperands())
+        values.push_back(lookup(v));
+      builder.create<func::ReturnOp>(loc, values);
+      return success();
+    }
+    return op->emitOpError("is not fused; run kiln-fuse before kiln-lower-to-step");
+  }
+
+  LogicalResult run() {
+    if (func.isExternal())
+      return success();
+    Block &block = func.getBody().front();
+    for (BlockArgument arg : block.getArguments()) {
+      if (!isa<RankedTensorType>(arg.getType()))
+        return func.emitOpError("has a non-tensor argument");
+      map.map(arg, arg);
+    }
+    SmallVector<Operation *> ops;
+    for (Operation &op : block)
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      if (failed(lowerOp(op)))
+        return failure();
+    // Drop the tensor program; buffers replace it.
+    for (Operation *op : llvm::reverse(ops)) {
+      op->dropAllUses();
+      op->erase();
+    }
+    SmallVector<Type> argTypes, resultTypes;
+    for (BlockArgument arg : block.getArguments()) {
+      arg.setType(bufferOf(arg.getType()));
+      argTypes.push_back(arg.getType());
+    }
+    for (Type t : func.getResultTypes())
+      resultTypes.push_back(bufferOf(t));
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes, resultTypes));
+    return success();
+  }
+};
+
+struct LowerToStepPass final : kiln::kernel::impl::LowerToStepPassBase<LowerToStepPass> {
+  using LowerToStepPassBase::LowerToStepPassBase;
+
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs) {
+      Lowering lowering(func);
+      if (failed(lowering.run()))
+        return signalPassFailure();
+      numLaunches += lowering.launches;
+      numGemms += lowering.gemms;
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,85 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse | FileCheck %s
+
+// A pointwise chain with a broadcast bias becomes one loop fusion; the
+// matmul stays outside as a GEMM.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[MM:.+]] = kiln.matmul
+// CHECK: %[[F:.+]] = kiln_kernel.fusion <loop> (%[[MM]], %{{.+}}) : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.add
+// CHECK-NEXT: kiln.silu
+// CHECK-NEXT: kiln_kernel.yield
+// CHECK: return %[[F]]
+func.func @chain(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64x64xf32>, %b: tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
+  %0 = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %1 = kiln.add %0, %b : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %2 = kiln.silu %1 : tensor<?x64xf32, #kiln.dims<[n]>>
+  return %2 : tensor<?x64xf32, #kiln.dims<[n]>>
+}
+
+// -----
+
+// RMS norm absorbs its pointwise producer (the residual add) and consumer
+// (the cast); the add's result is also returned, so it stays an output.
+// CHECK-LABEL: func.func @norm
+// CHECK: %[[F:.+]]:2 = kiln_kernel.fusion <row>
+// CHECK: kiln.add
+// CHECK: kiln.rms_norm
+// CHECK: kiln.cast
+// CHECK: kiln_kernel.yield
+// CHECK: return %[[F]]#1, %[[F]]#0
+func.func @norm(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %r: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64xf32>) -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) {
+  %0 = kiln.add %x, %r : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %1 = kiln.rms_norm %0, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %2 = kiln.cast %1 : tensor<?x64xf32, #kiln.dims<[n]>> -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %2, %0 : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>
+}
+
+// -----
+
+// Cross entropy and its gradient on the same logits share one row kernel.
+// CHECK-LABEL: func.func @xent
+// CHECK: %[[F:.+]]:2 = kiln_kernel.fusion <row>
+// CHECK: kiln.cross_entropy
+// CHECK: kiln.cross_entropy_grad
+// CHECK-NOT: kiln_kernel.fusion
+// CHECK: return
+func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.dims<[n]>>) -> (tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>) {
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %0 = kiln.cross_entropy %l, %y : (tensor<?x256xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>) -> tensor<f32>
+  %1 = kiln.cross_entropy_grad %l, %y, %one : (tensor<?x256xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>, tensor<f32>) -> tensor<?x256xf32, #kiln.dims<[n]>>
+  return %0, %1 : tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>
+}
+
+// -----
+
+// The optimizer's scalar bias correction is copied into each parameter's
+// update instead of becoming a kernel of its own; p, m and v of one
+// parameter leave one fusion.
+// CHECK-LABEL: func.func @adam
+// CHECK-COUNT-2: kiln_kernel.fusion <loop>
+// CHECK-NOT: kiln_kernel.fusion
+func.func @adam(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %q: tensor<4xf32>, %h: tensor<4xf32>, %step: tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %b = kiln.constant dense<0.9> : tensor<f32>
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %pw = kiln.pow %b, %step : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %bc = kiln.sub %one, %pw : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %m1 = kiln.add %m, %g : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %u1 = kiln.div %m1, %bc : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %p1 = kiln.sub %p, %u1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %m2 = kiln.add %q, %h : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %u2 = kiln.div %m2, %bc : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %p2 = kiln.sub %q, %u2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %p1, %m1, %p2, %m2 : tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A reshape on its own is a view, not a kernel.
+// CHECK-LABEL: func.func @view
+// CHECK-NOT: kiln_kernel.fusion
+// CHECK: kiln.reshape
+func.func @view(%x: tensor<?x4x16xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
+  %0 = kiln.reshape %x : tensor<?x4x16xf32, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
+  return %0 : tensor<?x64xf32, #kiln.dims<[n]>>
+}

@@ -1,0 +1,59 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-lower-to-step | FileCheck %s
+
+// A shared weight folds the batch into m; the fused epilogue becomes a
+// kernel symbol and one launch over every element.
+// CHECK: kiln_kernel.kernel @mlp_k0_add_silu <loop> symbols ["n"]
+// CHECK: kiln.silu
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: (%[[X:.+]]: !kiln_kernel.buffer<tensor<?x?x64xf32, #kiln.dims<[n, s]>>>, %[[W:.+]]: !kiln_kernel.buffer<tensor<64x32xf32>>, %[[B:.+]]: !kiln_kernel.buffer<tensor<32xf32>>)
+// CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x32xf32, #kiln.dims<[n, s]>>>
+// CHECK: kiln_kernel.gemm %[[X]], %[[W]] -> %[[Y]] m = #kiln.expr<n*s> n = #kiln.expr<32> k = #kiln.expr<64> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32
+// CHECK: %[[Z:.+]] = kiln_kernel.alloc
+// CHECK: kiln_kernel.launch @mlp_k0_add_silu ins(%[[Y]], %[[B]] : {{.*}}) outs(%[[Z]] : {{.*}}) items = #kiln.expr<32*n*s> per 256 block 256 shared #kiln.expr<0>
+// CHECK: return %[[Z]]
+func.func @mlp(%x: tensor<?x?x64xf32, #kiln.dims<[n, s]>>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>> {
+  %0 = kiln.matmul %x, %w : (tensor<?x?x64xf32, #kiln.dims<[n, s]>>, tensor<64x32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>
+  %1 = kiln.add %0, %b : (tensor<?x?x32xf32, #kiln.dims<[n, s]>>, tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>
+  %2 = kiln.silu %1 : tensor<?x?x32xf32, #kiln.dims<[n, s]>>
+  return %2 : tensor<?x?x32xf32, #kiln.dims<[n, s]>>
+}
+
+// -----
+
+// The weight gradient summed over the batch is one GEMM with k = n*s.
+// CHECK-LABEL: func.func @wgrad
+// CHECK: %[[G:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<64x32xf32>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %{{.+}} -> %[[G]] m = #kiln.expr<64> n = #kiln.expr<32> k = #kiln.expr<n*s> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32 {trans_a}
+// CHECK-NOT: kiln_kernel.launch
+// CHECK: return %[[G]]
+func.func @wgrad(%x: tensor<?x?x64xf32, #kiln.dims<[n, s]>>, %dy: tensor<?x?x32xf32, #kiln.dims<[n, s]>>) -> tensor<64x32xf32> {
+  %0 = kiln.matmul %x, %dy {transpose_a} : (tensor<?x?x64xf32, #kiln.dims<[n, s]>>, tensor<?x?x32xf32, #kiln.dims<[n, s]>>) -> tensor<?x64x32xf32, #kiln.dims<[n]>>
+  %1 = kiln.reduce_sum %0 {axes = array<i64: 0>} : (tensor<?x64x32xf32, #kiln.dims<[n]>>) -> tensor<64x32xf32>
+  return %1 : tensor<64x32xf32>
+}
+
+// -----
+
+// Batched attention-style products keep their batch and strides.
+// CHECK-LABEL: func.func @batched
+// CHECK: kiln_kernel.gemm {{.*}} m = #kiln.expr<s> n = #kiln.expr<s> k = #kiln.expr<16> batch = #kiln.expr<4*n> strides = #kiln.dims<[16*s, 16*s, s*s]> epilogue <none> compute f32 {trans_b}
+func.func @batched(%q: tensor<?x4x?x16xbf16, #kiln.dims<[n, s]>>, %k: tensor<?x4x?x16xbf16, #kiln.dims<[n, s]>>) -> tensor<?x4x?x?xbf16, #kiln.dims<[n, s, s]>> {
+  %0 = kiln.matmul %q, %k {transpose_b} : (tensor<?x4x?x16xbf16, #kiln.dims<[n, s]>>, tensor<?x4x?x16xbf16, #kiln.dims<[n, s]>>) -> tensor<?x4x?x?xbf16, #kiln.dims<[n, s, s]>>
+  return %0 : tensor<?x4x?x?xbf16, #kiln.dims<[n, s, s]>>
+}
+
+// -----
+
+// Norm weight gradients accumulate atomically: their buffer is zeroed
+// right before the launch. Frozen parameters become weights.
+// CHECK-LABEL: func.func @normgrad
+// CHECK: %[[W:.+]] = kiln_kernel.weight "norm.weight" : !kiln_kernel.buffer<tensor<64xf32>>
+// CHECK: %[[DX:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>
+// CHECK: %[[DW:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<64xf32>>
+// CHECK: kiln_kernel.fill %[[DW]], 0.000000e+00
+// CHECK: kiln_kernel.launch @normgrad_k0_rms_norm_grad ins(%{{.+}}, %[[W]], %{{.+}} : {{.*}}) outs(%[[DX]], %[[DW]] : {{.*}}) items = #kiln.expr<n> per 1 block 256
+func.func @normgrad(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %dy: tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
+  %w = kiln.parameter "norm.weight" : tensor<64xf32>
+  %dx, %dw = kiln.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
+  return %dx, %dw : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>
+}

@@ -1,0 +1,41 @@
+//===- CudaOutput.h - kiln compile --emit=cuda ------------------*- C++ -*-===//
+
+#ifndef KILN_TOOLS_KILN_CUDAOUTPUT_H
+#define KILN_TOOLS_KILN_CUDAOUTPUT_H
+
+#include "kiln/Dialect/Graph/GraphAttrs.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::driver {
+
+struct CudaOutputOptions {
+  std::vector<std::string> archs; // empty: sources only
+  std::string cacheDir;
+  bool verbose = false;
+};
+
+/// DIR/<kernel>.cu, DIR/<kernel>.<arch>.cubin, DIR/<kernel>.ptx,
+/// DIR/step.mlir and DIR/manifest.json. Returns the exit code.
+int writeCuda(mlir::ModuleOp module, llvm::StringRef dir, const CudaOutputOptions &options);
+
+/// Kernels, GEMMs and bytes the kernels read + write per step.
+struct StepCounts {
+  unsigned kernels = 0, gemms = 0;
+  SymExprAttr bytes;
+};
+/// One kernel per graph op that is not a GEMM, source or view.
+StepCounts countUnfused(mlir::func::FuncOp func);
+/// Launches and GEMMs of a lowered step.
+StepCounts countLowered(mlir::func::FuncOp func);
+void printFusionReport(llvm::StringRef name, const StepCounts &before, const StepCounts &after,
+                       const llvm::StringMap<int64_t> &sizes, llvm::raw_ostream &os);
+
+} // namespace kiln::driver
+
+#endif // KILN_TOOLS_KILN_CUDAOUTPUT_H
