@@ -211,10 +211,22 @@ struct Printer {
       return "0";
     if (const std::string *flat = related("L", key(idx), sizes))
       return *flat;
-    std::string out = idx[0];
-    for (size_t i = 1; i < idx.size(); ++i)
-      out = (i == 1 ? out : "(" + out + ")") + " * " + sizes[i] + " + " + idx[i];
-    return out;
+    // Horner form without the terms of zero indices and unit sizes.
+    std::string out;
+    bool isSum = false;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (!out.empty() && sizes[i] != "1") {
+        out = (isSum ? "(" + out + ")" : out) + " * " + sizes[i];
+        isSum = false;
+      }
+      if (idx[i] == "0")
+        continue;
+      bool compound = idx[i].find_first_of("+-*/%?") != std::string::npos;
+      std::string term = compound && !out.empty() ? "(" + idx[i] + ")" : idx[i];
+      isSum = !out.empty() || compound;
+      out = out.empty() ? term : out + " + " + term;
+    }
+    return out.empty() ? "0" : out;
   }
   /// Splits a flat offset into indices (prints the divisions once).
   Index delinearize(const std::string &flat, ArrayRef<std::string> sizes) {
@@ -404,7 +416,11 @@ struct Printer {
           return value(t.getInput(), in);
         })
         .Case<ReshapeOp>([&](ReshapeOp r) {
-          return value(r.getInput(), delinearize(linear(idx, dims(v)), dims(r.getInput())));
+          std::string flat = linear(idx, dims(v));
+          // Row-major data: an input is read at the same flat offset.
+          if (auto arg = dyn_cast<BlockArgument>(r.getInput()); arg && !related("D", flat, dims(arg)))
+            return let(v, idx, load(arg, flat));
+          return value(r.getInput(), delinearize(flat, dims(r.getInput())));
         })
         .Case<SqueezeOp>([&](SqueezeOp s) {
           Index in;
@@ -490,6 +506,22 @@ struct Printer {
   std::string concat(ConcatOp cat, ArrayRef<std::string> idx) {
     int64_t axis = cat.getAxis() < 0 ? cat.getAxis() + idx.size() : cat.getAxis();
     Type element = typeOf(cat.getResult()).getElementType();
+    // A literal index picks its input while printing.
+    int64_t literalIndex;
+    if (!StringRef(idx[axis]).getAsInteger(10, literalIndex)) {
+      int64_t offset = 0;
+      for (Value input : cat.getInputs()) {
+        std::optional<int64_t> size = getDim(typeOf(input), axis).getConstantValue();
+        if (!size)
+          break;
+        if (literalIndex < offset + *size) {
+          Index in(idx.begin(), idx.end());
+          in[axis] = std::to_string(literalIndex - offset);
+          return value(input, in);
+        }
+        offset += *size;
+      }
+    }
     std::string out = fresh("v");
     line(computeType(element) + " " + out + ";");
     Dim offset = dimConst(cat.getContext(), 0);
