@@ -893,7 +893,9 @@ struct Printer {
     if (out < 0 || plan.outputs.size() != 1)
       return fail(scan, "scan kernels write exactly the cumsum");
     Type element = elementOf(scan.getResult());
-    line("const int64_t lines = " + numel(input) + " / " + sizes[axis] + ";");
+    DimList outerDims = getDims(typeOf(input));
+    outerDims.erase(outerDims.begin() + axis);
+    line("const int64_t lines = " + dim(dimProduct(outerDims, input.getContext())) + ";");
     open("for (int64_t line = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; line < lines; "
          "line += (int64_t)gridDim.x * blockDim.x)");
     Index o = delinearize("line", outer);

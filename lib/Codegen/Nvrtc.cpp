@@ -97,12 +97,12 @@ Expected<std::vector<std::string>> parseArchList(StringRef list) {
   std::vector<std::string> archs;
   SmallVector<StringRef> parts;
   list.split(parts, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef part : parts) {
-    part = part.trim();
+  for (StringRef entry : parts) {
+    StringRef part = entry.trim();
     unsigned number;
     if (!part.consume_front("sm_") || part.getAsInteger(10, number) || number < 75)
       return createStringError(inconvertibleErrorCode(),
-                               "bad --arch entry '" + part.str() +
+                               "bad --arch entry '" + entry.trim().str() +
                                    "' (expected sm_NN with NN >= 75, e.g. sm_90,sm_80)");
     archs.push_back("sm_" + std::to_string(number));
   }

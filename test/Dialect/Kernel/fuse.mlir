@@ -4,7 +4,7 @@
 // matmul stays outside as a GEMM.
 // CHECK-LABEL: func.func @chain
 // CHECK: %[[MM:.+]] = kiln.matmul
-// CHECK: %[[F:.+]] = kiln_kernel.fusion <loop> (%[[MM]], %{{.+}}) : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+// CHECK: %[[F:.+]] = kiln_kernel.fusion <loop>(%[[MM]], %{{.+}}) : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: kiln.add
 // CHECK-NEXT: kiln.silu

@@ -2,7 +2,7 @@
 
 // A shared weight folds the batch into m; the fused epilogue becomes a
 // kernel symbol and one launch over every element.
-// CHECK: kiln_kernel.kernel @mlp_k0_add_silu <loop> symbols ["n"]
+// CHECK: kiln_kernel.kernel @mlp_k0_add_silu <loop> symbols ["n", "s"]
 // CHECK: kiln.silu
 // CHECK-LABEL: func.func @mlp
 // CHECK-SAME: (%[[X:.+]]: !kiln_kernel.buffer<tensor<?x?x64xf32, #kiln.dims<[n, s]>>>, %[[W:.+]]: !kiln_kernel.buffer<tensor<64x32xf32>>, %[[B:.+]]: !kiln_kernel.buffer<tensor<32xf32>>)

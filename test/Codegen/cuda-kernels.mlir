@@ -1,0 +1,97 @@
+// Graph IR -> fused step -> one CUDA source per kernel, checked as text and
+// compiled by NVRTC for both CI archs.
+// RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
+// RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
+// RUN: FileCheck %s --check-prefix=LOOP < %t/bias_silu_k0_add_silu_cast.cu
+// RUN: FileCheck %s --check-prefix=ROW < %t/norm_k0_rms_norm_grad.cu
+// RUN: FileCheck %s --check-prefix=XENT < %t/xent_k0_cross_entropy_cross_entropy_grad.cu
+// RUN: FileCheck %s --check-prefix=ATTN < %t/attn_k0_attention.cu
+// RUN: FileCheck %s --check-prefix=SCAN < %t/scan_k0_cumsum.cu
+// RUN: FileCheck %s --check-prefix=SCATTER < %t/embed_grad_k0_scatter_add.cu
+// RUN: kiln compile %t.mlir --emit=cuda --arch=sm_80,sm_90 --kernel-cache=%t/cache --timing -o %t 2>&1 | FileCheck %s --check-prefix=COLD
+// RUN: kiln compile %t.mlir --emit=cuda --arch=sm_80,sm_90 --kernel-cache=%t/cache --timing -o %t 2>&1 | FileCheck %s --check-prefix=WARM
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+
+// Broadcasts are indexing: the bias is read at the column, nothing is
+// materialized; symbolic dims are int64 parameters; bf16 is stored converted.
+// LOOP: #include <cuda_bf16.h>
+// LOOP: extern "C" __global__ void bias_silu_k0_add_silu_cast(
+// LOOP-NEXT: const float *__restrict__ in0,
+// LOOP-NEXT: const float *__restrict__ in1,
+// LOOP-NEXT: __nv_bfloat16 *out0,
+// LOOP-NEXT: int64_t sym_n) {
+// LOOP: const int64_t n = 32*sym_n;
+// LOOP: for (int64_t flat = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; flat < n;
+// LOOP: const float [[X:v[0-9]+]] = in0[flat];
+// LOOP: const float [[B:v[0-9]+]] = in1[[[COL:ix[0-9]+]]];
+// LOOP: out0[flat] = __float2bfloat16(
+func.func @bias_silu(%x: tensor<?x32xf32, #kiln.dims<[n]>>, %b: tensor<32xf32>) -> tensor<?x32xbf16, #kiln.dims<[n]>> {
+  %0 = kiln.add %x, %b : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %1 = kiln.silu %0 : tensor<?x32xf32, #kiln.dims<[n]>>
+  %2 = kiln.cast %1 : tensor<?x32xf32, #kiln.dims<[n]>> -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  return %2 : tensor<?x32xbf16, #kiln.dims<[n]>>
+}
+
+// One block per row with block reductions; the weight gradient sums over
+// rows with atomic adds.
+// ROW: for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+// ROW: ms = kiln_block_reduce(ms, red, false) / (float)cols;
+// ROW: const float rstd = rsqrtf(ms + 1.000000000e-06f);
+// ROW: mgx = kiln_block_reduce(mgx, red, false) / (float)cols;
+// ROW: kiln_atomic_add(&out1[col],
+// ROW: out0[flat] =
+func.func @norm(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64xf32>, %dy: tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
+  %dx, %dw = kiln.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
+  return %dx, %dw : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>
+}
+
+// Loss and logit gradient from one pass over each row: the fp32 logits are
+// read, the gradient written, no probabilities stored.
+// XENT: counted = kiln_block_reduce(counted, red, false);
+// XENT: mx = kiln_block_reduce(mx, red, true);
+// XENT: se = kiln_block_reduce(se, red, false);
+// XENT: kiln_atomic_add(out0, loss / counted);
+// XENT: const float scale = counts ? 1.000000000e+00f / counted : 0.f;
+// XENT: out1[flat] = (float)(
+func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.dims<[n]>>) -> (tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>) {
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %0 = kiln.cross_entropy %l, %y : (tensor<?x256xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>) -> tensor<f32>
+  %1 = kiln.cross_entropy_grad %l, %y, %one : (tensor<?x256xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>, tensor<f32>) -> tensor<?x256xf32, #kiln.dims<[n]>>
+  return %0, %1 : tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>
+}
+
+// Grouped-query attention: one score row in shared memory per query row.
+// ATTN: extern __shared__ float kiln_smem[];
+// ATTN: const int64_t group = 4 / 2; // query heads per kv head
+// ATTN: if (j > i) s = -KILN_INF;
+// ATTN: out0[
+func.func @attn(%q: tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>> {
+  %0 = kiln.attention %q, %k, %v {causal} : (tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
+  return %0 : tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
+}
+
+// SCAN: for (int64_t s = 0; s < seq; ++s)
+// SCAN: sum += 
+func.func @scan(%x: tensor<?x?xi64, #kiln.dims<[b, seq]>>) -> tensor<?x?xi64, #kiln.dims<[b, seq]>> {
+  %0 = kiln.cumsum %x {axis = 1 : i64} : tensor<?x?xi64, #kiln.dims<[b, seq]>>
+  return %0 : tensor<?x?xi64, #kiln.dims<[b, seq]>>
+}
+
+// SCATTER: The output already holds the destination (kiln_kernel.copy).
+// SCATTER: kiln_atomic_add(&out0[
+func.func @embed_grad(%d: tensor<256x64xf32>, %i: tensor<?xi64, #kiln.dims<[n]>>, %u: tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<256x64xf32> {
+  %0 = kiln.scatter_add %d, %i, %u {axis = 0 : i64} : (tensor<256x64xf32>, tensor<?xi64, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<256x64xf32>
+  return %0 : tensor<256x64xf32>
+}
+
+// COLD: kiln: 6 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
+// WARM: NVRTC {{[0-9.]+}}: 0 compiled, 2 cached
+
+// MANIFEST: "archs": [
+// MANIFEST-NEXT: "sm_80",
+// MANIFEST-NEXT: "sm_90"
+// MANIFEST: "name": "attn_k0_attention",
+// MANIFEST: "cubins": {
+// MANIFEST-NEXT: "sm_80": "module0.sm_80.cubin",
+// MANIFEST-NEXT: "sm_90": "module0.sm_90.cubin"
+// MANIFEST: "ptx": "module0.ptx"
