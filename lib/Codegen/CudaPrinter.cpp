@@ -643,6 +643,21 @@ struct Printer {
         return i;
     return -1;
   }
+  /// The output an atomically accumulated value adds into: the value itself,
+  /// or its fp32 widening (kiln-lower-to-step accumulates bf16/f16 results
+  /// in fp32 and converts afterwards).
+  int accumulatorIndex(Value v) {
+    for (auto [i, out] : llvm::enumerate(plan.outputs)) {
+      if (out == v)
+        return i;
+      if (auto cast = out.getDefiningOp<kiln::CastOp>(); cast && cast.getInput() == v)
+        return i;
+    }
+    return -1;
+  }
+  bool isAccumulator(unsigned i) {
+    return outputInit(plan.outputs[i]) == OutputInit::Zero;
+  }
   std::string outName(unsigned i) { return "out" + std::to_string(i); }
   Type elementOf(Value v) { return typeOf(v).getElementType(); }
 
@@ -733,7 +748,7 @@ struct Printer {
       return value(w, Index(idx.begin() + axis, idx.end()));
     };
     auto accumulateTo = [&](Value result, const Index &idx, const std::string &v) {
-      int i = outputIndex(result);
+      int i = accumulatorIndex(result);
       if (i < 0)
         return;
       SmallVector<std::string> wd = dims(result);
@@ -823,7 +838,7 @@ struct Printer {
             accumulateTo(g.getBiasGrad(), idx, d);
             return let(g.getInputGrad(), idx,
                        "rstd * (" + d + " * " + weightAt(w, idx) + " - mg - " + xhat + " * mgx)");
-          }, [&](unsigned i) { return plan.outputs[i] != g.getInputGrad() && plan.outputs[i].getDefiningOp() == g; });
+          }, [&](unsigned i) { return isAccumulator(i); });
         })
         .Case<RmsNormGradOp>([&](RmsNormGradOp g) {
           Value w = g.getWeight(), dy = g.getGrad();
@@ -835,7 +850,7 @@ struct Printer {
             accumulateTo(g.getWeightGrad(), idx, d + " * " + xv + " * rstd");
             return let(g.getInputGrad(), idx,
                        "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xv + " * rstd * rstd * mgx)");
-          }, [&](unsigned i) { return plan.outputs[i] != g.getInputGrad() && plan.outputs[i].getDefiningOp() == g; });
+          }, [&](unsigned i) { return isAccumulator(i); });
         });
     close();
   }
@@ -848,8 +863,8 @@ struct Printer {
     int64_t ignore = ce ? ce.getIgnoreIndex() : ceGrad.getIgnoreIndex();
     line("const int64_t label = " + value(labels, {"row"}) + ";");
     line("const bool counts = label != " + std::to_string(ignore) + ";");
-    if (ce && outputIndex(ce.getResult()) >= 0) {
-      std::string out = outName(outputIndex(ce.getResult()));
+    if (ce && accumulatorIndex(ce.getResult()) >= 0) {
+      std::string out = outName(accumulatorIndex(ce.getResult()));
       open("if (threadIdx.x == 0)");
       line("float loss = 0.f;");
       open("if (counts)");
@@ -1043,8 +1058,8 @@ struct Printer {
     close();
     line("__syncthreads();");
     std::string sc = literal(scale, Float32Type::get(q.getContext()));
-    int dq = outputIndex(op->getResult(0)), dk = outputIndex(op->getResult(1)),
-        dv = outputIndex(op->getResult(2));
+    int dq = outputIndex(op->getResult(0)), dk = accumulatorIndex(op->getResult(1)),
+        dv = accumulatorIndex(op->getResult(2));
     if (dq >= 0) {
       open("for (int64_t d = threadIdx.x; d < " + qd[3] + "; d += blockDim.x)");
       line("float acc = 0.f;");

@@ -64,6 +64,12 @@ OutputInit outputInit(Value yielded, Value *copyFrom) {
   Operation *def = yielded.getDefiningOp();
   if (!def)
     return OutputInit::None;
+  // An fp32 accumulator for a bf16/f16 result (see LowerToStep).
+  if (auto cast = dyn_cast<CastOp>(def))
+    if (cast.getType().getElementType().isF32() && cast.getInput().getDefiningOp() &&
+        !isa<CastOp>(cast.getInput().getDefiningOp()) &&
+        outputInit(cast.getInput()) == OutputInit::Zero)
+      return OutputInit::Zero;
   unsigned index = cast<OpResult>(yielded).getResultNumber();
   if (isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(def))
     return index > 0 ? OutputInit::Zero : OutputInit::None;

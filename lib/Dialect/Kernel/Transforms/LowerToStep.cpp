@@ -146,13 +146,29 @@ struct Lowering {
     Block &body = fusion.getBody().front();
     FusionKind kind = fusion.getKind();
     std::string name = kernelName(func.getName(), kernels++, kind, body);
+    // Atomic adds of bf16/f16 lose too much: such results accumulate in an
+    // fp32 buffer that a small kernel converts afterwards.
+    Operation *yield = body.getTerminator();
+    SmallVector<std::pair<unsigned, RankedTensorType>> widened;
+    for (OpOperand &operand : yield->getOpOperands()) {
+      auto type = cast<RankedTensorType>(operand.get().getType());
+      if (outputInit(operand.get()) != OutputInit::Zero || type.getElementType().isF32() ||
+          type.getElementType().isF64() || !isa<FloatType>(type.getElementType()))
+        continue;
+      OpBuilder inside(yield);
+      Value wide = inside.create<kiln::CastOp>(
+          loc, RankedTensorType::get(type.getShape(), builder.getF32Type(), type.getEncoding()),
+          operand.get());
+      widened.push_back({operand.getOperandNumber(), type});
+      operand.set(wide);
+    }
     SmallVector<std::string> symbols = bodySymbols(body);
     LaunchShape shape = launchShape(kind, body);
     // Outputs, initialized when the kernel accumulates into them.
     SmallVector<Value> outs;
     for (auto [result, yielded] :
          llvm::zip(fusion.getResults(), body.getTerminator()->getOperands())) {
-      Value out = alloc(loc, result.getType());
+      Value out = alloc(loc, yielded.getType());
       Value source;
       OutputInit init = outputInit(yielded, &source);
       if (init == OutputInit::Zero)
@@ -177,6 +193,29 @@ struct Lowering {
     builder.create<LaunchOp>(loc, kernel.getSymName(), ins, outs, shape.items,
                              shape.itemsPerBlock, shape.block, shape.shared);
     ++launches;
+    for (auto [index, type] : widened) {
+      // out = cast(accumulator), a loop kernel of one op.
+      Value accumulator = outs[index];
+      RankedTensorType wide = cast<BufferType>(accumulator.getType()).getTensor();
+      std::string castName = name + "_narrow" + std::to_string(index);
+      auto narrow = top.create<KernelOp>(loc, castName, FusionKind::loop, top.getStrArrayAttr({}));
+      Block *castBody = new Block();
+      narrow.getBody().push_back(castBody);
+      Value arg = castBody->addArgument(wide, loc);
+      OpBuilder inside = OpBuilder::atBlockEnd(castBody);
+      Value narrowed = inside.create<kiln::CastOp>(loc, type, arg);
+      inside.create<YieldOp>(loc, narrowed);
+      SmallVector<std::string> castSymbols = bodySymbols(*castBody);
+      SmallVector<StringRef> castRefs(castSymbols.begin(), castSymbols.end());
+      narrow.setSymbolsAttr(top.getStrArrayAttr(castRefs));
+      Value out = alloc(loc, type);
+      LaunchShape castShape = launchShape(FusionKind::loop, *castBody);
+      builder.create<LaunchOp>(loc, narrow.getSymName(), ValueRange{accumulator}, ValueRange{out},
+                               castShape.items, castShape.itemsPerBlock, castShape.block,
+                               castShape.shared);
+      map.map(fusion.getResult(index), out);
+      ++launches;
+    }
     return success();
   }
 
