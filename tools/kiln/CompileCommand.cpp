@@ -161,6 +161,15 @@ cl::opt<std::string> reportSizes(
     "report-sizes",
     cl::desc("Symbol values to evaluate --fusion-report's byte counts at: batch=2,seq=16"),
     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> kernelCheck(
+    "kernel-check",
+    cl::desc("With --emit=cuda: also write DIR/check/<kernel>/ with random inputs "
+             "and reference outputs at these symbol values (batch=2,seq=16) for "
+             "the runtime's kiln-kernel-check"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<uint64_t> kernelCheckSeed(
+    "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
@@ -460,7 +469,14 @@ int runCompile(MLIRContext &context) {
                       : kernelCache == "none" ? std::string()
                                               : std::string(kernelCache);
       cuda.verbose = timing;
-      return writeCuda(*module, output, cuda);
+      if (int rc = writeCuda(*module, output, cuda))
+        return rc;
+      if (!kernelCheck.empty())
+        return writeKernelChecks(*module, output, kernelCheck,
+                                 kernelCheckSeed.getNumOccurrences()
+                                     ? std::optional<uint64_t>(kernelCheckSeed)
+                                     : std::nullopt);
+      return 0;
     }
   }
   std::string error;

@@ -106,11 +106,6 @@ void printFusionReport(StringRef name, const StepCounts &before, const StepCount
 
 namespace {
 
-/// Kernels per NVRTC program: one prelude and one compiler start-up serve
-/// them all, which is most of the cost of a small kernel. A fixed size keeps
-/// cache keys the same on every machine.
-constexpr size_t kKernelsPerModule = 16;
-
 /// When a module fails, the kernels that fail alone, each with its log.
 std::string isolateFailures(ArrayRef<codegen::CudaSource> kernels,
                             const codegen::NvrtcOptions &options, std::string moduleError) {

@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,16 @@ struct CudaOutputOptions {
 /// DIR/<kernel>.cu, DIR/<kernel>.<arch>.cubin, DIR/<kernel>.ptx,
 /// DIR/step.mlir and DIR/manifest.json. Returns the exit code.
 int writeCuda(mlir::ModuleOp module, llvm::StringRef dir, const CudaOutputOptions &options);
+
+/// Kernels per NVRTC program (module<N>): one prelude and one compiler
+/// start-up serve them all. Fixed, so cache keys match across machines.
+inline constexpr size_t kKernelsPerModule = 16;
+
+/// DIR/check/<kernel>/: random inputs, reference outputs (the interpreter
+/// on the kernel's body) and the launch at these symbol values, for the
+/// runtime's kiln-kernel-check. A fresh seed per call unless given.
+int writeKernelChecks(mlir::ModuleOp module, llvm::StringRef dir, llvm::StringRef sizes,
+                      std::optional<uint64_t> seed);
 
 /// Kernels, GEMMs and bytes the kernels read + write per step.
 struct StepCounts {
