@@ -1,0 +1,363 @@
+//===- kiln-kernel-check.cpp - Run generated kernels against references ---===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// `kiln-kernel-check DIR [KERNEL...]` runs every case that
+// `kiln compile --emit=cuda --kernel-check=SIZES -o DIR` wrote under
+// DIR/check/<kernel>/ on GPU 0: it loads the kernel's module (the cubin of
+// the device's arch, else the PTX), uploads the inputs, poisons every output
+// with NaN bytes first (then applies the zero/copy initialization that
+// accumulating kernels expect), launches with the recorded geometry and
+// compares with the reference interpreter's outputs:
+// |out - ref| <= tol * (|ref| + mean |ref|), tol 1e-5 for fp32 kernels and
+// 1e-2 for bf16/f16 ones; integers and booleans must match exactly.
+// Exit codes: 0 all pass, 1 a mismatch, 2 usage or data error, 3 no GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/CudaDriver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace kiln::runtime;
+
+namespace {
+
+struct Tensor {
+  std::string dtype;
+  int64_t count = 0;
+  std::string file;
+  std::string init; // outputs: poison, zero, copy<K>
+};
+
+struct Case {
+  std::string kernel, module;
+  unsigned blocks = 1, block = 256, shared = 0;
+  double tolerance = 1e-5;
+  std::vector<Tensor> ins, outs;
+  std::vector<int64_t> symbols;
+};
+
+size_t elementSize(const std::string &dtype) {
+  if (dtype == "f64" || dtype == "i64" || dtype == "u64")
+    return 8;
+  if (dtype == "f32" || dtype == "i32" || dtype == "u32")
+    return 4;
+  if (dtype == "bf16" || dtype == "f16" || dtype == "i16" || dtype == "u16")
+    return 2;
+  return 1;
+}
+
+bool readFile(const std::string &path, std::string &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  out = buffer.str();
+  return true;
+}
+
+bool parseCase(const std::string &path, Case &c, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read " + path;
+    return false;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "kernel")
+      words >> c.kernel;
+    else if (key == "module")
+      words >> c.module;
+    else if (key == "launch")
+      words >> c.blocks >> c.block >> c.shared;
+    else if (key == "tolerance")
+      words >> c.tolerance;
+    else if (key == "in" || key == "out") {
+      Tensor t;
+      words >> t.dtype >> t.count >> t.file;
+      if (key == "out")
+        words >> t.init;
+      (key == "in" ? c.ins : c.outs).push_back(t);
+    } else if (key == "symbol") {
+      std::string name;
+      int64_t value = 0;
+      words >> name >> value;
+      c.symbols.push_back(value);
+    }
+    if (!key.empty() && words.fail()) {
+      error = path + ": bad line '" + line + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+float bitsToFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+double halfToDouble(uint16_t h) {
+  int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  double value = exponent == 0 ? std::ldexp(mantissa, -24)
+                 : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                  : std::ldexp(mantissa + 1024, exponent - 25);
+  return sign ? -value : value;
+}
+
+/// Element i as a double (floats) or exact integer.
+double element(const std::string &bytes, const std::string &dtype, size_t i) {
+  const char *p = bytes.data() + i * elementSize(dtype);
+  if (dtype == "f32") { float v; std::memcpy(&v, p, 4); return v; }
+  if (dtype == "f64") { double v; std::memcpy(&v, p, 8); return v; }
+  if (dtype == "bf16") { uint16_t v; std::memcpy(&v, p, 2); return bitsToFloat(uint32_t(v) << 16); }
+  if (dtype == "f16") { uint16_t v; std::memcpy(&v, p, 2); return halfToDouble(v); }
+  if (dtype == "i64" || dtype == "u64") { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  if (dtype == "i32" || dtype == "u32") { int32_t v; std::memcpy(&v, p, 4); return v; }
+  if (dtype == "i16" || dtype == "u16") { int16_t v; std::memcpy(&v, p, 2); return v; }
+  return static_cast<int8_t>(*p);
+}
+
+bool isFloat(const std::string &dtype) {
+  return dtype == "f32" || dtype == "f64" || dtype == "bf16" || dtype == "f16";
+}
+
+struct Checker {
+  CudaDriver &driver;
+  std::string dir, arch;
+  std::map<std::string, CUmodule> modules;
+
+  std::string check(CUresult result, const char *what) {
+    return result == CUDA_SUCCESS ? "" : std::string(what) + ": " + driver.describe(result);
+  }
+
+  /// Runs one case; returns "" when it passes, else the reason.
+  std::string run(const std::string &caseDir, const Case &c, std::string &summary) {
+    CUmodule module = modules[c.module];
+    if (!module) {
+      std::string image;
+      if (!readFile(dir + "/" + c.module + "." + arch + ".cubin", image) &&
+          !readFile(dir + "/" + c.module + ".ptx", image))
+        return "no " + c.module + "." + arch + ".cubin or " + c.module + ".ptx in " + dir;
+      image.push_back('\0'); // PTX is loaded as a C string
+      if (std::string e = check(driver.cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
+          !e.empty())
+        return e;
+      modules[c.module] = module;
+    }
+    CUfunction function;
+    if (std::string e = check(driver.cuModuleGetFunction(&function, module, c.kernel.c_str()),
+                              "cuModuleGetFunction");
+        !e.empty())
+      return e;
+    if (c.shared > 48 * 1024)
+      driver.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                c.shared);
+    std::vector<CUdeviceptr> buffers;
+    std::vector<std::string> expected(c.outs.size());
+    auto release = [&] {
+      for (CUdeviceptr p : buffers)
+        driver.cuMemFree_v2(p);
+    };
+    auto alloc = [&](const Tensor &t, CUdeviceptr &ptr) {
+      size_t bytes = std::max<size_t>(1, t.count * elementSize(t.dtype));
+      std::string e = check(driver.cuMemAlloc_v2(&ptr, bytes), "cuMemAlloc");
+      if (e.empty())
+        buffers.push_back(ptr);
+      return e;
+    };
+    for (const Tensor &t : c.ins) {
+      std::string bytes;
+      if (!readFile(caseDir + "/" + t.file, bytes) || bytes.size() != t.count * elementSize(t.dtype)) {
+        release();
+        return "bad input file " + t.file;
+      }
+      CUdeviceptr ptr;
+      std::string e = alloc(t, ptr);
+      if (e.empty())
+        e = check(driver.cuMemcpyHtoD_v2(ptr, bytes.data(), bytes.size()), "cuMemcpyHtoD");
+      if (!e.empty()) {
+        release();
+        return e;
+      }
+    }
+    for (size_t o = 0; o < c.outs.size(); ++o) {
+      const Tensor &t = c.outs[o];
+      if (!readFile(caseDir + "/" + t.file, expected[o]) ||
+          expected[o].size() != t.count * elementSize(t.dtype)) {
+        release();
+        return "bad reference file " + t.file;
+      }
+      CUdeviceptr ptr;
+      size_t bytes = t.count * elementSize(t.dtype);
+      std::string e = alloc(t, ptr);
+      // Poison first: an element the kernel forgets stays NaN (0xff bytes).
+      if (e.empty())
+        e = check(driver.cuMemsetD8_v2(ptr, 0xff, bytes), "cuMemsetD8");
+      if (e.empty() && t.init == "zero")
+        e = check(driver.cuMemsetD8_v2(ptr, 0, bytes), "cuMemsetD8");
+      if (e.empty() && t.init.rfind("copy", 0) == 0)
+        e = check(driver.cuMemcpyDtoD_v2(ptr, buffers[std::stoi(t.init.substr(4))], bytes),
+                  "cuMemcpyDtoD");
+      if (!e.empty()) {
+        release();
+        return e;
+      }
+    }
+    // Parameters: one pointer per buffer, then the int64 symbols.
+    std::vector<void *> params;
+    for (CUdeviceptr &p : buffers)
+      params.push_back(&p);
+    std::vector<int64_t> symbols = c.symbols;
+    for (int64_t &s : symbols)
+      params.push_back(&s);
+    std::string e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared,
+                                                nullptr, params.data(), nullptr),
+                          "cuLaunchKernel");
+    if (e.empty())
+      e = check(driver.cuCtxSynchronize(), "kernel execution");
+    std::string failure;
+    double worst = 0;
+    for (size_t o = 0; o < c.outs.size() && e.empty(); ++o) {
+      const Tensor &t = c.outs[o];
+      std::string got(expected[o].size(), '\0');
+      e = check(driver.cuMemcpyDtoH_v2(got.data(), buffers[c.ins.size() + o], got.size()),
+                "cuMemcpyDtoH");
+      if (!e.empty())
+        break;
+      double meanAbs = 0;
+      for (int64_t i = 0; i < t.count; ++i)
+        if (std::isfinite(element(expected[o], t.dtype, i)))
+          meanAbs += std::fabs(element(expected[o], t.dtype, i)) / t.count;
+      int64_t bad = 0, firstBad = -1, compared = 0;
+      for (int64_t i = 0; i < t.count; ++i) {
+        double want = element(expected[o], t.dtype, i), have = element(got, t.dtype, i);
+        bool ok;
+        if (!isFloat(t.dtype))
+          ok = want == have;
+        else if (!std::isfinite(want))
+          ok = true; // the reference itself is not finite here: nothing to compare
+        else {
+          double error = std::fabs(have - want) / (std::fabs(want) + meanAbs + 1e-30);
+          ok = std::isfinite(have) && error <= c.tolerance;
+          if (std::isfinite(error))
+            worst = std::max(worst, error);
+          ++compared;
+        }
+        if (!isFloat(t.dtype))
+          ++compared;
+        if (!ok && bad++ == 0)
+          firstBad = i;
+      }
+      if (bad) {
+        std::ostringstream os;
+        os << "out" << o << ": " << bad << " of " << t.count << " elements differ, first at "
+           << firstBad << ": got " << element(got, t.dtype, firstBad) << ", want "
+           << element(expected[o], t.dtype, firstBad);
+        failure += (failure.empty() ? "" : "; ") + os.str();
+      } else if (compared == 0) {
+        failure += (failure.empty() ? "" : "; ") + std::string("out") + std::to_string(o) +
+                   ": the reference has no finite element to compare";
+      }
+    }
+    release();
+    if (!e.empty())
+      return e;
+    std::ostringstream os;
+    os << "max relative error " << worst << " (tolerance " << c.tolerance << ")";
+    summary = os.str();
+    return failure;
+  }
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help") {
+    std::cerr << "usage: kiln-kernel-check DIR [KERNEL...]\n"
+                 "  runs DIR/check/<kernel>/ (from kiln compile --emit=cuda --kernel-check=...)\n";
+    return 2;
+  }
+  std::string dir = argv[1];
+  std::vector<std::string> only(argv + 2, argv + argc);
+  std::vector<std::string> names;
+  if (DIR *d = opendir((dir + "/check").c_str())) {
+    while (dirent *entry = readdir(d))
+      if (entry->d_name[0] != '.')
+        names.push_back(entry->d_name);
+    closedir(d);
+  } else {
+    std::cerr << "kiln-kernel-check: error: no " << dir << "/check (run kiln compile --emit=cuda "
+                 "--kernel-check=SIZES -o " << dir << ")\n";
+    return 2;
+  }
+  std::sort(names.begin(), names.end());
+  if (!only.empty())
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [&](const std::string &n) {
+                                 return std::find(only.begin(), only.end(), n) == only.end();
+                               }),
+                names.end());
+  Expected<CudaDriver> driver = CudaDriver::load();
+  if (!driver) {
+    std::cerr << "kiln-kernel-check: error: " << driver.getError() << "\n";
+    return 3;
+  }
+  Expected<std::vector<DeviceInfo>> devices = driver->listDevices();
+  if (!devices) {
+    std::cerr << "kiln-kernel-check: error: " << devices.getError() << "\n";
+    return 3;
+  }
+  const DeviceInfo &device = devices->front();
+  CUdevice handle;
+  CUcontext context;
+  if (driver->cuDeviceGet(&handle, 0) != CUDA_SUCCESS ||
+      driver->cuDevicePrimaryCtxRetain(&context, handle) != CUDA_SUCCESS ||
+      driver->cuCtxSetCurrent(context) != CUDA_SUCCESS) {
+    std::cerr << "kiln-kernel-check: error: cannot create a context on device 0\n";
+    return 3;
+  }
+  Checker checker{*driver, dir,
+                  "sm_" + std::to_string(device.computeCapabilityMajor * 10 +
+                                         device.computeCapabilityMinor),
+                  {}};
+  unsigned passed = 0, failed = 0;
+  for (const std::string &name : names) {
+    Case c;
+    std::string error;
+    std::string caseDir = dir + "/check/" + name;
+    if (!parseCase(caseDir + "/case.txt", c, error)) {
+      std::cerr << "kiln-kernel-check: error: " << error << "\n";
+      return 2;
+    }
+    std::string summary;
+    std::string failure = checker.run(caseDir, c, summary);
+    if (failure.empty()) {
+      ++passed;
+      std::cout << "PASS " << name << ": " << summary << "\n";
+    } else {
+      ++failed;
+      std::cout << "FAIL " << name << ": " << failure << "\n";
+    }
+  }
+  std::cout << passed << " passed, " << failed << " failed on " << formatDevice(device) << "\n";
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Checks every generated kernel of the shared fixtures' train steps on a GPU
+# against the reference interpreter, in two halves:
+#
+#   scripts/gpu-kernel-check.sh prepare [OUT]   # CPU machine with a kiln build
+#   scripts/gpu-kernel-check.sh run [OUT]       # GPU machine (CUDA toolkit, cmake)
+#
+# `prepare` compiles each step with `--emit=cuda --kernel-check` (fresh random
+# inputs every time, reference outputs from `kiln interp`'s interpreter) into
+# OUT (default build-kcheck/, git-ignored so it can be carried). `run` builds
+# the runtime there and runs kiln-kernel-check on every prepared directory
+# through ctest (label gpu). KILN=path/to/kiln overrides the compiler.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+out=${2:-build-kcheck}
+sizes=${KILN_CHECK_SIZES:-batch=2,seq=16}
+case "$mode" in
+prepare)
+  kiln=${KILN:-build/bin/kiln}
+  rm -rf "$out"/data && mkdir -p "$out"/data
+  for fixture in llama_dynamo bert_dynamo mlp_dynamo; do
+    for precision in fp32 bf16; do
+      "$kiln" compile "test/fixtures/onnx/$fixture/model.onnx" --precision=$precision \
+        --emit=cuda --arch=sm_90,sm_80 --kernel-check="$sizes" \
+        -o "$out/data/${fixture}_$precision"
+    done
+  done
+  ;;
+run)
+  dirs=$(find "$out/data" -mindepth 1 -maxdepth 1 -type d | sort | tr '\n' ';')
+  cmake -S runtime -B "$out/runtime" -G Ninja -DKILN_KERNEL_CHECK_DIRS="$dirs" > /dev/null
+  cmake --build "$out/runtime"
+  ctest --test-dir "$out/runtime" -L gpu -R kernel-check --output-on-failure
+  ;;
+*)
+  echo "usage: $0 prepare|run [OUT]" >&2
+  exit 2
+  ;;
+esac
