@@ -78,7 +78,8 @@ def Kernel_FusionKind : I32EnumAttr<"FusionKind", "how a fused kernel iterates",
     I32EnumAttrCase<"scan", 2>,          // one thread per scanned line
     I32EnumAttrCase<"scatter", 3>,       // copy, then atomic adds per update
     I32EnumAttrCase<"attention", 4>,     // one block per query row, no SxS buffer
-    I32EnumAttrCase<"attention_grad", 5>]> {
+    I32EnumAttrCase<"attention_grad", 5>,
+    I32EnumAttrCase<"quantize", 6>]> {        // one block per NF4 block
   let cppNamespace = "::kiln::kernel";
   let genSpecializedAttr = 0;
 }

@@ -38,7 +38,7 @@ FailureOr<KernelPlan> prepareKernel(KernelOp kernel) {
     }
     bool special = cls == OpClass::Row || cls == OpClass::Scan ||
                    cls == OpClass::Scatter || cls == OpClass::Attention ||
-                   cls == OpClass::AttentionGrad;
+                   cls == OpClass::AttentionGrad || cls == OpClass::Quantize;
     // Only the row kind holds two special ops: cross entropy and its gradient.
     if (special && &op != plan.anchor &&
         !(plan.kind == FusionKind::row && isa<CrossEntropyGradOp>(op) &&

@@ -63,6 +63,41 @@ __device__ __forceinline__ void kiln_atomic_add(int64_t *p, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long *>(p), static_cast<unsigned long long>(v));
 }
 __device__ __forceinline__ void kiln_atomic_add(int *p, int v) { atomicAdd(p, v); }
+
+// Philox4x32-10 (key = seed, counter = (index / 4, stream, 0)): word
+// index % 4, top 24 bits scaled to [0, 1). Same draws as the interpreter.
+__device__ __forceinline__ float kiln_philox_uniform(unsigned long long seed,
+    unsigned long long stream, unsigned long long index) {
+  const unsigned long long block = index / 4;
+  unsigned int c0 = (unsigned int)block, c1 = (unsigned int)(block >> 32);
+  unsigned int c2 = (unsigned int)stream, c3 = 0u;
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned int)p1;
+    const unsigned int n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned int)p0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const unsigned int word = index % 4 == 0 ? c0 : index % 4 == 1 ? c1 : index % 4 == 2 ? c2 : c3;
+  return (float)(word >> 8) * (1.0f / 16777216.0f);
+}
+
+// QLoRA's NormalFloat4 code values.
+__device__ const float kiln_nf4_values[16] = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+// The nearest code (ties to the lower), midpoints in fp32 as on the host.
+__device__ __forceinline__ unsigned int kiln_nf4_encode(float x) {
+  unsigned int code = 0;
+  for (unsigned int c = 1; c < 16; ++c)
+    if (x > (kiln_nf4_values[c - 1] + kiln_nf4_values[c]) * 0.5f)
+      code = c;
+  return code;
+}
 )CUDA";
 
 constexpr const char *kBf16Prelude = R"CUDA(#include <cuda_bf16.h>
@@ -470,6 +505,37 @@ struct Printer {
         })
         .Case<GatherNdOp>([&](GatherNdOp g) { return gatherNd(g, idx); })
         .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *r) { return reduce(r, idx); })
+        .Case<DropoutOp>([&](DropoutOp d) {
+          // Drawn by the element's flat offset: recomputed, never stored.
+          float p = static_cast<float>(d.getP().convertToDouble());
+          float scale = 1.0f / (1.0f - p);
+          std::string seed = value(d.getSeed(), {});
+          std::string x = value(d.getInput(), idx);
+          std::string u = "kiln_philox_uniform(" + seed + ", " + std::to_string(d.getStream()) +
+                          "ull, " + linear(idx, dims(v)) + ")";
+          return let(v, idx, "(" + u + " >= " + literal(p, Float32Type::get(d.getContext())) +
+                                 " ? (float)" + x + " * " +
+                                 literal(scale, Float32Type::get(d.getContext())) + " : 0.f)");
+        })
+        .Case<RandomUniformOp>([&](RandomUniformOp r) {
+          float low = static_cast<float>(r.getLow().convertToDouble());
+          float width = static_cast<float>(r.getHigh().convertToDouble()) - low;
+          std::string seed = value(r.getSeed(), {});
+          Type f32 = Float32Type::get(r.getContext());
+          return let(v, idx, literal(low, f32) + " + " + literal(width, f32) +
+                                 " * kiln_philox_uniform(" + seed + ", " +
+                                 std::to_string(r.getStream()) + "ull, " +
+                                 linear(idx, dims(v)) + ")");
+        })
+        .Case<Nf4DequantizeOp>([&](Nf4DequantizeOp q) {
+          std::string flat = linear(idx, dims(v));
+          std::string i = fresh("q");
+          line("const int64_t " + i + " = " + flat + ";");
+          std::string byte = value(q.getCodes(), {i + " / 2"});
+          std::string absmax = value(q.getAbsmax(), {i + " / " + std::to_string(q.getBlockSize())});
+          return let(v, idx, "kiln_nf4_values[(" + i + " % 2 == 0 ? " + byte + " >> 4 : " + byte +
+                                 ") & 15] * (float)" + absmax);
+        })
         .Default([&](Operation *other) {
           fail(other, "has no CUDA element emitter");
           return std::string("0");
@@ -1089,6 +1155,40 @@ struct Printer {
     close();
   }
 
+  /// One block per NF4 block: absmax by a block reduction, then two codes
+  /// per byte (the first in the high nibble).
+  void quantizeKernel() {
+    auto q = cast<Nf4QuantizeOp>(plan.anchor);
+    Value x = q.getInput();
+    int codes = outputIndex(q.getCodes()), absmax = outputIndex(q.getAbsmax());
+    if (codes < 0 || absmax < 0 || plan.outputs.size() != 2)
+      return fail(q, "quantize kernels write exactly the codes and the absmax");
+    std::string bs = std::to_string(q.getBlockSize());
+    line("__shared__ float red[33];");
+    line("const int64_t n = " + numel(x) + ";");
+    line("const int64_t blocks = " + dim(getDim(typeOf(q.getAbsmax()), 0)) + ";");
+    open("for (int64_t row = blockIdx.x; row < blocks; row += gridDim.x)");
+    line("const int64_t begin = row * " + bs + ";");
+    line("float amax = 0.f;");
+    open("for (int64_t i = begin + threadIdx.x; i < begin + " + bs + " && i < n; i += blockDim.x)");
+    line("amax = fmaxf(amax, fabsf((float)" + value(x, delinearize("i", dims(x))) + "));");
+    close();
+    line("amax = kiln_block_reduce(amax, red, true);");
+    line("if (threadIdx.x == 0) " + outName(absmax) + "[row] = amax;");
+    line("const float inverse = amax > 0.f ? 1.f / amax : 0.f;");
+    open("for (int64_t i = begin + 2 * threadIdx.x; i < begin + " + bs + " && i < n; i += 2 * blockDim.x)");
+    line("const unsigned int high = kiln_nf4_encode((float)" + value(x, delinearize("i", dims(x))) +
+         " * inverse);");
+    line("unsigned int low = 0u; // an odd count pads the last low nibble");
+    open("if (i + 1 < n)");
+    line("const int64_t j = i + 1;");
+    line("low = kiln_nf4_encode((float)" + value(x, delinearize("j", dims(x))) + " * inverse);");
+    close();
+    line(outName(codes) + "[i / 2] = (unsigned char)((high << 4) | low);");
+    close();
+    close();
+  }
+
   std::string signature() {
     SmallVector<std::string> params;
     for (BlockArgument arg : plan.inputs)
@@ -1137,6 +1237,9 @@ struct Printer {
       break;
     case FusionKind::attention_grad:
       attentionKernel(true);
+      break;
+    case FusionKind::quantize:
+      quantizeKernel();
       break;
     }
     if (failed(status))

@@ -25,6 +25,7 @@ enum class OpClass {
   Scatter,     // scatter_add
   Attention,   // attention
   AttentionGrad,
+  Quantize,    // nf4_quantize: absmax per block, then codes
   Unsupported,
 };
 

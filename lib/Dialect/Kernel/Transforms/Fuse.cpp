@@ -194,6 +194,8 @@ struct Fuser {
       return FusionKind::attention;
     case OpClass::AttentionGrad:
       return FusionKind::attention_grad;
+    case OpClass::Quantize:
+      return FusionKind::quantize;
     default:
       return FusionKind::loop;
     }

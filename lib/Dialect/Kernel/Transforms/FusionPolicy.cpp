@@ -19,7 +19,8 @@ OpClass classifyOp(Operation *op) {
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
             LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, SelectOp, ExpandOp,
             TransposeOp, SliceOp, ConcatOp, PadOp, IotaOp, TriluOp, GatherOp,
-            GatherElementsOp, GatherNdOp>([](auto) { return OpClass::Elementwise; })
+            GatherElementsOp, GatherNdOp, DropoutOp, RandomUniformOp,
+            Nf4DequantizeOp>([](auto) { return OpClass::Elementwise; })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto) { return OpClass::Reduce; })
       .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp,
             LogSoftmaxGradOp, LayerNormGradOp, RmsNormGradOp, CrossEntropyOp,
@@ -30,6 +31,9 @@ OpClass classifyOp(Operation *op) {
       .Case<ScatterAddOp>([](auto) { return OpClass::Scatter; })
       .Case<AttentionOp>([](auto) { return OpClass::Attention; })
       .Case<AttentionGradOp>([](auto) { return OpClass::AttentionGrad; })
+      .Case<Nf4QuantizeOp>([](Nf4QuantizeOp q) {
+        return q.getBlockSize() % 2 == 0 ? OpClass::Quantize : OpClass::Unsupported;
+      })
       .Default([](auto) { return OpClass::Unsupported; });
 }
 
@@ -92,7 +96,8 @@ Operation *anchorOp(FusionKind kind, Block &body) {
         (kind == FusionKind::scan && cls == OpClass::Scan) ||
         (kind == FusionKind::scatter && cls == OpClass::Scatter) ||
         (kind == FusionKind::attention && cls == OpClass::Attention) ||
-        (kind == FusionKind::attention_grad && cls == OpClass::AttentionGrad))
+        (kind == FusionKind::attention_grad && cls == OpClass::AttentionGrad) ||
+        (kind == FusionKind::quantize && cls == OpClass::Quantize))
       return &op;
   }
   return nullptr;
@@ -132,6 +137,14 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
   case FusionKind::scatter:
     shape.items = numelOf(cast<ScatterAddOp>(anchor).getUpdates());
     break;
+  case FusionKind::quantize: {
+    // One block of threads per quantization block.
+    auto quantize = cast<Nf4QuantizeOp>(anchor);
+    shape.items = getDim(type(quantize.getAbsmax()), 0);
+    shape.itemsPerBlock = 1;
+    shape.block = 64;
+    break;
+  }
   case FusionKind::attention:
   case FusionKind::attention_grad: {
     Value query = anchor->getOperand(0), key = anchor->getOperand(1);
