@@ -743,13 +743,47 @@ struct Printer {
   }
 
   void loopKernel() {
-    Value first = plan.outputs.front();
-    Dim space = dimProduct(getDims(typeOf(first)), first.getContext());
-    line("const int64_t n = " + dim(space) + ";");
-    open("for (int64_t flat = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; flat < n; "
-         "flat += (int64_t)gridDim.x * blockDim.x)");
-    Index idx = delinearize("flat", dims(first));
-    storeOutputs("flat", first, idx, space);
+    SmallVector<Dim> segments = loopSegments(plan.kernel.getBody().front());
+    MLIRContext *ctx = plan.kernel.getContext();
+    auto firstOf = [&](Dim segment) {
+      for (Value out : plan.outputs)
+        if (dimProduct(getDims(typeOf(out)), ctx) == segment)
+          return out;
+      return plan.outputs.front();
+    };
+    if (segments.size() == 1) {
+      Value first = plan.outputs.front();
+      line("const int64_t n = " + dim(segments.front()) + ";");
+      open("for (int64_t flat = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; flat < n; "
+           "flat += (int64_t)gridDim.x * blockDim.x)");
+      Index idx = delinearize("flat", dims(first));
+      storeOutputs("flat", first, idx, segments.front());
+      close();
+      return;
+    }
+    // Multi-tensor: one launch walks the segments back to back.
+    Dim total = dimConst(ctx, 0);
+    for (Dim segment : segments)
+      total = dimAdd(total, segment);
+    line("// " + std::to_string(segments.size()) + " segments, one per distinct element count");
+    line("const int64_t n = " + dim(total) + ";");
+    open("for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < n; "
+         "g += (int64_t)gridDim.x * blockDim.x)");
+    Dim start = dimConst(ctx, 0);
+    for (auto [i, segment] : llvm::enumerate(segments)) {
+      Dim end = dimAdd(start, segment);
+      std::string cond = "g < " + dim(end);
+      open(i == 0 ? "if (" + cond + ")"
+           : i + 1 == segments.size() ? std::string("else")
+                                      : "else if (" + cond + ")");
+      std::string offset = dim(start);
+      line("const int64_t flat = " + (offset == "0" ? std::string("g") : "g - " + offset) + ";");
+      Value first = firstOf(segment);
+      Index idx = delinearize("flat", dims(first));
+      storeOutputs("flat", first, idx, segment);
+      close();
+      start = end;
+    }
     close();
   }
 

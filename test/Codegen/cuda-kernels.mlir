@@ -8,6 +8,7 @@
 // RUN: FileCheck %s --check-prefix=ATTN < %t/attn_k0_attention.cu
 // RUN: FileCheck %s --check-prefix=SCAN < %t/scan_k0_cumsum.cu
 // RUN: FileCheck %s --check-prefix=SCATTER < %t/embed_grad_k0_scatter_add.cu
+// RUN: FileCheck %s --check-prefix=MULTI < %t/update_k0_mul_sub.cu
 // RUN: kiln compile %t.mlir --emit=cuda --arch=sm_80,sm_90 --kernel-cache=%t/cache --timing -o %t 2>&1 | FileCheck %s --check-prefix=COLD
 // RUN: kiln compile %t.mlir --emit=cuda --arch=sm_80,sm_90 --kernel-cache=%t/cache --timing -o %t 2>&1 | FileCheck %s --check-prefix=WARM
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
@@ -84,7 +85,24 @@ func.func @embed_grad(%d: tensor<256x64xf32>, %i: tensor<?xi64, #kiln.dims<[n]>>
   return %0 : tensor<256x64xf32>
 }
 
-// COLD: kiln: 6 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
+// One launch updates tensors of different sizes, segment after segment.
+// MULTI: // 2 segments, one per distinct element count
+// MULTI: const int64_t n = (8*sym_n + 64);
+// MULTI: if (g < 8*sym_n) {
+// MULTI-NEXT: const int64_t flat = g;
+// MULTI: out0[flat] =
+// MULTI: else {
+// MULTI-NEXT: const int64_t flat = g - 8*sym_n;
+// MULTI: out1[flat] =
+func.func @update(%p: tensor<?x8xf32, #kiln.dims<[n]>>, %g: tensor<?x8xf32, #kiln.dims<[n]>>, %q: tensor<64xf32>, %h: tensor<64xf32>, %lr: tensor<f32>) -> (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
+  %0 = kiln.mul %g, %lr : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<f32>) -> tensor<?x8xf32, #kiln.dims<[n]>>
+  %1 = kiln.sub %p, %0 : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<?x8xf32, #kiln.dims<[n]>>) -> tensor<?x8xf32, #kiln.dims<[n]>>
+  %2 = kiln.mul %h, %lr : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+  %3 = kiln.sub %q, %2 : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %1, %3 : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<64xf32>
+}
+
+// COLD: kiln: 7 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
 // WARM: NVRTC {{[0-9.]+}}: 0 compiled, 2 cached
 
 // MANIFEST: "archs": [

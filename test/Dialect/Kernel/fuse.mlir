@@ -53,12 +53,15 @@ func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.
 
 // -----
 
-// The optimizer's scalar bias correction is copied into each parameter's
-// update instead of becoming a kernel of its own; p, m and v of one
-// parameter leave one fusion.
+// The optimizer's scalar bias correction is copied into the update instead
+// of becoming a kernel of its own, and the updates of all parameters (their
+// results only leave the step) form one multi-tensor fusion.
 // CHECK-LABEL: func.func @adam
-// CHECK-COUNT-2: kiln_kernel.fusion <loop>
+// CHECK: %[[F:.+]]:4 = kiln_kernel.fusion <loop>
+// CHECK-COUNT-1: kiln.pow
+// CHECK: kiln_kernel.yield
 // CHECK-NOT: kiln_kernel.fusion
+// CHECK: return %[[F]]#1, %[[F]]#0, %[[F]]#3, %[[F]]#2
 func.func @adam(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %q: tensor<4xf32>, %h: tensor<4xf32>, %step: tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>) {
   %b = kiln.constant dense<0.9> : tensor<f32>
   %one = kiln.constant dense<1.0> : tensor<f32>

@@ -49,6 +49,11 @@ enum class OutputInit { None, Zero, CopyOperand };
 /// body value to copy for CopyOperand.
 OutputInit outputInit(mlir::Value yielded, mlir::Value *copyFrom = nullptr);
 
+/// A loop kernel's iteration segments: the distinct element counts of its
+/// outputs, in order. Outputs of one count are computed at the same flat
+/// index; a multi-tensor kernel (the optimizer update) has several.
+llvm::SmallVector<SymExprAttr> loopSegments(mlir::Block &body);
+
 /// The launch geometry of a kernel body (see kiln_kernel.launch).
 struct LaunchShape {
   SymExprAttr items;

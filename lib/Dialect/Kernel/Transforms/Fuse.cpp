@@ -262,7 +262,37 @@ struct Fuser {
         }
       }
     }
+    mergeStepOutputs();
     return success();
+  }
+
+  /// Horizontal fusion: the loop groups that compute only step results (the
+  /// optimizer update of every parameter) become one multi-tensor kernel;
+  /// the emitter gives each distinct element count its own segment of the
+  /// launch.
+  void mergeStepOutputs() {
+    Operation *terminator = block.getTerminator();
+    Group *into = nullptr;
+    for (auto &owned : groups) {
+      Group *g = owned.get();
+      if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce)
+        continue;
+      bool returned = false, onlyReturned = true;
+      for (Operation *op : g->ops)
+        for (Operation *user : op->getUsers()) {
+          if (user == terminator)
+            returned = true;
+          else if (!g->ops.contains(user) && !isBorrowed(user, op))
+            onlyReturned = false;
+        }
+      if (!returned || !onlyReturned)
+        continue;
+      if (!into) {
+        into = g;
+        continue;
+      }
+      absorb(into, g);
+    }
   }
 
   /// Builds one fusion op per group, at the place of its last op.

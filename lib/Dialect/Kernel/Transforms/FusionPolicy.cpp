@@ -107,6 +107,16 @@ static Dim numelOf(Value v) {
   return dimProduct(getDims(cast<RankedTensorType>(v.getType())), v.getContext());
 }
 
+SmallVector<Dim> loopSegments(Block &body) {
+  SmallVector<Dim> segments;
+  for (Value v : body.getTerminator()->getOperands()) {
+    Dim n = numelOf(v);
+    if (!llvm::is_contained(segments, n))
+      segments.push_back(n);
+  }
+  return segments;
+}
+
 LaunchShape launchShape(FusionKind kind, Block &body) {
   MLIRContext *context = body.getParentOp()->getContext();
   LaunchShape shape;
@@ -115,7 +125,9 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   switch (kind) {
   case FusionKind::loop:
-    shape.items = numelOf(body.getTerminator()->getOperand(0));
+    shape.items = dimConst(context, 0);
+    for (Dim segment : loopSegments(body))
+      shape.items = dimAdd(shape.items, segment);
     break;
   case FusionKind::row: {
     DimList dims = getDims(type(anchor->getOperand(0)));
