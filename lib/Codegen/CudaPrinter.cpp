@@ -438,7 +438,14 @@ struct Printer {
         })
         .Case<NotOp>([&](auto) { return unary([&](std::string x) { return "(!" + x + ")"; }); })
         .Case<StopGradientOp>([&](auto) { return operandAt(0); })
-        .Case<CastOp>([&](auto) { return let(v, idx, convert(operandAt(0), inElement, element)); })
+        .Case<CastOp>([&](auto) {
+          std::string x = operandAt(0), converted = convert(x, inElement, element);
+          if (converted == x) { // bf16 <-> f32 computes in float either way
+            remember(v, idx, x);
+            return x;
+          }
+          return let(v, idx, converted);
+        })
         .Case<SelectOp>([&](auto) {
           std::string p = operandAt(0), a = operandAt(1), b = operandAt(2);
           return let(v, idx, "(" + p + " ? " + a + " : " + b + ")");
