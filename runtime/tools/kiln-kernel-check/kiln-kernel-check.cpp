@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `kiln-kernel-check DIR [KERNEL...]` runs every case that
+// `kiln-kernel-check DIR [KERNEL...]` runs every case (kernels and cuBLASLt
+// GEMMs) that
 // `kiln compile --emit=cuda --kernel-check=SIZES -o DIR` wrote under
 // DIR/check/<kernel>/ on GPU 0: it loads the kernel's module (the cubin of
 // the device's arch, else the PTX), uploads the inputs, poisons every output
@@ -18,6 +19,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/CudaDriver.h"
+
+#include <cublasLt.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +51,10 @@ struct Case {
   double tolerance = 1e-5;
   std::vector<Tensor> ins, outs;
   std::vector<int64_t> symbols;
+  // GEMM cases (row-major C[b] = op(A[b]) op(B[b]), kiln_kernel.gemm).
+  bool gemm = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1, strideA = 0, strideB = 0, strideC = 0;
+  int transA = 0, transB = 0;
 };
 
 size_t elementSize(const std::string &dtype) {
@@ -89,6 +96,11 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       words >> c.blocks >> c.block >> c.shared;
     else if (key == "tolerance")
       words >> c.tolerance;
+    else if (key == "gemm") {
+      c.gemm = true;
+      words >> c.m >> c.n >> c.k >> c.batch >> c.strideA >> c.strideB >> c.strideC >> c.transA >>
+          c.transB;
+    }
     else if (key == "in" || key == "out") {
       Tensor t;
       words >> t.dtype >> t.count >> t.file;
@@ -140,6 +152,55 @@ bool isFloat(const std::string &dtype) {
   return dtype == "f32" || dtype == "f64" || dtype == "bf16" || dtype == "f16";
 }
 
+/// The row-major GEMM as cuBLASLt's column-major one: a row-major X is the
+/// column-major X^T, so C^T = op(B)^T op(A)^T with B first.
+std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
+                    const std::string &dtype) {
+  cublasLtHandle_t handle;
+  if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS)
+    return "cublasLtCreate failed";
+  cudaDataType_t type = dtype == "bf16" ? CUDA_R_16BF : dtype == "f16" ? CUDA_R_16F : CUDA_R_32F;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasOperation_t opFirst = c.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = c.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst));
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond));
+  // Column-major shapes (rows, cols, leading dim) of the stored matrices.
+  cublasLtMatrixLayout_t first, second, result;
+  if (c.transB)
+    cublasLtMatrixLayoutCreate(&first, type, c.k, c.n, c.k);
+  else
+    cublasLtMatrixLayoutCreate(&first, type, c.n, c.k, c.n);
+  if (c.transA)
+    cublasLtMatrixLayoutCreate(&second, type, c.m, c.k, c.m);
+  else
+    cublasLtMatrixLayoutCreate(&second, type, c.k, c.m, c.k);
+  cublasLtMatrixLayoutCreate(&result, type, c.n, c.m, c.n);
+  int32_t batch = static_cast<int32_t>(c.batch);
+  int64_t strides[3] = {c.strideB, c.strideA, c.strideC};
+  cublasLtMatrixLayout_t layouts[3] = {first, second, result};
+  for (int i = 0; i < 3; ++i) {
+    cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                     sizeof(batch));
+    cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                     &strides[i], sizeof(strides[i]));
+  }
+  float alpha = 1.f, beta = 0.f;
+  std::string error;
+  cublasStatus_t status =
+      cublasLtMatmul(handle, desc, &alpha, reinterpret_cast<void *>(b), first,
+                     reinterpret_cast<void *>(a), second, &beta, reinterpret_cast<void *>(out),
+                     result, reinterpret_cast<void *>(out), result, nullptr, nullptr, 0, nullptr);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    error = std::string("cublasLtMatmul failed: ") + cublasLtGetStatusString(status);
+  for (cublasLtMatrixLayout_t layout : layouts)
+    cublasLtMatrixLayoutDestroy(layout);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(handle);
+  return error;
+}
+
 struct Checker {
   CudaDriver &driver;
   std::string dir, arch;
@@ -152,7 +213,7 @@ struct Checker {
   /// Runs one case; returns "" when it passes, else the reason.
   std::string run(const std::string &caseDir, const Case &c, std::string &summary) {
     CUmodule module = modules[c.module];
-    if (!module) {
+    if (!c.gemm && !module) {
       std::string image;
       if (!readFile(dir + "/" + c.module + "." + arch + ".cubin", image) &&
           !readFile(dir + "/" + c.module + ".ptx", image))
@@ -163,12 +224,13 @@ struct Checker {
         return e;
       modules[c.module] = module;
     }
-    CUfunction function;
-    if (std::string e = check(driver.cuModuleGetFunction(&function, module, c.kernel.c_str()),
-                              "cuModuleGetFunction");
-        !e.empty())
-      return e;
-    if (c.shared > 48 * 1024)
+    CUfunction function = nullptr;
+    if (!c.gemm)
+      if (std::string e = check(driver.cuModuleGetFunction(&function, module, c.kernel.c_str()),
+                                "cuModuleGetFunction");
+          !e.empty())
+        return e;
+    if (!c.gemm && c.shared > 48 * 1024)
       driver.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 c.shared);
     std::vector<CUdeviceptr> buffers;
@@ -229,9 +291,17 @@ struct Checker {
     std::vector<int64_t> symbols = c.symbols;
     for (int64_t &s : symbols)
       params.push_back(&s);
-    std::string e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared,
-                                                nullptr, params.data(), nullptr),
-                          "cuLaunchKernel");
+    std::string e;
+    if (c.gemm) {
+      if (c.ins.size() != 2 || c.outs.size() != 1)
+        e = "a GEMM case has two inputs and one output";
+      else
+        e = runGemm(c, buffers[0], buffers[1], buffers[2], c.outs[0].dtype);
+    } else {
+      e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared, nullptr,
+                                      params.data(), nullptr),
+                "cuLaunchKernel");
+    }
     if (e.empty())
       e = check(driver.cuCtxSynchronize(), "kernel execution");
     std::string failure;

@@ -57,3 +57,21 @@ func.func @normgrad(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %dy: tensor<?x64xf32,
   %dx, %dw = kiln.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
   return %dx, %dw : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>
 }
+
+// -----
+
+// Scatter-add accumulates atomically into its output: a small splat
+// destination copied into the kernel becomes a fill, an input a copy.
+// CHECK-LABEL: func.func @embed_grads
+// CHECK: %[[Z:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<8x4xf32>>
+// CHECK-NEXT: kiln_kernel.fill %[[Z]], 0.000000e+00
+// CHECK: kiln_kernel.launch @embed_grads_k0_scatter_add
+// CHECK: %[[D:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<8x4xf32>>
+// CHECK-NEXT: kiln_kernel.copy %arg2 -> %[[D]]
+// CHECK: kiln_kernel.launch @embed_grads_k1_scatter_add
+func.func @embed_grads(%i: tensor<?xi64, #kiln.dims<[n]>>, %u: tensor<?x4xf32, #kiln.dims<[n]>>, %d: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %zero = kiln.constant dense<0.0> : tensor<8x4xf32>
+  %0 = kiln.scatter_add %zero, %i, %u {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?xi64, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>) -> tensor<8x4xf32>
+  %1 = kiln.scatter_add %d, %i, %u {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?xi64, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>) -> tensor<8x4xf32>
+  return %0, %1 : tensor<8x4xf32>, tensor<8x4xf32>
+}

@@ -275,7 +275,9 @@ struct Fuser {
     Group *into = nullptr;
     for (auto &owned : groups) {
       Group *g = owned.get();
-      if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce)
+      // Segments are independent, so groups with inner reductions (a bias
+      // gradient summed right into its update) join too.
+      if (g->dead || g->onlyViews || g->kind != FusionKind::loop)
         continue;
       bool returned = false, onlyReturned = true;
       for (Operation *op : g->ops)

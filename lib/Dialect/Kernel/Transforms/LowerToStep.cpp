@@ -174,10 +174,17 @@ struct Lowering {
       if (init == OutputInit::Zero)
         builder.create<FillOp>(loc, out, builder.getF64FloatAttr(0));
       if (init == OutputInit::CopyOperand) {
-        auto arg = dyn_cast<BlockArgument>(source);
-        if (!arg)
-          return fusion.emitOpError("scatter destination must be a kernel input");
-        builder.create<CopyOp>(loc, lookup(fusion.getInputs()[arg.getArgNumber()]), out);
+        // A splat destination (zeros, usually) copied into the body is a fill.
+        auto constant = source.getDefiningOp<kiln::ConstantOp>();
+        auto splat = constant ? dyn_cast<SplatElementsAttr>(constant.getValue()) : nullptr;
+        if (splat && isa<FloatType>(splat.getElementType())) {
+          builder.create<FillOp>(
+              loc, out, builder.getF64FloatAttr(splat.getSplatValue<APFloat>().convertToDouble()));
+        } else if (auto arg = dyn_cast<BlockArgument>(source)) {
+          builder.create<CopyOp>(loc, lookup(fusion.getInputs()[arg.getArgNumber()]), out);
+        } else {
+          return fusion.emitOpError("scatter destination must be a kernel input or a splat");
+        }
       }
       outs.push_back(out);
       map.map(result, out);
