@@ -346,15 +346,29 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       OpBuilder builder(context);
       OwningOpRef<ModuleOp> scratch = ModuleOp::create(gemm.getLoc());
       builder.setInsertionPointToEnd(scratch->getBody());
+      SmallVector<Type> argTypes{at, bt};
+      RankedTensorType biasType = RankedTensorType::get({*n}, ea);
+      if (gemm.getBias())
+        argTypes.push_back(biasType);
       auto reference = builder.create<func::FuncOp>(
-          gemm.getLoc(), "reference", FunctionType::get(context, {at, bt}, {ct}));
+          gemm.getLoc(), "reference", FunctionType::get(context, argTypes, {ct}));
       Block *entry = reference.addEntryBlock();
       builder.setInsertionPointToEnd(entry);
-      Value product = builder.create<MatmulOp>(gemm.getLoc(), ct, entry->getArgument(0),
+      Location loc = gemm.getLoc();
+      Value product = builder.create<MatmulOp>(loc, ct, entry->getArgument(0),
                                                entry->getArgument(1), ta, tb);
-      builder.create<func::ReturnOp>(gemm.getLoc(), product);
+      // The epilogue, spelled with the graph ops it replaced.
+      kernel::Epilogue epilogue = gemm.getEpilogue();
+      if (gemm.getBias())
+        product = builder.create<AddOp>(loc, product, entry->getArgument(2));
+      if (epilogue == kernel::Epilogue::bias_relu)
+        product = builder.create<ReluOp>(loc, product);
+      if (epilogue == kernel::Epilogue::bias_gelu)
+        product = builder.create<GeluOp>(loc, product, GeluApproximation::tanh);
+      builder.create<func::ReturnOp>(loc, product);
       std::vector<HostTensor> inputs;
-      for (RankedTensorType t : {at, bt}) {
+      for (Type argType : argTypes) {
+        auto t = cast<RankedTensorType>(argType);
         HostTensor h(*fromMlirType(ea), std::vector<int64_t>(t.getShape()));
         for (int64_t i = 0; i < h.numel(); ++i)
           h.set(i, std::uniform_real_distribution<double>(-1, 1)(rng));
@@ -377,6 +391,7 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       bool low = !ea.isF32();
       os << "gemm " << *m << " " << *n << " " << *k << " " << *batch << " " << strides[0] << " "
          << strides[1] << " " << strides[2] << " " << ta << " " << tb << "\n";
+      os << "epilogue " << kernel::stringifyEpilogue(epilogue) << "\n";
       os << "tolerance " << (low ? "1e-2" : "1e-5") << "\n";
       for (auto [i, t] : llvm::enumerate(inputs)) {
         std::string file = "in" + std::to_string(i) + ".bin";

@@ -55,6 +55,7 @@ struct Case {
   bool gemm = false;
   int64_t m = 0, n = 0, k = 0, batch = 1, strideA = 0, strideB = 0, strideC = 0;
   int transA = 0, transB = 0;
+  std::string epilogue = "none"; // none, bias, bias_relu, bias_gelu
 };
 
 size_t elementSize(const std::string &dtype) {
@@ -96,6 +97,8 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       words >> c.blocks >> c.block >> c.shared;
     else if (key == "tolerance")
       words >> c.tolerance;
+    else if (key == "epilogue")
+      words >> c.epilogue;
     else if (key == "gemm") {
       c.gemm = true;
       words >> c.m >> c.n >> c.k >> c.batch >> c.strideA >> c.strideB >> c.strideC >> c.transA >>
@@ -154,8 +157,8 @@ bool isFloat(const std::string &dtype) {
 
 /// The row-major GEMM as cuBLASLt's column-major one: a row-major X is the
 /// column-major X^T, so C^T = op(B)^T op(A)^T with B first.
-std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
-                    const std::string &dtype) {
+std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
+                    CUdeviceptr out, const std::string &dtype) {
   cublasLtHandle_t handle;
   if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS)
     return "cublasLtCreate failed";
@@ -166,6 +169,17 @@ std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out
   cublasOperation_t opSecond = c.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst));
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond));
+  if (c.epilogue != "none") {
+    // The bias has one entry per row of the column-major result: per n.
+    cublasLtEpilogue_t epilogue = c.epilogue == "bias_relu"   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                  : c.epilogue == "bias_gelu" ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                              : CUBLASLT_EPILOGUE_BIAS;
+    void *pointer = reinterpret_cast<void *>(bias);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                   sizeof(epilogue));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                                   sizeof(pointer));
+  }
   // Column-major shapes (rows, cols, leading dim) of the stored matrices.
   cublasLtMatrixLayout_t first, second, result;
   if (c.transB)
@@ -293,10 +307,12 @@ struct Checker {
       params.push_back(&s);
     std::string e;
     if (c.gemm) {
-      if (c.ins.size() != 2 || c.outs.size() != 1)
-        e = "a GEMM case has two inputs and one output";
+      size_t operands = c.epilogue == "none" ? 2 : 3;
+      if (c.ins.size() != operands || c.outs.size() != 1)
+        e = "a GEMM case has two inputs (three with a bias) and one output";
       else
-        e = runGemm(c, buffers[0], buffers[1], buffers[2], c.outs[0].dtype);
+        e = runGemm(c, buffers[0], buffers[1], operands == 3 ? buffers[2] : 0,
+                    buffers[operands], c.outs[0].dtype);
     } else {
       e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared, nullptr,
                                       params.data(), nullptr),

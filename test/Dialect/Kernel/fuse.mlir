@@ -1,18 +1,18 @@
 // RUN: kiln-opt %s --split-input-file --kiln-fuse | FileCheck %s
 
-// A pointwise chain with a broadcast bias becomes one loop fusion; the
+// A pointwise chain with a broadcast scale becomes one loop fusion; the
 // matmul stays outside as a GEMM.
 // CHECK-LABEL: func.func @chain
 // CHECK: %[[MM:.+]] = kiln.matmul
 // CHECK: %[[F:.+]] = kiln_kernel.fusion <loop>(%[[MM]], %{{.+}}) : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
 // CHECK-NEXT: ^bb0
-// CHECK-NEXT: kiln.add
+// CHECK-NEXT: kiln.mul
 // CHECK-NEXT: kiln.silu
 // CHECK-NEXT: kiln_kernel.yield
 // CHECK: return %[[F]]
 func.func @chain(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64x64xf32>, %b: tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
   %0 = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
-  %1 = kiln.add %0, %b : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %1 = kiln.mul %0, %b : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
   %2 = kiln.silu %1 : tensor<?x64xf32, #kiln.dims<[n]>>
   return %2 : tensor<?x64xf32, #kiln.dims<[n]>>
 }

@@ -2,18 +2,18 @@
 
 // A shared weight folds the batch into m; the fused epilogue becomes a
 // kernel symbol and one launch over every element.
-// CHECK: kiln_kernel.kernel @mlp_k0_add_silu <loop> symbols ["n", "s"]
+// CHECK: kiln_kernel.kernel @mlp_k0_mul_silu <loop> symbols ["n", "s"]
 // CHECK: kiln.silu
 // CHECK-LABEL: func.func @mlp
 // CHECK-SAME: (%[[X:.+]]: !kiln_kernel.buffer<tensor<?x?x64xf32, #kiln.dims<[n, s]>>>, %[[W:.+]]: !kiln_kernel.buffer<tensor<64x32xf32>>, %[[B:.+]]: !kiln_kernel.buffer<tensor<32xf32>>)
 // CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x32xf32, #kiln.dims<[n, s]>>>
 // CHECK: kiln_kernel.gemm %[[X]], %[[W]] -> %[[Y]] m = #kiln.expr<n*s> n = #kiln.expr<32> k = #kiln.expr<64> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32
 // CHECK: %[[Z:.+]] = kiln_kernel.alloc
-// CHECK: kiln_kernel.launch @mlp_k0_add_silu ins(%[[Y]], %[[B]] : {{.*}}) outs(%[[Z]] : {{.*}}) items = #kiln.expr<32*n*s> per 256 block 256 shared #kiln.expr<0>
+// CHECK: kiln_kernel.launch @mlp_k0_mul_silu ins(%[[Y]], %[[B]] : {{.*}}) outs(%[[Z]] : {{.*}}) items = #kiln.expr<32*n*s> per 256 block 256 shared #kiln.expr<0>
 // CHECK: return %[[Z]]
 func.func @mlp(%x: tensor<?x?x64xf32, #kiln.dims<[n, s]>>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>> {
   %0 = kiln.matmul %x, %w : (tensor<?x?x64xf32, #kiln.dims<[n, s]>>, tensor<64x32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>
-  %1 = kiln.add %0, %b : (tensor<?x?x32xf32, #kiln.dims<[n, s]>>, tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>
+  %1 = kiln.mul %0, %b : (tensor<?x?x32xf32, #kiln.dims<[n, s]>>, tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>
   %2 = kiln.silu %1 : tensor<?x?x32xf32, #kiln.dims<[n, s]>>
   return %2 : tensor<?x?x32xf32, #kiln.dims<[n, s]>>
 }
@@ -74,4 +74,32 @@ func.func @embed_grads(%i: tensor<?xi64, #kiln.dims<[n]>>, %u: tensor<?x4xf32, #
   %0 = kiln.scatter_add %zero, %i, %u {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?xi64, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>) -> tensor<8x4xf32>
   %1 = kiln.scatter_add %d, %i, %u {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?xi64, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>) -> tensor<8x4xf32>
   return %0, %1 : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// A bias add (and a ReLU on it) after a GEMM is cuBLASLt's epilogue, issued
+// where the chain ends (the bias is computed after the matmul here); tanh
+// GELU would be bias_gelu, erf GELU is not cuBLASLt's and stays a kernel.
+// CHECK-LABEL: func.func @linear_relu
+// CHECK-NOT: kiln_kernel.launch
+// CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x32xf32, #kiln.dims<[n]>>>
+// CHECK: kiln_kernel.gemm %arg0, %arg1 bias %{{.+}} -> %[[Y]] {{.*}} epilogue <bias_relu>
+// CHECK: return %[[Y]]
+func.func @linear_relu(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>> {
+  %0 = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %bb = kiln.reshape %b : tensor<32xf32> -> tensor<32xf32>
+  %1 = kiln.add %0, %bb : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %2 = kiln.relu %1 : tensor<?x32xf32, #kiln.dims<[n]>>
+  return %2 : tensor<?x32xf32, #kiln.dims<[n]>>
+}
+
+// CHECK-LABEL: func.func @linear_gelu_erf
+// CHECK: kiln_kernel.gemm {{.*}} epilogue <bias>
+// CHECK: kiln_kernel.launch @linear_gelu_erf_k0_gelu
+func.func @linear_gelu_erf(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>> {
+  %0 = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %1 = kiln.add %0, %b : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %2 = kiln.gelu %1 : tensor<?x32xf32, #kiln.dims<[n]>>
+  return %2 : tensor<?x32xf32, #kiln.dims<[n]>>
 }

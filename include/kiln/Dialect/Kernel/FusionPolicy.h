@@ -41,6 +41,20 @@ int64_t rowAxis(mlir::Operation *op);
 /// matmul, or null.
 mlir::Operation *gemmOfBatchSum(mlir::Operation *reduceSum);
 
+/// cuBLASLt's bias epilogues: `matmul` whose only use adds a rank-1 bias of
+/// the output width, optionally followed (as the add's only use) by relu or
+/// tanh-GELU — cuBLASLt's GELU is the tanh form. Only for GEMMs without a
+/// batch (2-D operands or a shared right operand folded into m).
+struct GemmEpilogue {
+  mlir::Operation *matmul = nullptr;
+  mlir::Value bias;
+  mlir::Operation *last = nullptr; // the add or the activation
+  Epilogue kind = Epilogue::none;
+};
+/// The epilogue chain `op` (a matmul, its bias add or the activation)
+/// belongs to, if any.
+std::optional<GemmEpilogue> gemmEpilogueOf(mlir::Operation *op);
+
 /// How a kernel output must be initialized before the launch: kernels that
 /// accumulate with atomic adds (norm weight gradients, the mean loss,
 /// attention dk/dv, scatter-add) need zeros or the scatter destination.

@@ -206,7 +206,9 @@ struct Fuser {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
       OpClass cls = classifyOp(&op);
-      if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op))
+      // Batch sums and bias/activation epilogues are computed by the GEMM.
+      if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op) ||
+          gemmEpilogueOf(&op))
         continue;
       if (cls == OpClass::Unsupported)
         return op.emitOpError("has no kernel (kiln-fuse)");

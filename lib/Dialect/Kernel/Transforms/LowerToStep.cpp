@@ -132,10 +132,17 @@ struct Lowering {
       else if (bb != bc)
         return mm.emitOpError("has batch dims cuBLASLt strides cannot express");
     }
+    Value bias;
+    Epilogue epilogue = Epilogue::none;
+    if (std::optional<GemmEpilogue> chain = gemmEpilogueOf(mm)) {
+      bias = lookup(chain->bias);
+      epilogue = chain->kind;
+      replaced = chain->last;
+    }
     Value out = alloc(loc, resultType);
-    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), Value(), out,
-                           ta, tb, m, n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}),
-                           Epilogue::none, Float32Type::get(ctx));
+    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), bias, out, ta, tb, m,
+                           n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
+                           Float32Type::get(ctx));
     map.map(replaced->getResult(0), out);
     ++gemms;
     return success();
@@ -244,6 +251,13 @@ struct Lowering {
     if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
       map.map(op->getResult(0), builder.create<ViewOp>(loc, bufferOf(op->getResult(0).getType()),
                                                        lookup(op->getOperand(0))));
+      return success();
+    }
+    // A GEMM with a bias epilogue is issued where its chain ends: the bias
+    // may be computed after the matmul.
+    if (std::optional<GemmEpilogue> chain = gemmEpilogueOf(op)) {
+      if (op == chain->last)
+        return lowerMatmul(cast<MatmulOp>(chain->matmul));
       return success();
     }
     if (auto mm = dyn_cast<MatmulOp>(op))
