@@ -62,7 +62,9 @@ def LowerToStepPass : Pass<"kiln-lower-to-step", "::mlir::ModuleOp"> {
     and one `kiln_kernel.launch`; each `kiln.matmul` becomes a
     `kiln_kernel.gemm` whose batch dims fold into m when the right operand
     is shared, and a weight-gradient `matmul {transpose_a}` summed over the
-    batch becomes one GEMM with k = batch*seq. Reshapes become views,
+    batch becomes one GEMM with k = batch*seq, and a bias add (+ ReLU or
+    tanh-GELU) on a GEMM's only use is its cuBLASLt epilogue. Reshapes
+    become views,
     frozen parameters weights. Accumulators of atomic adds are zero-filled
     right before their launch.
 
