@@ -14,6 +14,7 @@
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -309,9 +310,18 @@ struct Printer {
   // Loads, stores, conversions
   //===--------------------------------------------------------------------===//
 
+  /// Set while printing the lane loop of a vectorized loop kernel: loads
+  /// at `flat` read the 16-byte chunk loaded before the loop.
+  bool vectorLanes = false;
+  llvm::SetVector<Value> vectorInputs;
+
   std::string load(Value arg, const std::string &offset) {
     Type element = typeOf(arg).getElementType();
     std::string ptr = names.params.lookup(arg) + "[" + offset + "]";
+    if (vectorLanes && offset == "flat") {
+      vectorInputs.insert(arg);
+      ptr = names.params.lookup(arg) + "_v[lane]";
+    }
     if (element.isBF16())
       return "__bfloat162float(" + ptr + ")";
     if (element.isF16())
@@ -745,7 +755,8 @@ struct Printer {
                          getDims(typeOf(out)) == getDims(typeOf(shaped))
                      ? Index(idx.begin(), idx.end())
                      : delinearize(flat, dims(out));
-      line(outName(i) + "[" + flat + "] = " + store(elementOf(out), value(out, at)) + ";");
+      std::string target = vectorLanes ? outName(i) + "_v[lane]" : outName(i) + "[" + flat + "]";
+      line(target + " = " + store(elementOf(out), value(out, at)) + ";");
     }
   }
 
@@ -758,6 +769,8 @@ struct Printer {
           return out;
       return plan.outputs.front();
     };
+    if (int64_t width = loopVectorWidth(plan.kernel.getBody().front()); width > 1)
+      return vectorLoopKernel(width, segments.front());
     if (segments.size() == 1) {
       Value first = plan.outputs.front();
       line("const int64_t n = " + dim(segments.front()) + ";");
@@ -791,6 +804,51 @@ struct Printer {
       close();
       start = end;
     }
+    close();
+  }
+
+  /// `width` consecutive elements per thread: inputs read at the element's
+  /// own offset and all outputs move as one 16-byte (or narrower) access;
+  /// the lane loop is unrolled by the compiler.
+  void vectorLoopKernel(int64_t width, Dim segment) {
+    Value first = plan.outputs.front();
+    std::string w = std::to_string(width);
+    line("// " + w + " elements per thread, moved with vector accesses");
+    line("const int64_t n = " + dim(dimDivExact(segment, width)) + ";");
+    open("for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n; "
+         "chunk += (int64_t)gridDim.x * blockDim.x)");
+    // Print the lane body first: it tells which inputs are read at `flat`.
+    std::string outer = std::move(body);
+    body.clear();
+    vectorLanes = true;
+    line("#pragma unroll");
+    open("for (int lane = 0; lane < " + w + "; ++lane)");
+    line("const int64_t flat = chunk * " + w + " + lane;");
+    Index idx = delinearize("flat", dims(first));
+    storeOutputs("flat", first, idx, segment);
+    close();
+    vectorLanes = false;
+    std::string lanes = std::move(body);
+    body = std::move(outer);
+    auto vectorType = [&](Value v) {
+      unsigned bits = typeOf(v).getElementType().getIntOrFloatBitWidth();
+      int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
+      return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned int"
+                                                                       : "unsigned short";
+    };
+    for (Value arg : vectorInputs) {
+      std::string name = names.params.lookup(arg), type = storageType(typeOf(arg).getElementType());
+      line("__align__(16) " + type + " " + name + "_v[" + w + "];");
+      line("*reinterpret_cast<" + std::string(vectorType(arg)) + " *>(" + name + "_v) = "
+           "reinterpret_cast<const " + vectorType(arg) + " *>(" + name + ")[chunk];");
+    }
+    for (auto [i, out] : llvm::enumerate(plan.outputs))
+      line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
+           w + "];");
+    body += lanes;
+    for (auto [i, out] : llvm::enumerate(plan.outputs))
+      line("reinterpret_cast<" + std::string(vectorType(out)) + " *>(" + outName(i) + ")[chunk] = "
+           "*reinterpret_cast<const " + vectorType(out) + " *>(" + outName(i) + "_v);");
     close();
   }
 

@@ -3,6 +3,7 @@
 // RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
 // RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
 // RUN: FileCheck %s --check-prefix=LOOP < %t/bias_silu_k0_add_silu_cast.cu
+// RUN: FileCheck %s --check-prefix=SCALAR < %t/odd_k0_exp.cu
 // RUN: FileCheck %s --check-prefix=ROW < %t/norm_k0_rms_norm_grad.cu
 // RUN: FileCheck %s --check-prefix=XENT < %t/xent_k0_cross_entropy_cross_entropy_grad.cu
 // RUN: FileCheck %s --check-prefix=ATTN < %t/attn_k0_attention.cu
@@ -14,18 +15,36 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 
 // Broadcasts are indexing: the bias is read at the column, nothing is
-// materialized; symbolic dims are int64 parameters; bf16 is stored converted.
+// materialized; symbolic dims are int64 parameters (renamed when they clash
+// with locals); bf16 is stored converted. 32*n elements are a multiple of
+// 4 for every n: 4 per thread, the input and output moved as one vector
+// access each (16 bytes of f32 in, 8 bytes of bf16 out).
 // LOOP: #include <cuda_bf16.h>
 // LOOP: extern "C" __global__ void bias_silu_k0_add_silu_cast(
 // LOOP-NEXT: const float *__restrict__ in0,
 // LOOP-NEXT: const float *__restrict__ in1,
 // LOOP-NEXT: __nv_bfloat16 *out0,
 // LOOP-NEXT: int64_t sym_n) {
-// LOOP: const int64_t n = 32*sym_n;
-// LOOP: for (int64_t flat = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; flat < n;
-// LOOP: const float [[X:v[0-9]+]] = in0[flat];
+// LOOP: const int64_t n = 8*sym_n;
+// LOOP: for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n;
+// LOOP: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
+// LOOP: for (int lane = 0; lane < 4; ++lane) {
+// LOOP-NEXT: const int64_t flat = chunk * 4 + lane;
+// LOOP: const float [[X:v[0-9]+]] = in0_v[lane];
 // LOOP: const float [[B:v[0-9]+]] = in1[[[COL:ix[0-9]+]]];
-// LOOP: out0[flat] = __float2bfloat16(
+// LOOP: out0_v[lane] = __float2bfloat16(
+// LOOP: reinterpret_cast<uint2 *>(out0)[chunk] = *reinterpret_cast<const uint2 *>(out0_v);
+
+// An element count that is not a multiple of the vector width for every n
+// keeps one element per thread.
+// SCALAR: const int64_t n = 3*sym_n;
+// SCALAR: for (int64_t flat = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; flat < n;
+// SCALAR: out0[flat] = (float)(
+func.func @odd(%x: tensor<?x3xf32, #kiln.dims<[n]>>) -> tensor<?x3xf32, #kiln.dims<[n]>> {
+  %0 = kiln.exp %x : tensor<?x3xf32, #kiln.dims<[n]>>
+  return %0 : tensor<?x3xf32, #kiln.dims<[n]>>
+}
+
 func.func @bias_silu(%x: tensor<?x32xf32, #kiln.dims<[n]>>, %b: tensor<32xf32>) -> tensor<?x32xbf16, #kiln.dims<[n]>> {
   %0 = kiln.add %x, %b : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
   %1 = kiln.silu %0 : tensor<?x32xf32, #kiln.dims<[n]>>
@@ -102,7 +121,7 @@ func.func @update(%p: tensor<?x8xf32, #kiln.dims<[n]>>, %g: tensor<?x8xf32, #kil
   return %1, %3 : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<64xf32>
 }
 
-// COLD: kiln: 7 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
+// COLD: kiln: 8 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
 // WARM: NVRTC {{[0-9.]+}}: 0 compiled, 2 cached
 
 // MANIFEST: "archs": [

@@ -1,7 +1,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-lower-to-step | FileCheck %s
 
-// A shared weight folds the batch into m; the fused epilogue becomes a
-// kernel symbol and one launch over every element.
+// A shared weight folds the batch into m; the fused pointwise ops become a
+// kernel symbol and one launch: 4 f32 elements per thread (16 bytes).
 // CHECK: kiln_kernel.kernel @mlp_k0_mul_silu <loop> symbols ["n", "s"]
 // CHECK: kiln.silu
 // CHECK-LABEL: func.func @mlp
@@ -9,7 +9,7 @@
 // CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x32xf32, #kiln.dims<[n, s]>>>
 // CHECK: kiln_kernel.gemm %[[X]], %[[W]] -> %[[Y]] m = #kiln.expr<n*s> n = #kiln.expr<32> k = #kiln.expr<64> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32
 // CHECK: %[[Z:.+]] = kiln_kernel.alloc
-// CHECK: kiln_kernel.launch @mlp_k0_mul_silu ins(%[[Y]], %[[B]] : {{.*}}) outs(%[[Z]] : {{.*}}) items = #kiln.expr<32*n*s> per 256 block 256 shared #kiln.expr<0>
+// CHECK: kiln_kernel.launch @mlp_k0_mul_silu ins(%[[Y]], %[[B]] : {{.*}}) outs(%[[Z]] : {{.*}}) items = #kiln.expr<8*n*s> per 256 block 256 shared #kiln.expr<0>
 // CHECK: return %[[Z]]
 func.func @mlp(%x: tensor<?x?x64xf32, #kiln.dims<[n, s]>>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>> {
   %0 = kiln.matmul %x, %w : (tensor<?x?x64xf32, #kiln.dims<[n, s]>>, tensor<64x32xf32>) -> tensor<?x?x32xf32, #kiln.dims<[n, s]>>

@@ -68,6 +68,12 @@ OutputInit outputInit(mlir::Value yielded, mlir::Value *copyFrom = nullptr);
 /// index; a multi-tensor kernel (the optimizer update) has several.
 llvm::SmallVector<SymExprAttr> loopSegments(mlir::Block &body);
 
+/// Elements per thread of a one-segment loop kernel that moves 16 bytes per
+/// access: 16 / the widest element of its inputs and outputs, when the
+/// element count is a multiple of it for every value of the symbols (buffers
+/// start 16-byte aligned). 1 when that does not hold.
+int64_t loopVectorWidth(mlir::Block &body);
+
 /// The launch geometry of a kernel body (see kiln_kernel.launch).
 struct LaunchShape {
   SymExprAttr items;

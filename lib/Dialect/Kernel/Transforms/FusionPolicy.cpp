@@ -117,6 +117,27 @@ SmallVector<Dim> loopSegments(Block &body) {
   return segments;
 }
 
+int64_t loopVectorWidth(Block &body) {
+  SmallVector<Dim> segments = loopSegments(body);
+  if (segments.size() != 1)
+    return 1;
+  unsigned widest = 1;
+  auto widen = [&](Type t) {
+    Type element = cast<RankedTensorType>(t).getElementType();
+    unsigned bits = element.getIntOrFloatBitWidth();
+    widest = std::max(widest, bits < 8 ? 1u : bits / 8);
+  };
+  for (Type t : body.getArgumentTypes())
+    widen(t);
+  for (Type t : body.getTerminator()->getOperandTypes())
+    widen(t);
+  int64_t width = 16 / widest;
+  // Every coefficient divisible: a multiple for all symbol values.
+  if (width < 2 || !dimDivExact(segments.front(), width))
+    return 1;
+  return width;
+}
+
 LaunchShape launchShape(FusionKind kind, Block &body) {
   MLIRContext *context = body.getParentOp()->getContext();
   LaunchShape shape;
@@ -128,6 +149,8 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
     shape.items = dimConst(context, 0);
     for (Dim segment : loopSegments(body))
       shape.items = dimAdd(shape.items, segment);
+    if (int64_t width = loopVectorWidth(body); width > 1)
+      shape.items = dimDivExact(shape.items, width);
     break;
   case FusionKind::row: {
     DimList dims = getDims(type(anchor->getOperand(0)));
