@@ -14,6 +14,7 @@
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Support/DynamicMap8.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -543,6 +544,13 @@ struct Printer {
                                  " * kiln_philox_uniform(" + seed + ", " +
                                  std::to_string(r.getStream()) + "ull, " +
                                  linear(idx, dims(v)) + ")");
+        })
+        .Case<DequantizeBlockwise8bitOp>([&](DequantizeBlockwise8bitOp q) {
+          std::string i = fresh("q");
+          line("const int64_t " + i + " = " + idx[0] + ";");
+          std::string code = value(q.getCodes(), {i});
+          std::string absmax = value(q.getAbsmax(), {i + " / " + std::to_string(q.getBlockSize())});
+          return let(v, idx, "kiln_dynamic_map8[" + code + " & 255] * (float)" + absmax);
         })
         .Case<Nf4DequantizeOp>([&](Nf4DequantizeOp q) {
           std::string flat = linear(idx, dims(v));
@@ -1257,15 +1265,15 @@ struct Printer {
   /// One block per NF4 block: absmax by a block reduction, then two codes
   /// per byte (the first in the high nibble).
   void quantizeKernel() {
-    auto q = cast<Nf4QuantizeOp>(plan.anchor);
-    Value x = q.getInput();
-    int codes = outputIndex(q.getCodes()), absmax = outputIndex(q.getAbsmax());
+    Operation *q = plan.anchor;
+    Value x = q->getOperand(0);
+    int codes = outputIndex(q->getResult(0)), absmax = outputIndex(q->getResult(1));
     if (codes < 0 || absmax < 0 || plan.outputs.size() != 2)
       return fail(q, "quantize kernels write exactly the codes and the absmax");
-    std::string bs = std::to_string(q.getBlockSize());
+    std::string bs = std::to_string(q->getAttrOfType<IntegerAttr>("block_size").getInt());
     line("__shared__ float red[33];");
     line("const int64_t n = " + numel(x) + ";");
-    line("const int64_t blocks = " + dim(getDim(typeOf(q.getAbsmax()), 0)) + ";");
+    line("const int64_t blocks = " + dim(getDim(typeOf(q->getResult(1)), 0)) + ";");
     open("for (int64_t row = blockIdx.x; row < blocks; row += gridDim.x)");
     line("const int64_t begin = row * " + bs + ";");
     line("float amax = 0.f;");
@@ -1275,6 +1283,15 @@ struct Printer {
     line("amax = kiln_block_reduce(amax, red, true);");
     line("if (threadIdx.x == 0) " + outName(absmax) + "[row] = amax;");
     line("const float inverse = amax > 0.f ? 1.f / amax : 0.f;");
+    if (isa<QuantizeBlockwise8bitOp>(q)) {
+      // One 8-bit code per element.
+      open("for (int64_t i = begin + threadIdx.x; i < begin + " + bs + " && i < n; i += blockDim.x)");
+      line(outName(codes) + "[i] = (unsigned char)kiln_dynamic_map8_encode((float)" +
+           value(x, delinearize("i", dims(x))) + " * inverse);");
+      close();
+      close();
+      return;
+    }
     open("for (int64_t i = begin + 2 * threadIdx.x; i < begin + " + bs + " && i < n; i += 2 * blockDim.x)");
     line("const unsigned int high = kiln_nf4_encode((float)" + value(x, delinearize("i", dims(x))) +
          " * inverse);");
@@ -1354,6 +1371,9 @@ struct Printer {
           source.f16 |= tensor.getElementType().isF16();
         }
     });
+    plan.kernel.walk([&](Operation *op) {
+      source.dynamicMap8 |= isa<DequantizeBlockwise8bitOp, QuantizeBlockwise8bitOp>(op);
+    });
     for (BlockArgument arg : plan.inputs) {
       source.bf16 |= typeOf(arg).getElementType().isBF16();
       source.f16 |= typeOf(arg).getElementType().isF16();
@@ -1364,17 +1384,43 @@ struct Printer {
 
 } // namespace
 
-std::string cudaPrelude(bool bf16, bool f16) {
+/// The 8-bit dynamic map of blockwise quantization, printed from the same
+/// table the interpreter uses, and its nearest-code search.
+static std::string dynamicMap8Prelude() {
+  std::string text = "// bitsandbytes' 8-bit dynamic map (NF4 double quantization).\n"
+                     "__device__ const float kiln_dynamic_map8[256] = {";
+  for (int i = 0; i < 256; ++i)
+    text += (i % 4 == 0 ? "\n    " : " ") + llvm::formatv("{0:e9}f", kDynamicMap8[i]).str() + ",";
+  text += R"CUDA(};
+// The nearest code (ties to the lower one), by binary search.
+__device__ __forceinline__ unsigned int kiln_dynamic_map8_encode(float x) {
+  int low = 0, high = 256; // first entry >= x
+  while (low < high) {
+    const int mid = (low + high) / 2;
+    if (kiln_dynamic_map8[mid] < x) low = mid + 1; else high = mid;
+  }
+  if (low == 0) return 0u;
+  if (low == 256) return 255u;
+  return x - kiln_dynamic_map8[low - 1] <= kiln_dynamic_map8[low] - x ? low - 1 : low;
+}
+)CUDA";
+  return text;
+}
+
+std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8) {
   std::string prelude;
   if (f16)
     prelude += kF16Prelude;
   if (bf16)
     prelude += kBf16Prelude;
-  return prelude + kPrelude;
+  prelude += kPrelude;
+  if (dynamicMap8)
+    prelude += dynamicMap8Prelude();
+  return prelude;
 }
 
 std::string CudaSource::standalone() const {
-  return comment + "\n" + cudaPrelude(bf16, f16) + "\n" + body;
+  return comment + "\n" + cudaPrelude(bf16, f16, dynamicMap8) + "\n" + body;
 }
 
 FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names) {

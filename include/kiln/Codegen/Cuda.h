@@ -47,10 +47,12 @@ struct CudaSource {
   std::string comment; // what the kernel computes, its parameters
   std::string body;    // the __global__ function
   bool bf16 = false, f16 = false;
+  bool dynamicMap8 = false; // uses the 8-bit dynamic map (NF4 double quant)
   std::string standalone() const;
 };
-/// Device helpers (block reductions, atomics) and the fp16/bf16 headers.
-std::string cudaPrelude(bool bf16, bool f16);
+/// Device helpers (block reductions, atomics), the fp16/bf16 headers and,
+/// when asked, the 8-bit dynamic quantization map.
+std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false);
 
 /// Step 3: the kernel's CUDA C++.
 mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names);

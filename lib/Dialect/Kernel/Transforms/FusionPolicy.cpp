@@ -20,7 +20,7 @@ OpClass classifyOp(Operation *op) {
             LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, SelectOp, ExpandOp,
             TransposeOp, SliceOp, ConcatOp, PadOp, IotaOp, TriluOp, GatherOp,
             GatherElementsOp, GatherNdOp, DropoutOp, RandomUniformOp,
-            Nf4DequantizeOp>([](auto) { return OpClass::Elementwise; })
+            Nf4DequantizeOp, DequantizeBlockwise8bitOp>([](auto) { return OpClass::Elementwise; })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto) { return OpClass::Reduce; })
       .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp,
             LogSoftmaxGradOp, LayerNormGradOp, RmsNormGradOp, CrossEntropyOp,
@@ -34,6 +34,7 @@ OpClass classifyOp(Operation *op) {
       .Case<Nf4QuantizeOp>([](Nf4QuantizeOp q) {
         return q.getBlockSize() % 2 == 0 ? OpClass::Quantize : OpClass::Unsupported;
       })
+      .Case<QuantizeBlockwise8bitOp>([](auto) { return OpClass::Quantize; })
       .Default([](auto) { return OpClass::Unsupported; });
 }
 
@@ -174,8 +175,7 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
     break;
   case FusionKind::quantize: {
     // One block of threads per quantization block.
-    auto quantize = cast<Nf4QuantizeOp>(anchor);
-    shape.items = getDim(type(quantize.getAbsmax()), 0);
+    shape.items = getDim(type(anchor->getResult(1)), 0); // absmax: one per block
     shape.itemsPerBlock = 1;
     shape.block = 64;
     break;
