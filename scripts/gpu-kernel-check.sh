@@ -28,7 +28,7 @@ prepare)
   done
   ;;
 run)
-  dirs=$(find "$out/data" -mindepth 1 -maxdepth 1 -type d | sort | tr '\n' ';')
+  dirs=$(find "$(cd "$out" && pwd)/data" -mindepth 1 -maxdepth 1 -type d | sort | tr '\n' ';')
   cmake -S runtime -B "$out/runtime" -G Ninja -DKILN_KERNEL_CHECK_DIRS="$dirs" > /dev/null
   cmake --build "$out/runtime"
   ctest --test-dir "$out/runtime" -L gpu -R kernel-check --output-on-failure

@@ -112,6 +112,33 @@ __device__ __forceinline__ void kiln_atomic_add(__half *p, float v) { atomicAdd(
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+bool isNarrowFloat(Type t) { return t.isBF16() || t.isF16(); }
+
+/// bf16/f16 values are computed in float but must hold what the graph's type
+/// holds, as the interpreter's values do: every bf16/f16 result inside a
+/// fused kernel is rounded to its type, so fusion changes where values live,
+/// never what they are. Loads are exact already.
+/// Whether `expr` is exactly one call `fn(...)` (a load that widens).
+bool isSingleCall(StringRef expr, StringRef fn) {
+  if (!expr.starts_with(fn) || !expr.ends_with(")"))
+    return false;
+  int depth = 0;
+  for (size_t i = fn.size() - 1; i < expr.size(); ++i) {
+    depth += expr[i] == '(' ? 1 : expr[i] == ')' ? -1 : 0;
+    if (depth == 0 && i + 1 != expr.size())
+      return false;
+  }
+  return true;
+}
+
+std::string roundedToStorage(Type t, const std::string &expr) {
+  if (t.isBF16() && !isSingleCall(expr, "__bfloat162float("))
+    return "__bfloat162float(__float2bfloat16(" + expr + "))";
+  if (t.isF16() && !isSingleCall(expr, "__half2float("))
+    return "__half2float(__float2half(" + expr + "))";
+  return expr;
+}
+
 /// The C type values are computed in: bf16/f16 widen to float.
 std::string computeType(Type t) {
   if (t.isF64())
@@ -368,7 +395,8 @@ struct Printer {
   /// Prints `T name = expr;` and remembers it.
   std::string let(Value v, ArrayRef<std::string> idx, const std::string &expr) {
     std::string name = fresh("v");
-    line("const " + computeType(typeOf(v).getElementType()) + " " + name + " = " + expr + ";");
+    line("const " + computeType(typeOf(v).getElementType()) + " " + name + " = " +
+         roundedToStorage(typeOf(v).getElementType(), expr) + ";");
     remember(v, idx, name);
     return name;
   }
@@ -451,7 +479,9 @@ struct Printer {
         .Case<StopGradientOp>([&](auto) { return operandAt(0); })
         .Case<CastOp>([&](auto) {
           std::string x = operandAt(0), converted = convert(x, inElement, element);
-          if (converted == x) { // bf16 <-> f32 computes in float either way
+          // Widening bf16/f16 to f32 is exact: nothing to compute. Narrowing
+          // goes through let(), which rounds to the narrow type.
+          if (converted == x && !isNarrowFloat(element)) {
             remember(v, idx, x);
             return x;
           }
