@@ -132,3 +132,17 @@ func.func @update(%p: tensor<?x8xf32, #kiln.dims<[n]>>, %g: tensor<?x8xf32, #kil
 // MANIFEST-NEXT: "sm_80": "module0.sm_80.cubin",
 // MANIFEST-NEXT: "sm_90": "module0.sm_90.cubin"
 // MANIFEST: "ptx": "module0.ptx"
+
+// bf16 values computed inside a kernel hold what their type holds: the
+// narrowing cast and the bf16 exp are each rounded to bf16 (as the
+// interpreter's values are), the widening cast is free.
+// RUN: cat %t/bf16_chain_k0_*.cu | FileCheck %s --check-prefix=ROUND
+// ROUND: const float [[C:v[0-9]+]] = __bfloat162float(__float2bfloat16(
+// ROUND: const float [[E:v[0-9]+]] = __bfloat162float(__float2bfloat16(expf([[C]])));
+// ROUND: out0[flat] = (float)([[E]]);
+func.func @bf16_chain(%x: tensor<?x3xf32, #kiln.dims<[n]>>) -> tensor<?x3xf32, #kiln.dims<[n]>> {
+  %0 = kiln.cast %x : tensor<?x3xf32, #kiln.dims<[n]>> -> tensor<?x3xbf16, #kiln.dims<[n]>>
+  %1 = kiln.exp %0 : tensor<?x3xbf16, #kiln.dims<[n]>>
+  %2 = kiln.cast %1 : tensor<?x3xbf16, #kiln.dims<[n]>> -> tensor<?x3xf32, #kiln.dims<[n]>>
+  return %2 : tensor<?x3xf32, #kiln.dims<[n]>>
+}
