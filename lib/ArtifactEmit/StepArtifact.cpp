@@ -121,7 +121,8 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
   return params.print();
 }
 
-std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel) {
+std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
+                                  const std::vector<std::string> &targets) {
   llvm::SetVector<StringRef> symbols;
   for (Type type : step.getArgumentTypes())
     if (auto tensor = llvm::dyn_cast<RankedTensorType>(type))
@@ -136,10 +137,28 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel) {
   meta.set("creator", Json::string("kiln compile"));
   meta.set("model", Json::string(sourceModel.str()));
   meta.set("entry", Json::string(step.getSymName().str()));
-  // Filled in by codegen with the architectures of the kernel images.
-  meta.set("targets", Json::array());
+  Json archs = Json::array();
+  for (const std::string &target : targets)
+    archs.push(Json::string(target));
+  meta.set("targets", std::move(archs));
   meta.set("symbols", std::move(names));
   return meta.print(/*pretty=*/true) + "\n";
+}
+
+FailureOr<std::vector<std::pair<std::string, std::string>>>
+kiln::stepArtifactSections(ModuleOp module, StringRef sourceModel,
+                           const std::vector<std::string> &targets) {
+  auto step = module.lookupSymbol<func::FuncOp>("main");
+  if (!step)
+    return module.emitError("no @main step function to write");
+  FailureOr<std::string> guards = emitGuardsSection(step);
+  FailureOr<std::string> params = emitParamsSection(module, step);
+  if (failed(guards) || failed(params))
+    return failure();
+  return std::vector<std::pair<std::string, std::string>>{
+      {"meta", emitMetaSection(step, sourceModel, targets)},
+      {"guards", *guards},
+      {"params", *params}};
 }
 
 LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel,

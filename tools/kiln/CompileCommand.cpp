@@ -49,8 +49,8 @@ cl::opt<Emit> emit(
                           "step) -> (loss, new params, new state)"),
                clEnumValN(Emit::Artifact, "artifact",
                           "the training step as a .kiln artifact (-o): meta, "
-                          "guards, parameter layout (kernels and the step "
-                          "program come with codegen)"),
+                          "guards, parameters, kernel images (--arch), step "
+                          "and init programs"),
                clEnumValN(Emit::FusedMlir, "fused-mlir",
                           "the train step with its ops grouped into "
                           "kiln_kernel.fusion regions"),
@@ -327,12 +327,12 @@ int runCompile(MLIRContext &context) {
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
   bool codegen = emit == Emit::FusedMlir || emit == Emit::KernelMlir ||
-                 emit == Emit::Cuda || fusionReport;
+                 emit == Emit::Cuda || emit == Emit::Artifact || fusionReport;
   bool buildsStep = emit == Emit::StepMlir || codegen;
   if (emit == Emit::Cuda && output == "-")
     return fail("--emit=cuda needs -o DIR");
   std::vector<std::string> archs;
-  if (emit == Emit::Cuda && archList != "none") {
+  if ((emit == Emit::Cuda || emit == Emit::Artifact) && archList != "none") {
     Expected<std::vector<std::string>> parsed = codegen::parseArchList(archList);
     if (!parsed)
       return fail(toString(parsed.takeError()));
@@ -433,8 +433,15 @@ int runCompile(MLIRContext &context) {
     if (output == "-")
       return 0; // The report is the output; -o writes the IR too.
   }
-  if (emit == Emit::Artifact)
-    return failed(writeStepArtifact(*module, model, output)) ? 1 : 0;
+  std::vector<std::pair<std::string, std::string>> artifactSections;
+  if (emit == Emit::Artifact) {
+    // From the graph-level step: lowering replaces parameters by buffers.
+    FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
+        stepArtifactSections(*module, model, archs);
+    if (failed(sections))
+      return 1;
+    artifactSections = std::move(*sections);
+  }
   if (codegen) {
     // Fusion and lowering run after the step is final (guards, buckets).
     std::vector<StepCounts> before;
@@ -461,6 +468,15 @@ int runCompile(MLIRContext &context) {
       for (func::FuncOp func : module->getOps<func::FuncOp>())
         printFusionReport(func.getName(), before[i++], countLowered(func), sizes, outs());
       return 0;
+    }
+    if (emit == Emit::Artifact) {
+      CudaOutputOptions cuda;
+      cuda.archs = archs;
+      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
+                      : kernelCache == "none" ? std::string()
+                                              : std::string(kernelCache);
+      cuda.verbose = timing;
+      return writeArtifact(*module, std::move(artifactSections), output, cuda);
     }
     if (emit == Emit::Cuda) {
       CudaOutputOptions cuda;

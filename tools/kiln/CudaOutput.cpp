@@ -121,9 +121,9 @@ std::string isolateFailures(ArrayRef<codegen::CudaSource> kernels,
 
 } // namespace
 
-int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) {
-  std::vector<codegen::CudaSource> sources;
-  std::vector<kernel::KernelOp> kernelOps;
+int buildKernels(ModuleOp module, const CudaOutputOptions &options, KernelBuild &build) {
+  std::vector<codegen::CudaSource> &sources = build.sources;
+  std::vector<kernel::KernelOp> &kernelOps = build.kernelOps;
   for (auto kernel : module.getOps<kernel::KernelOp>()) {
     FailureOr<codegen::CudaSource> source = codegen::emitCudaKernel(kernel);
     if (failed(source))
@@ -131,25 +131,9 @@ int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) 
     sources.push_back(*source);
     kernelOps.push_back(kernel);
   }
-  if (std::error_code ec = sys::fs::create_directories(dir))
-    return fail("cannot create " + dir + ": " + ec.message());
-  auto path = [&](const Twine &file) {
-    SmallString<256> p(dir);
-    sys::path::append(p, file);
-    return std::string(p);
-  };
-  for (const codegen::CudaSource &source : sources)
-    if (Error e = writeFile(path(source.name + ".cu"), source.standalone()))
-      return fail(toString(std::move(e)));
-  std::string step;
-  raw_string_ostream stepOs(step);
-  module.print(stepOs);
-  if (Error e = writeFile(path("step.mlir"), step))
-    return fail(toString(std::move(e)));
-
   // NVRTC programs: consecutive kernels behind one prelude.
-  std::vector<codegen::KernelSource> modules;
-  std::vector<std::pair<size_t, size_t>> ranges;
+  std::vector<codegen::KernelSource> &modules = build.modules;
+  std::vector<std::pair<size_t, size_t>> &ranges = build.ranges;
   for (size_t begin = 0; begin < sources.size(); begin += kKernelsPerModule) {
     size_t end = std::min(sources.size(), begin + kKernelsPerModule);
     bool bf16 = false, f16 = false, map8 = false;
@@ -166,8 +150,8 @@ int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) 
     modules.push_back({"module" + std::to_string(modules.size()), std::move(text)});
     ranges.push_back({begin, end});
   }
-  std::vector<codegen::CompiledKernel> compiled;
-  double seconds = 0;
+  std::vector<codegen::CompiledKernel> &compiled = build.compiled;
+  double &seconds = build.seconds;
   codegen::NvrtcOptions nvrtc;
   nvrtc.archs = options.archs;
   nvrtc.cacheDir = options.cacheDir;
@@ -190,6 +174,35 @@ int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) 
     }
     compiled = std::move(*result);
   }
+  return 0;
+}
+
+int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) {
+  KernelBuild build;
+  if (int rc = buildKernels(module, options, build))
+    return rc;
+  const std::vector<codegen::CudaSource> &sources = build.sources;
+  std::vector<kernel::KernelOp> &kernelOps = build.kernelOps;
+  const std::vector<codegen::KernelSource> &modules = build.modules;
+  const std::vector<std::pair<size_t, size_t>> &ranges = build.ranges;
+  const std::vector<codegen::CompiledKernel> &compiled = build.compiled;
+  double seconds = build.seconds;
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    return fail("cannot create " + dir + ": " + ec.message());
+  auto path = [&](const Twine &file) {
+    SmallString<256> p(dir);
+    sys::path::append(p, file);
+    return std::string(p);
+  };
+  for (const codegen::CudaSource &source : sources)
+    if (Error e = writeFile(path(source.name + ".cu"), source.standalone()))
+      return fail(toString(std::move(e)));
+  std::string step;
+  raw_string_ostream stepOs(step);
+  module.print(stepOs);
+  if (Error e = writeFile(path("step.mlir"), step))
+    return fail(toString(std::move(e)));
+
   unsigned hits = 0, compiles = 0;
   json::Array kernels, moduleList;
   for (auto [m, range] : llvm::enumerate(ranges)) {

@@ -3,6 +3,8 @@
 #ifndef KILN_TOOLS_KILN_CUDAOUTPUT_H
 #define KILN_TOOLS_KILN_CUDAOUTPUT_H
 
+#include "kiln/Codegen/Cuda.h"
+#include "kiln/Codegen/Nvrtc.h"
 #include "kiln/Dialect/Graph/GraphAttrs.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,6 +22,26 @@ struct CudaOutputOptions {
   std::string cacheDir;
   bool verbose = false;
 };
+
+/// The kernels of a lowered module, emitted and (for options.archs)
+/// compiled by NVRTC: modules[i] holds kernels ranges[i] of sources.
+struct KernelBuild {
+  std::vector<codegen::CudaSource> sources;
+  std::vector<kernel::KernelOp> kernelOps;
+  std::vector<codegen::KernelSource> modules;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  std::vector<codegen::CompiledKernel> compiled; // empty without archs
+  double seconds = 0;
+};
+/// Returns the exit code (errors are printed).
+int buildKernels(mlir::ModuleOp module, const CudaOutputOptions &options, KernelBuild &build);
+
+/// -o FILE.kiln for a lowered module: the meta/guards/params sections
+/// (computed before lowering), kernel images per NVRTC module, the step
+/// program of @main and the init program of @kiln_init. Returns the exit code.
+int writeArtifact(mlir::ModuleOp module,
+                  std::vector<std::pair<std::string, std::string>> sections,
+                  llvm::StringRef path, const CudaOutputOptions &options);
 
 /// DIR/<kernel>.cu, DIR/<kernel>.<arch>.cubin, DIR/<kernel>.ptx,
 /// DIR/step.mlir and DIR/manifest.json. Returns the exit code.

@@ -19,7 +19,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/StringMap.h"
+
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -40,7 +44,22 @@ mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
 /// none until codegen), the size symbols of \p step's inputs, the source
 /// model.
 std::string emitMetaSection(mlir::func::FuncOp step,
-                            llvm::StringRef sourceModel);
+                            llvm::StringRef sourceModel,
+                            const std::vector<std::string> &targets = {});
+
+/// The "step" (or "init") section: \p func, a function after
+/// kiln-lower-to-step, as the JSON step program of docs/artifact.md.
+/// \p kernelModules maps each kernel symbol to the NVRTC module (artifact
+/// section kernels/<module>/...) holding its code.
+mlir::FailureOr<std::string>
+emitStepProgramSection(mlir::func::FuncOp func,
+                       const llvm::StringMap<std::string> &kernelModules);
+
+/// meta, guards and params of \p module's `@main` (a graph-level train
+/// step), with \p targets as meta's kernel architectures.
+mlir::FailureOr<std::vector<std::pair<std::string, std::string>>>
+stepArtifactSections(mlir::ModuleOp module, llvm::StringRef sourceModel,
+                     const std::vector<std::string> &targets);
 
 /// Writes \p path: a .kiln artifact with the meta, guards and params
 /// sections of \p module's `@main` (no kernels or step program yet: codegen

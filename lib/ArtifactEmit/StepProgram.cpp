@@ -1,0 +1,267 @@
+//===- StepProgram.cpp - Encode a lowered step as the "step" section ------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A function after kiln-lower-to-step is a straight-line list of buffer ops;
+// this writes it as the JSON the runtime's executor decodes
+// (docs/artifact.md, "The step program"). Every SSA buffer gets an id in
+// definition order; sizes are #kiln.expr strings the runtime evaluates.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/ArtifactEmit/Sections.h"
+
+#include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/artifact/Json.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+using kiln::artifact::Json;
+
+namespace {
+
+const char *dtypeName(Type type) {
+  if (type.isF64())
+    return "F64";
+  if (type.isF32())
+    return "F32";
+  if (type.isF16())
+    return "F16";
+  if (type.isBF16())
+    return "BF16";
+  if (auto integer = llvm::dyn_cast<IntegerType>(type)) {
+    bool u = integer.isUnsigned();
+    switch (integer.getWidth()) {
+    case 1:
+      return "BOOL";
+    case 8:
+      return u ? "U8" : "I8";
+    case 16:
+      return u ? "U16" : "I16";
+    case 32:
+      return u ? "U32" : "I32";
+    case 64:
+      return u ? "U64" : "I64";
+    }
+  }
+  return nullptr;
+}
+
+Json expr(kiln::SymExprAttr e) { return Json::string(kiln::dimToString(e)); }
+
+/// Little-endian element bytes of a dense literal, hex encoded (bool: one
+/// byte per element).
+FailureOr<std::string> literalHex(Operation *op, ElementsAttr value) {
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return op->emitError("constant is not a dense literal; the step encoding "
+                         "holds dense literals only"),
+           failure();
+  std::string bytes;
+  auto append = [&](const APInt &bits, unsigned width) {
+    unsigned n = width < 8 ? 1 : width / 8;
+    for (unsigned i = 0; i < n; ++i)
+      bytes.push_back(static_cast<char>(bits.extractBitsAsZExtValue(
+          std::min(8u, std::max(1u, width - i * 8)), i * 8)));
+  };
+  Type element = dense.getElementType();
+  unsigned width = element.getIntOrFloatBitWidth();
+  int64_t count = dense.getNumElements();
+  if (llvm::isa<FloatType>(element)) {
+    auto values = dense.getValues<APFloat>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[dense.isSplat() ? 0 : i].bitcastToAPInt(), width);
+  } else {
+    auto values = dense.getValues<APInt>();
+    for (int64_t i = 0; i < count; ++i)
+      append(values[dense.isSplat() ? 0 : i], width);
+  }
+  static const char *digits = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    hex.push_back(digits[c >> 4]);
+    hex.push_back(digits[c & 15]);
+  }
+  return hex;
+}
+
+/// The role of a function argument or result from its kiln.* attributes.
+Json role(DictionaryAttr attrs) {
+  Json r = Json::object();
+  auto str = [&](StringRef key) {
+    return attrs ? attrs.getAs<StringAttr>(key) : StringAttr();
+  };
+  if (auto name = str("kiln.param")) {
+    r.set("role", Json::string("param"));
+    r.set("name", Json::string(name.str()));
+  } else if (auto state = str("kiln.state")) {
+    r.set("role", Json::string("state"));
+    r.set("name", Json::string(state.str()));
+  } else if (attrs && attrs.get("kiln.lr")) {
+    r.set("role", Json::string("lr"));
+  } else if (attrs && attrs.get("kiln.step")) {
+    r.set("role", Json::string("step"));
+  } else if (attrs && attrs.get("kiln.rng_seed")) {
+    r.set("role", Json::string("rng_seed"));
+  } else if (auto name = str("kiln.name")) {
+    r.set("role", Json::string(name.getValue() == "loss" ? "loss" : "input"));
+    r.set("name", Json::string(name.str()));
+  } else {
+    r.set("role", Json::string("other"));
+  }
+  return r;
+}
+
+} // namespace
+
+FailureOr<std::string>
+kiln::emitStepProgramSection(func::FuncOp func,
+                             const llvm::StringMap<std::string> &kernelModules) {
+  llvm::DenseMap<Value, int64_t> ids;
+  Json buffers = Json::array();
+  auto define = [&](Value v) -> FailureOr<int64_t> {
+    auto buffer = llvm::dyn_cast<kernel::BufferType>(v.getType());
+    if (!buffer)
+      return func.emitError("step value of type ") << v.getType() << " is not a buffer";
+    RankedTensorType tensor = buffer.getTensor();
+    const char *dtype = dtypeName(tensor.getElementType());
+    if (!dtype)
+      return func.emitError("buffer element type ") << tensor.getElementType()
+                                                     << " has no dtype name";
+    Json shape = Json::array();
+    for (Dim d : getDims(tensor))
+      shape.push(expr(d));
+    Json entry = Json::object();
+    entry.set("dtype", Json::string(dtype));
+    entry.set("shape", std::move(shape));
+    int64_t id = static_cast<int64_t>(ids.size());
+    ids[v] = id;
+    buffers.push(std::move(entry));
+    return id;
+  };
+  auto use = [&](Value v) { return Json::integer(ids.lookup(v)); };
+
+  Json args = Json::array();
+  for (BlockArgument arg : func.getArguments()) {
+    FailureOr<int64_t> id = define(arg);
+    if (failed(id))
+      return failure();
+    Json entry = role(func.getArgAttrDict(arg.getArgNumber()));
+    entry.set("buffer", Json::integer(*id));
+    args.push(std::move(entry));
+  }
+
+  Json ops = Json::array();
+  Json results = Json::array();
+  for (Operation &op : func.getBody().front()) {
+    Json entry = Json::object();
+    auto result = [&]() -> LogicalResult {
+      FailureOr<int64_t> id = define(op.getResult(0));
+      if (failed(id))
+        return failure();
+      entry.set("result", Json::integer(*id));
+      return success();
+    };
+    if (isa<kernel::AllocOp>(op)) {
+      entry.set("op", Json::string("alloc"));
+      if (failed(result()))
+        return failure();
+    } else if (auto view = dyn_cast<kernel::ViewOp>(op)) {
+      entry.set("op", Json::string("view"));
+      entry.set("source", use(view.getSource()));
+      if (failed(result()))
+        return failure();
+    } else if (auto weight = dyn_cast<kernel::WeightOp>(op)) {
+      entry.set("op", Json::string("weight"));
+      entry.set("name", Json::string(weight.getName().str()));
+      if (failed(result()))
+        return failure();
+    } else if (auto constant = dyn_cast<kernel::ConstantOp>(op)) {
+      FailureOr<std::string> hex = literalHex(&op, constant.getValue());
+      if (failed(hex))
+        return failure();
+      entry.set("op", Json::string("constant"));
+      entry.set("bytes", Json::string(*hex));
+      if (failed(result()))
+        return failure();
+    } else if (auto fill = dyn_cast<kernel::FillOp>(op)) {
+      entry.set("op", Json::string("fill"));
+      entry.set("target", use(fill.getTarget()));
+      entry.set("value", Json::number(fill.getValue().convertToDouble()));
+    } else if (auto copy = dyn_cast<kernel::CopyOp>(op)) {
+      entry.set("op", Json::string("copy"));
+      entry.set("source", use(copy.getSource()));
+      entry.set("target", use(copy.getTarget()));
+    } else if (auto launch = dyn_cast<kernel::LaunchOp>(op)) {
+      StringRef name = launch.getKernel();
+      auto kernelOp = SymbolTable::lookupNearestSymbolFrom<kernel::KernelOp>(
+          func, launch.getKernelAttr());
+      auto module = kernelModules.find(name);
+      if (!kernelOp || module == kernelModules.end())
+        return launch.emitError("launch of @") << name << " has no compiled kernel";
+      entry.set("op", Json::string("launch"));
+      entry.set("kernel", Json::string(name.str()));
+      entry.set("module", Json::string(module->second));
+      Json operands = Json::array();
+      for (Value v : launch.getIns())
+        operands.push(use(v));
+      for (Value v : launch.getOuts())
+        operands.push(use(v));
+      entry.set("args", std::move(operands));
+      Json symbols = Json::array();
+      for (Attribute sym : kernelOp.getSymbols())
+        symbols.push(Json::string(llvm::cast<StringAttr>(sym).str()));
+      entry.set("symbols", std::move(symbols));
+      entry.set("items", expr(launch.getItems()));
+      entry.set("per", Json::integer(launch.getItemsPerBlock()));
+      entry.set("block", Json::integer(launch.getBlock()));
+      entry.set("shared", expr(launch.getShared()));
+    } else if (auto gemm = dyn_cast<kernel::GemmOp>(op)) {
+      entry.set("op", Json::string("gemm"));
+      entry.set("a", use(gemm.getA()));
+      entry.set("b", use(gemm.getB()));
+      if (gemm.getBias())
+        entry.set("bias", use(gemm.getBias()));
+      entry.set("c", use(gemm.getC()));
+      entry.set("trans_a", Json::boolean(gemm.getTransA()));
+      entry.set("trans_b", Json::boolean(gemm.getTransB()));
+      entry.set("m", expr(gemm.getM()));
+      entry.set("n", expr(gemm.getN()));
+      entry.set("k", expr(gemm.getK()));
+      entry.set("batch", expr(gemm.getBatch()));
+      Json strides = Json::array();
+      for (Dim d : gemm.getStrides().getDims())
+        strides.push(expr(d));
+      entry.set("strides", std::move(strides));
+      entry.set("epilogue", Json::string(kernel::stringifyEpilogue(gemm.getEpilogue()).str()));
+      entry.set("compute", Json::string(dtypeName(gemm.getCompute())));
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        Json r = role(func.getResultAttrDict(i));
+        r.set("buffer", use(v));
+        results.push(std::move(r));
+      }
+      continue;
+    } else {
+      return op.emitError("op cannot be encoded in a step program (run "
+                          "kiln-lower-to-step first)");
+    }
+    ops.push(std::move(entry));
+  }
+
+  Json program = Json::object();
+  program.set("format", Json::string("kiln-step-program"));
+  program.set("version", Json::integer(1));
+  program.set("function", Json::string(func.getSymName().str()));
+  program.set("buffers", std::move(buffers));
+  program.set("args", std::move(args));
+  program.set("results", std::move(results));
+  program.set("ops", std::move(ops));
+  return program.print() + "\n";
+}
