@@ -259,6 +259,8 @@ kiln::emitStepProgramSection(func::FuncOp func,
   program.set("format", Json::string("kiln-step-program"));
   program.set("version", Json::integer(1));
   program.set("function", Json::string(func.getSymName().str()));
+  if (auto lr = func->getAttrOfType<FloatAttr>("kiln.default_lr"))
+    program.set("default_lr", Json::number(lr.getValueAsDouble()));
   program.set("buffers", std::move(buffers));
   program.set("args", std::move(args));
   program.set("results", std::move(results));

@@ -55,12 +55,12 @@ inspect-truncated)
   ;;
 inspect-bitflip)
   fixtures
-  # A bit in the "step" payload (its offset from inspect), then one in the
+  # A bit in the "notes" payload (its offset from inspect), then one in the
   # header.
-  step_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "step" {print $1}')
-  [ -n "$step_offset" ] || fail "no step section"
+  step_offset=$("$kiln_run" inspect a.kiln | awk '$4 == "notes" {print $1}')
+  [ -n "$step_offset" ] || fail "no notes section"
   "$test_files" flip a.kiln $((step_offset + 5)) 3
-  expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'step' checksum mismatch" "$kiln_run" inspect a.kiln
+  expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: section 'notes' checksum mismatch" "$kiln_run" inspect a.kiln
   "$test_files" artifact a.kiln && "$test_files" flip a.kiln 17 0
   expect 1 "kiln-run: error: a.kiln: corrupt Kiln artifact: header checksum mismatch" "$kiln_run" inspect a.kiln
   "$test_files" artifact a.kiln && "$test_files" flip a.kiln 8 1
@@ -139,7 +139,7 @@ train-resume)
   train --weights w.safetensors --resume ckpt.safetensors >out.txt 2>err.txt
   cat out.txt err.txt
   grep -q '^resume ckpt.safetensors: step 7$' out.txt || fail "resume line"
-  grep -q '^kiln-run: error: step program execution not built yet' err.txt || fail "not-built line"
+  grep -q '^kiln-run: error: the artifact has no step program' err.txt || fail "no-step-program line"
   expect 1 "kiln-run: error: w.safetensors: not a kiln-run checkpoint (no integer metadata 'kiln.step')" train --weights w.safetensors --resume w.safetensors
   ;;
 train-data)
@@ -161,7 +161,7 @@ train-not-built)
     cat out.txt err.txt
     [ $rc = 5 ] || fail "exit $rc, expected 5"
     [ "$(wc -l <err.txt)" = 1 ] || fail "stderr must be one line"
-    grep -q '^kiln-run: error: step program execution not built yet (artifact, \(weights, \)\?data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); nothing was trained$' err.txt ||
+    grep -q '^kiln-run: error: the artifact has no step program (artifact, \(weights, \)\?data and guards are valid; \(device checks skipped: no CUDA driver\|device 0: .*, [0-9]* kernel image(s) loaded ([0-9]* by PTX JIT), cuBLASLt [0-9.]* started\)); recompile with kiln compile --emit=artifact; nothing was trained$' err.txt ||
       fail "not the not-built line"
     grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
   done
@@ -172,7 +172,7 @@ train-device-gpu)
   train --weights w.safetensors >out.txt 2>err.txt; rc=$?
   cat out.txt err.txt
   [ $rc = 5 ] || fail "exit $rc, expected 5"
-  grep -q '^kiln-run: error: step program execution not built yet (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .*, 1 kernel image(s) loaded (1 by PTX JIT), cuBLASLt [0-9.]* started); nothing was trained$' err.txt ||
+  grep -q '^kiln-run: error: the artifact has no step program (artifact, weights, data and guards are valid; device 0: .*, sm_[0-9]*, .*, 1 kernel image(s) loaded (1 by PTX JIT), cuBLASLt [0-9.]* started); recompile with kiln compile --emit=artifact; nothing was trained$' err.txt ||
     fail "device checks did not run"
   ;;
 train-wrong-arch-gpu)

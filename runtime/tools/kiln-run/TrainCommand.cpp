@@ -8,8 +8,8 @@
 // needs before touching the GPU: the artifact, the weights against its
 // parameter layout, a resumed checkpoint, the token data, the sizes against
 // the guards and, where a driver exists, the device against the kernel
-// images and cuBLASLt. Executing the step program is not built yet: the
-// command then stops with one line saying so, and never pretends to train.
+// images and cuBLASLt. Then it runs the step program (StepExecutor): the
+// init program once, then N steps, logging and saving a checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +19,14 @@
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/TokenData.h"
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,7 +56,10 @@ constexpr const char *kTrainUsage =
     "(safetensors)\n"
     "  --resume FILE           continue from a --save checkpoint\n"
     "  --save-adapters DIR     write LoRA weights as a PEFT adapter directory\n"
-    "  --device N              CUDA device ordinal (default 0)\n";
+    "  --device N              CUDA device ordinal (default 0)\n"
+    "  --input NAME=FILE       a data input's raw elements, the same every "
+    "step\n"
+    "  --graphs on|off         capture the step as a CUDA Graph (default on)\n";
 
 /// Parses a non-negative integer flag; false with a message otherwise.
 bool parseCount(const std::string &flag, const std::string &text,
@@ -68,6 +75,145 @@ bool parseCount(const std::string &flag, const std::string &text,
   out = value;
   return true;
 }
+
+/// The training loop on the GPU (docs/runtime.md, train).
+int executeSteps(const StepArtifact &artifact, const Device &gpu,
+                 const CublasLt &lt, const std::string &weightsPath,
+                 const Arguments &args, const SymbolBindings &sizes,
+                 int64_t startStep, int64_t steps, int64_t logEvery,
+                 uint64_t seed, const TokenFile *tokens) {
+  Expected<SafetensorsFile> weights = SafetensorsFile::open(weightsPath);
+  if (!weights)
+    return error(kExitBadInput, weights.getError());
+  StepExecutor::Options options;
+  options.sizes = sizes;
+  options.seed = seed;
+  if (std::optional<std::string> graphs = args.get("graphs")) {
+    if (*graphs != "on" && *graphs != "off")
+      return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
+    options.useGraphs = *graphs == "on";
+  }
+  Expected<std::unique_ptr<StepExecutor>> made =
+      StepExecutor::create(artifact, gpu, lt, &*weights, options);
+  if (!made)
+    return error(kExitBadInput, made.getError());
+  StepExecutor &x = **made;
+  if (std::optional<std::string> resume = args.get("resume")) {
+    Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
+    if (!ckpt)
+      return error(kExitBadInput, ckpt.getError());
+    if (Status s = x.loadCheckpoint(*ckpt); !s)
+      return error(kExitBadInput, s.getError());
+  }
+  std::printf("step program: %zu launches, %zu GEMMs; device memory: %zu bytes "
+              "persistent + %zu bytes arena (planned)\n",
+              x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
+              x.getArenaBytes());
+  double lr = 0;
+  if (std::optional<std::string> text = args.get("lr"))
+    lr = std::strtod(text->c_str(), nullptr);
+  else if (x.getDefaultLr())
+    lr = *x.getDefaultLr();
+  else
+    return error(kExitUsage, "the step has no compiled learning rate; pass --lr");
+
+  // Fixed inputs (--input NAME=FILE: raw elements of the input's dtype)
+  // replace the token windows for the inputs they name.
+  std::set<std::string> fixed;
+  for (const std::string &spec : args.getAll("input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return error(kExitUsage, "--input needs NAME=FILE, got '" + spec + "'");
+    std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    Expected<std::pair<DType, int64_t>> input = x.getInputSpec(name);
+    if (!input)
+      return error(kExitUsage, "--input " + name + ": " + input.getError());
+    Expected<MappedFile> file = MappedFile::open(path);
+    if (!file)
+      return error(kExitBadInput, file.getError());
+    size_t want = static_cast<size_t>(input->second) * dtypeSize(input->first);
+    if (file->size() != want)
+      return error(kExitBadInput,
+                   path + ": " + std::to_string(file->size()) + " bytes; input '" +
+                       name + "' needs " + std::to_string(input->second) + " " +
+                       dtypeName(input->first) + " elements (" +
+                       std::to_string(want) + " bytes)");
+    if (Status s = x.setInput(name, file->data(), input->first,
+                              static_cast<size_t>(input->second));
+        !s)
+      return error(kExitBadInput, s.getError());
+    fixed.insert(name);
+  }
+
+  int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
+  std::vector<uint32_t> windows, row;
+  double peak = static_cast<double>(x.getPersistentBytes() + x.getArenaBytes());
+  for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
+    auto begin = std::chrono::steady_clock::now();
+    bool sampled = false;
+    for (const std::string &name : x.getDataInputs()) {
+      if (fixed.count(name))
+        continue;
+      if (!tokens)
+        return error(kExitUsage, "input '" + name + "' needs --data or --input");
+      if (!sampled) {
+        if (Status s = tokens->sampleBatch(seed, static_cast<uint64_t>(t - 1),
+                                           batch, seq, windows);
+            !s)
+          return error(kExitBadInput, s.getError());
+        sampled = true;
+      }
+      // Labels are the windows shifted by one token; the rest read the
+      // window's first seq tokens.
+      bool labels = name == "labels" || name == "targets" || name == "target";
+      row.clear();
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < seq; ++i)
+          row.push_back(windows[b * (seq + 1) + i + (labels ? 1 : 0)]);
+      if (Status s = x.setInput(name, row.data(), DType::U32, row.size()); !s)
+        return error(kExitBadInput, s.getError());
+    }
+    Expected<double> loss = x.runStep(t, lr);
+    if (!loss)
+      return error(kExitNoDevice, "step " + std::to_string(t) + ": " + loss.getError());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - begin)
+                    .count();
+    if (!std::isfinite(*loss))
+      return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
+                                      std::to_string(*loss));
+    if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1)
+      std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f\n",
+                  static_cast<long long>(t), *loss, ms,
+                  static_cast<double>(batch * seq) / (ms / 1000.0), peak);
+    std::fflush(stdout);
+  }
+  if (x.getGraphCaptures())
+    std::printf("cuda graphs: %zu captured\n", x.getGraphCaptures());
+
+  if (std::optional<std::string> path = args.get("save")) {
+    std::vector<std::pair<std::string, NamedTensor *>> params, state;
+    if (Status s = x.readTrainable(params, state); !s)
+      return error(kExitNoDevice, s.getError());
+    std::vector<std::string> hostBytes;
+    hostBytes.reserve(params.size() + state.size());
+    std::vector<TensorData> p, st;
+    for (auto *list : {&params, &state})
+      for (auto &[name, tensor] : *list) {
+        Expected<std::string> bytes = x.download(*tensor);
+        if (!bytes)
+          return error(kExitNoDevice, bytes.getError());
+        hostBytes.push_back(std::move(*bytes));
+        (list == &params ? p : st)
+            .push_back({name, tensor->dtype, tensor->shape, hostBytes.back().data()});
+      }
+    if (Status s = writeCheckpoint(*path, startStep + steps, p, st); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("saved %s: step %lld\n", path->c_str(),
+                static_cast<long long>(startStep + steps));
+  }
+  return 0;
+}
 } // namespace
 
 int kiln::run::runTrain(int argc, char **argv) {
@@ -80,7 +226,8 @@ int kiln::run::runTrain(int argc, char **argv) {
   std::optional<Arguments> args = Arguments::parse(
       argc, argv,
       {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-       "seed", "lr", "log-every", "save", "resume", "save-adapters", "device"},
+       "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
+       "input", "graphs"},
       message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");
@@ -90,7 +237,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   const std::string &artifactPath = args->positional[0];
 
   // Flags first: a typo should not wait for a multi-GiB weights file.
-  for (const char *required : {"data", "steps", "batch", "seq"})
+  if (!args->get("data") && args->getAll("input").empty())
+    return error(kExitUsage, "missing --data (see 'kiln-run train --help')");
+  for (const char *required : {"steps", "batch", "seq"})
     if (!args->get(required))
       return error(kExitUsage, std::string("missing --") + required +
                                    " (see 'kiln-run train --help')");
@@ -197,10 +346,14 @@ int kiln::run::runTrain(int argc, char **argv) {
                 static_cast<long long>(startStep));
   }
 
-  // Data: the first step's windows, so a bad file fails now.
-  Expected<TokenFile> tokens = TokenFile::open(*args->get("data"), *tokenDType);
-  if (!tokens)
-    return error(kExitBadInput, tokens.getError());
+  // Data: the first step's windows, so a bad file fails now (--input alone
+  // feeds fixed tensors instead).
+  std::optional<TokenFile> tokens;
+  if (args->get("data")) {
+  Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
+  if (!opened)
+    return error(kExitBadInput, opened.getError());
+  tokens.emplace(std::move(*opened));
   std::vector<uint32_t> windows;
   uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
   if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
@@ -214,15 +367,20 @@ int kiln::run::runTrain(int argc, char **argv) {
               static_cast<unsigned long long>(tokens->getTokenCount()),
               static_cast<long long>(batch), static_cast<long long>(seq + 1),
               static_cast<long long>(seed));
+  }
 
   // The device, where there is a driver: every kernel's image must load
   // (cubin, or PTX through the driver's JIT) and cuBLASLt must start on it.
   std::string deviceNote = "device checks skipped: no CUDA driver";
-  if (Expected<CudaDriver> driver = CudaDriver::load()) {
-    Expected<Device> gpu = Device::open(*driver, static_cast<int>(device));
-    if (!gpu)
+  Expected<CudaDriver> driver = CudaDriver::load();
+  std::optional<Device> gpu;
+  std::optional<CublasLt> lt;
+  if (driver) {
+    Expected<Device> opened = Device::open(*driver, static_cast<int>(device));
+    if (!opened)
       return error(kExitNoDevice, "--device " + std::to_string(device) + ": " +
-                                      gpu.getError());
+                                      opened.getError());
+    gpu.emplace(std::move(*opened));
     const DeviceInfo &info = gpu->getInfo();
     std::vector<KernelModule> modules;
     size_t jitted = 0;
@@ -240,9 +398,10 @@ int kiln::run::runTrain(int argc, char **argv) {
       modules.push_back(std::move(*module));
       jitted += image->needsJit;
     }
-    Expected<CublasLt> lt = CublasLt::load();
-    if (!lt)
-      return error(kExitNoDevice, lt.getError());
+    Expected<CublasLt> loaded = CublasLt::load();
+    if (!loaded)
+      return error(kExitNoDevice, loaded.getError());
+    lt.emplace(std::move(*loaded));
     cublasLtHandle_t handle = nullptr;
     if (cublasStatus_t status = lt->cublasLtCreate(&handle);
         status != CUBLAS_STATUS_SUCCESS)
@@ -254,10 +413,21 @@ int kiln::run::runTrain(int argc, char **argv) {
                  " by PTX JIT), cuBLASLt " + lt->getVersionString() +
                  " started";
   }
-  (void)logEvery;
-  return error(kExitNotBuilt,
-               "step program execution not built yet (artifact, " +
-                   std::string(weightFiles.empty() ? "" : "weights, ") +
-                   "data and guards are valid; " + deviceNote +
-                   "); nothing was trained");
+  if (!step->hasStepProgram())
+    return error(kExitNotBuilt,
+                 "the artifact has no step program (artifact, " +
+                     std::string(weightFiles.empty() ? "" : "weights, ") +
+                     "data and guards are valid; " + deviceNote +
+                     "); recompile with kiln compile --emit=artifact; nothing "
+                     "was trained");
+  if (!gpu)
+    return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
+                                    "; nothing was trained");
+  if (init)
+    return error(kExitNotBuilt, "--init random is not built for step "
+                                "execution yet; pass --weights");
+  std::printf("%s\n", deviceNote.c_str());
+  return executeSteps(*step, *gpu, *lt, weightFiles.front(), *args, sizes,
+                      startStep, steps, logEvery, static_cast<uint64_t>(seed),
+                      tokens ? &*tokens : nullptr);
 }

@@ -1,0 +1,80 @@
+//===- StepProgram.h - The decoded "step"/"init" section --------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The step program a .kiln artifact carries (docs/artifact.md, "The step
+// program"): buffers with dtype and symbolic shape, the function's argument
+// and result roles, and a straight-line list of ops. Decoding checks every
+// buffer id and expression, so the executor never meets a malformed one.
+// Plain C++17, no CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_STEPPROGRAM_H
+#define KILN_RUNTIME_STEPPROGRAM_H
+
+#include "kiln/artifact/Guards.h"
+#include "kiln/artifact/Safetensors.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+struct ProgramBuffer {
+  artifact::DType dtype = artifact::DType::F32;
+  std::vector<artifact::SizeExpr> shape;
+};
+
+/// A function argument or result: "input" (data, by name), "param",
+/// "state", "lr", "step", "rng_seed", "loss", or "other".
+struct ProgramBinding {
+  std::string role;
+  std::string name;
+  int buffer = -1;
+};
+
+struct ProgramOp {
+  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm };
+  Kind kind = Kind::Alloc;
+  int result = -1;         ///< alloc, view, weight, constant
+  int source = -1;         ///< view, copy
+  int target = -1;         ///< fill, copy
+  std::string name;        ///< weight: its name; launch: the kernel symbol
+  std::string bytes;       ///< constant: raw little-endian element bytes
+  double value = 0;        ///< fill
+  std::string module;      ///< launch: kernels/<module>/...
+  std::vector<int> args;   ///< launch: inputs then outputs
+  std::vector<std::string> symbols; ///< launch: the int64 arguments after them
+  std::optional<artifact::SizeExpr> items, shared;
+  int64_t per = 1, block = 1;
+  int a = -1, b = -1, bias = -1, c = -1; ///< gemm
+  bool transA = false, transB = false;
+  std::optional<artifact::SizeExpr> m, n, k, batch;
+  std::vector<artifact::SizeExpr> strides; ///< gemm: a, b, c element strides
+  std::string epilogue;                    ///< gemm: "none", "bias", ...
+};
+
+class StepProgram {
+public:
+  /// Decodes the JSON of a "step" or "init" section; \p origin names it in
+  /// errors ("step.kiln: section 'step': ...").
+  static Expected<StepProgram> decode(std::string_view json,
+                                      const std::string &origin);
+
+  std::vector<ProgramBuffer> buffers;
+  std::vector<ProgramBinding> args, results;
+  std::vector<ProgramOp> ops;
+  std::optional<double> defaultLr;
+
+  /// Elements of buffer \p id at \p sizes.
+  Expected<int64_t> elementCount(int id,
+                                 const artifact::SymbolBindings &sizes) const;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_STEPPROGRAM_H

@@ -1,0 +1,1121 @@
+//===- StepExecutor.cpp - Run a compiled step program on the GPU ----------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/StepExecutor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+//===----------------------------------------------------------------------===//
+// DeviceBuffer and element conversion
+//===----------------------------------------------------------------------===//
+
+Expected<DeviceBuffer> DeviceBuffer::allocate(const Device &device, size_t bytes) {
+  DeviceBuffer buffer;
+  buffer.driver = &device.getDriver();
+  buffer.bytes = bytes;
+  if (bytes == 0)
+    return buffer;
+  if (Status status = device.check(buffer.driver->cuMemAlloc_v2(&buffer.ptr, bytes), "cuMemAlloc");
+      !status)
+    return status.takeError();
+  return buffer;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
+    : driver(other.driver), ptr(other.ptr), bytes(other.bytes) {
+  other.ptr = 0;
+}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    if (ptr)
+      driver->cuMemFree_v2(ptr);
+    driver = other.driver;
+    ptr = other.ptr;
+    bytes = other.bytes;
+    other.ptr = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr)
+    driver->cuMemFree_v2(ptr);
+}
+
+namespace {
+
+bool isFloat(DType t) {
+  return t == DType::F64 || t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+bool isInteger(DType t) {
+  return t == DType::I64 || t == DType::I32 || t == DType::U32 || t == DType::U16 ||
+         t == DType::I16 || t == DType::U8 || t == DType::I8 || t == DType::BOOL ||
+         t == DType::U64;
+}
+
+uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t toBf16(float f) {
+  uint32_t u = floatBits(f);
+  if ((u & 0x7fffffff) > 0x7f800000)
+    return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+float fromF16(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0)
+    return (sign ? -1.f : 1.f) * std::ldexp(static_cast<float>(mant), -24);
+  if (exp == 31)
+    return bitsFloat(sign | 0x7f800000u | (mant << 13));
+  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+uint16_t toF16(float f) {
+  // Round to nearest even through the magnitude's scaled integer value.
+  uint32_t u = floatBits(f);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  float a = std::fabs(f);
+  if (std::isnan(f))
+    return sign | 0x7e00;
+  if (a >= 65520.f)
+    return sign | 0x7c00;
+  if (a < 6.103515625e-05f) // subnormal: units of 2^-24
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));
+  int e;
+  float m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
+  float scaled = std::nearbyint(m * 2048.f); // 11 significant bits
+  if (scaled >= 2048.f) {
+    scaled /= 2;
+    ++e;
+  }
+  uint32_t mant = static_cast<uint32_t>(scaled) - 1024;
+  uint32_t exp = static_cast<uint32_t>(e - 1 + 15);
+  if (exp >= 31)
+    return sign | 0x7c00;
+  return sign | static_cast<uint16_t>((exp << 10) | mant);
+}
+
+double readFloat(const unsigned char *p, DType t) {
+  switch (t) {
+  case DType::F64: {
+    double d;
+    std::memcpy(&d, p, 8);
+    return d;
+  }
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bitsFloat(static_cast<uint32_t>(h) << 16);
+  }
+  default: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return fromF16(h);
+  }
+  }
+}
+void writeFloat(unsigned char *p, DType t, double v) {
+  switch (t) {
+  case DType::F64:
+    std::memcpy(p, &v, 8);
+    break;
+  case DType::F32: {
+    float f = static_cast<float>(v);
+    std::memcpy(p, &f, 4);
+    break;
+  }
+  case DType::BF16: {
+    uint16_t h = toBf16(static_cast<float>(v));
+    std::memcpy(p, &h, 2);
+    break;
+  }
+  default: {
+    uint16_t h = toF16(static_cast<float>(v));
+    std::memcpy(p, &h, 2);
+  }
+  }
+}
+int64_t readInt(const unsigned char *p, DType t) {
+  switch (t) {
+  case DType::I64:
+  case DType::U64: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::U32: {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::I8:
+    return static_cast<int8_t>(*p);
+  default:
+    return *p;
+  }
+}
+void writeInt(unsigned char *p, DType t, int64_t v) {
+  size_t size = dtypeSize(t);
+  if (t == DType::BOOL)
+    v = v != 0;
+  std::memcpy(p, &v, size); // little-endian: the low bytes
+}
+
+} // namespace
+
+Expected<std::string> kiln::runtime::convertElements(const void *data, DType from, DType to,
+                                                     size_t count) {
+  const auto *in = static_cast<const unsigned char *>(data);
+  size_t inSize = dtypeSize(from), outSize = dtypeSize(to);
+  if (from == to)
+    return std::string(reinterpret_cast<const char *>(in), count * inSize);
+  std::string out(count * outSize, '\0');
+  auto *o = reinterpret_cast<unsigned char *>(out.data());
+  if (isFloat(from) && isFloat(to)) {
+    for (size_t i = 0; i < count; ++i)
+      writeFloat(o + i * outSize, to, readFloat(in + i * inSize, from));
+  } else if (isInteger(from) && isInteger(to)) {
+    for (size_t i = 0; i < count; ++i)
+      writeInt(o + i * outSize, to, readInt(in + i * inSize, from));
+  } else if (isInteger(from) && isFloat(to)) {
+    for (size_t i = 0; i < count; ++i)
+      writeFloat(o + i * outSize, to, static_cast<double>(readInt(in + i * inSize, from)));
+  } else {
+    return Error{std::string("cannot convert ") + dtypeName(from) + " to " + dtypeName(to)};
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramRunner: one program at fixed sizes
+//===----------------------------------------------------------------------===//
+
+namespace kiln::runtime {
+
+using WeightLoader = std::function<Expected<NamedTensor *>(const std::string &name, DType dtype,
+                                                           const std::vector<int64_t> &shape)>;
+
+class ProgramRunner {
+public:
+  ~ProgramRunner();
+  static Expected<std::unique_ptr<ProgramRunner>>
+  prepare(const StepProgram &program, const std::string &origin, const Device &device,
+          const CublasLt &lt, cublasLtHandle_t handle,
+          const std::map<std::string, const KernelModule *> &modules,
+          std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
+          const SymbolBindings &sizes);
+
+  /// Enqueues every op, then the copies of new params/state into place.
+  Status record(CUstream stream) const;
+  Status upload(int id, const std::string &bytes, CUstream stream) const;
+  Expected<std::string> downloadBuffer(int id) const;
+
+  const StepProgram &getProgram() const { return program; }
+  size_t arenaBytes() const { return arenaSize; }
+  size_t launches = 0, gemms = 0;
+
+private:
+  struct Launch {
+    CUfunction function = nullptr;
+    unsigned grid = 1, block = 1, shared = 0;
+    std::vector<CUdeviceptr> pointers;
+    std::vector<int64_t> symbols;
+    std::vector<void *> params;
+  };
+  struct Gemm {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    CUdeviceptr a = 0, b = 0, c = 0;
+  };
+  struct Fill {
+    CUdeviceptr target = 0;
+    size_t elements = 0, elementSize = 1;
+    uint32_t pattern = 0;
+  };
+  struct Copy {
+    CUdeviceptr source = 0, target = 0;
+    size_t bytes = 0;
+  };
+  enum class Action { Launch, Gemm, Fill, Copy };
+
+  ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
+      : device(&device), lt(&lt), program(std::move(program)) {}
+  Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
+
+  const Device *device;
+  const CublasLt *lt;
+  cublasLtHandle_t handle = nullptr;
+  StepProgram program;
+  std::string origin;
+  std::vector<CUdeviceptr> pointers;
+  std::vector<size_t> bytes;
+  std::vector<DeviceBuffer> owned;
+  DeviceBuffer arena, workspace;
+  size_t arenaSize = 0;
+  std::vector<std::pair<Action, size_t>> actions;
+  std::vector<Launch> launchList;
+  std::vector<Gemm> gemmList;
+  std::vector<Fill> fillList;
+  std::vector<Copy> copyList, resultCopies;
+};
+
+} // namespace kiln::runtime
+
+namespace {
+constexpr size_t kAlignment = 256;
+constexpr size_t kWorkspaceBytes = 32u << 20;
+size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+cudaDataType_t cudaType(DType t) {
+  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F
+                                        : t == DType::F64 ? CUDA_R_64F
+                                                          : CUDA_R_32F;
+}
+} // namespace
+
+ProgramRunner::~ProgramRunner() {
+  for (Gemm &g : gemmList) {
+    for (cublasLtMatrixLayout_t layout : {g.first, g.second, g.result})
+      if (layout)
+        lt->cublasLtMatrixLayoutDestroy(layout);
+    if (g.desc)
+      lt->cublasLtMatmulDescDestroy(g.desc);
+  }
+}
+
+Expected<std::unique_ptr<ProgramRunner>>
+ProgramRunner::prepare(const StepProgram &source, const std::string &origin, const Device &device,
+                       const CublasLt &lt, cublasLtHandle_t handle,
+                       const std::map<std::string, const KernelModule *> &modules,
+                       std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
+                       const SymbolBindings &sizes) {
+  std::unique_ptr<ProgramRunner> r(new ProgramRunner(device, lt, source));
+  r->origin = origin;
+  r->handle = handle;
+  const StepProgram &p = r->program;
+  const CudaDriver &driver = device.getDriver();
+  size_t n = p.buffers.size();
+  r->pointers.assign(n, 0);
+  r->bytes.assign(n, 0);
+  std::vector<std::vector<int64_t>> shapes(n);
+  for (size_t id = 0; id < n; ++id) {
+    Expected<int64_t> count = p.elementCount(static_cast<int>(id), sizes);
+    if (!count)
+      return Error{origin + ": buffer " + std::to_string(id) + ": " + count.getError()};
+    r->bytes[id] = static_cast<size_t>(*count) * dtypeSize(p.buffers[id].dtype);
+    for (const SizeExpr &d : p.buffers[id].shape)
+      shapes[id].push_back(*d.evaluate(sizes));
+  }
+
+  // Roots and liveness of the arena buffers: a view lives in its source.
+  std::vector<int> root(n);
+  for (size_t id = 0; id < n; ++id)
+    root[id] = static_cast<int>(id);
+  std::vector<int> allocAt(n, -1);
+  std::vector<size_t> lastUse(n, 0);
+  auto touch = [&](int id, size_t at) { lastUse[root[id]] = std::max(lastUse[root[id]], at); };
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    switch (op.kind) {
+    case ProgramOp::Kind::Alloc:
+      allocAt[op.result] = static_cast<int>(i);
+      lastUse[op.result] = i;
+      break;
+    case ProgramOp::Kind::View:
+      root[op.result] = root[op.source];
+      touch(op.source, i);
+      break;
+    case ProgramOp::Kind::Fill:
+      touch(op.target, i);
+      break;
+    case ProgramOp::Kind::Copy:
+      touch(op.source, i);
+      touch(op.target, i);
+      break;
+    case ProgramOp::Kind::Launch:
+      for (int id : op.args)
+        touch(id, i);
+      break;
+    case ProgramOp::Kind::Gemm:
+      for (int id : {op.a, op.b, op.bias, op.c})
+        if (id >= 0)
+          touch(id, i);
+      break;
+    default:
+      break;
+    }
+  }
+  for (const ProgramBinding &result : p.results)
+    touch(result.buffer, p.ops.size());
+  // First fit by offset among the buffers live at the same time.
+  struct Placed {
+    size_t begin, end, offset, size;
+  };
+  std::vector<Placed> placed;
+  std::vector<size_t> offsets(n, 0);
+  for (size_t id = 0; id < n; ++id) {
+    if (allocAt[id] < 0)
+      continue;
+    size_t begin = static_cast<size_t>(allocAt[id]), end = lastUse[id];
+    size_t size = alignUp(std::max<size_t>(r->bytes[id], 1));
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed &q : placed)
+      if (q.end >= begin && q.begin <= end)
+        busy.push_back({q.offset, q.offset + q.size});
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + size <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    placed.push_back({begin, end, offset, size});
+    offsets[id] = offset;
+    r->arenaSize = std::max(r->arenaSize, offset + size);
+  }
+  Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
+  if (!arena)
+    return Error{origin + ": arena of " + std::to_string(r->arenaSize) + " bytes (" +
+                 formatGiB(r->arenaSize) + "): " + arena.getError()};
+  r->arena = std::move(*arena);
+
+  // Arguments: named tensors for params/state, owned buffers for the rest.
+  for (const ProgramBinding &arg : p.args) {
+    int id = arg.buffer;
+    if (arg.role == "param" || arg.role == "state") {
+      auto it = store.find(arg.name);
+      if (it == store.end())
+        return Error{origin + ": no tensor for " + arg.role + " '" + arg.name + "'"};
+      if (it->second.dtype != p.buffers[id].dtype ||
+          static_cast<size_t>(it->second.count) * dtypeSize(it->second.dtype) != r->bytes[id])
+        return Error{origin + ": " + arg.role + " '" + arg.name + "' is " +
+                     dtypeName(it->second.dtype) + " with " + std::to_string(it->second.count) +
+                     " elements; the program expects " + dtypeName(p.buffers[id].dtype) + " of " +
+                     std::to_string(r->bytes[id]) + " bytes"};
+      r->pointers[id] = it->second.memory.get();
+    } else {
+      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(r->bytes[id], 1));
+      if (!buffer)
+        return Error{origin + ": " + buffer.getError()};
+      r->pointers[id] = buffer->get();
+      r->owned.push_back(std::move(*buffer));
+    }
+  }
+
+  Expected<DeviceBuffer> workspace = DeviceBuffer::allocate(device, kWorkspaceBytes);
+  if (!workspace)
+    return Error{origin + ": GEMM workspace: " + workspace.getError()};
+  r->workspace = std::move(*workspace);
+
+  auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    std::string where = "op " + std::to_string(i);
+    switch (op.kind) {
+    case ProgramOp::Kind::Alloc:
+      r->pointers[op.result] = r->arena.get() + offsets[op.result];
+      break;
+    case ProgramOp::Kind::View:
+      if (r->bytes[op.result] > r->bytes[op.source])
+        return Error{origin + ": " + where + ": view larger than its source"};
+      r->pointers[op.result] = r->pointers[op.source];
+      break;
+    case ProgramOp::Kind::Weight: {
+      Expected<NamedTensor *> weight =
+          loadWeight(op.name, p.buffers[op.result].dtype, shapes[op.result]);
+      if (!weight)
+        return Error{origin + ": " + weight.getError()};
+      if ((*weight)->dtype != p.buffers[op.result].dtype ||
+          static_cast<size_t>((*weight)->count) * dtypeSize((*weight)->dtype) !=
+              r->bytes[op.result])
+        return Error{origin + ": weight '" + op.name + "' does not match its buffer's " +
+                     dtypeName(p.buffers[op.result].dtype) + " of " +
+                     std::to_string(r->bytes[op.result]) + " bytes"};
+      r->pointers[op.result] = (*weight)->memory.get();
+      break;
+    }
+    case ProgramOp::Kind::Constant: {
+      size_t count = r->bytes[op.result] / dtypeSize(p.buffers[op.result].dtype);
+      size_t elementSize = dtypeSize(p.buffers[op.result].dtype);
+      std::string data = op.bytes;
+      // A splat literal holds one element.
+      if (data.size() == elementSize && count > 1) {
+        data.clear();
+        for (size_t e = 0; e < count; ++e)
+          data += op.bytes;
+      }
+      if (data.size() != r->bytes[op.result])
+        return Error{origin + ": " + where + ": constant has " + std::to_string(op.bytes.size()) +
+                     " bytes for a buffer of " + std::to_string(r->bytes[op.result])};
+      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(data.size(), 1));
+      if (!buffer)
+        return Error{origin + ": " + buffer.getError()};
+      if (!data.empty())
+        if (Status s = check(driver.cuMemcpyHtoD_v2(buffer->get(), data.data(), data.size()),
+                             "cuMemcpyHtoD");
+            !s)
+          return s.takeError();
+      r->pointers[op.result] = buffer->get();
+      r->owned.push_back(std::move(*buffer));
+      break;
+    }
+    case ProgramOp::Kind::Fill: {
+      DType t = p.buffers[op.target].dtype;
+      Fill fill{r->pointers[op.target], r->bytes[op.target] / dtypeSize(t), dtypeSize(t), 0};
+      unsigned char bits[8] = {};
+      if (isFloat(t))
+        writeFloat(bits, t, op.value);
+      else
+        writeInt(bits, t, static_cast<int64_t>(op.value));
+      if (fill.elementSize == 8) {
+        if (std::any_of(bits, bits + 8, [](unsigned char c) { return c != 0; }))
+          return Error{origin + ": " + where + ": non-zero fill of 8-byte elements"};
+        fill.elementSize = 1;
+        fill.elements *= 8;
+      } else {
+        std::memcpy(&fill.pattern, bits, fill.elementSize);
+      }
+      r->actions.push_back({Action::Fill, r->fillList.size()});
+      r->fillList.push_back(fill);
+      break;
+    }
+    case ProgramOp::Kind::Copy:
+      r->actions.push_back({Action::Copy, r->copyList.size()});
+      r->copyList.push_back({r->pointers[op.source], r->pointers[op.target],
+                             std::min(r->bytes[op.source], r->bytes[op.target])});
+      break;
+    case ProgramOp::Kind::Launch: {
+      auto module = modules.find(op.module);
+      if (module == modules.end())
+        return Error{origin + ": " + where + ": no kernel module '" + op.module + "'"};
+      Expected<CUfunction> function = module->second->getFunction(op.name);
+      if (!function)
+        return Error{origin + ": " + function.getError()};
+      Launch launch;
+      launch.function = *function;
+      Expected<int64_t> items = op.items->evaluate(sizes);
+      Expected<int64_t> shared = op.shared->evaluate(sizes);
+      if (!items || !shared)
+        return Error{origin + ": " + where + ": " + (items ? shared.getError() : items.getError())};
+      // Kernels loop over their items, so the grid may be capped.
+      int64_t blocks = std::max<int64_t>(1, (*items + op.per - 1) / op.per);
+      launch.grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 30));
+      launch.block = static_cast<unsigned>(op.block);
+      launch.shared = static_cast<unsigned>(*shared);
+      if (*shared > 48 * 1024)
+        if (Status s = check(driver.cuFuncSetAttribute(
+                                 launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 static_cast<int>(*shared)),
+                             "cuFuncSetAttribute");
+            !s)
+          return Error{origin + ": kernel " + op.name + ": " + s.getError()};
+      for (int id : op.args)
+        launch.pointers.push_back(r->pointers[id]);
+      for (const std::string &symbol : op.symbols) {
+        auto value = sizes.find(symbol);
+        if (value == sizes.end())
+          return Error{origin + ": kernel " + op.name + " needs symbol '" + symbol + "'"};
+        launch.symbols.push_back(value->second);
+      }
+      for (CUdeviceptr &ptr : launch.pointers)
+        launch.params.push_back(&ptr);
+      for (int64_t &value : launch.symbols)
+        launch.params.push_back(&value);
+      r->actions.push_back({Action::Launch, r->launchList.size()});
+      r->launchList.push_back(std::move(launch));
+      ++r->launches;
+      break;
+    }
+    case ProgramOp::Kind::Gemm: {
+      Expected<int64_t> m = op.m->evaluate(sizes), nn = op.n->evaluate(sizes),
+                        k = op.k->evaluate(sizes), batch = op.batch->evaluate(sizes);
+      int64_t strides[3];
+      for (int s = 0; s < 3; ++s) {
+        Expected<int64_t> v = op.strides[s].evaluate(sizes);
+        if (!v)
+          return Error{origin + ": " + where + ": " + v.getError()};
+        strides[s] = *v;
+      }
+      if (!m || !nn || !k || !batch)
+        return Error{origin + ": " + where + ": a GEMM size does not evaluate"};
+      Gemm g;
+      g.a = r->pointers[op.a];
+      g.b = r->pointers[op.b];
+      g.c = r->pointers[op.c];
+      cudaDataType_t ab = cudaType(p.buffers[op.a].dtype), ct = cudaType(p.buffers[op.c].dtype);
+      auto ltCheck = [&](cublasStatus_t status, const char *what) -> Status {
+        if (status == CUBLAS_STATUS_SUCCESS)
+          return Status::success();
+        return Error{origin + ": " + where + " (gemm m=" + std::to_string(*m) + " n=" +
+                     std::to_string(*nn) + " k=" + std::to_string(*k) + "): " + what +
+                     " failed: " + lt.describe(status)};
+      };
+      if (Status s = ltCheck(lt.cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                             "cublasLtMatmulDescCreate");
+          !s)
+        return s.takeError();
+      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
+      // B goes first.
+      cublasOperation_t opFirst = op.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+      cublasOperation_t opSecond = op.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+      lt.cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst));
+      lt.cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond));
+      if (op.epilogue != "none") {
+        cublasLtEpilogue_t epilogue;
+        if (op.epilogue == "bias")
+          epilogue = CUBLASLT_EPILOGUE_BIAS;
+        else if (op.epilogue == "bias_relu")
+          epilogue = CUBLASLT_EPILOGUE_RELU_BIAS;
+        else if (op.epilogue == "bias_gelu")
+          epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+        else if (op.epilogue == "relu")
+          epilogue = CUBLASLT_EPILOGUE_RELU;
+        else if (op.epilogue == "gelu")
+          epilogue = CUBLASLT_EPILOGUE_GELU;
+        else
+          return Error{origin + ": " + where + ": epilogue '" + op.epilogue + "' is not supported"};
+        lt.cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                          sizeof(epilogue));
+        if (op.bias >= 0) {
+          void *bias = reinterpret_cast<void *>(r->pointers[op.bias]);
+          lt.cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof(bias));
+        }
+      }
+      uint64_t M = *m, N = *nn, K = *k;
+      if (Status s = ltCheck(op.transB ? lt.cublasLtMatrixLayoutCreate(&g.first, ab, K, N, K)
+                                       : lt.cublasLtMatrixLayoutCreate(&g.first, ab, N, K, N),
+                             "cublasLtMatrixLayoutCreate");
+          !s)
+        return s.takeError();
+      if (Status s = ltCheck(op.transA ? lt.cublasLtMatrixLayoutCreate(&g.second, ab, M, K, M)
+                                       : lt.cublasLtMatrixLayoutCreate(&g.second, ab, K, M, K),
+                             "cublasLtMatrixLayoutCreate");
+          !s)
+        return s.takeError();
+      if (Status s = ltCheck(lt.cublasLtMatrixLayoutCreate(&g.result, ct, N, M, N),
+                             "cublasLtMatrixLayoutCreate");
+          !s)
+        return s.takeError();
+      int32_t count = static_cast<int32_t>(*batch);
+      int64_t layoutStrides[3] = {strides[1], strides[0], strides[2]};
+      cublasLtMatrixLayout_t layouts[3] = {g.first, g.second, g.result};
+      if (count > 1)
+        for (int s = 0; s < 3; ++s) {
+          lt.cublasLtMatrixLayoutSetAttribute(layouts[s], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                              &count, sizeof(count));
+          lt.cublasLtMatrixLayoutSetAttribute(layouts[s],
+                                              CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &layoutStrides[s], sizeof(layoutStrides[s]));
+        }
+      cublasLtMatmulPreference_t preference = nullptr;
+      if (Status s = ltCheck(lt.cublasLtMatmulPreferenceCreate(&preference),
+                             "cublasLtMatmulPreferenceCreate");
+          !s)
+        return s.takeError();
+      uint64_t workspaceBytes = kWorkspaceBytes;
+      lt.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                              &workspaceBytes, sizeof(workspaceBytes));
+      cublasLtMatmulHeuristicResult_t heuristic{};
+      int found = 0;
+      cublasStatus_t status = lt.cublasLtMatmulAlgoGetHeuristic(
+          handle, g.desc, g.first, g.second, g.result, g.result, preference, 1, &heuristic, &found);
+      lt.cublasLtMatmulPreferenceDestroy(preference);
+      if (Status s = ltCheck(status, "cublasLtMatmulAlgoGetHeuristic"); !s)
+        return s.takeError();
+      if (found == 0)
+        return Error{origin + ": " + where + ": cuBLASLt has no algorithm for this GEMM"};
+      g.algo = heuristic.algo;
+      r->actions.push_back({Action::Gemm, r->gemmList.size()});
+      r->gemmList.push_back(g);
+      ++r->gemms;
+      break;
+    }
+    }
+  }
+  // New parameters and state replace the old ones at the end of the step.
+  for (const ProgramBinding &result : p.results) {
+    if (result.role != "param" && result.role != "state")
+      continue;
+    auto it = store.find(result.name);
+    if (it == store.end())
+      continue; // The init program's results: the executor adopts them.
+    CUdeviceptr target = it->second.memory.get();
+    if (target != r->pointers[result.buffer])
+      r->resultCopies.push_back({r->pointers[result.buffer], target, r->bytes[result.buffer]});
+  }
+  return r;
+}
+
+Status ProgramRunner::record(CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
+  for (auto [action, index] : actions) {
+    switch (action) {
+    case Action::Launch: {
+      const Launch &l = launchList[index];
+      if (Status s = check(driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.block, 1, 1, l.shared,
+                                                 stream, const_cast<void **>(l.params.data()),
+                                                 nullptr),
+                           "cuLaunchKernel");
+          !s)
+        return s;
+      break;
+    }
+    case Action::Gemm: {
+      const Gemm &g = gemmList[index];
+      float alpha = 1.f, beta = 0.f;
+      cublasStatus_t status = lt->cublasLtMatmul(
+          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
+          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
+          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace.get()),
+          workspace.size(), stream);
+      if (status != CUBLAS_STATUS_SUCCESS)
+        return fail("cublasLtMatmul failed: " + lt->describe(status));
+      break;
+    }
+    case Action::Fill: {
+      const Fill &f = fillList[index];
+      CUresult result = f.elementSize == 1
+                            ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern),
+                                                     f.elements, stream)
+                        : f.elementSize == 2
+                            ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern),
+                                                      f.elements, stream)
+                            : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
+      if (Status s = check(result, "cuMemsetAsync"); !s)
+        return s;
+      break;
+    }
+    case Action::Copy: {
+      const Copy &c = copyList[index];
+      if (c.bytes)
+        if (Status s = check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
+                             "cuMemcpyDtoDAsync");
+            !s)
+          return s;
+      break;
+    }
+    }
+  }
+  for (const Copy &c : resultCopies)
+    if (c.bytes)
+      if (Status s = check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
+                           "cuMemcpyDtoDAsync");
+          !s)
+        return s;
+  return Status::success();
+}
+
+Status ProgramRunner::upload(int id, const std::string &data, CUstream stream) const {
+  if (data.size() != bytes[id])
+    return fail("buffer " + std::to_string(id) + " takes " + std::to_string(bytes[id]) +
+                " bytes, got " + std::to_string(data.size()));
+  if (data.empty())
+    return Status::success();
+  return device->check(
+      device->getDriver().cuMemcpyHtoDAsync_v2(pointers[id], data.data(), data.size(), stream),
+      "cuMemcpyHtoDAsync");
+}
+
+Expected<std::string> ProgramRunner::downloadBuffer(int id) const {
+  std::string data(bytes[id], '\0');
+  if (Status s = device->synchronize(); !s)
+    return s.takeError();
+  if (!data.empty())
+    if (Status s = device->check(
+            device->getDriver().cuMemcpyDtoH_v2(data.data(), pointers[id], data.size()),
+            "cuMemcpyDtoH");
+        !s)
+      return s.takeError();
+  return data;
+}
+
+//===----------------------------------------------------------------------===//
+// StepExecutor
+//===----------------------------------------------------------------------===//
+
+namespace {
+Expected<NamedTensor> makeTensor(const Device &device, DType dtype, std::vector<int64_t> shape) {
+  NamedTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.count = 1;
+  for (int64_t d : t.shape)
+    t.count *= d;
+  Expected<DeviceBuffer> memory =
+      DeviceBuffer::allocate(device, std::max<size_t>(1, t.count * dtypeSize(dtype)));
+  if (!memory)
+    return memory.takeError();
+  t.memory = std::move(*memory);
+  return t;
+}
+
+Status uploadTo(const Device &device, NamedTensor &t, const std::string &bytes) {
+  return device.check(device.getDriver().cuMemcpyHtoD_v2(t.memory.get(), bytes.data(), bytes.size()),
+                      "cuMemcpyHtoD");
+}
+
+std::string scalarBytes(DType dtype, double value) {
+  unsigned char bits[8] = {};
+  if (isFloat(dtype))
+    writeFloat(bits, dtype, value);
+  else
+    writeInt(bits, dtype, static_cast<int64_t>(value));
+  return std::string(reinterpret_cast<char *>(bits), dtypeSize(dtype));
+}
+} // namespace
+
+StepExecutor::~StepExecutor() {
+  graphs.reset();
+  step.reset();
+  if (handle)
+    lt->cublasLtDestroy(handle);
+}
+
+Expected<std::unique_ptr<StepExecutor>>
+StepExecutor::create(const StepArtifact &artifact, const Device &device, const CublasLt &lt,
+                     const SafetensorsFile *weights, const Options &options) {
+  std::unique_ptr<StepExecutor> x(new StepExecutor());
+  x->device = &device;
+  x->options = options;
+  const Artifact &container = artifact.getContainer();
+  const std::string origin = "step program";
+  if (!container.find("step"))
+    return Error{"the artifact has no 'step' section (compile it with kiln compile --emit=artifact)"};
+  Expected<StepProgram> program = StepProgram::decode(container.contents("step"), "section 'step'");
+  if (!program)
+    return program.takeError();
+  x->defaultLr = program->defaultLr;
+  std::optional<StepProgram> init;
+  if (container.find("init")) {
+    Expected<StepProgram> decoded = StepProgram::decode(container.contents("init"), "section 'init'");
+    if (!decoded)
+      return decoded.takeError();
+    init = std::move(*decoded);
+  }
+
+  // Kernel modules: the image for this device of every module.
+  const DeviceInfo &info = device.getInfo();
+  std::map<std::string, const KernelModule *> modules;
+  x->modules.reserve(artifact.getKernels().size());
+  for (const auto &kernel : artifact.getKernels()) {
+    Expected<KernelImageChoice> image =
+        artifact.selectImage(kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
+    if (!image)
+      return image.takeError();
+    Expected<KernelModule> module = KernelModule::load(device, container.contents(image->section),
+                                                       image->needsJit, image->section);
+    if (!module)
+      return module.takeError();
+    x->modules.push_back(std::move(*module));
+    modules[kernel.first] = &x->modules.back();
+  }
+
+  // Named tensors from the weights file: by the artifact's parameter list.
+  std::map<std::string, const ParamSpec *> specs;
+  for (const ParamSpec &param : artifact.getParams())
+    specs[param.name] = &param;
+  auto loadNamed = [&](const std::string &name, DType dtype,
+                       const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
+    auto existing = x->store.find(name);
+    if (existing != x->store.end())
+      return &existing->second;
+    auto spec = specs.find(name);
+    if (!weights || spec == specs.end())
+      return Error{"no weights for '" + name + "'" +
+                   (weights ? " (not in the artifact's params)" : " (no --weights)")};
+    Expected<WeightMatch> match = artifact.matchWeight(*spec->second, *weights);
+    if (!match)
+      return match.takeError();
+    if (!match->tensor)
+      return Error{weights->getPath() + ": missing weight '" + spec->second->source + "'"};
+    const TensorInfo &info = *match->tensor;
+    const unsigned char *data = weights->data(info);
+    std::string transposed;
+    if (match->transpose) {
+      size_t rows = info.shape[0], cols = info.shape[1], size = dtypeSize(info.dtype);
+      transposed.resize(rows * cols * size);
+      for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j)
+          std::memcpy(&transposed[(j * rows + i) * size], data + (i * cols + j) * size, size);
+      data = reinterpret_cast<const unsigned char *>(transposed.data());
+    }
+    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+    if (!tensor)
+      return tensor.takeError();
+    if (static_cast<int64_t>(info.getElementCount()) != tensor->count)
+      return Error{weights->getPath() + ": weight '" + info.name + "' has " +
+                   std::to_string(info.getElementCount()) + " elements; '" + name + "' needs " +
+                   std::to_string(tensor->count)};
+    Expected<std::string> bytes = convertElements(data, info.dtype, dtype, tensor->count);
+    if (!bytes)
+      return Error{weights->getPath() + ": weight '" + info.name + "': " + bytes.getError()};
+    if (Status s = uploadTo(device, *tensor, *bytes); !s)
+      return s.takeError();
+    return &(x->store[name] = std::move(*tensor));
+  };
+
+  cublasLtHandle_t handle = nullptr;
+  if (cublasStatus_t status = lt.cublasLtCreate(&handle); status != CUBLAS_STATUS_SUCCESS)
+    return Error{"cublasLtCreate failed: " + lt.describe(status)};
+  x->lt = &lt;
+  x->handle = handle;
+
+  // Parameters the init program does not make come from the weights.
+  std::set<std::string> fromInit;
+  if (init)
+    for (const ProgramBinding &result : init->results)
+      if (result.role == "param")
+        fromInit.insert(result.name);
+  for (const ProgramBinding &arg : program->args) {
+    const ProgramBuffer &buffer = program->buffers[arg.buffer];
+    std::vector<int64_t> shape;
+    for (const SizeExpr &d : buffer.shape) {
+      Expected<int64_t> v = d.evaluate(options.sizes);
+      if (!v)
+        return v.takeError();
+      shape.push_back(*v);
+    }
+    if (arg.role == "param") {
+      x->paramNames.push_back(arg.name);
+      if (!fromInit.count(arg.name))
+        if (Expected<NamedTensor *> t = loadNamed(arg.name, buffer.dtype, shape); !t)
+          return t.takeError();
+    } else if (arg.role == "state") {
+      x->stateNames.push_back(arg.name);
+      Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
+      if (!t)
+        return t.takeError();
+      if (Status s = device.check(device.getDriver().cuMemsetD8_v2(
+                                      t->memory.get(), 0, t->count * dtypeSize(t->dtype)),
+                                  "cuMemsetD8");
+          !s)
+        return s.takeError();
+      x->store[arg.name] = std::move(*t);
+    }
+  }
+
+  // The init program, once: its results become named tensors.
+  if (init) {
+    Expected<std::unique_ptr<ProgramRunner>> runner = ProgramRunner::prepare(
+        *init, "init program", device, lt, handle, modules, x->store, loadNamed, options.sizes);
+    if (!runner)
+      return runner.takeError();
+    for (const ProgramBinding &arg : init->args) {
+      if (arg.role != "rng_seed")
+        return Error{"init program: argument role '" + arg.role + "' is not supported"};
+      if (Status s = (*runner)->upload(arg.buffer,
+                                       scalarBytes(init->buffers[arg.buffer].dtype,
+                                                   static_cast<double>(options.seed)),
+                                       device.getStream());
+          !s)
+        return s.takeError();
+    }
+    if (Status s = (*runner)->record(device.getStream()); !s)
+      return s.takeError();
+    for (const ProgramBinding &result : init->results) {
+      if (result.role != "param")
+        continue;
+      Expected<std::string> bytes = (*runner)->downloadBuffer(result.buffer);
+      if (!bytes)
+        return bytes.takeError();
+      const ProgramBuffer &buffer = init->buffers[result.buffer];
+      std::vector<int64_t> shape;
+      for (const SizeExpr &d : buffer.shape)
+        shape.push_back(*d.evaluate(options.sizes));
+      Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
+      if (!t)
+        return t.takeError();
+      if (Status s = uploadTo(device, *t, *bytes); !s)
+        return s.takeError();
+      x->store[result.name] = std::move(*t);
+    }
+    if (Status s = device.synchronize(); !s)
+      return s.takeError();
+  }
+
+  Expected<std::unique_ptr<ProgramRunner>> runner = ProgramRunner::prepare(
+      *program, origin, device, lt, handle, modules, x->store, loadNamed, options.sizes);
+  if (!runner)
+    return runner.takeError();
+  x->step = std::move(*runner);
+  if (options.useGraphs)
+    x->graphs = std::make_unique<GraphCache>(device);
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+  return x;
+}
+
+std::vector<std::string> StepExecutor::getDataInputs() const {
+  std::vector<std::string> names;
+  for (const ProgramBinding &arg : step->getProgram().args)
+    if (arg.role == "input")
+      names.push_back(arg.name);
+  return names;
+}
+
+Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string &name) const {
+  for (const ProgramBinding &arg : step->getProgram().args)
+    if (arg.role == "input" && arg.name == name) {
+      Expected<int64_t> count = step->getProgram().elementCount(arg.buffer, options.sizes);
+      if (!count)
+        return count.takeError();
+      return std::make_pair(step->getProgram().buffers[arg.buffer].dtype, *count);
+    }
+  return Error{"the step has no data input '" + name + "'"};
+}
+
+Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype, size_t count) {
+  for (const ProgramBinding &arg : step->getProgram().args)
+    if (arg.role == "input" && arg.name == name) {
+      Expected<std::string> bytes =
+          convertElements(data, dtype, step->getProgram().buffers[arg.buffer].dtype, count);
+      if (!bytes)
+        return Error{"input '" + name + "': " + bytes.getError()};
+      if (Status s = step->upload(arg.buffer, *bytes, device->getStream()); !s)
+        return Error{"input '" + name + "': " + s.getError()};
+      return device->synchronize();
+    }
+  return Error{"the step has no data input '" + name + "'"};
+}
+
+Status StepExecutor::loadCheckpoint(const SafetensorsFile &checkpoint) {
+  auto load = [&](const std::string &prefix, const std::vector<std::string> &names) -> Status {
+    for (const std::string &name : names) {
+      const TensorInfo *info = checkpoint.find(prefix + name);
+      if (!info)
+        continue;
+      NamedTensor &t = store.at(name);
+      if (info->getElementCount() != t.count)
+        return Error{checkpoint.getPath() + ": '" + info->name + "' has the wrong element count"};
+      Expected<std::string> bytes = convertElements(checkpoint.data(*info), info->dtype, t.dtype, t.count);
+      if (!bytes)
+        return Error{checkpoint.getPath() + ": '" + info->name + "': " + bytes.getError()};
+      if (Status s = uploadTo(*device, t, *bytes); !s)
+        return s;
+    }
+    return Status::success();
+  };
+  if (Status s = load("params/", paramNames); !s)
+    return s;
+  return load("state/", stateNames);
+}
+
+Expected<double> StepExecutor::runStep(int64_t stepNumber, double lr) {
+  const StepProgram &p = step->getProgram();
+  CUstream stream = device->getStream();
+  size_t seeds = 0, perStep = 0;
+  for (const ProgramBinding &arg : p.args)
+    perStep += arg.role == "rng_seed";
+  for (const ProgramBinding &arg : p.args) {
+    DType dtype = p.buffers[arg.buffer].dtype;
+    std::string bytes;
+    if (arg.role == "lr")
+      bytes = scalarBytes(dtype, lr);
+    else if (arg.role == "step")
+      bytes = scalarBytes(dtype, static_cast<double>(stepNumber));
+    else if (arg.role == "rng_seed")
+      // Every seed argument of every step draws different numbers (as
+      // kiln interp numbers them).
+      bytes = scalarBytes(dtype, static_cast<double>(options.seed + (stepNumber - 1) * perStep +
+                                                     seeds++));
+    else
+      continue;
+    if (Status s = step->upload(arg.buffer, bytes, stream); !s)
+      return s.takeError();
+  }
+  Status ran = graphs ? graphs->run("step", [&](CUstream s) { return step->record(s); })
+                      : step->record(stream);
+  if (!ran)
+    return ran.takeError();
+  for (const ProgramBinding &result : p.results)
+    if (result.role == "loss") {
+      Expected<std::string> bytes = step->downloadBuffer(result.buffer);
+      if (!bytes)
+        return bytes.takeError();
+      Expected<std::string> value =
+          convertElements(bytes->data(), p.buffers[result.buffer].dtype, DType::F64, 1);
+      if (!value)
+        return value.takeError();
+      double loss;
+      std::memcpy(&loss, value->data(), 8);
+      return loss;
+    }
+  return Error{"the step has no loss result"};
+}
+
+std::optional<double> StepExecutor::getDefaultLr() const { return defaultLr; }
+
+Status StepExecutor::readTrainable(std::vector<std::pair<std::string, NamedTensor *>> &params,
+                                   std::vector<std::pair<std::string, NamedTensor *>> &state) {
+  for (const std::string &name : paramNames)
+    params.push_back({name, &store.at(name)});
+  for (const std::string &name : stateNames)
+    state.push_back({name, &store.at(name)});
+  return device->synchronize();
+}
+
+Expected<std::string> StepExecutor::download(const NamedTensor &tensor) const {
+  std::string data(tensor.count * dtypeSize(tensor.dtype), '\0');
+  if (Status s = device->synchronize(); !s)
+    return s.takeError();
+  if (!data.empty())
+    if (Status s = device->check(
+            device->getDriver().cuMemcpyDtoH_v2(data.data(), tensor.memory.get(), data.size()),
+            "cuMemcpyDtoH");
+        !s)
+      return s.takeError();
+  return data;
+}
+
+size_t StepExecutor::getPersistentBytes() const {
+  size_t total = 0;
+  for (const auto &entry : store)
+    total += entry.second.memory.size();
+  return total;
+}
+size_t StepExecutor::getArenaBytes() const { return step->arenaBytes(); }
+size_t StepExecutor::getGraphCaptures() const { return graphs ? graphs->getCaptureCount() : 0; }
+size_t StepExecutor::getLaunchCount() const { return step->launches; }
+size_t StepExecutor::getGemmCount() const { return step->gemms; }

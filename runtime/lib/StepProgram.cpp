@@ -1,0 +1,261 @@
+//===- StepProgram.cpp - Decode the step program JSON ---------------------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/StepProgram.h"
+
+#include "kiln/artifact/Json.h"
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+namespace {
+
+struct Decoder {
+  std::string origin;
+  std::string error;
+  size_t bufferCount = 0;
+
+  bool fail(const std::string &what) {
+    if (error.empty())
+      error = origin + ": " + what;
+    return false;
+  }
+  const Json *member(const Json &object, const char *key, Json::Kind kind,
+                     const std::string &where) {
+    const Json *value = object.get(key);
+    if (!value || (value->getKind() != kind &&
+                   !(kind == Json::Kind::Number && value->isNumber()))) {
+      fail(where + ": missing or non-" + Json::kindName(kind) + " '" + key + "'");
+      return nullptr;
+    }
+    return value;
+  }
+  bool string(const Json &o, const char *key, std::string &out, const std::string &where) {
+    const Json *v = member(o, key, Json::Kind::String, where);
+    if (v)
+      out = v->getString();
+    return v != nullptr;
+  }
+  bool integer(const Json &o, const char *key, int64_t &out, const std::string &where) {
+    const Json *v = member(o, key, Json::Kind::Integer, where);
+    if (v)
+      out = v->getInteger();
+    return v != nullptr;
+  }
+  bool buffer(const Json &o, const char *key, int &out, const std::string &where,
+              bool optional = false) {
+    const Json *v = o.get(key);
+    if (!v && optional)
+      return true;
+    int64_t id;
+    if (!integer(o, key, id, where))
+      return false;
+    if (id < 0 || static_cast<size_t>(id) >= bufferCount)
+      return fail(where + ": buffer id " + std::to_string(id) + " out of range");
+    out = static_cast<int>(id);
+    return true;
+  }
+  bool expr(const Json &o, const char *key, std::optional<SizeExpr> &out,
+            const std::string &where) {
+    std::string text;
+    if (!string(o, key, text, where))
+      return false;
+    Expected<SizeExpr> parsed = SizeExpr::parse(text);
+    if (!parsed)
+      return fail(where + ": '" + key + "': " + parsed.getError());
+    out = std::move(*parsed);
+    return true;
+  }
+};
+
+bool hexBytes(const std::string &hex, std::string &out) {
+  if (hex.size() % 2)
+    return false;
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  out.resize(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      return false;
+    out[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+} // namespace
+
+Expected<int64_t> StepProgram::elementCount(int id, const SymbolBindings &sizes) const {
+  int64_t count = 1;
+  for (const SizeExpr &dim : buffers[id].shape) {
+    Expected<int64_t> value = dim.evaluate(sizes);
+    if (!value)
+      return value.takeError();
+    if (*value < 0)
+      return Error{"buffer " + std::to_string(id) + " has a negative size '" + dim.getText() + "'"};
+    if (*value && count > INT64_MAX / *value)
+      return Error{"buffer " + std::to_string(id) + " overflows int64"};
+    count *= *value;
+  }
+  return count;
+}
+
+Expected<StepProgram> StepProgram::decode(std::string_view json, const std::string &origin) {
+  Expected<Json> parsed = Json::parse(json);
+  if (!parsed)
+    return Error{origin + ": " + parsed.getError()};
+  Decoder d{origin, {}, 0};
+  StepProgram program;
+  const Json &root = *parsed;
+  std::string format;
+  int64_t version = 0;
+  if (!root.isObject() || !d.string(root, "format", format, "program") ||
+      format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
+      version != 1)
+    return Error{origin + ": not a version 1 kiln-step-program"};
+  if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
+    program.defaultLr = lr->getNumber();
+
+  const Json *buffers = d.member(root, "buffers", Json::Kind::Array, "program");
+  if (!buffers)
+    return Error{d.error};
+  for (const Json &b : buffers->getElements()) {
+    std::string where = "buffer " + std::to_string(program.buffers.size());
+    ProgramBuffer buffer;
+    std::string dtype;
+    if (!b.isObject() || !d.string(b, "dtype", dtype, where))
+      return Error{d.error.empty() ? origin + ": " + where + " is not an object" : d.error};
+    std::optional<DType> parsedType = parseDType(dtype);
+    if (!parsedType)
+      return Error{origin + ": " + where + ": unknown dtype '" + dtype + "'"};
+    buffer.dtype = *parsedType;
+    const Json *shape = d.member(b, "shape", Json::Kind::Array, where);
+    if (!shape)
+      return Error{d.error};
+    for (const Json &dim : shape->getElements()) {
+      Expected<SizeExpr> e = dim.isString() ? SizeExpr::parse(dim.getString())
+                                            : Expected<SizeExpr>(Error{"not a string"});
+      if (!e)
+        return Error{origin + ": " + where + ": bad dimension: " + e.getError()};
+      buffer.shape.push_back(std::move(*e));
+    }
+    program.buffers.push_back(std::move(buffer));
+  }
+  d.bufferCount = program.buffers.size();
+
+  for (auto [key, list] : {std::pair<const char *, std::vector<ProgramBinding> *>{"args", &program.args},
+                           {"results", &program.results}}) {
+    const Json *bindings = d.member(root, key, Json::Kind::Array, "program");
+    if (!bindings)
+      return Error{d.error};
+    for (const Json &b : bindings->getElements()) {
+      std::string where = std::string(key) + " entry " + std::to_string(list->size());
+      ProgramBinding binding;
+      if (!b.isObject() || !d.string(b, "role", binding.role, where) ||
+          !d.buffer(b, "buffer", binding.buffer, where))
+        return Error{d.error.empty() ? origin + ": " + where + " is not an object" : d.error};
+      if (const Json *name = b.get("name"); name && name->isString())
+        binding.name = name->getString();
+      list->push_back(std::move(binding));
+    }
+  }
+
+  const Json *ops = d.member(root, "ops", Json::Kind::Array, "program");
+  if (!ops)
+    return Error{d.error};
+  for (const Json &o : ops->getElements()) {
+    std::string where = "op " + std::to_string(program.ops.size());
+    ProgramOp op;
+    std::string kind;
+    if (!o.isObject() || !d.string(o, "op", kind, where))
+      return Error{d.error.empty() ? origin + ": " + where + " is not an object" : d.error};
+    where += " (" + kind + ")";
+    bool ok = true;
+    if (kind == "alloc") {
+      op.kind = ProgramOp::Kind::Alloc;
+      ok = d.buffer(o, "result", op.result, where);
+    } else if (kind == "view") {
+      op.kind = ProgramOp::Kind::View;
+      ok = d.buffer(o, "source", op.source, where) && d.buffer(o, "result", op.result, where);
+    } else if (kind == "weight") {
+      op.kind = ProgramOp::Kind::Weight;
+      ok = d.string(o, "name", op.name, where) && d.buffer(o, "result", op.result, where);
+    } else if (kind == "constant") {
+      op.kind = ProgramOp::Kind::Constant;
+      std::string hex;
+      ok = d.string(o, "bytes", hex, where) && d.buffer(o, "result", op.result, where);
+      if (ok && !hexBytes(hex, op.bytes))
+        ok = d.fail(where + ": 'bytes' is not hex");
+    } else if (kind == "fill") {
+      op.kind = ProgramOp::Kind::Fill;
+      const Json *value = d.member(o, "value", Json::Kind::Number, where);
+      ok = value && d.buffer(o, "target", op.target, where);
+      if (ok)
+        op.value = value->getNumber();
+    } else if (kind == "copy") {
+      op.kind = ProgramOp::Kind::Copy;
+      ok = d.buffer(o, "source", op.source, where) && d.buffer(o, "target", op.target, where);
+    } else if (kind == "launch") {
+      op.kind = ProgramOp::Kind::Launch;
+      ok = d.string(o, "kernel", op.name, where) && d.string(o, "module", op.module, where) &&
+           d.expr(o, "items", op.items, where) && d.expr(o, "shared", op.shared, where) &&
+           d.integer(o, "per", op.per, where) && d.integer(o, "block", op.block, where);
+      if (ok && (op.per < 1 || op.block < 1 || op.block > 1024))
+        ok = d.fail(where + ": bad per/block");
+      const Json *args = ok ? d.member(o, "args", Json::Kind::Array, where) : nullptr;
+      const Json *symbols = args ? d.member(o, "symbols", Json::Kind::Array, where) : nullptr;
+      ok = symbols != nullptr;
+      for (size_t i = 0; ok && i < args->getElements().size(); ++i) {
+        const Json &id = args->getElements()[i];
+        if (!id.isInteger() || id.getInteger() < 0 ||
+            static_cast<size_t>(id.getInteger()) >= d.bufferCount)
+          ok = d.fail(where + ": bad buffer id in 'args'");
+        else
+          op.args.push_back(static_cast<int>(id.getInteger()));
+      }
+      for (size_t i = 0; ok && i < symbols->getElements().size(); ++i) {
+        const Json &s = symbols->getElements()[i];
+        if (!s.isString())
+          ok = d.fail(where + ": non-string symbol");
+        else
+          op.symbols.push_back(s.getString());
+      }
+    } else if (kind == "gemm") {
+      op.kind = ProgramOp::Kind::Gemm;
+      ok = d.buffer(o, "a", op.a, where) && d.buffer(o, "b", op.b, where) &&
+           d.buffer(o, "c", op.c, where) && d.buffer(o, "bias", op.bias, where, true) &&
+           d.expr(o, "m", op.m, where) && d.expr(o, "n", op.n, where) &&
+           d.expr(o, "k", op.k, where) && d.expr(o, "batch", op.batch, where) &&
+           d.string(o, "epilogue", op.epilogue, where);
+      const Json *ta = ok ? d.member(o, "trans_a", Json::Kind::Bool, where) : nullptr;
+      const Json *tb = ta ? d.member(o, "trans_b", Json::Kind::Bool, where) : nullptr;
+      const Json *strides = tb ? d.member(o, "strides", Json::Kind::Array, where) : nullptr;
+      ok = strides && strides->getElements().size() == 3;
+      if (!ok)
+        d.fail(where + ": 'strides' needs three expressions");
+      for (size_t i = 0; ok && i < 3; ++i) {
+        const Json &s = strides->getElements()[i];
+        Expected<SizeExpr> e = s.isString() ? SizeExpr::parse(s.getString())
+                                            : Expected<SizeExpr>(Error{"not a string"});
+        if (!e)
+          ok = d.fail(where + ": bad stride: " + e.getError());
+        else
+          op.strides.push_back(std::move(*e));
+      }
+      if (ok) {
+        op.transA = ta->getBool();
+        op.transB = tb->getBool();
+      }
+    } else {
+      ok = d.fail(where + ": unknown op");
+    }
+    if (!ok)
+      return Error{d.error};
+    program.ops.push_back(std::move(op));
+  }
+  return program;
+}
