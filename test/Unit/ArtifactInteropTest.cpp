@@ -12,6 +12,10 @@
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Guards.h"
+#include "kiln/runtime/StepProgram.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -108,4 +112,94 @@ TEST(ArtifactInterop, WriterFromTheCompilerBuild) {
             "unit: corrupt Kiln artifact: section 'step' checksum mismatch");
 }
 
+} // namespace
+
+namespace {
+// A lowered step encodes as the "step" section and the runtime's decoder
+// reads back every buffer, binding and op with the compiler's sizes.
+TEST(ArtifactInterop, StepProgramDecodesInTheRuntime) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
+  const char *source = R"mlir(
+func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
+                %w: tensor<64x32xf32> {kiln.param = "w"},
+                %lr: tensor<f32> {kiln.lr}) -> (tensor<?x32xf32, #kiln.dims<[n]>> {kiln.name = "loss"}, tensor<64xf32> {kiln.param = "w2"})
+    attributes {kiln.default_lr = 0.5 : f64} {
+  %g = kiln.parameter "norm.weight" : tensor<64xf32>
+  %n = kiln.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %y = kiln.matmul %n, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %s = kiln.silu %y : tensor<?x32xf32, #kiln.dims<[n]>>
+  %dx, %dw = kiln.rms_norm_grad %x, %g, %n {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
+  return %s, %dw : tensor<?x32xf32, #kiln.dims<[n]>>, tensor<64xf32>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  pm.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
+  pm.addPass(kernel::createLowerToStepPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  llvm::StringMap<std::string> modules;
+  for (auto k : module->getOps<kernel::KernelOp>())
+    modules[k.getSymName()] = "module0";
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  mlir::FailureOr<std::string> json = emitStepProgramSection(main, modules);
+  ASSERT_TRUE(mlir::succeeded(json));
+  auto program = runtime::StepProgram::decode(*json, "step");
+  ASSERT_TRUE(program) << program.getError();
+  ASSERT_TRUE(program->defaultLr);
+  EXPECT_EQ(*program->defaultLr, 0.5);
+  ASSERT_EQ(program->args.size(), 3u);
+  EXPECT_EQ(program->args[0].role, "input");
+  EXPECT_EQ(program->args[0].name, "x");
+  EXPECT_EQ(program->args[1].role, "param");
+  EXPECT_EQ(program->args[2].role, "lr");
+  ASSERT_EQ(program->results.size(), 2u);
+  EXPECT_EQ(program->results[0].role, "loss");
+  EXPECT_EQ(program->results[1].role, "param");
+  EXPECT_EQ(program->results[1].name, "w2");
+  unsigned launches = 0, gemms = 0, weights = 0, fills = 0;
+  for (const runtime::ProgramOp &op : program->ops) {
+    using Kind = runtime::ProgramOp::Kind;
+    if (op.kind == Kind::Launch) {
+      ++launches;
+      EXPECT_EQ(op.module, "module0");
+      EXPECT_TRUE(modules.count(op.name)) << op.name;
+      auto items = op.items->evaluate({{"n", 5}});
+      ASSERT_TRUE(items) << items.getError();
+      EXPECT_GT(*items, 0);
+    } else if (op.kind == Kind::Gemm) {
+      ++gemms;
+      EXPECT_EQ(*op.m->evaluate({{"n", 5}}), 5);
+      EXPECT_EQ(*op.n->evaluate({{"n", 5}}), 32);
+      EXPECT_EQ(*op.k->evaluate({{"n", 5}}), 64);
+      EXPECT_EQ(program->buffers[op.c].dtype, artifact::DType::F32);
+    } else if (op.kind == Kind::Weight) {
+      ++weights;
+      EXPECT_EQ(op.name, "norm.weight");
+    } else if (op.kind == Kind::Fill) {
+      ++fills;
+    }
+  }
+  EXPECT_GE(launches, 2u);
+  EXPECT_EQ(gemms, 1u);
+  EXPECT_EQ(weights, 1u);
+  EXPECT_EQ(fills, 1u); // The norm weight gradient accumulates atomically.
+  // The input's buffer: [n, 64] f32.
+  auto count = program->elementCount(program->args[0].buffer, {{"n", 3}});
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 3 * 64);
+
+  // Damaged encodings fail with one line naming the part.
+  auto bad = runtime::StepProgram::decode(
+      R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[{"role":"input","buffer":3}],"results":[],"ops":[]})",
+      "step");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.getError(), "step: args entry 0: buffer id 3 out of range");
+  auto badOp = runtime::StepProgram::decode(
+      R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":["n*"]}],"args":[],"results":[],"ops":[]})",
+      "step");
+  ASSERT_FALSE(badOp);
+}
 } // namespace

@@ -7,12 +7,23 @@ import struct
 import sys
 
 
+def _table():
+    table = []
+    for n in range(256):
+        crc = n
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+TABLE = _table()
+
+
 def crc32c(data, crc=0):
     crc = ~crc & 0xFFFFFFFF
     for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        crc = (crc >> 8) ^ TABLE[(crc ^ byte) & 0xFF]
     return ~crc & 0xFFFFFFFF
 
 
@@ -36,3 +47,25 @@ for _ in range(count):
     print(f"section {name}")
     if name in ("meta", "guards", "params"):
         print(json.dumps(json.loads(payload), sort_keys=True))
+    if name in ("step", "init"):
+        # The step program: its shape, not every op (docs/artifact.md).
+        program = json.loads(payload)
+        kinds = {}
+        for op in program["ops"]:
+            kinds[op["op"]] = kinds.get(op["op"], 0) + 1
+        roles = {}
+        for binding in program["args"] + program["results"]:
+            roles[binding["role"]] = roles.get(binding["role"], 0) + 1
+        print(f"{program['format']} v{program['version']} @{program['function']} "
+              f"buffers {len(program['buffers'])} args {len(program['args'])} "
+              f"results {len(program['results'])}")
+        print("ops " + json.dumps(kinds, sort_keys=True))
+        print("roles " + json.dumps(roles, sort_keys=True))
+        for op in program["ops"]:
+            if op["op"] in ("launch", "gemm"):
+                print("first " + json.dumps(op, sort_keys=True))
+                break
+        for op in program["ops"]:
+            if op["op"] == "gemm":
+                print("gemm " + json.dumps(op, sort_keys=True))
+                break
