@@ -176,6 +176,16 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   return step;
 }
 
+/// Floating-point weights load into any floating-point parameter: the
+/// executor converts them on upload (fp32 checkpoints for a bf16 step).
+static bool convertible(DType found, DType expected) {
+  auto isFloat = [](DType t) {
+    return t == DType::F64 || t == DType::F32 || t == DType::F16 ||
+           t == DType::BF16;
+  };
+  return found == expected || (isFloat(found) && isFloat(expected));
+}
+
 Expected<WeightMatch>
 StepArtifact::matchWeight(const ParamSpec &param,
                           const SafetensorsFile &weights) const {
@@ -186,7 +196,7 @@ StepArtifact::matchWeight(const ParamSpec &param,
                  ", but the artifact expects " + expected + extra};
   };
   if (const TensorInfo *found = weights.find(param.source)) {
-    if (found->dtype != param.dtype || found->shape != param.shape)
+    if (!convertible(found->dtype, param.dtype) || found->shape != param.shape)
       return mismatch(*found, "");
     return WeightMatch{found, false};
   }
@@ -194,7 +204,7 @@ StepArtifact::matchWeight(const ParamSpec &param,
     if (const TensorInfo *found = weights.find(param.foldedFrom)) {
       std::vector<int64_t> transposed(param.shape.rbegin(), param.shape.rend());
       std::string extra = " (for '" + param.source + "', folded from it)";
-      if (found->dtype != param.dtype)
+      if (!convertible(found->dtype, param.dtype))
         return mismatch(*found, extra);
       if (found->shape == param.shape)
         return WeightMatch{found, false};

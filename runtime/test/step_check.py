@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""GPU checks of kiln-run's step execution against references made on the
+compiler machine by `scripts/gpu-step-check.sh prepare` (python3 + numpy +
+onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
+
+  fp32-grads  Llama fp32, SGD lr=1 (new = old - grad): the first step's loss
+              matches the fixture's output_0.pb within 1e-4 relative and
+              every gradient grad/*.pb within 1e-4 * max|grad|.
+  fp32-adamw  Llama fp32, AdamW: the loss of steps 1..3 matches
+              `kiln interp --steps 3` within 1e-4 relative; parameters
+              within 5e-4 absolute (Adam's normalization magnifies
+              rounding-level gradients, see test/Autodiff/fixture-adamw.test).
+  graphs-off  The same three AdamW steps without CUDA Graphs: losses agree
+              with the graph run within 1e-5 relative.
+  bf16-lora   Llama bf16 + LoRA, 100 steps on the fixture's tokens: every
+              loss finite, the last ten average below the first ten.
+  qlora       The same with NF4-quantized frozen weights (init program).
+"""
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+case, data, kiln_run = sys.argv[1], sys.argv[2], sys.argv[3]
+work = os.path.join(data, "runs", case)
+os.makedirs(work, exist_ok=True)
+fixture = os.path.join(data, "fixture")
+failures = []
+
+
+def check(ok, message):
+    print(("ok   " if ok else "FAIL ") + message)
+    if not ok:
+        failures.append(message)
+
+
+def train(artifact, *extra):
+    cmd = [kiln_run, "train", os.path.join(data, artifact), "--weights",
+           os.path.join(data, "weights.safetensors"), "--batch", "2", "--seq", "16",
+           "--log-every", "1", *extra]
+    print("$ " + " ".join(cmd), flush=True)
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(run.stdout)
+    sys.stderr.write(run.stderr)
+    if run.returncode != 0:
+        sys.exit(f"FAIL kiln-run exited {run.returncode}")
+    losses = {}
+    for line in run.stdout.splitlines():
+        m = re.match(r"step (\d+) loss (\S+) step_ms (\S+) tokens/s (\S+) peak_mem (\d+)$", line)
+        if m:
+            losses[int(m.group(1))] = float(m.group(2))
+    return losses
+
+
+def fixed_inputs():
+    return ["--input", "input_ids=" + os.path.join(data, "inputs", "input_ids.bin"),
+            "--input", "labels=" + os.path.join(data, "inputs", "labels.bin")]
+
+
+def read_pb(path):
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    return numpy_helper.to_array(tensor)
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", raw, 0)
+    header = json.loads(raw[8:8 + n])
+    types = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4", "U8": "u1"}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(raw[8 + n + begin:8 + n + end], "<u2").astype(np.uint32) << 16
+            out[name] = bits.view(np.float32).reshape(info["shape"])
+        else:
+            out[name] = np.frombuffer(raw[8 + n + begin:8 + n + end],
+                                      types[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def interp_losses():
+    losses = {}
+    for line in open(os.path.join(data, "interp", "log.txt")):
+        m = re.match(r"step (\d+): loss (\S+)", line)
+        if m:
+            losses[int(m.group(1))] = float(m.group(2))
+    return losses
+
+
+if case == "fp32-grads":
+    ckpt = os.path.join(work, "step1.safetensors")
+    losses = train("llama_fp32_sgd.kiln", "--steps", "1", "--lr", "1", "--save", ckpt,
+                   *fixed_inputs())
+    ref = float(read_pb(os.path.join(fixture, "output_0.pb")))
+    rel = abs(losses[1] - ref) / abs(ref)
+    check(rel <= 1e-4, f"step 1 loss {losses[1]:.7f} vs fixture {ref:.7f} (rel {rel:.2e})")
+    before = read_safetensors(os.path.join(data, "weights.safetensors"))
+    after = read_safetensors(ckpt)
+    grads = sorted(os.listdir(os.path.join(fixture, "grad")))
+    check(len(grads) > 0, f"{len(grads)} reference gradients")
+    for file in grads:
+        name = file[:-3]
+        g_ref = read_pb(os.path.join(fixture, "grad", file)).astype(np.float64)
+        key = "params/" + name
+        if key not in after:
+            check(False, f"{name}: not in the checkpoint")
+            continue
+        g = before[name].astype(np.float64) - after[key].astype(np.float64)
+        scale = max(np.abs(g_ref).max(), 1e-30)
+        err = np.abs(g.reshape(g_ref.shape) - g_ref).max()
+        check(err <= 1e-4 * scale, f"grad {name}: max err {err:.3e} (tol {1e-4 * scale:.3e})")
+elif case in ("fp32-adamw", "graphs-off"):
+    extra = ["--graphs", "off"] if case == "graphs-off" else []
+    ckpt = os.path.join(work, "step3.safetensors")
+    losses = train("llama_fp32_adamw.kiln", "--steps", "3", "--save", ckpt, *extra,
+                   *fixed_inputs())
+    ref = interp_losses()
+    for step in (1, 2, 3):
+        rel = abs(losses[step] - ref[step]) / abs(ref[step])
+        check(rel <= 1e-4, f"step {step} loss {losses[step]:.7f} vs interp {ref[step]:.7f} "
+                           f"(rel {rel:.2e})")
+    after = read_safetensors(ckpt)
+    params_dir = os.path.join(data, "interp", "params")
+    worst = 0.0
+    for file in sorted(os.listdir(params_dir)):
+        name = file[:-3]
+        p_ref = read_pb(os.path.join(params_dir, file))
+        p = after.get("params/" + name)
+        if p is None:
+            check(False, f"{name}: not in the checkpoint")
+            continue
+        worst = max(worst, float(np.abs(p.reshape(p_ref.shape) - p_ref).max()))
+    check(worst <= 5e-4, f"parameters after 3 steps: max |gpu - interp| {worst:.3e}")
+    if case == "graphs-off":
+        on = os.path.join(data, "runs", "fp32-adamw", "losses.json")
+        if os.path.exists(on):
+            with_graphs = {int(k): v for k, v in json.load(open(on)).items()}
+            for step in (1, 2, 3):
+                rel = abs(losses[step] - with_graphs[step]) / abs(with_graphs[step])
+                check(rel <= 1e-5, f"step {step}: graphs off {losses[step]:.7f} vs on "
+                                   f"{with_graphs[step]:.7f}")
+    json.dump(losses, open(os.path.join(work, "losses.json"), "w"))
+elif case in ("bf16-lora", "qlora"):
+    artifact = "llama_bf16_lora.kiln" if case == "bf16-lora" else "llama_bf16_qlora.kiln"
+    losses = train(artifact, "--steps", "100", "--data", os.path.join(data, "inputs", "tokens.bin"),
+                   "--seed", "1")
+    values = [losses[s] for s in sorted(losses)]
+    check(len(values) == 100, f"{len(values)} logged steps")
+    check(all(np.isfinite(values)), "every loss finite")
+    first, last = np.mean(values[:10]), np.mean(values[-10:])
+    check(last < first, f"mean loss steps 1-10 {first:.4f} > steps 91-100 {last:.4f}")
+else:
+    sys.exit(f"unknown case {case}")
+
+if failures:
+    sys.exit(f"{len(failures)} check(s) failed")
+print("all checks passed")
