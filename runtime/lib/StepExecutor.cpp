@@ -304,7 +304,6 @@ private:
 namespace {
 constexpr size_t kAlignment = 256;
 constexpr size_t kWorkspaceBytes = 32u << 20;
-size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
 cudaDataType_t cudaType(DType t) {
   return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F
@@ -347,72 +346,11 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       shapes[id].push_back(*d.evaluate(sizes));
   }
 
-  // Roots and liveness of the arena buffers: a view lives in its source.
-  std::vector<int> root(n);
-  for (size_t id = 0; id < n; ++id)
-    root[id] = static_cast<int>(id);
-  std::vector<int> allocAt(n, -1);
-  std::vector<size_t> lastUse(n, 0);
-  auto touch = [&](int id, size_t at) { lastUse[root[id]] = std::max(lastUse[root[id]], at); };
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    const ProgramOp &op = p.ops[i];
-    switch (op.kind) {
-    case ProgramOp::Kind::Alloc:
-      allocAt[op.result] = static_cast<int>(i);
-      lastUse[op.result] = i;
-      break;
-    case ProgramOp::Kind::View:
-      root[op.result] = root[op.source];
-      touch(op.source, i);
-      break;
-    case ProgramOp::Kind::Fill:
-      touch(op.target, i);
-      break;
-    case ProgramOp::Kind::Copy:
-      touch(op.source, i);
-      touch(op.target, i);
-      break;
-    case ProgramOp::Kind::Launch:
-      for (int id : op.args)
-        touch(id, i);
-      break;
-    case ProgramOp::Kind::Gemm:
-      for (int id : {op.a, op.b, op.bias, op.c})
-        if (id >= 0)
-          touch(id, i);
-      break;
-    default:
-      break;
-    }
-  }
-  for (const ProgramBinding &result : p.results)
-    touch(result.buffer, p.ops.size());
-  // First fit by offset among the buffers live at the same time.
-  struct Placed {
-    size_t begin, end, offset, size;
-  };
-  std::vector<Placed> placed;
-  std::vector<size_t> offsets(n, 0);
-  for (size_t id = 0; id < n; ++id) {
-    if (allocAt[id] < 0)
-      continue;
-    size_t begin = static_cast<size_t>(allocAt[id]), end = lastUse[id];
-    size_t size = alignUp(std::max<size_t>(r->bytes[id], 1));
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (const Placed &q : placed)
-      if (q.end >= begin && q.begin <= end)
-        busy.push_back({q.offset, q.offset + q.size});
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + size <= lo)
-        break;
-      offset = std::max(offset, hi);
-    }
-    placed.push_back({begin, end, offset, size});
-    offsets[id] = offset;
-    r->arenaSize = std::max(r->arenaSize, offset + size);
-  }
+  Expected<ArenaPlan> plan = p.planArena(sizes, kAlignment);
+  if (!plan)
+    return Error{origin + ": " + plan.getError()};
+  const std::vector<size_t> &offsets = plan->offsets;
+  r->arenaSize = plan->size;
   Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
   if (!arena)
     return Error{origin + ": arena of " + std::to_string(r->arenaSize) + " bytes (" +
@@ -491,8 +429,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       if (!buffer)
         return Error{origin + ": " + buffer.getError()};
       if (!data.empty())
-        if (Status s = check(driver.cuMemcpyHtoD_v2(buffer->get(), data.data(), data.size()),
-                             "cuMemcpyHtoD");
+        if (Status s = check(driver.cuMemcpyHtoDAsync_v2(buffer->get(), data.data(),
+                                                         data.size(), device.getStream()),
+                             "cuMemcpyHtoDAsync");
             !s)
           return s.takeError();
       r->pointers[op.result] = buffer->get();
@@ -791,9 +730,17 @@ Expected<NamedTensor> makeTensor(const Device &device, DType dtype, std::vector<
   return t;
 }
 
+// Every transfer goes through the executor's stream: the synchronous driver
+// calls use the legacy stream, which a non-blocking stream does not wait for.
 Status uploadTo(const Device &device, NamedTensor &t, const std::string &bytes) {
-  return device.check(device.getDriver().cuMemcpyHtoD_v2(t.memory.get(), bytes.data(), bytes.size()),
-                      "cuMemcpyHtoD");
+  if (bytes.empty())
+    return Status::success();
+  if (Status s = device.check(device.getDriver().cuMemcpyHtoDAsync_v2(
+                                  t.memory.get(), bytes.data(), bytes.size(), device.getStream()),
+                              "cuMemcpyHtoDAsync");
+      !s)
+    return s;
+  return device.synchronize();
 }
 
 std::string scalarBytes(DType dtype, double value) {
@@ -927,9 +874,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
       if (!t)
         return t.takeError();
-      if (Status s = device.check(device.getDriver().cuMemsetD8_v2(
-                                      t->memory.get(), 0, t->count * dtypeSize(t->dtype)),
-                                  "cuMemsetD8");
+      if (Status s = device.check(device.getDriver().cuMemsetD8Async(
+                                      t->memory.get(), 0, t->count * dtypeSize(t->dtype),
+                                      device.getStream()),
+                                  "cuMemsetD8Async");
           !s)
         return s.takeError();
       x->store[arg.name] = std::move(*t);
@@ -1115,7 +1063,9 @@ size_t StepExecutor::getPersistentBytes() const {
     total += entry.second.memory.size();
   return total;
 }
-size_t StepExecutor::getArenaBytes() const { return step->arenaBytes(); }
+size_t StepExecutor::getArenaBytes() const {
+  return step->arenaBytes() + kWorkspaceBytes;
+}
 size_t StepExecutor::getGraphCaptures() const { return graphs ? graphs->getCaptureCount() : 0; }
 size_t StepExecutor::getLaunchCount() const { return step->launches; }
 size_t StepExecutor::getGemmCount() const { return step->gemms; }

@@ -8,6 +8,8 @@
 
 #include "kiln/artifact/Json.h"
 
+#include <algorithm>
+
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
@@ -258,4 +260,86 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     program.ops.push_back(std::move(op));
   }
   return program;
+}
+
+Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t alignment) const {
+  size_t n = buffers.size();
+  ArenaPlan plan;
+  plan.bytes.assign(n, 0);
+  plan.offsets.assign(n, 0);
+  plan.inArena.assign(n, false);
+  for (size_t id = 0; id < n; ++id) {
+    Expected<int64_t> count = elementCount(static_cast<int>(id), sizes);
+    if (!count)
+      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
+    plan.bytes[id] = static_cast<size_t>(*count) * dtypeSize(buffers[id].dtype);
+  }
+  // Roots and liveness: a view lives in its source's memory.
+  std::vector<int> root(n);
+  for (size_t id = 0; id < n; ++id)
+    root[id] = static_cast<int>(id);
+  std::vector<int> allocAt(n, -1);
+  std::vector<size_t> lastUse(n, 0);
+  auto touch = [&](int id, size_t at) {
+    lastUse[root[id]] = std::max(lastUse[root[id]], at);
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ProgramOp &op = ops[i];
+    switch (op.kind) {
+    case ProgramOp::Kind::Alloc:
+      allocAt[op.result] = static_cast<int>(i);
+      lastUse[op.result] = i;
+      break;
+    case ProgramOp::Kind::View:
+      root[op.result] = root[op.source];
+      touch(op.source, i);
+      break;
+    case ProgramOp::Kind::Fill:
+      touch(op.target, i);
+      break;
+    case ProgramOp::Kind::Copy:
+      touch(op.source, i);
+      touch(op.target, i);
+      break;
+    case ProgramOp::Kind::Launch:
+      for (int id : op.args)
+        touch(id, i);
+      break;
+    case ProgramOp::Kind::Gemm:
+      for (int id : {op.a, op.b, op.bias, op.c})
+        if (id >= 0)
+          touch(id, i);
+      break;
+    default:
+      break;
+    }
+  }
+  for (const ProgramBinding &result : results)
+    touch(result.buffer, ops.size());
+  struct Placed {
+    size_t begin, end, offset, size;
+  };
+  std::vector<Placed> placed;
+  for (size_t id = 0; id < n; ++id) {
+    if (allocAt[id] < 0)
+      continue;
+    size_t begin = static_cast<size_t>(allocAt[id]), end = lastUse[id];
+    size_t size = (std::max<size_t>(plan.bytes[id], 1) + alignment - 1) / alignment * alignment;
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed &q : placed)
+      if (q.end >= begin && q.begin <= end)
+        busy.push_back({q.offset, q.offset + q.size});
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + size <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    placed.push_back({begin, end, offset, size});
+    plan.offsets[id] = offset;
+    plan.inArena[id] = true;
+    plan.size = std::max(plan.size, offset + size);
+  }
+  return plan;
 }

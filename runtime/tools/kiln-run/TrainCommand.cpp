@@ -106,7 +106,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitBadInput, s.getError());
   }
   std::printf("step program: %zu launches, %zu GEMMs; device memory: %zu bytes "
-              "persistent + %zu bytes arena (planned)\n",
+              "persistent + %zu bytes arena and GEMM workspace (planned)\n",
               x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
               x.getArenaBytes());
   double lr = 0;

@@ -58,6 +58,14 @@ struct ProgramOp {
   std::string epilogue;                    ///< gemm: "none", "bias", ...
 };
 
+/// Where a program's allocated buffers live in its one arena at given sizes.
+struct ArenaPlan {
+  std::vector<size_t> bytes;   ///< Per buffer id: its size in bytes.
+  std::vector<size_t> offsets; ///< Per buffer id: arena offset (allocs only).
+  std::vector<bool> inArena;   ///< Per buffer id: an alloc's own memory.
+  size_t size = 0;             ///< The arena's size.
+};
+
 class StepProgram {
 public:
   /// Decodes the JSON of a "step" or "init" section; \p origin names it in
@@ -69,6 +77,13 @@ public:
   std::vector<ProgramBinding> args, results;
   std::vector<ProgramOp> ops;
   std::optional<double> defaultLr;
+
+  /// The arena plan at \p sizes: a buffer lives from its alloc to its last
+  /// use through itself or a view of it (results: to the end); first fit by
+  /// offset among the buffers live at the same time, each aligned to
+  /// \p alignment.
+  Expected<ArenaPlan> planArena(const artifact::SymbolBindings &sizes,
+                                size_t alignment) const;
 
   /// Elements of buffer \p id at \p sizes.
   Expected<int64_t> elementCount(int id,

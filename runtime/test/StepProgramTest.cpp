@@ -1,0 +1,166 @@
+//===- StepProgramTest.cpp - Step program decoding, arena plan, dtypes ----===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CPU side of step execution: decoding errors, the arena plan (buffers
+// live at the same time never overlap; dead ones are reused), and the
+// element conversions weights and inputs go through on upload.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Check.h"
+
+#include "kiln/runtime/StepExecutor.h"
+#include "kiln/runtime/StepProgram.h"
+
+#include <cstring>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+// x[n,64] -> a = k0(x) -> b = k1(a) -> view c of b -> gemm(c, w) -> d;
+// e = k2(x) is a result. a dies at op 3, so b or d may take its place.
+static const char *kProgram = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main", "default_lr": 0.001,
+  "buffers": [
+    {"dtype": "F32", "shape": ["n", "64"]},
+    {"dtype": "F32", "shape": ["64", "32"]},
+    {"dtype": "F32", "shape": ["n", "64"]},
+    {"dtype": "F32", "shape": ["n", "64"]},
+    {"dtype": "F32", "shape": ["n*64"]},
+    {"dtype": "F32", "shape": ["n", "32"]},
+    {"dtype": "BF16", "shape": ["n", "64"]},
+    {"dtype": "F32", "shape": []}
+  ],
+  "args": [{"role": "input", "name": "x", "buffer": 0},
+           {"role": "param", "name": "w", "buffer": 1}],
+  "results": [{"role": "loss", "name": "loss", "buffer": 7},
+              {"role": "other", "buffer": 6}],
+  "ops": [
+    {"op": "alloc", "result": 2},
+    {"op": "launch", "kernel": "k0", "module": "module0", "args": [0, 2], "symbols": ["n"],
+     "items": "n*64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "alloc", "result": 3},
+    {"op": "launch", "kernel": "k1", "module": "module0", "args": [2, 3], "symbols": ["n"],
+     "items": "n", "per": 1, "block": 64, "shared": "4*n + 8"},
+    {"op": "view", "source": 3, "result": 4},
+    {"op": "alloc", "result": 5},
+    {"op": "gemm", "a": 3, "b": 1, "c": 5, "trans_a": false, "trans_b": false, "m": "n",
+     "n": "32", "k": "64", "batch": "1", "strides": ["0", "0", "0"], "epilogue": "none",
+     "compute": "F32"},
+    {"op": "alloc", "result": 6},
+    {"op": "launch", "kernel": "k2", "module": "module1", "args": [0, 6], "symbols": ["n"],
+     "items": "n*64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "alloc", "result": 7},
+    {"op": "fill", "target": 7, "value": 0},
+    {"op": "launch", "kernel": "k3", "module": "module1", "args": [5, 4, 7], "symbols": ["n"],
+     "items": "n", "per": 1, "block": 256, "shared": "0"}
+  ]
+})";
+
+static bool overlaps(const ArenaPlan &plan, int a, int b) {
+  size_t a0 = plan.offsets[a], a1 = a0 + plan.bytes[a];
+  size_t b0 = plan.offsets[b], b1 = b0 + plan.bytes[b];
+  return a0 < b1 && b0 < a1;
+}
+
+static void testDecodeAndPlan() {
+  Expected<StepProgram> program = StepProgram::decode(kProgram, "step");
+  CHECK(program);
+  if (!program) {
+    std::fprintf(stderr, "%s\n", program.getError().c_str());
+    return;
+  }
+  CHECK(program->defaultLr && *program->defaultLr == 0.001);
+  CHECK(program->ops.size() == 12);
+  CHECK(program->ops[1].kind == ProgramOp::Kind::Launch);
+  CHECK(*program->ops[3].shared->evaluate({{"n", 10}}) == 48);
+  CHECK(program->ops[6].kind == ProgramOp::Kind::Gemm);
+  CHECK(program->ops[6].strides.size() == 3);
+  CHECK(*program->elementCount(4, {{"n", 3}}) == 192);
+  CHECK(*program->elementCount(7, {{"n", 3}}) == 1);
+
+  Expected<ArenaPlan> plan = program->planArena({{"n", 100}}, 256);
+  CHECK(plan);
+  if (!plan)
+    return;
+  CHECK(!plan->inArena[0] && !plan->inArena[1] && !plan->inArena[4]);
+  CHECK(plan->inArena[2] && plan->inArena[3] && plan->inArena[7]);
+  CHECK(plan->bytes[6] == 100 * 64 * 2);
+  for (size_t id = 0; id < plan->offsets.size(); ++id)
+    if (plan->inArena[id])
+      CHECK(plan->offsets[id] % 256 == 0);
+  // Live together: a and b (op 3), b and d (op 6, b read through its view
+  // until op 11), d, e and the loss (results live to the end).
+  CHECK(!overlaps(*plan, 2, 3));
+  CHECK(!overlaps(*plan, 3, 5));
+  CHECK(!overlaps(*plan, 3, 6) && !overlaps(*plan, 5, 6) && !overlaps(*plan, 6, 7));
+  CHECK(!overlaps(*plan, 3, 7) && !overlaps(*plan, 5, 7));
+  // a is dead after op 3: the gemm output d (25.6 KB) reuses its bytes.
+  CHECK(plan->offsets[5] == plan->offsets[2]);
+  size_t sum = 0;
+  for (size_t id = 0; id < plan->offsets.size(); ++id)
+    if (plan->inArena[id])
+      sum += (plan->bytes[id] + 255) / 256 * 256;
+  CHECK(plan->size < sum);
+}
+
+static void testDecodeErrors() {
+  struct Case {
+    const char *json, *error;
+  } cases[] = {
+      {R"({"format":"kiln-step-program","version":2})", "step: not a version 1 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
+       "step: buffer 0: unknown dtype 'F31'"},
+      {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
+       "step: op 0 (frob): unknown op"},
+      {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":[]}],"args":[],"results":[],"ops":[{"op":"launch","kernel":"k","module":"m","items":"n","shared":"0","per":1,"block":2048,"args":[0],"symbols":[]}]})",
+       "step: op 0 (launch): bad per/block"},
+      {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":[]}],"args":[],"results":[],"ops":[{"op":"copy","source":0,"target":1}]})",
+       "step: op 0 (copy): buffer id 1 out of range"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> program = StepProgram::decode(c.json, "step");
+    CHECK(!program);
+    CHECK_EQ(program.getError(), c.error);
+  }
+}
+
+static void testConvert() {
+  float values[] = {1.0f, -2.5f, 3.14159265f, 1e-8f, 65504.0f, 1.00390625f};
+  Expected<std::string> bf16 = convertElements(values, DType::F32, DType::BF16, 6);
+  CHECK(bf16 && bf16->size() == 12);
+  uint16_t h[6];
+  std::memcpy(h, bf16->data(), 12);
+  CHECK(h[0] == 0x3f80 && h[1] == 0xc020 && h[2] == 0x4049);
+  CHECK(h[5] == 0x3f80); // 1 + 2^-8 is a tie: rounds to even (1.0)
+  Expected<std::string> back = convertElements(bf16->data(), DType::BF16, DType::F32, 6);
+  float f[6];
+  std::memcpy(f, back->data(), 24);
+  CHECK(f[0] == 1.0f && f[1] == -2.5f && f[2] == 3.140625f);
+
+  Expected<std::string> f16 = convertElements(values, DType::F32, DType::F16, 6);
+  std::memcpy(h, f16->data(), 12);
+  CHECK(h[0] == 0x3c00 && h[1] == 0xc100 && h[2] == 0x4248 && h[4] == 0x7bff);
+  Expected<std::string> f16back = convertElements(f16->data(), DType::F16, DType::F32, 6);
+  std::memcpy(f, f16back->data(), 24);
+  CHECK(f[0] == 1.0f && f[1] == -2.5f && f[4] == 65504.0f);
+
+  uint32_t tokens[] = {0, 7, 65535, 4000000000u};
+  Expected<std::string> wide = convertElements(tokens, DType::U32, DType::I64, 4);
+  int64_t ids[4];
+  std::memcpy(ids, wide->data(), 32);
+  CHECK(ids[1] == 7 && ids[2] == 65535 && ids[3] == 4000000000LL);
+  Expected<std::string> bad = convertElements(values, DType::F32, DType::I64, 1);
+  CHECK(!bad);
+  CHECK_EQ(bad.getError(), "cannot convert F32 to I64");
+}
+
+int main() {
+  testDecodeAndPlan();
+  testDecodeErrors();
+  testConvert();
+  return checkFailures() != 0;
+}
