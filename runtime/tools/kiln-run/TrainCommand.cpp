@@ -426,6 +426,11 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (init)
     return error(kExitNotBuilt, "--init random is not built for step "
                                 "execution yet; pass --weights");
+  // The adapter config needs LoRA's alpha, which the artifact does not
+  // record yet; --save keeps the adapters in the checkpoint meanwhile.
+  if (args->get("save-adapters"))
+    return error(kExitNotBuilt, "--save-adapters is not built for step "
+                                "execution yet; use --save");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles.front(), *args, sizes,
                       startStep, steps, logEvery, static_cast<uint64_t>(seed),
