@@ -350,23 +350,23 @@ int kiln::run::runTrain(int argc, char **argv) {
   // feeds fixed tensors instead).
   std::optional<TokenFile> tokens;
   if (args->get("data")) {
-  Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
-  if (!opened)
-    return error(kExitBadInput, opened.getError());
-  tokens.emplace(std::move(*opened));
-  std::vector<uint32_t> windows;
-  uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
-  if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
-                                          static_cast<uint64_t>(startStep),
-                                          batch, seq, windows, vocab);
-      !status)
-    return error(kExitBadInput, status.getError());
-  std::printf("data %s: %llu tokens, %lld windows of %lld per step (seed "
-              "%lld)\n",
-              args->get("data")->c_str(),
-              static_cast<unsigned long long>(tokens->getTokenCount()),
-              static_cast<long long>(batch), static_cast<long long>(seq + 1),
-              static_cast<long long>(seed));
+    Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
+    if (!opened)
+      return error(kExitBadInput, opened.getError());
+    tokens.emplace(std::move(*opened));
+    std::vector<uint32_t> windows;
+    uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
+    if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
+                                            static_cast<uint64_t>(startStep),
+                                            batch, seq, windows, vocab);
+        !status)
+      return error(kExitBadInput, status.getError());
+    std::printf("data %s: %llu tokens, %lld windows of %lld per step (seed "
+                "%lld)\n",
+                args->get("data")->c_str(),
+                static_cast<unsigned long long>(tokens->getTokenCount()),
+                static_cast<long long>(batch), static_cast<long long>(seq + 1),
+                static_cast<long long>(seed));
   }
 
   // The device, where there is a driver: every kernel's image must load
