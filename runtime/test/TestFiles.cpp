@@ -223,6 +223,45 @@ static int writePeftAdapters(const std::string &dir) {
   return status ? 0 : fail(status.getError());
 }
 
+/// A step program of GEMMs only (no kernels, so no compiler needed): x
+/// [batch, seq] and w [seq, 2]; c = x w, d = (x w)^T through trans_a/trans_b,
+/// loss = d[0, 0] (a view), new w = x^T c. With x = [[1,2,3],[4,5,6]] and
+/// w = [[1,0],[0,1],[1,1]]: step 1 loss 4, step 2 loss 376. Writes OUT.kiln,
+/// OUT.safetensors (w) and OUT.x.bin.
+static int writeGemmStep(const std::string &out) {
+  ArtifactWriter writer;
+  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                     R"("targets":[],"symbols":["batch","seq"]})");
+  writer.add("guards", "[]");
+  writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
+  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+    "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["seq","2"]},
+      {"dtype":"F32","shape":["batch","2"]},{"dtype":"F32","shape":["2","batch"]},
+      {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]}],
+    "args":[{"role":"input","name":"x","buffer":0},{"role":"param","name":"w","buffer":1}],
+    "results":[{"role":"loss","name":"loss","buffer":4},{"role":"param","name":"w","buffer":5}],
+    "ops":[{"op":"alloc","result":2},
+      {"op":"gemm","a":0,"b":1,"c":2,"trans_a":false,"trans_b":false,"m":"batch","n":"2","k":"seq",
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"},
+      {"op":"alloc","result":3},
+      {"op":"gemm","a":1,"b":0,"c":3,"trans_a":true,"trans_b":true,"m":"2","n":"batch","k":"seq",
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"},
+      {"op":"view","source":3,"result":4},
+      {"op":"alloc","result":5},
+      {"op":"gemm","a":0,"b":2,"c":5,"trans_a":true,"trans_b":false,"m":"seq","n":"2","k":"batch",
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"}]})");
+  if (Status status = writer.write(out + ".kiln"); !status)
+    return fail(status.getError());
+  std::vector<float> w = {1, 0, 0, 1, 1, 1}, x = {1, 2, 3, 4, 5, 6};
+  if (Status status = writeSafetensors(out + ".safetensors", {{"w", DType::F32, {3, 2}, w.data()}});
+      !status)
+    return fail(status.getError());
+  Status status = writeFileAtomically(out + ".x.bin", [&](FileWriter &writer) {
+    return writer.write(std::string(reinterpret_cast<const char *>(x.data()), x.size() * 4));
+  });
+  return status ? 0 : fail(status.getError());
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -233,6 +272,8 @@ int main(int argc, char **argv) {
   };
   if (args.size() >= 2 && args[0] == "artifact")
     return writeArtifact(args[1], flag("--cubin-only", ""));
+  if (args.size() == 2 && args[0] == "gemm-step")
+    return writeGemmStep(args[1]);
   if (args.size() >= 2 && args[0] == "weights")
     return writeWeights(args[1], args.size() > 2 ? args[2] : "");
   if (args.size() >= 3 && args[0] == "tokens")

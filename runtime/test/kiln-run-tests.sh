@@ -166,6 +166,28 @@ train-not-built)
     grep -q '^data t.*\.bin: 5000 tokens, 2 windows of 17 per step (seed 0)$' out.txt || fail "data summary"
   done
   ;;
+train-gemm-step | train-gemm-step-gpu)
+  # A GEMM-only step program (kiln-test-files gemm-step): without a driver
+  # the run stops before training; on the GPU (required by the -gpu case)
+  # two steps give 4 and 376, with and without CUDA Graphs.
+  "$test_files" gemm-step g || fail "fixture"
+  "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  if [ "$case_name" = train-gemm-step-gpu ] || ! grep -q "no CUDA driver" err.txt; then
+    [ $rc = 0 ] || fail "exit $rc, expected 0"
+    grep -q '^step 1 loss 4.0000000 step_ms' out.txt || fail "step 1 loss"
+    grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss"
+    grep -q '^cuda graphs: 1 captured$' out.txt || fail "graph capture"
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --graphs off >out.txt 2>err.txt || fail "graphs off"
+    grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss without graphs"
+    expect 2 "kiln-run: error: --input y: the step has no data input 'y'" "$kiln_run" train g.kiln --weights g.safetensors --input y=g.x.bin --steps 1 --batch 2 --seq 3
+    head -c 12 g.x.bin >short.bin
+    expect 1 "kiln-run: error: short.bin: 12 bytes; input 'x' needs 6 F32 elements (24 bytes)" "$kiln_run" train g.kiln --weights g.safetensors --input x=short.bin --steps 1 --batch 2 --seq 3
+  else
+    [ $rc = 3 ] || fail "exit $rc, expected 3"
+    grep -q '^kiln-run: error: no CUDA driver: ' err.txt || fail "no-driver line"
+  fi
+  ;;
 train-device-gpu)
   # On the GPU machine: the device checks run and pass.
   fixtures
