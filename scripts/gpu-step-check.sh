@@ -11,7 +11,8 @@
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
 # reference; all into OUT (default build-stepcheck/, git-ignored, about 9
 # MiB, so it can be carried). `run` builds runtime/ alone there and runs the
-# step-check tests (ctest label gpu, runtime/test/step_check.py).
+# step-check tests (ctest label gpu, runtime/test/step_check.py) and the
+# compiler-free GEMM step test kiln-run.train-gemm-step-gpu.
 # KILN=path/to/kiln overrides the compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +50,7 @@ run)
   cmake -S runtime -B "$out/runtime" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DKILN_STEP_CHECK_DIR="$data" > /dev/null
   cmake --build "$out/runtime"
-  ctest --test-dir "$out/runtime" -L gpu -R step-check --output-on-failure
+  ctest --test-dir "$out/runtime" -L gpu -R 'step-check|train-gemm-step' --output-on-failure
   ;;
 *)
   echo "usage: $0 prepare|run [OUT]" >&2
