@@ -9,7 +9,7 @@
 # lr=1 to expose gradients, fp32 AdamW, bf16 + LoRA, bf16 + QLoRA), writes
 # its initializers as safetensors and its test_data_set_0 inputs as raw
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
-# reference; all into OUT (default build-stepcheck/, git-ignored, about 9
+# reference; all into OUT (default build-stepcheck/, git-ignored, about 12
 # MiB, so it can be carried). `run` builds runtime/ alone there and runs the
 # step-check tests (ctest label gpu, runtime/test/step_check.py) and the
 # compiler-free GEMM step test kiln-run.train-gemm-step-gpu.
