@@ -103,7 +103,9 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
       return failure();
     params.push(std::move(*entry));
   }
-  WalkResult walk = step.walk([&](ParameterOp op) {
+  // Frozen weights the step reads, then the checkpoint weights the init
+  // program reads (an NF4-quantized weight is read only there).
+  auto frozen = [&](ParameterOp op) {
     if (!seen.insert(op.getName()).second)
       return WalkResult::advance();
     auto foldedFrom = op->getAttrOfType<StringAttr>("kiln.source_name");
@@ -115,9 +117,12 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
       return WalkResult::interrupt();
     params.push(std::move(*entry));
     return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
+  };
+  if (step.walk(frozen).wasInterrupted())
     return failure();
+  if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName))
+    if (init.walk(frozen).wasInterrupted())
+      return failure();
   return params.print();
 }
 
