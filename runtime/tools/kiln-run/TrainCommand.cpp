@@ -93,6 +93,12 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
     options.useGraphs = *graphs == "on";
   }
+  // Measured peak: device memory free before the step is loaded minus
+  // free after each step (arena, weights, workspace, graphs, and what
+  // cuBLASLt and the driver allocate on the way).
+  Expected<std::pair<size_t, size_t>> before = gpu.getMemoryInfo();
+  if (!before)
+    return error(kExitNoDevice, before.getError());
   Expected<std::unique_ptr<StepExecutor>> made =
       StepExecutor::create(artifact, gpu, lt, &*weights, options);
   if (!made)
@@ -147,7 +153,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
 
   int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
   std::vector<uint32_t> windows, row;
-  double peak = static_cast<double>(x.getPersistentBytes() + x.getArenaBytes());
+  double peak = 0;
   for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
     auto begin = std::chrono::steady_clock::now();
     bool sampled = false;
@@ -179,6 +185,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - begin)
                     .count();
+    if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
+      peak = std::max(peak, static_cast<double>(before->first) -
+                                static_cast<double>(now->first));
     if (!std::isfinite(*loss))
       return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
                                       std::to_string(*loss));
