@@ -803,11 +803,45 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   std::map<std::string, const ParamSpec *> specs;
   for (const ParamSpec &param : artifact.getParams())
     specs[param.name] = &param;
+  // --init random: a splitmix64 stream per tensor (seeded by the name), so
+  // a tensor's values do not depend on load order.
+  auto randomTensor = [&](const std::string &name, DType dtype,
+                          const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
+    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+    if (!tensor)
+      return tensor.takeError();
+    uint64_t state = *options.randomInitSeed ^ 0x9E3779B97F4A7C15ull;
+    for (char c : name)
+      state = (state ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+    std::vector<float> values(static_cast<size_t>(tensor->count));
+    bool isNorm = name.find("norm") != std::string::npos;
+    for (float &v : values) {
+      if (shape.size() < 2) {
+        v = isNorm ? 1.0f : 0.0f;
+        continue;
+      }
+      state += 0x9E3779B97F4A7C15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f); // [0, 1)
+      v = (2.0f * unit - 1.0f) * 0.034641016f; // std 0.02
+    }
+    Expected<std::string> bytes = convertElements(values.data(), DType::F32, dtype, tensor->count);
+    if (!bytes)
+      return Error{"--init random: '" + name + "': " + bytes.getError()};
+    if (Status s = uploadTo(device, *tensor, *bytes); !s)
+      return s.takeError();
+    return &(x->store[name] = std::move(*tensor));
+  };
   auto loadNamed = [&](const std::string &name, DType dtype,
                        const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
     auto existing = x->store.find(name);
     if (existing != x->store.end())
       return &existing->second;
+    if (!weights && options.randomInitSeed)
+      return randomTensor(name, dtype, shape);
     auto spec = specs.find(name);
     if (!weights || spec == specs.end())
       return Error{"no weights for '" + name + "'" +

@@ -81,13 +81,19 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const CublasLt &lt, const std::string &weightsPath,
                  const Arguments &args, const SymbolBindings &sizes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
-                 uint64_t seed, const TokenFile *tokens) {
-  Expected<SafetensorsFile> weights = SafetensorsFile::open(weightsPath);
-  if (!weights)
-    return error(kExitBadInput, weights.getError());
+                 uint64_t seed, const TokenFile *tokens,
+                 std::optional<uint64_t> randomInitSeed) {
+  std::optional<SafetensorsFile> weights;
+  if (!randomInitSeed) {
+    Expected<SafetensorsFile> opened = SafetensorsFile::open(weightsPath);
+    if (!opened)
+      return error(kExitBadInput, opened.getError());
+    weights.emplace(std::move(*opened));
+  }
   StepExecutor::Options options;
   options.sizes = sizes;
   options.seed = seed;
+  options.randomInitSeed = randomInitSeed;
   if (std::optional<std::string> graphs = args.get("graphs")) {
     if (*graphs != "on" && *graphs != "off")
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
@@ -100,7 +106,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (!before)
     return error(kExitNoDevice, before.getError());
   Expected<std::unique_ptr<StepExecutor>> made =
-      StepExecutor::create(artifact, gpu, lt, &*weights, options);
+      StepExecutor::create(artifact, gpu, lt, weights ? &*weights : nullptr, options);
   if (!made)
     return error(kExitBadInput, made.getError());
   StepExecutor &x = **made;
@@ -296,6 +302,7 @@ int kiln::run::runTrain(int argc, char **argv) {
                                    *text + "'");
   const std::vector<std::string> &weightFiles = args->getAll("weights");
   std::optional<std::string> init = args->get("init");
+  std::optional<uint64_t> randomInitSeed;
   if (init) {
     int64_t initSeed;
     if (init->compare(0, 7, "random:") != 0 ||
@@ -304,6 +311,7 @@ int kiln::run::runTrain(int argc, char **argv) {
                    "--init must be random:SEED, got '" + *init + "'");
     if (!weightFiles.empty())
       return error(kExitUsage, "--init and --weights exclude each other");
+    randomInitSeed = static_cast<uint64_t>(initSeed);
   } else if (weightFiles.empty()) {
     return error(kExitUsage, "no weights: pass --weights FILE or --init "
                              "random:SEED");
@@ -432,16 +440,14 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (!gpu)
     return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
                                     "; nothing was trained");
-  if (init)
-    return error(kExitNotBuilt, "--init random is not built for step "
-                                "execution yet; pass --weights");
   // The adapter config needs LoRA's alpha, which the artifact does not
   // record yet; --save keeps the adapters in the checkpoint meanwhile.
   if (args->get("save-adapters"))
     return error(kExitNotBuilt, "--save-adapters is not built for step "
                                 "execution yet; use --save");
   std::printf("%s\n", deviceNote.c_str());
-  return executeSteps(*step, *gpu, *lt, weightFiles.front(), *args, sizes,
-                      startStep, steps, logEvery, static_cast<uint64_t>(seed),
-                      tokens ? &*tokens : nullptr);
+  return executeSteps(*step, *gpu, *lt, weightFiles.empty() ? "" : weightFiles.front(),
+                      *args, sizes, startStep, steps, logEvery,
+                      static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
+                      randomInitSeed);
 }

@@ -25,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ public:
     artifact::SymbolBindings sizes; ///< batch, seq
     uint64_t seed = 0;              ///< init program and dropout seeds
     bool useGraphs = true;
+    /// Without weights: parameters and frozen weights drawn from this seed
+    /// (benchmarks): matrices U(-0.02·√3, 0.02·√3) (std 0.02), norm
+    /// weights 1, other vectors 0.
+    std::optional<uint64_t> randomInitSeed;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
