@@ -147,6 +147,17 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
     archs.push(Json::string(target));
   meta.set("targets", std::move(archs));
   meta.set("symbols", std::move(names));
+  if (auto module = step->getParentOfType<ModuleOp>())
+    if (auto lora = module->getAttrOfType<DictionaryAttr>("kiln.lora")) {
+      Json settings = Json::object();
+      if (auto rank = lora.getAs<IntegerAttr>("rank"))
+        settings.set("r", Json::integer(rank.getInt()));
+      if (auto alpha = lora.getAs<FloatAttr>("alpha"))
+        settings.set("alpha", Json::number(alpha.getValueAsDouble()));
+      if (auto dropout = lora.getAs<FloatAttr>("dropout"))
+        settings.set("dropout", Json::number(dropout.getValueAsDouble()));
+      meta.set("lora", std::move(settings));
+    }
   return meta.print(/*pretty=*/true) + "\n";
 }
 

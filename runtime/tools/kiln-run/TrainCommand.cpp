@@ -227,6 +227,41 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     std::printf("saved %s: step %lld\n", path->c_str(),
                 static_cast<long long>(startStep + steps));
   }
+  if (std::optional<std::string> dir = args.get("save-adapters")) {
+    // PEFT's layout: the trained lora_A/lora_B weights and the settings the
+    // compiler recorded (meta "lora").
+    const Json *lora = artifact.getMeta().get("lora");
+    const Json *rank = lora ? lora->get("r") : nullptr;
+    const Json *alpha = lora ? lora->get("alpha") : nullptr;
+    if (!rank || !alpha)
+      return error(kExitBadInput, "--save-adapters: the artifact's meta has no LoRA r/alpha");
+    LoraConfig config;
+    config.rank = static_cast<int64_t>(rank->getNumber());
+    config.alpha = alpha->getNumber();
+    std::vector<std::pair<std::string, NamedTensor *>> params, state;
+    if (Status s = x.readTrainable(params, state); !s)
+      return error(kExitNoDevice, s.getError());
+    std::vector<std::string> hostBytes;
+    hostBytes.reserve(params.size());
+    std::vector<TensorData> adapters;
+    std::set<std::string> modules;
+    for (auto &[name, tensor] : params) {
+      size_t at = name.rfind(".lora_");
+      if (at == std::string::npos)
+        continue;
+      Expected<std::string> bytes = x.download(*tensor);
+      if (!bytes)
+        return error(kExitNoDevice, bytes.getError());
+      hostBytes.push_back(std::move(*bytes));
+      adapters.push_back({name, tensor->dtype, tensor->shape, hostBytes.back().data()});
+      std::string module = name.substr(0, at);
+      modules.insert(module.substr(module.rfind('.') + 1)); // q_proj, ...
+    }
+    config.targetModules.assign(modules.begin(), modules.end());
+    if (Status s = writePeftAdapters(*dir, adapters, config); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("saved %zu adapter tensors (PEFT) to %s\n", adapters.size(), dir->c_str());
+  }
   return 0;
 }
 } // namespace
@@ -440,11 +475,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (!gpu)
     return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
                                     "; nothing was trained");
-  // The adapter config needs LoRA's alpha, which the artifact does not
-  // record yet; --save keeps the adapters in the checkpoint meanwhile.
-  if (args->get("save-adapters"))
-    return error(kExitNotBuilt, "--save-adapters is not built for step "
-                                "execution yet; use --save");
+  if (args->get("save-adapters") && !step->getMeta().get("lora"))
+    return error(kExitUsage, "--save-adapters: " + artifactPath +
+                                 " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles.empty() ? "" : weightFiles.front(),
                       *args, sizes, startStep, steps, logEvery,

@@ -1,4 +1,7 @@
 // RUN: kiln-opt %s '--kiln-lora=rank=4 alpha=8 targets=^l1\.' | FileCheck %s
+// RUN: kiln-opt %s '--kiln-lora=rank=4 alpha=8 targets=^l1\.' | FileCheck %s --check-prefix=ATTR
+// The settings PEFT's adapter_config.json needs travel on the module.
+// ATTR: module attributes {kiln.lora = {alpha = 8.000000e+00 : f64, dropout = 0.000000e+00 : f64, rank = 4 : i64}}
 // RUN: kiln-opt %s '--kiln-lora=rank=2 alpha=2 dropout=0.1 targets=^l[12]\.' | FileCheck %s --check-prefix=DROP
 // RUN: kiln-opt %s '--kiln-lora=rank=2 targets=^l[12]\. skip=^l2' | FileCheck %s --check-prefix=SKIP
 // RUN: kiln-opt %s --kiln-lora=rank=2 | FileCheck %s --check-prefix=DEFAULT

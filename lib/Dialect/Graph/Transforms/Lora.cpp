@@ -83,6 +83,13 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
       return signalPassFailure();
     }
 
+    // The settings PEFT's adapter_config.json needs when the runtime saves
+    // the adapters.
+    Builder attrs(module.getContext());
+    module->setAttr("kiln.lora", attrs.getDictionaryAttr(
+                                     {attrs.getNamedAttr("rank", attrs.getI64IntegerAttr(rank)),
+                                      attrs.getNamedAttr("alpha", attrs.getF64FloatAttr(alpha)),
+                                      attrs.getNamedAttr("dropout", attrs.getF64FloatAttr(dropout))}));
     func::FuncOp init = getOrCreateInitProgram(module);
     llvm::StringMap<Adapter> adapters;
     llvm::DenseMap<Operation *, Value> seeds; // per function
