@@ -201,14 +201,25 @@ def export(cfg, out_dir, args):
         torch.onnx.export(model, (inputs, labels), path, dynamo=True, external_data=True,
                           input_names=["input_ids", "labels"], output_names=["loss"])
         shapes = f"static {cfg.batch}x{cfg.seq}"
+    # Small initializers (shape constants) inline, big ones in model.onnx.data:
+    # model.onnx alone is then enough for `kiln compile` (it reads shapes, not
+    # weights), so it can travel to the compiler machine without the weights.
+    import onnx
+    graph = onnx.load(path)
+    for f in os.listdir(d):
+        if f.startswith("model.onnx") and f != "model.onnx":
+            os.remove(os.path.join(d, f))
+    onnx.save(graph, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="model.onnx.data", size_threshold=4096)
     from safetensors.torch import save_file
     save_file({n: p.detach().contiguous() for n, p in model.state_dict().items()},
               os.path.join(d, "weights.safetensors"), metadata={"format": "pt"})
-    rng = np.random.default_rng(args.seed)
-    # kiln-run's token format: raw little-endian ids (docs/runtime.md).
-    dtype = "uint32" if cfg.vocab > 65535 else "uint16"
-    rng.integers(0, cfg.vocab, size=cfg.tokens * 64).astype(
-        "<u4" if dtype == "uint32" else "<u2").tofile(os.path.join(d, "tokens.bin"))
+    # kiln-run's token format: raw little-endian ids (docs/runtime.md); a
+    # learnable stream (bench/tokens.py) so loss curves move.
+    from tokens import markov_tokens, write_tokens
+    dtype = write_tokens(os.path.join(d, "tokens.bin"),
+                         markov_tokens(cfg.vocab, min(cfg.tokens * 64, 1 << 22), args.seed),
+                         cfg.vocab)
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump({"config": cfg.as_dict(), "shapes": shapes, "token_dtype": dtype,
                    "frozen_gemm_params": frozen_gemm_params(cfg),

@@ -46,6 +46,10 @@ CONFIGS = {
                     vocab=32000, batch=8, seq=1024),
     "1b": Config("1b", layers=16, d_model=2048, heads=32, kv_heads=8, ffn=8192,
                  vocab=128256, batch=4, seq=2048),
+    # The 100-step loss-curve comparison (bench/loss_curve.py): small enough
+    # that its weights travel with the artifact, big enough to learn.
+    "curve": Config("curve", layers=4, d_model=256, heads=8, kv_heads=4, ffn=688,
+                    vocab=4096, batch=8, seq=128),
     # For --dry-run on a CPU: the same code paths, seconds to run.
     "tiny": Config("tiny", layers=2, d_model=64, heads=4, kv_heads=2, ffn=128,
                    vocab=256, batch=2, seq=32, lora_r=4, lora_alpha=8),
