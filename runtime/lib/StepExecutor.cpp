@@ -246,6 +246,9 @@ public:
 
   /// Enqueues every op, then the copies of new params/state into place.
   Status record(CUstream stream) const;
+  /// Runs every op like record(), with an event pair around each, and
+  /// returns each op's device time (no graph: launch gaps are excluded).
+  Expected<std::vector<ActionTime>> profile(CUstream stream) const;
   Status upload(int id, const std::string &bytes, CUstream stream) const;
   Expected<std::string> downloadBuffer(int id) const;
 
@@ -255,6 +258,7 @@ public:
 
 private:
   struct Launch {
+    std::string name;
     CUfunction function = nullptr;
     unsigned grid = 1, block = 1, shared = 0;
     std::vector<CUdeviceptr> pointers;
@@ -266,6 +270,7 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
+    std::string label; // "gemm MxNxK" for profiles
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -281,6 +286,9 @@ private:
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
       : device(&device), lt(&lt), program(std::move(program)) {}
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
+  Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  Status recordResultCopies(CUstream stream) const;
+  std::string actionLabel(std::pair<Action, size_t> action) const;
 
   const Device *device;
   const CublasLt *lt;
@@ -471,6 +479,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       if (!function)
         return Error{origin + ": " + function.getError()};
       Launch launch;
+      launch.name = op.name;
       launch.function = *function;
       Expected<int64_t> items = op.items->evaluate(sizes);
       Expected<int64_t> shared = op.shared->evaluate(sizes);
@@ -518,6 +527,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       if (!m || !nn || !k || !batch)
         return Error{origin + ": " + where + ": a GEMM size does not evaluate"};
       Gemm g;
+      g.label = "gemm " + std::to_string(*m) + "x" + std::to_string(*nn) + "x" +
+                std::to_string(*k) + (*batch > 1 ? " batch " + std::to_string(*batch) : "") +
+                " " + dtypeName(p.buffers[op.c].dtype);
       g.a = r->pointers[op.a];
       g.b = r->pointers[op.b];
       g.c = r->pointers[op.c];
@@ -627,9 +639,17 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
 }
 
 Status ProgramRunner::record(CUstream stream) const {
+  for (std::pair<Action, size_t> action : actions)
+    if (Status s = recordAction(action, stream); !s)
+      return s;
+  return recordResultCopies(stream);
+}
+
+Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream stream) const {
   const CudaDriver &driver = device->getDriver();
   auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
-  for (auto [action, index] : actions) {
+  auto [action, index] = entry;
+  {
     switch (action) {
     case Action::Launch: {
       const Launch &l = launchList[index];
@@ -677,13 +697,75 @@ Status ProgramRunner::record(CUstream stream) const {
     }
     }
   }
+  return Status::success();
+}
+
+Status ProgramRunner::recordResultCopies(CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
   for (const Copy &c : resultCopies)
     if (c.bytes)
-      if (Status s = check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
-                           "cuMemcpyDtoDAsync");
+      if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
+                                   "cuMemcpyDtoDAsync");
           !s)
         return s;
   return Status::success();
+}
+
+std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
+  switch (entry.first) {
+  case Action::Launch:
+    return launchList[entry.second].name;
+  case Action::Gemm:
+    return gemmList[entry.second].label;
+  case Action::Fill:
+    return "memset";
+  case Action::Copy:
+    return "memcpy";
+  }
+  return "?";
+}
+
+Expected<std::vector<ActionTime>> ProgramRunner::profile(CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
+  // One event before each action and one at the end; destroyed on return.
+  std::vector<CUevent> events(actions.size() + 2, nullptr);
+  struct Destroy {
+    const CudaDriver &driver;
+    std::vector<CUevent> &events;
+    ~Destroy() {
+      for (CUevent e : events)
+        if (e)
+          driver.cuEventDestroy_v2(e);
+    }
+  } destroy{driver, events};
+  for (CUevent &e : events)
+    if (Status s = check(driver.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+      return s.takeError();
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (Status s = check(driver.cuEventRecord(events[i], stream), "cuEventRecord"); !s)
+      return s.takeError();
+    if (Status s = recordAction(actions[i], stream); !s)
+      return s.takeError();
+  }
+  if (Status s = check(driver.cuEventRecord(events[actions.size()], stream), "cuEventRecord"); !s)
+    return s.takeError();
+  if (Status s = recordResultCopies(stream); !s)
+    return s.takeError();
+  if (Status s = check(driver.cuEventRecord(events.back(), stream), "cuEventRecord"); !s)
+    return s.takeError();
+  if (Status s = check(driver.cuEventSynchronize(events.back()), "cuEventSynchronize"); !s)
+    return s.takeError();
+  std::vector<ActionTime> times;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    float ms = 0;
+    if (Status s = check(driver.cuEventElapsedTime_v2(&ms, events[i], events[i + 1]),
+                         "cuEventElapsedTime");
+        !s)
+      return s.takeError();
+    times.push_back({i < actions.size() ? actionLabel(actions[i]) : "result copies", ms});
+  }
+  return times;
 }
 
 Status ProgramRunner::upload(int id, const std::string &data, CUstream stream) const {
@@ -1025,6 +1107,16 @@ Status StepExecutor::loadCheckpoint(const SafetensorsFile &checkpoint) {
 }
 
 Expected<double> StepExecutor::runStep(int64_t stepNumber, double lr) {
+  return runStepWith(stepNumber, lr, nullptr);
+}
+
+Expected<double> StepExecutor::runProfiledStep(int64_t stepNumber, double lr,
+                                               std::vector<ActionTime> &times) {
+  return runStepWith(stepNumber, lr, &times);
+}
+
+Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
+                                           std::vector<ActionTime> *times) {
   const StepProgram &p = step->getProgram();
   CUstream stream = device->getStream();
   size_t seeds = 0, perStep = 0;
@@ -1047,8 +1139,16 @@ Expected<double> StepExecutor::runStep(int64_t stepNumber, double lr) {
     if (Status s = step->upload(arg.buffer, bytes, stream); !s)
       return s.takeError();
   }
-  Status ran = graphs ? graphs->run("step", [&](CUstream s) { return step->record(s); })
-                      : step->record(stream);
+  Status ran = Status::success();
+  if (times) {
+    Expected<std::vector<ActionTime>> profiled = step->profile(stream);
+    if (!profiled)
+      return profiled.takeError();
+    *times = std::move(*profiled);
+  } else {
+    ran = graphs ? graphs->run("step", [&](CUstream s) { return step->record(s); })
+                 : step->record(stream);
+  }
   if (!ran)
     return ran.takeError();
   for (const ProgramBinding &result : p.results)

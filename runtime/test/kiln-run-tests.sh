@@ -180,6 +180,14 @@ train-gemm-step | train-gemm-step-gpu)
     grep -q '^cuda graphs: 1 captured$' out.txt || fail "graph capture"
     "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --graphs off >out.txt 2>err.txt || fail "graphs off"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss without graphs"
+    # --profile times the last step's ops (same loss) and lists them.
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --profile prof.tsv >out.txt 2>err.txt || fail "profile"
+    cat out.txt
+    grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with --profile"
+    grep -q '^profile (last step, no graph): [0-9]* ops' out.txt || fail "profile summary"
+    grep -q 'cuBLASLt GEMMs' out.txt || fail "profile categories"
+    head -1 prof.tsv | grep -q '^op	label	ms$' || fail "profile TSV header"
+    grep -q '	gemm [0-9]*x[0-9]*x[0-9]*' prof.tsv || fail "profile TSV GEMM rows"
     expect 2 "kiln-run: error: --input y: the step has no data input 'y'" "$kiln_run" train g.kiln --weights g.safetensors --input y=g.x.bin --steps 1 --batch 2 --seq 3
     head -c 12 g.x.bin >short.bin
     expect 1 "kiln-run: error: short.bin: 12 bytes; input 'x' needs 6 F32 elements (24 bytes)" "$kiln_run" train g.kiln --weights g.safetensors --input x=short.bin --steps 1 --batch 2 --seq 3

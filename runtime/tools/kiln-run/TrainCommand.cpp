@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Profile.h"
 
 #include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/CublasLt.h"
@@ -59,7 +60,10 @@ constexpr const char *kTrainUsage =
     "  --device N              CUDA device ordinal (default 0)\n"
     "  --input NAME=FILE       a data input's raw elements, the same every "
     "step\n"
-    "  --graphs on|off         capture the step as a CUDA Graph (default on)\n";
+    "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
+    "  --profile FILE          time every op of the last step (no graph): "
+    "all ops to FILE\n"
+    "                          (TSV), the costliest kernels to stdout\n";
 
 /// Parses a non-negative integer flag; false with a message otherwise.
 bool parseCount(const std::string &flag, const std::string &text,
@@ -159,6 +163,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
 
   int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
   std::vector<uint32_t> windows, row;
+  std::vector<ActionTime> profile;
   double peak = 0;
   for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
     auto begin = std::chrono::steady_clock::now();
@@ -185,7 +190,10 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       if (Status s = x.setInput(name, row.data(), DType::U32, row.size()); !s)
         return error(kExitBadInput, s.getError());
     }
-    Expected<double> loss = x.runStep(t, lr);
+    std::optional<std::string> profilePath = args.get("profile");
+    Expected<double> loss = profilePath && t == startStep + steps
+                                ? x.runProfiledStep(t, lr, profile)
+                                : x.runStep(t, lr);
     if (!loss)
       return error(kExitNoDevice, "step " + std::to_string(t) + ": " + loss.getError());
     double ms = std::chrono::duration<double, std::milli>(
@@ -205,6 +213,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   }
   if (x.getGraphCaptures())
     std::printf("cuda graphs: %zu captured\n", x.getGraphCaptures());
+  if (std::optional<std::string> path = args.get("profile"))
+    if (Status s = writeProfile(*path, profile); !s)
+      return error(kExitBadInput, s.getError());
 
   if (std::optional<std::string> path = args.get("save")) {
     std::vector<std::pair<std::string, NamedTensor *>> params, state;
@@ -277,7 +288,7 @@ int kiln::run::runTrain(int argc, char **argv) {
       argc, argv,
       {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
        "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-       "input", "graphs"},
+       "input", "graphs", "profile"},
       message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");

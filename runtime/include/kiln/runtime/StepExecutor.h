@@ -65,6 +65,13 @@ Expected<std::string> convertElements(const void *data, artifact::DType from,
 
 class ProgramRunner;
 
+/// One op's device time in a profiled step: a kernel's name, "gemm MxNxK
+/// DTYPE", "memset", "memcpy" or "result copies".
+struct ActionTime {
+  std::string label;
+  double ms = 0;
+};
+
 class StepExecutor {
 public:
   struct Options {
@@ -100,6 +107,8 @@ public:
   /// Runs one step numbered \p step (1-based, as the optimizer's bias
   /// correction counts) at learning rate \p lr; returns the loss.
   Expected<double> runStep(int64_t step, double lr);
+  /// runStep without the CUDA Graph, timing every op (\p times gets them).
+  Expected<double> runProfiledStep(int64_t step, double lr, std::vector<ActionTime> &times);
   /// The compiled learning rate, if the step records one.
   std::optional<double> getDefaultLr() const;
   /// Host copies of the trainable parameters and optimizer state.
@@ -115,6 +124,7 @@ public:
 
 private:
   StepExecutor() = default;
+  Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times);
   const Device *device = nullptr;
   const CublasLt *lt = nullptr;
   cublasLtHandle_t handle = nullptr;
