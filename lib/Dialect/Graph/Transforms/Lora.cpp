@@ -100,7 +100,7 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
       Adapter &adapter = it->second;
       if (created) {
         adapter = {module + ".lora_A.weight", module + ".lora_B.weight", w.inFeatures,
-                   w.outFeatures, w.param.getType().getElementType()};
+                   w.outFeatures, adapterElement(w.param.getType().getElementType())};
         createInit(init, adapter, stream);
       }
       w.param.setTrainable(false); // PEFT freezes the base layer.
@@ -114,6 +114,15 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
       }
       rewrite(w, adapter, seed, stream++);
     }
+  }
+
+  /// Adapters of bf16/f16 weights are fp32 master weights (PEFT's default
+  /// autocast_adapter_dtype): their AdamW updates are far below bf16's
+  /// resolution of the weights themselves.
+  static Type adapterElement(Type base) {
+    if (base.isF32() || base.isF64())
+      return base;
+    return Float32Type::get(base.getContext());
   }
 
   /// lora_A ~ U(-1/sqrt(in), 1/sqrt(in)): Kaiming-uniform with a = sqrt(5)
@@ -167,11 +176,19 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
     if (seed)
       x = b.create<DropoutOp>(loc, x, seed, b.getF64FloatAttr(dropout),
                               b.getI64IntegerAttr(stream));
+    // The adapter path runs in the adapters' type (PEFT casts the input to
+    // lora_A's dtype); --precision=bf16 later narrows its matmuls again.
+    auto xType = llvm::cast<RankedTensorType>(x.getType());
+    if (xType.getElementType() != adapter.element)
+      x = b.create<CastOp>(loc, xType.clone(adapter.element), x);
     Value down = b.create<MatmulOp>(loc, x, aParam, false, true);
     Value up = b.create<MatmulOp>(loc, down, bParam, false, true);
     Value scale = scalarConstant(b, loc, alpha / static_cast<double>(rank),
                                  adapter.element);
     Value scaled = b.create<MulOp>(loc, up, scale);
+    auto yType = llvm::cast<RankedTensorType>(matmul.getResult().getType());
+    if (yType.getElementType() != adapter.element)
+      scaled = b.create<CastOp>(loc, yType, scaled);
     auto sum = b.create<AddOp>(loc, matmul.getResult(), scaled);
     matmul.getResult().replaceAllUsesExcept(sum.getResult(), sum);
   }

@@ -33,6 +33,18 @@ struct Math {
   Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
   Value sqrt(Value x) { return b.create<SqrtOp>(loc, x); }
   Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
+  /// `x` in the optimizer's element type (fp32 for bf16/f16 parameters).
+  Value wide(Value x) {
+    auto type = llvm::cast<RankedTensorType>(x.getType());
+    if (type.getElementType() == element)
+      return x;
+    return b.create<CastOp>(loc, type.clone(element), x);
+  }
+  Value narrow(Value x, RankedTensorType type) {
+    if (x.getType() == type)
+      return x;
+    return b.create<CastOp>(loc, type, x);
+  }
   Value sumAll(Value x) {
     auto type = llvm::cast<RankedTensorType>(x.getType());
     if (type.getRank() == 0)
@@ -58,7 +70,7 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
 
   LogicalResult updateAdamW(Math &m, Trained &t, Value lrArg, Value step,
                             SmallVectorImpl<Value> &results) {
-    Value p = m.mul(t.value, m.sub(m.c(1), m.mul(lrArg, m.c(weightDecay))));
+    Value p = m.mul(m.wide(t.value), m.sub(m.c(1), m.mul(lrArg, m.c(weightDecay))));
     Value mOld = t.state[0], vOld = t.state[1], g = t.grad;
     Value mNew = m.add(mOld, m.mul(m.c(1 - beta1), m.sub(g, mOld)));
     Value vNew = m.add(m.mul(vOld, m.c(beta2)), m.mul(m.c(1 - beta2), m.mul(g, g)));
@@ -67,15 +79,15 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     Value denom = m.add(m.div(m.sqrt(vNew), m.sqrt(bc2)), m.c(eps));
     Value stepSize = m.div(lrArg, bc1);
     p = m.sub(p, m.mul(stepSize, m.div(mNew, denom)));
-    results.append({p, mNew, vNew});
+    results.append({m.narrow(p, t.type), mNew, vNew});
     return success();
   }
 
   LogicalResult updateSgd(Math &m, Trained &t, Value lrArg, Value step,
                           SmallVectorImpl<Value> &results) {
-    Value g = t.grad;
+    Value g = t.grad, value = m.wide(t.value);
     if (weightDecay != 0)
-      g = m.add(g, m.mul(m.c(weightDecay), t.value));
+      g = m.add(g, m.mul(m.c(weightDecay), value));
     Value buf;
     if (momentum != 0) {
       // torch starts the buffer at the first gradient, undamped.
@@ -84,7 +96,7 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
       buf = m.b.create<SelectOp>(m.loc, first, g, later);
       g = nesterov ? m.add(g, m.mul(m.c(momentum), buf)) : buf;
     }
-    results.push_back(m.sub(t.value, m.mul(lrArg, g)));
+    results.push_back(m.narrow(m.sub(value, m.mul(lrArg, g)), t.type));
     if (buf)
       results.push_back(buf);
     return success();
@@ -147,14 +159,19 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
       func.insertArgument(index, t.type, tag("kiln.param", t.name), t.param.getLoc());
       t.value = body.getArgument(index);
     }
+    // Optimizer math, state, lr and step are fp32 (fp64 for fp64 params):
+    // in bf16, beta2 = 0.999 rounds to 1 and the bias correction divides
+    // by zero; and the moments of small gradients need the mantissa.
+    Type element = b.getF32Type();
+    if (llvm::any_of(trained, [](const Trained &t) { return t.type.getElementType().isF64(); }))
+      element = b.getF64Type();
     for (Trained &t : trained)
       for (StringRef state : stateNames) {
         unsigned index = func.getNumArguments();
-        func.insertArgument(index, t.type, tag("kiln.state", t.name + "/" + state.str()),
-                            t.param.getLoc());
+        func.insertArgument(index, t.type.clone(element),
+                            tag("kiln.state", t.name + "/" + state.str()), t.param.getLoc());
         t.state.push_back(body.getArgument(index));
       }
-    Type element = trained.front().type.getElementType();
     auto scalarType = RankedTensorType::get({}, element);
     unsigned lrIndex = func.getNumArguments();
     func.insertArgument(lrIndex, scalarType,
@@ -177,6 +194,8 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
 
     b.setInsertionPoint(ret);
     Math m{b, func.getLoc(), element};
+    for (Trained &t : trained)
+      t.grad = m.wide(t.grad);
     if (maxGradNorm > 0) {
       Value total = m.c(0);
       for (Trained &t : trained)
