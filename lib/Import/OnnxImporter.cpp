@@ -205,7 +205,12 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   Location loc = NameLoc::get(StringAttr::get(context_, tensor.name()),
                               FileLineColLoc::get(context_, path_, 0, 0));
   ImportedValue result;
-  bool weight = isFloat(*dtype) ? !shape.empty() : numel > kMaxKnownElements;
+  // One-element float initializers are exporter constants (the dynamo
+  // exporter stores SDPA's sqrt(scale) as `val_N : [1]`), not weights: a
+  // PyTorch module's parameters keep their names or record `folded_from`.
+  bool exporterScalar = numel == 1 && !foldedFrom_.count(tensor.name());
+  bool weight = isFloat(*dtype) ? !shape.empty() && !exporterScalar
+                                : numel > kMaxKnownElements;
   if (weight) {
     // Only the shape is needed: the bytes stay in the model (or its external
     // data file) and are read by whoever needs values.
