@@ -855,6 +855,18 @@ struct Printer {
     line("const int64_t n = " + dim(dimDivExact(segment, width)) + ";");
     open("for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n; "
          "chunk += (int64_t)gridDim.x * blockDim.x)");
+    // When the innermost dim is a multiple of the width, the lanes share
+    // every index but the last: divide once per chunk, not once per lane
+    // (64-bit division by a symbolic size costs more than the lane's math).
+    SmallVector<std::string> firstDims = dims(first);
+    std::optional<Index> chunkIndex;
+    if (firstDims.size() >= 2) {
+      int64_t inner = typeOf(first).getShape().back();
+      if (!ShapedType::isDynamic(inner) && inner % width == 0) {
+        line("const int64_t base = chunk * " + w + ";");
+        chunkIndex = delinearize("base", firstDims);
+      }
+    }
     // Print the lane body first: it tells which inputs are read at `flat`.
     std::string outer = std::move(body);
     body.clear();
@@ -862,7 +874,14 @@ struct Printer {
     line("#pragma unroll");
     open("for (int lane = 0; lane < " + w + "; ++lane)");
     line("const int64_t flat = chunk * " + w + " + lane;");
-    Index idx = delinearize("flat", dims(first));
+    Index idx;
+    if (chunkIndex) {
+      idx = *chunkIndex;
+      idx.back() = "(" + idx.back() + " + lane)";
+      relate("flat", idx, firstDims);
+    } else {
+      idx = delinearize("flat", firstDims);
+    }
     storeOutputs("flat", first, idx, segment);
     close();
     vectorLanes = false;
