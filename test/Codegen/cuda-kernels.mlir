@@ -27,11 +27,15 @@
 // LOOP-NEXT: int64_t sym_n) {
 // LOOP: const int64_t n = 8*sym_n;
 // LOOP: for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n;
+// The 4 lanes share the row (32 is a multiple of 4): one division per chunk.
+// LOOP: const int64_t base = chunk * 4;
+// LOOP: const int64_t [[COL:ix[0-9]+]] = {{r[0-9]+}} % 32;
 // LOOP: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
 // LOOP: for (int lane = 0; lane < 4; ++lane) {
 // LOOP-NEXT: const int64_t flat = chunk * 4 + lane;
+// LOOP-NOT: %
 // LOOP: const float [[X:v[0-9]+]] = in0_v[lane];
-// LOOP: const float [[B:v[0-9]+]] = in1[[[COL:ix[0-9]+]]];
+// LOOP: const float [[B:v[0-9]+]] = in1[([[COL]] + lane)];
 // LOOP: out0_v[lane] = __float2bfloat16(
 // LOOP: reinterpret_cast<uint2 *>(out0)[chunk] = *reinterpret_cast<const uint2 *>(out0_v);
 
