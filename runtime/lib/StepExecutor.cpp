@@ -967,14 +967,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return s.takeError();
   }
 
-  std::optional<StepMemoryPlan> memoryPlan;
-  if (container.find("memory_plan")) {
-    Expected<StepMemoryPlan> decoded =
-        decodeMemoryPlan(container.contents("memory_plan"), "section 'memory_plan'");
-    if (!decoded)
-      return decoded.takeError();
-    memoryPlan = std::move(*decoded);
-  }
+  const std::optional<StepMemoryPlan> &memoryPlan = artifact.getMemoryPlan();
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(*program, origin, device, lt, handle, modules, x->store, loadNamed,
                              options.sizes, memoryPlan ? &*memoryPlan : nullptr);
