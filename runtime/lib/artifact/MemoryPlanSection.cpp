@@ -54,6 +54,20 @@ Expected<StepMemoryPlan> kiln::runtime::planStepMemory(const StepProgram &progra
   plan.plannedAt = sizes;
   plan.arenaBytes = arena->size;
   plan.persistentBytes = *persistent;
+  // The live peak: +bytes at the alloc, -bytes after the last use.
+  LiveRanges live = program.liveRanges();
+  std::vector<int64_t> delta(program.ops.size() + 2, 0);
+  for (size_t id = 0; id < arena->inArena.size(); ++id)
+    if (arena->inArena[id]) {
+      int64_t bytes = static_cast<int64_t>(alignUp(arena->bytes[id], kArenaAlignment));
+      delta[live.allocAt[id]] += bytes;
+      delta[live.lastUse[id] + 1] -= bytes;
+    }
+  int64_t liveBytes = 0;
+  for (int64_t d : delta) {
+    liveBytes += d;
+    plan.livePeakBytes = std::max(plan.livePeakBytes, static_cast<size_t>(liveBytes));
+  }
   // planArena places in id order, so every base precedes its buffer.
   for (size_t id = 0; id < arena->inArena.size(); ++id) {
     if (!arena->inArena[id])

@@ -51,6 +51,9 @@ struct StepMemoryPlan {
   size_t persistentBytes = 0;         ///< Arguments, weights, constants.
   size_t workspaceBytes = kGemmWorkspaceBytes;
   std::vector<ChainBuffer> buffers;   ///< In placement order: bases first.
+  /// The most aligned arena bytes live at one op: what any placement needs
+  /// (planStepMemory only; not in the section).
+  size_t livePeakBytes = 0;
 };
 
 /// Bytes outside the arena at \p sizes: every argument, each named weight
