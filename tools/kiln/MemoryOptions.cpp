@@ -1,7 +1,8 @@
 //===- MemoryOptions.cpp - kiln compile --memory-report / --remat-budget --===//
 //
 // The memory flags of `kiln compile`: where the rematerialization pass goes
-// in the pipeline, which symbol values size the plan, and the report.
+// in the pipeline, which symbol values size the plan, and the report (its
+// kernel-level part is StepMemory.cpp).
 //
 //===----------------------------------------------------------------------===//
 
