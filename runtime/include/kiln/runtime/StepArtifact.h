@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Decodes the sections kiln-run understands today (docs/artifact.md):
-// "meta", "guards", "params", "memory_plan" and the kernel images, and checks run inputs
-// against them: sizes against the guards, a weights file against the
+// Decodes the sections kiln-run understands (docs/artifact.md): "meta",
+// "guards", "params", "memory_plan" and the kernel images, and checks run
+// inputs against them: sizes against the guards, a weights file against the
 // parameter layout, the device's architecture against the kernel images.
-// The "step" and "init" payloads are carried but not interpreted yet.
+// The "step" and "init" programs are decoded by the executor.
 //
 //===----------------------------------------------------------------------===//
 
