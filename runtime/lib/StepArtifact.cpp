@@ -105,6 +105,14 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     step.guards = std::move(*parsed);
   }
 
+  if (const Section *plan = step.container.find("memory_plan")) {
+    Expected<StepMemoryPlan> parsed =
+        decodeMemoryPlan(step.container.contents(*plan), "section 'memory_plan'");
+    if (!parsed)
+      return fail(parsed.getError());
+    step.memoryPlan = std::move(*parsed);
+  }
+
   if (const Section *params = step.container.find("params")) {
     Expected<Json> list = Json::parse(step.container.contents(*params));
     if (!list)

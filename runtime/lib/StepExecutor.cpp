@@ -6,8 +6,11 @@
 
 #include "kiln/runtime/StepExecutor.h"
 
+#include "kiln/runtime/MemoryPlanSection.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -242,7 +245,7 @@ public:
           const CublasLt &lt, cublasLtHandle_t handle,
           const std::map<std::string, const KernelModule *> &modules,
           std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
-          const SymbolBindings &sizes);
+          const SymbolBindings &sizes, const StepMemoryPlan *memoryPlan = nullptr);
 
   /// Enqueues every op, then the copies of new params/state into place.
   Status record(CUstream stream) const;
@@ -254,6 +257,8 @@ public:
 
   const StepProgram &getProgram() const { return program; }
   size_t arenaBytes() const { return arenaSize; }
+  /// The compiler's memory plan placed the arena (not a run-time plan).
+  bool usedArtifactPlan = false;
   size_t launches = 0, gemms = 0;
 
 private:
@@ -310,8 +315,8 @@ private:
 } // namespace kiln::runtime
 
 namespace {
-constexpr size_t kAlignment = 256;
-constexpr size_t kWorkspaceBytes = 32u << 20;
+// Shared with the compiler's plan (MemoryPlanSection.h).
+constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
 
 cudaDataType_t cudaType(DType t) {
   return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F
@@ -335,7 +340,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
                        const CublasLt &lt, cublasLtHandle_t handle,
                        const std::map<std::string, const KernelModule *> &modules,
                        std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
-                       const SymbolBindings &sizes) {
+                       const SymbolBindings &sizes, const StepMemoryPlan *memoryPlan) {
   std::unique_ptr<ProgramRunner> r(new ProgramRunner(device, lt, source));
   r->origin = origin;
   r->handle = handle;
@@ -354,9 +359,14 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       shapes[id].push_back(*d.evaluate(sizes));
   }
 
-  Expected<ArenaPlan> plan = p.planArena(sizes, kAlignment);
+  // The compiler's plan when it holds at these sizes, else one made here.
+  std::string note;
+  Expected<ArenaPlan> plan = chooseArenaPlan(p, memoryPlan, sizes, note);
   if (!plan)
     return Error{origin + ": " + plan.getError()};
+  if (!note.empty())
+    std::fprintf(stderr, "kiln-run: note: %s\n", note.c_str());
+  r->usedArtifactPlan = memoryPlan && note.empty();
   const std::vector<size_t> &offsets = plan->offsets;
   r->arenaSize = plan->size;
   Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
@@ -1039,8 +1049,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return s.takeError();
   }
 
-  Expected<std::unique_ptr<ProgramRunner>> runner = ProgramRunner::prepare(
-      *program, origin, device, lt, handle, modules, x->store, loadNamed, options.sizes);
+  const std::optional<StepMemoryPlan> &memoryPlan = artifact.getMemoryPlan();
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      ProgramRunner::prepare(*program, origin, device, lt, handle, modules, x->store, loadNamed,
+                             options.sizes, memoryPlan ? &*memoryPlan : nullptr);
   if (!runner)
     return runner.takeError();
   x->step = std::move(*runner);
@@ -1200,6 +1212,7 @@ size_t StepExecutor::getPersistentBytes() const {
 size_t StepExecutor::getArenaBytes() const {
   return step->arenaBytes() + kWorkspaceBytes;
 }
+bool StepExecutor::usesArtifactPlan() const { return step->usedArtifactPlan; }
 size_t StepExecutor::getGraphCaptures() const { return graphs ? graphs->getCaptureCount() : 0; }
 size_t StepExecutor::getLaunchCount() const { return step->launches; }
 size_t StepExecutor::getGemmCount() const { return step->gemms; }

@@ -26,6 +26,7 @@
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Safetensors.h"
 #include "kiln/runtime/Checkpoint.h"
+#include "kiln/runtime/MemoryPlanSection.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -37,6 +38,7 @@
 #include <vector>
 
 using namespace kiln::artifact;
+using namespace kiln::runtime;
 
 static int fail(const std::string &message) {
   std::fprintf(stderr, "kiln-test-files: %s\n", message.c_str());
@@ -44,7 +46,8 @@ static int fail(const std::string &message) {
 }
 
 /// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
-static int writeArtifact(const std::string &out, const std::string &cubinOnly) {
+static int writeArtifact(const std::string &out, const std::string &cubinOnly,
+                         bool badMemoryPlan) {
   ArtifactWriter writer;
   writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
                      R"("targets":["sm_90"],"symbols":["batch","seq"],)"
@@ -54,9 +57,13 @@ static int writeArtifact(const std::string &out, const std::string &cubinOnly) {
       R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
       R"({"kind":"divisible","expr":"seq","divisor":8,"origin":"--dynamic seq=8..1024:8"},)"
       R"({"kind":"range","expr":"batch","min":1,"max":64,"origin":"--dynamic batch=1..64"}])");
-  writer.add(
-      "memory_plan",
-      R"({"alignment":256,"arena_size":"4096*batch*seq + 1024","buffers":[]})");
+  // No step program, so no arena buffers; --bad-memory-plan: a base that
+  // is no earlier buffer.
+  writer.add("memory_plan",
+             std::string(R"({"format":"kiln-memory-plan","version":1,"alignment":256,)"
+                         R"("planned_at":{"batch":64,"seq":1024},"arena_bytes":0,)"
+                         R"("persistent_bytes":192,"workspace_bytes":33554432,"buffers":)") +
+                 (badMemoryPlan ? R"([{"buffer":1,"size":"4","base":3}]})" : "[]}"));
   writer.add(
       "params",
       R"([{"name":"embed","source":"model.embed_tokens.weight","dtype":"F32","shape":[10,4],"trainable":false},)"
@@ -234,7 +241,7 @@ static int writeGemmStep(const std::string &out) {
                      R"("targets":[],"symbols":["batch","seq"]})");
   writer.add("guards", "[]");
   writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
-  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+  const char *step = R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
     "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["seq","2"]},
       {"dtype":"F32","shape":["batch","2"]},{"dtype":"F32","shape":["2","batch"]},
       {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]}],
@@ -249,7 +256,15 @@ static int writeGemmStep(const std::string &out) {
       {"op":"view","source":3,"result":4},
       {"op":"alloc","result":5},
       {"op":"gemm","a":0,"b":2,"c":5,"trans_a":true,"trans_b":false,"m":"seq","n":"2","k":"batch",
-       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"}]})");
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"}]})";
+  writer.add("step", step);
+  // The compiler's plan at the sizes the test runs (the executor uses it).
+  Expected<StepProgram> program = StepProgram::decode(step, "step");
+  Expected<StepMemoryPlan> plan =
+      program ? planStepMemory(*program, {{"batch", 2}, {"seq", 3}}) : program.takeError();
+  if (!plan)
+    return fail(plan.getError());
+  writer.add("memory_plan", encodeMemoryPlan(*plan));
   if (Status status = writer.write(out + ".kiln"); !status)
     return fail(status.getError());
   std::vector<float> w = {1, 0, 0, 1, 1, 1}, x = {1, 2, 3, 4, 5, 6};
@@ -271,7 +286,8 @@ int main(int argc, char **argv) {
     return fallback;
   };
   if (args.size() >= 2 && args[0] == "artifact")
-    return writeArtifact(args[1], flag("--cubin-only", ""));
+    return writeArtifact(args[1], flag("--cubin-only", ""),
+                         std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
   if (args.size() == 2 && args[0] == "gemm-step")
     return writeGemmStep(args[1]);
   if (args.size() >= 2 && args[0] == "weights")

@@ -42,8 +42,14 @@ inspect)
   grep -q '^  embed  F32 \[10, 4\]  frozen  <- model.embed_tokens.weight$' out.txt || fail "params"
   grep -q '^  add: compute_75.ptx, source$' out.txt || fail "kernels"
   grep -q '"vocab_size": 1000' out.txt || fail "meta"
+  grep -q '^memory plan at batch=64, seq=1024: 192 bytes persistent + 0 arena (0 buffers) + 33554432 workspace$' out.txt || fail "memory plan"
   expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
   expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
+  ;;
+inspect-memory-plan)
+  # A malformed memory_plan is one line naming the section and the field.
+  "$test_files" artifact a.kiln --bad-memory-plan || fail "fixture"
+  expect 1 "kiln-run: error: a.kiln: section 'memory_plan': buffers entry 0: 'base' 3 is not a buffer listed before it" "$kiln_run" inspect a.kiln
   ;;
 inspect-truncated)
   fixtures
@@ -178,6 +184,7 @@ train-gemm-step | train-gemm-step-gpu)
     grep -q '^step 1 loss 4.0000000 step_ms' out.txt || fail "step 1 loss"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss"
     grep -q '^cuda graphs: 1 captured$' out.txt || fail "graph capture"
+    grep -q "arena and GEMM workspace (the artifact's memory plan)$" out.txt || fail "memory plan not used"
     "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --graphs off >out.txt 2>err.txt || fail "graphs off"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss without graphs"
     # --profile times the last step's ops (same loss) and lists them.

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -201,5 +202,65 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
       R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":["n*"]}],"args":[],"results":[],"ops":[]})",
       "step");
   ASSERT_FALSE(badOp);
+}
+} // namespace
+
+namespace {
+// The compiler plans the lowered step with the runtime's planner: the
+// memory_plan section it writes is the runtime's own plan at those sizes,
+// and its chain still holds at others.
+TEST(ArtifactInterop, MemoryPlanIsTheRuntimePlan) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
+  const char *source = R"mlir(
+func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
+                %w: tensor<64x32xf32> {kiln.param = "w"}) -> (tensor<?x32xf32, #kiln.dims<[n]>> {kiln.name = "loss"}) {
+  %y = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %s = kiln.silu %y : tensor<?x32xf32, #kiln.dims<[n]>>
+  %t = kiln.tanh %s : tensor<?x32xf32, #kiln.dims<[n]>>
+  %z = kiln.matmul %t, %w {transpose_b} : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %u = kiln.matmul %z, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  return %u : tensor<?x32xf32, #kiln.dims<[n]>>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  pm.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
+  pm.addPass(kernel::createLowerToStepPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  auto plan = planLoweredStep(main, {{"n", 1000}});
+  ASSERT_TRUE(mlir::succeeded(plan));
+  EXPECT_EQ(plan->plannedAt.at("n"), 1000);
+  EXPECT_EQ(plan->persistentBytes, 1000u * 64 * 4 + 64 * 32 * 4);
+  EXPECT_EQ(plan->workspaceBytes, runtime::kGemmWorkspaceBytes);
+  ASSERT_FALSE(plan->buffers.empty());
+  EXPECT_EQ(plan->buffers[0].base, -1);
+
+  // The runtime's plan of the same encoding, and the section read back.
+  llvm::StringMap<std::string> modules;
+  for (auto k : module->getOps<kernel::KernelOp>())
+    modules[k.getSymName()] = "module0";
+  auto program = runtime::StepProgram::decode(*emitStepProgramSection(main, modules), "step");
+  ASSERT_TRUE(program) << program.getError();
+  auto direct = program->planArena({{"n", 1000}}, runtime::kArenaAlignment);
+  ASSERT_TRUE(direct);
+  EXPECT_EQ(plan->arenaBytes, direct->size);
+  auto section = runtime::decodeMemoryPlan(runtime::encodeMemoryPlan(*plan), "memory_plan");
+  ASSERT_TRUE(section) << section.getError();
+  for (int64_t n : {1000, 1, 37, 4096}) {
+    auto chained = runtime::evaluateMemoryPlan(*section, *program, {{"n", n}});
+    ASSERT_TRUE(chained) << chained.getError();
+    EXPECT_TRUE(runtime::checkArenaPlan(*program, *chained)) << "n=" << n;
+    if (n == 1000)
+      EXPECT_EQ(chained->offsets, direct->offsets);
+  }
+  // An unbound symbol is a diagnostic, not a plan.
+  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) {
+    return mlir::success();
+  });
+  EXPECT_TRUE(mlir::failed(planLoweredStep(main, {})));
 }
 } // namespace

@@ -428,7 +428,7 @@ int runCompile(MLIRContext &context) {
   if (failed(pm.run(*module)))
     return 1;
   if (memoryReportRequested()) {
-    if (int rc = reportMemory(findMain(*module), dynamicSymbols))
+    if (int rc = reportMemory(*module, dynamicSymbols, trainStep))
       return rc;
     if (output == "-")
       return 0; // The report is the output; -o writes the IR too.
@@ -442,6 +442,11 @@ int runCompile(MLIRContext &context) {
       return 1;
     artifactSections = std::move(*sections);
   }
+  // The values the artifact's memory_plan is made at, read off the
+  // graph-level step (its guards and buckets).
+  std::optional<SymbolValues> planValues;
+  if (emit == Emit::Artifact)
+    planValues = memoryPlanValues(findMain(*module), dynamicSymbols);
   if (codegen) {
     // Fusion and lowering run after the step is final (guards, buckets).
     std::vector<StepCounts> before;
@@ -470,6 +475,14 @@ int runCompile(MLIRContext &context) {
       return 0;
     }
     if (emit == Emit::Artifact) {
+      // Without values for every symbol the runtime plans at load time.
+      if (planValues) {
+        FailureOr<runtime::StepMemoryPlan> plan =
+            planLoweredStep(findMain(*module), toBindings(*planValues));
+        if (failed(plan))
+          return 1;
+        artifactSections.push_back({"memory_plan", runtime::encodeMemoryPlan(*plan)});
+      }
       CudaOutputOptions cuda;
       cuda.archs = archs;
       cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()

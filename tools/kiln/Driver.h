@@ -4,6 +4,7 @@
 #define KILN_TOOLS_KILN_DRIVER_H
 
 #include "kiln/Analysis/GraphBreaks.h"
+#include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Import/OnnxImporter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -11,6 +12,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 
+#include "kiln/runtime/MemoryPlanSection.h"
+
+#include <optional>
 #include <string>
 
 namespace kiln::driver {
@@ -61,8 +65,26 @@ mlir::LogicalResult addRematPass(mlir::PassManager &pm, bool joint,
                                  llvm::StringRef dynamicSpec);
 /// --memory-report or --memory-plan was given.
 bool memoryReportRequested();
-/// Plans `func` and prints the report / writes the JSON plan.
-int reportMemory(mlir::func::FuncOp func, llvm::StringRef dynamicSpec);
+/// Plans `module`'s main function and prints the report / writes the JSON
+/// plan; with `stepProgram` (a train step) also the kernel-level plan of
+/// the step after fusion and lowering (StepMemory.cpp).
+int reportMemory(mlir::ModuleOp module, llvm::StringRef dynamicSpec,
+                 bool stepProgram);
+/// The values the artifact's memory_plan is planned at: --memory-report's,
+/// then the maxima of --dynamic ranges, of `main`'s range guards and of
+/// its shape buckets; none when a size symbol of `main` is still unbound.
+std::optional<SymbolValues> memoryPlanValues(mlir::func::FuncOp main,
+                                             llvm::StringRef dynamicSpec);
+
+// The kernel-level plan (StepMemory.cpp).
+artifact::SymbolBindings toBindings(const SymbolValues &values);
+/// A clone of `module` fused and lowered, its @main planned at `values` as
+/// the runtime plans it; on failure `error` holds the first diagnostic.
+mlir::FailureOr<runtime::StepMemoryPlan>
+planStepProgram(mlir::ModuleOp module, const SymbolValues &values,
+                std::string &error);
+/// "step program (after fusion): persistent ..., planned peak ...".
+void printStepPlan(const runtime::StepMemoryPlan &plan, llvm::raw_ostream &os);
 
 /// Exit code of `--fullgraph` when the model has graph breaks.
 inline constexpr int kGraphBreakExit = 4;

@@ -1,7 +1,8 @@
 //===- MemoryOptions.cpp - kiln compile --memory-report / --remat-budget --===//
 //
 // The memory flags of `kiln compile`: where the rematerialization pass goes
-// in the pipeline, which symbol values size the plan, and the report.
+// in the pipeline, which symbol values size the plan, and the report (its
+// kernel-level part is StepMemory.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 #include "kiln/Analysis/CostModel.h"
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -18,6 +20,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
 #include <map>
 
 using namespace llvm;
@@ -183,7 +186,8 @@ bool memoryReportRequested() {
   return memoryReport.getNumOccurrences() > 0 || !memoryPlanFile.empty();
 }
 
-int reportMemory(func::FuncOp func, StringRef dynamicSpec) {
+int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
+  func::FuncOp func = findMain(module);
   FailureOr<SymbolValues> values = symbolValues(dynamicSpec);
   if (failed(values))
     return 1;
@@ -192,20 +196,89 @@ int reportMemory(func::FuncOp func, StringRef dynamicSpec) {
     return fail("--memory-report needs a value for " +
                 llvm::join(plan.unboundSymbols, ", ") + " (e.g. --memory-report " +
                 plan.unboundSymbols.front() + "=1024)");
+  // The kernel-level plan: what the runtime allocates for this step.
+  std::optional<runtime::StepMemoryPlan> step;
+  std::string stepError;
+  if (stepProgram)
+    if (FailureOr<runtime::StepMemoryPlan> lowered = planStepProgram(module, *values, stepError);
+        succeeded(lowered))
+      step = std::move(*lowered);
   if (memoryReport.getNumOccurrences() > 0) {
     printMemoryReport(plan, outs());
     printRematSummary(func, *values, outs());
     printBucketPeaks(func, *values, outs());
+    if (step)
+      printStepPlan(*step, outs());
+    else if (stepProgram)
+      outs() << "step program (after fusion): not planned: " << stepError << "\n";
   }
   if (!memoryPlanFile.empty()) {
     std::string error;
     std::unique_ptr<ToolOutputFile> file = openOutputFile(memoryPlanFile, &error);
     if (!file)
       return fail(error);
-    file->os() << llvm::formatv("{0:2}", memoryPlanToJSON(plan)) << "\n";
+    json::Value root = memoryPlanToJSON(plan);
+    // The kernel-level plan, as the artifact's memory_plan section holds it.
+    if (step) {
+      Expected<json::Value> section = json::parse(runtime::encodeMemoryPlan(*step));
+      if (section)
+        root.getAsObject()->try_emplace("step_program", std::move(*section));
+      else
+        consumeError(section.takeError());
+    }
+    file->os() << llvm::formatv("{0:2}", root) << "\n";
     file->keep();
   }
   return 0;
+}
+
+std::optional<SymbolValues> memoryPlanValues(func::FuncOp main, StringRef dynamicSpec) {
+  FailureOr<SymbolValues> parsed = symbolValues(dynamicSpec);
+  if (failed(parsed))
+    return std::nullopt;
+  SymbolValues values = std::move(*parsed);
+  // Range guards a user asked for (the int32 indexing bound is no size).
+  if (auto guards = main->getAttrOfType<ArrayAttr>("kiln.guards"))
+    for (auto guard : guards.getAsRange<DictionaryAttr>()) {
+      auto kind = guard.getAs<StringAttr>("kind");
+      auto expr = guard.getAs<SymExprAttr>("expr");
+      auto max = guard.getAs<IntegerAttr>("max");
+      if (!kind || kind.getValue() != "range" || !expr || !max ||
+          max.getInt() >= std::numeric_limits<int32_t>::max())
+        continue;
+      SmallVector<StringRef> names = dimSymbols(expr);
+      if (names.size() == 1 && expr == SymExprAttr::getSymbol(main.getContext(), names[0]))
+        values.try_emplace(names[0], max.getInt());
+    }
+  // Then the largest shape bucket of each symbol.
+  SymbolValues bucketMax;
+  if (auto buckets = main->getAttrOfType<ArrayAttr>("kiln.buckets"))
+    for (auto ref : buckets.getAsRange<FlatSymbolRefAttr>())
+      if (auto bucket = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(main, ref))
+        if (auto at = bucket->getAttrOfType<DictionaryAttr>("kiln.bucket"))
+          for (NamedAttribute entry : at)
+            if (auto value = llvm::dyn_cast<IntegerAttr>(entry.getValue()))
+              bucketMax[entry.getName()] =
+                  std::max(bucketMax.lookup(entry.getName()), value.getInt());
+  for (const auto &entry : bucketMax)
+    values.try_emplace(entry.getKey(), entry.getValue());
+  // Every size symbol of the step needs one.
+  bool bound = true;
+  auto visit = [&](Type type) {
+    if (auto tensor = llvm::dyn_cast<RankedTensorType>(type))
+      for (Dim d : getDims(tensor))
+        for (StringRef symbol : dimSymbols(d))
+          bound &= values.count(symbol) > 0;
+  };
+  for (Type type : main.getArgumentTypes())
+    visit(type);
+  main.walk([&](Operation *op) {
+    for (Type type : op->getResultTypes())
+      visit(type);
+  });
+  if (!bound)
+    return std::nullopt;
+  return values;
 }
 
 } // namespace kiln::driver

@@ -16,6 +16,7 @@
 #ifndef KILN_ARTIFACTEMIT_SECTIONS_H
 #define KILN_ARTIFACTEMIT_SECTIONS_H
 
+#include "kiln/runtime/MemoryPlanSection.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -54,6 +55,13 @@ std::string emitMetaSection(mlir::func::FuncOp step,
 mlir::FailureOr<std::string>
 emitStepProgramSection(mlir::func::FuncOp func,
                        const llvm::StringMap<std::string> &kernelModules);
+
+/// \p func, a function after kiln-lower-to-step, planned at \p values by
+/// the runtime's own planner on its step-program encoding: the arena the
+/// runtime allocates, as the "memory_plan" section records it. Fails with a
+/// diagnostic (an unbound symbol, a function that does not encode).
+mlir::FailureOr<runtime::StepMemoryPlan>
+planLoweredStep(mlir::func::FuncOp func, const artifact::SymbolBindings &values);
 
 /// meta, guards and params of \p module's `@main` (a graph-level train
 /// step), with \p targets as meta's kernel architectures.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 
 using namespace kiln::artifact;
 using kiln::runtime::Error;
@@ -82,6 +83,52 @@ Expected<SizeExpr> SizeExpr::parse(std::string_view text) {
     negate = text[pos] == '-';
     ++pos;
   }
+}
+
+Expected<SizeExpr> SizeExpr::product(const std::vector<SizeExpr> &factors,
+                                     int64_t scale) {
+  // Monomial (sorted symbols) -> coefficient.
+  std::map<std::vector<std::string>, int64_t> sum{{{}, scale}};
+  for (const SizeExpr &factor : factors) {
+    std::map<std::vector<std::string>, int64_t> next;
+    for (const auto &[symbols, coefficient] : sum)
+      for (const Term &term : factor.terms) {
+        std::vector<std::string> monomial = symbols;
+        monomial.insert(monomial.end(), term.factors.begin(), term.factors.end());
+        std::sort(monomial.begin(), monomial.end());
+        int64_t c;
+        if (__builtin_mul_overflow(coefficient, term.coefficient, &c) ||
+            __builtin_add_overflow(next[monomial], c, &next[monomial]))
+          return Error{"size expression product overflows int64"};
+      }
+    sum = std::move(next);
+  }
+  // Highest degree first, as the compiler prints: "2*batch*seq + 2*batch".
+  std::vector<std::pair<std::vector<std::string>, int64_t>> terms;
+  for (const auto &entry : sum)
+    if (entry.second != 0)
+      terms.push_back(entry);
+  std::sort(terms.begin(), terms.end(), [](const auto &a, const auto &b) {
+    return a.first.size() != b.first.size() ? a.first.size() > b.first.size()
+                                            : a.first < b.first;
+  });
+  std::string text;
+  for (const auto &[symbols, coefficient] : terms) {
+    if (coefficient == INT64_MIN)
+      return Error{"size expression product overflows int64"};
+    int64_t magnitude = coefficient < 0 ? -coefficient : coefficient;
+    text += text.empty() ? (coefficient < 0 ? "-" : "") : (coefficient < 0 ? " - " : " + ");
+    std::string monomial;
+    for (const std::string &symbol : symbols)
+      monomial += (monomial.empty() ? "" : "*") + symbol;
+    if (monomial.empty())
+      text += std::to_string(magnitude);
+    else if (magnitude == 1)
+      text += monomial;
+    else
+      text += std::to_string(magnitude) + "*" + monomial;
+  }
+  return parse(text.empty() ? "0" : text);
 }
 
 Expected<int64_t> SizeExpr::evaluate(const SymbolBindings &bindings) const {

@@ -262,36 +262,31 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   return program;
 }
 
-Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t alignment) const {
+Expected<SizeExpr> StepProgram::byteSize(int id) const {
+  return SizeExpr::product(buffers[id].shape, static_cast<int64_t>(dtypeSize(buffers[id].dtype)));
+}
+
+LiveRanges StepProgram::liveRanges() const {
   size_t n = buffers.size();
-  ArenaPlan plan;
-  plan.bytes.assign(n, 0);
-  plan.offsets.assign(n, 0);
-  plan.inArena.assign(n, false);
-  for (size_t id = 0; id < n; ++id) {
-    Expected<int64_t> count = elementCount(static_cast<int>(id), sizes);
-    if (!count)
-      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
-    plan.bytes[id] = static_cast<size_t>(*count) * dtypeSize(buffers[id].dtype);
-  }
-  // Roots and liveness: a view lives in its source's memory.
-  std::vector<int> root(n);
+  LiveRanges live;
+  // A view lives in its source's memory.
+  live.root.resize(n);
   for (size_t id = 0; id < n; ++id)
-    root[id] = static_cast<int>(id);
-  std::vector<int> allocAt(n, -1);
-  std::vector<size_t> lastUse(n, 0);
+    live.root[id] = static_cast<int>(id);
+  live.allocAt.assign(n, -1);
+  live.lastUse.assign(n, 0);
   auto touch = [&](int id, size_t at) {
-    lastUse[root[id]] = std::max(lastUse[root[id]], at);
+    live.lastUse[live.root[id]] = std::max(live.lastUse[live.root[id]], at);
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     const ProgramOp &op = ops[i];
     switch (op.kind) {
     case ProgramOp::Kind::Alloc:
-      allocAt[op.result] = static_cast<int>(i);
-      lastUse[op.result] = i;
+      live.allocAt[op.result] = static_cast<int>(i);
+      live.lastUse[op.result] = i;
       break;
     case ProgramOp::Kind::View:
-      root[op.result] = root[op.source];
+      live.root[op.result] = live.root[op.source];
       touch(op.source, i);
       break;
     case ProgramOp::Kind::Fill:
@@ -316,28 +311,58 @@ Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t a
   }
   for (const ProgramBinding &result : results)
     touch(result.buffer, ops.size());
+  return live;
+}
+
+Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t alignment) const {
+  size_t n = buffers.size();
+  ArenaPlan plan;
+  plan.bytes.assign(n, 0);
+  plan.offsets.assign(n, 0);
+  plan.inArena.assign(n, false);
+  plan.base.assign(n, -1);
+  for (size_t id = 0; id < n; ++id) {
+    Expected<int64_t> count = elementCount(static_cast<int>(id), sizes);
+    if (!count)
+      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
+    plan.bytes[id] = static_cast<size_t>(*count) * dtypeSize(buffers[id].dtype);
+  }
+  LiveRanges live = liveRanges();
   struct Placed {
     size_t begin, end, offset, size;
+    int id;
   };
   std::vector<Placed> placed;
   for (size_t id = 0; id < n; ++id) {
-    if (allocAt[id] < 0)
+    if (live.allocAt[id] < 0)
       continue;
-    size_t begin = static_cast<size_t>(allocAt[id]), end = lastUse[id];
+    size_t begin = static_cast<size_t>(live.allocAt[id]), end = live.lastUse[id];
     size_t size = (std::max<size_t>(plan.bytes[id], 1) + alignment - 1) / alignment * alignment;
-    std::vector<std::pair<size_t, size_t>> busy;
+    struct Busy {
+      size_t lo, hi;
+      int id;
+      bool operator<(const Busy &o) const { return lo != o.lo ? lo < o.lo : id < o.id; }
+    };
+    std::vector<Busy> busy;
     for (const Placed &q : placed)
       if (q.end >= begin && q.begin <= end)
-        busy.push_back({q.offset, q.offset + q.size});
+        busy.push_back({q.offset, q.offset + q.size, q.id});
     std::sort(busy.begin(), busy.end());
+    // First fit; the offset is always 0 or the end of the busy buffer that
+    // pushed it up last, which becomes this buffer's base.
     size_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + size <= lo)
+    int base = -1;
+    for (const Busy &b : busy) {
+      if (offset + size <= b.lo)
         break;
-      offset = std::max(offset, hi);
+      if (b.hi > offset) {
+        offset = b.hi;
+        base = b.id;
+      }
     }
-    placed.push_back({begin, end, offset, size});
+    placed.push_back({begin, end, offset, size, static_cast<int>(id)});
     plan.offsets[id] = offset;
+    plan.base[id] = base;
     plan.inArena[id] = true;
     plan.size = std::max(plan.size, offset + size);
   }

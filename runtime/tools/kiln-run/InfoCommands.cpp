@@ -46,7 +46,7 @@ int kiln::run::runInspect(int argc, char **argv) {
   if (argc == 1 &&
       (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
-                "header, sections, meta, guards, parameters and kernels.\n");
+                "header, sections, meta, guards, parameters, kernels and memory plan.\n");
     return 0;
   }
   if (argc != 1)
@@ -103,6 +103,17 @@ int kiln::run::runInspect(int argc, char **argv) {
     if (!images.source.empty())
       list += std::string(list.empty() ? "" : ", ") + "source";
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
+  }
+  if (const std::optional<StepMemoryPlan> &plan = step->getMemoryPlan()) {
+    std::string at;
+    for (const auto &[symbol, value] : plan->plannedAt)
+      at += (at.empty() ? " at " : ", ") + symbol + "=" + std::to_string(value);
+    std::printf("memory plan%s: %zu bytes persistent + %zu arena (%zu buffers) + %zu "
+                "workspace\n",
+                at.c_str(), plan->persistentBytes, plan->arenaBytes, plan->buffers.size(),
+                plan->workspaceBytes);
+  } else {
+    std::printf("memory plan: none (the arena is planned at load)\n");
   }
   std::printf("step program: %s\n",
               step->hasStepProgram()

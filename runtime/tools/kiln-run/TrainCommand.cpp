@@ -122,9 +122,10 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitBadInput, s.getError());
   }
   std::printf("step program: %zu launches, %zu GEMMs; device memory: %zu bytes "
-              "persistent + %zu bytes arena and GEMM workspace (planned)\n",
+              "persistent + %zu bytes arena and GEMM workspace (%s)\n",
               x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
-              x.getArenaBytes());
+              x.getArenaBytes(),
+              x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   double lr = 0;
   if (std::optional<std::string> text = args.get("lr"))
     lr = std::strtod(text->c_str(), nullptr);

@@ -37,6 +37,7 @@ assert data[-4:] == b"KEND", "trailer"
 assert struct.unpack_from("<I", data, size - 8)[0] == crc32c(data[:size - 8]), "file crc"
 assert table_crc == crc32c(data[40:40 + table_size]), "table crc"
 print(f"version {version} flags {flags} sections {count}")
+sections = {}
 pos = 40
 for _ in range(count):
     offset, length, crc, name_length, _reserved = struct.unpack_from("<QQIHH", data, pos)
@@ -69,3 +70,57 @@ for _ in range(count):
             if op["op"] == "gemm":
                 print("gemm " + json.dumps(op, sort_keys=True))
                 break
+    sections[name] = payload
+
+
+def evaluate(expr, values):
+    """A size expression (docs/artifact.md) at values: Python reads it as is."""
+    return eval(expr, {"__builtins__": {}}, dict(values))
+
+
+if "memory_plan" in sections:
+    # The chain (docs/artifact.md, "The memory plan"), evaluated here
+    # independently and checked against the step program's liveness.
+    plan = json.loads(sections["memory_plan"])
+    at = plan["planned_at"]
+    align = plan["alignment"]
+    print(f"{plan['format']} v{plan['version']} alignment {align} planned_at "
+          f"{json.dumps(at, sort_keys=True)} buffers {len(plan['buffers'])}")
+    print(f"arena_bytes {plan['arena_bytes']} persistent_bytes {plan['persistent_bytes']} "
+          f"workspace_bytes {plan['workspace_bytes']}")
+    up = lambda n: (max(n, 1) + align - 1) // align * align
+    offset, end = {}, {}
+    for b in plan["buffers"]:
+        offset[b["buffer"]] = 0 if b["base"] < 0 else end[b["base"]]
+        end[b["buffer"]] = offset[b["buffer"]] + up(evaluate(b["size"], at))
+    assert max(end.values(), default=0) == plan["arena_bytes"], "chain arena size"
+    step = json.loads(sections["step"])
+    elements = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "U64": 8, "I32": 4,
+                "U32": 4, "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+    root = list(range(len(step["buffers"])))
+    first, last = {}, {}
+    for i, op in enumerate(step["ops"]):
+        used = [op.get(k) for k in ("source", "target", "a", "b", "bias", "c")] + op.get("args", [])
+        if op["op"] == "alloc":
+            first[op["result"]] = last[op["result"]] = i
+        if op["op"] == "view":
+            root[op["result"]] = root[op["source"]]
+        for u in used:
+            if u is not None:
+                last[root[u]] = max(last.get(root[u], 0), i)
+    for r in step["results"]:
+        last[root[r["buffer"]]] = len(step["ops"])
+    assert set(first) == set(offset), "memory_plan buffers are the step's allocs"
+    size = {}
+    for b, info in enumerate(step["buffers"]):
+        n = elements[info["dtype"]]
+        for d in info["shape"]:
+            n *= evaluate(d, at)
+        size[b] = max(n, 1)
+    spans = sorted(first)
+    for i, x in enumerate(spans):
+        for y in spans[i + 1:]:
+            if first[y] <= last[x] and first[x] <= last[y]:
+                assert not (offset[x] < offset[y] + size[y] and offset[y] < offset[x] + size[x]), \
+                    f"buffers {x} and {y} overlap"
+    print("memory_plan chain checked: no buffers live at once overlap")

@@ -39,6 +39,12 @@ public:
   /// allowed. The error names the text and the byte.
   static Expected<SizeExpr> parse(std::string_view text);
 
+  /// \p scale times the product of \p factors, multiplied out into one
+  /// polynomial ("2*batch*seq + 2*batch" for 2 * batch * (seq + 1)); an
+  /// error names a coefficient that overflows int64.
+  static Expected<SizeExpr> product(const std::vector<SizeExpr> &factors,
+                                    int64_t scale);
+
   /// The value under \p bindings; an error names an unbound symbol or an
   /// int64 overflow.
   Expected<int64_t> evaluate(const SymbolBindings &bindings) const;

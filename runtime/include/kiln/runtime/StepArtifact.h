@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Decodes the sections kiln-run understands today (docs/artifact.md):
-// "meta", "guards", "params" and the kernel images, and checks run inputs
-// against them: sizes against the guards, a weights file against the
+// Decodes the sections kiln-run understands (docs/artifact.md): "meta",
+// "guards", "params", "memory_plan" and the kernel images, and checks run
+// inputs against them: sizes against the guards, a weights file against the
 // parameter layout, the device's architecture against the kernel images.
-// The "step" and "init" payloads are carried but not interpreted yet.
+// The "step" and "init" programs are decoded by the executor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +19,7 @@
 #include "kiln/artifact/Guards.h"
 #include "kiln/artifact/Json.h"
 #include "kiln/artifact/Safetensors.h"
+#include "kiln/runtime/MemoryPlanSection.h"
 
 #include <map>
 #include <optional>
@@ -89,6 +90,8 @@ public:
   /// meta "vocab_size", when the compiler recorded it.
   std::optional<int64_t> getVocabSize() const { return vocabSize; }
   bool hasStepProgram() const { return container.find("step") != nullptr; }
+  /// The compiler's arena plan of the step ("memory_plan"), if it wrote one.
+  const std::optional<StepMemoryPlan> &getMemoryPlan() const { return memoryPlan; }
 
   /// Checks \p weights against the parameters (by source name): present,
   /// same dtype and shape. Trainable ones and those the init program makes
@@ -118,6 +121,7 @@ private:
   std::vector<ParamSpec> params;
   std::map<std::string, KernelImages> kernels;
   std::optional<int64_t> vocabSize;
+  std::optional<StepMemoryPlan> memoryPlan;
   std::string origin;
 };
 

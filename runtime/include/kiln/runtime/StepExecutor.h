@@ -8,8 +8,10 @@
 // fixed symbol values (batch, seq): named persistent tensors (parameters,
 // optimizer state, frozen weights, what the init program makes) live in
 // their own allocations; every other buffer of a program gets an offset in
-// one arena from a liveness-based first-fit plan. A step enqueues the ops in
-// order (cuLaunchKernel per launch, cuBLASLt per GEMM) and ends by copying
+// one arena: the artifact's memory_plan evaluated at the run's sizes when it
+// holds there, else a liveness-based first-fit plan made at load time. A
+// step enqueues the ops in order (cuLaunchKernel per launch, cuBLASLt per
+// GEMM) and ends by copying
 // the new parameters and state over the old ones, so the whole step is one
 // stream of work a CUDA Graph captures once and replays.
 //
@@ -118,6 +120,8 @@ public:
   /// Device bytes: persistent tensors, step arena, GEMM workspace.
   size_t getPersistentBytes() const;
   size_t getArenaBytes() const;
+  /// The arena follows the artifact's memory_plan (else a run-time plan).
+  bool usesArtifactPlan() const;
   size_t getGraphCaptures() const;
   size_t getLaunchCount() const;
   size_t getGemmCount() const;

@@ -63,7 +63,17 @@ struct ArenaPlan {
   std::vector<size_t> bytes;   ///< Per buffer id: its size in bytes.
   std::vector<size_t> offsets; ///< Per buffer id: arena offset (allocs only).
   std::vector<bool> inArena;   ///< Per buffer id: an alloc's own memory.
+  /// Per buffer id: the buffer it sits directly above (its offset is that
+  /// one's end, aligned up), or -1 at offset 0 and outside the arena.
+  std::vector<int> base;
   size_t size = 0;             ///< The arena's size.
+};
+
+/// When each buffer's memory is in use, in op indices.
+struct LiveRanges {
+  std::vector<int> root;       ///< Per buffer id: whose memory (views: the source's).
+  std::vector<int> allocAt;    ///< Per buffer id: its alloc op, or -1.
+  std::vector<size_t> lastUse; ///< Per root: last op touching it (results: ops.size()).
 };
 
 class StepProgram {
@@ -85,9 +95,15 @@ public:
   Expected<ArenaPlan> planArena(const artifact::SymbolBindings &sizes,
                                 size_t alignment) const;
 
+  /// The live range of every buffer, as planArena sees it.
+  LiveRanges liveRanges() const;
+
   /// Elements of buffer \p id at \p sizes.
   Expected<int64_t> elementCount(int id,
                                  const artifact::SymbolBindings &sizes) const;
+
+  /// Bytes of buffer \p id as an expression ("4096*batch*seq").
+  Expected<artifact::SizeExpr> byteSize(int id) const;
 };
 
 } // namespace kiln::runtime

@@ -1,0 +1,64 @@
+//===- StepMemory.cpp - The kernel-level memory plan of kiln compile ------===//
+//
+// What the runtime will allocate: the train step after kiln-fuse and
+// kiln-lower-to-step, planned by the runtime's own planner
+// (kiln::planLoweredStep). --memory-report prints it under the graph-level
+// plan, whose fused-away intermediates it no longer counts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include "kiln/Analysis/MemoryPlan.h"
+#include "kiln/ArtifactEmit/Sections.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace llvm;
+using namespace mlir;
+
+namespace kiln::driver {
+
+artifact::SymbolBindings toBindings(const SymbolValues &values) {
+  artifact::SymbolBindings bindings;
+  for (const auto &entry : values)
+    bindings[entry.getKey().str()] = entry.getValue();
+  return bindings;
+}
+
+FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
+                                                   std::string &error) {
+  // On a clone: the command goes on with (or writes) the graph-level step.
+  OwningOpRef<ModuleOp> lowered = module.clone();
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+    if (error.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      error = diag.str();
+    return success();
+  });
+  PassManager pm(module.getContext());
+  pm.addNestedPass<func::FuncOp>(kernel::createFusePass());
+  pm.addPass(kernel::createLowerToStepPass());
+  if (failed(pm.run(*lowered)))
+    return failure();
+  auto main = lowered->lookupSymbol<func::FuncOp>("main");
+  if (!main) {
+    error = "no @main step function";
+    return failure();
+  }
+  return planLoweredStep(main, toBindings(values));
+}
+
+void printStepPlan(const runtime::StepMemoryPlan &plan, raw_ostream &os) {
+  int64_t persistent = plan.persistentBytes, arena = plan.arenaBytes,
+          workspace = plan.workspaceBytes, peak = persistent + arena + workspace;
+  os << "step program (after fusion): persistent " << formatBytes(persistent) << ", arena "
+     << formatBytes(arena) << ", workspace " << formatBytes(workspace) << ", planned peak "
+     << formatBytes(peak) << "\n";
+  os << formatv("  {0} + {1} + {2} = {3} bytes: what kiln-run allocates at these values\n",
+                persistent, arena, workspace, peak);
+  os << "  arena buffers " << plan.buffers.size() << ", most live at one op "
+     << formatBytes(plan.livePeakBytes) << "\n";
+}
+
+} // namespace kiln::driver
