@@ -95,4 +95,38 @@ def LowerToStepPass : Pass<"kiln-lower-to-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def UpdateInPlacePass : Pass<"kiln-update-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Write new parameters and optimizer state over the old ones";
+  let description = [{
+    After `kiln-lower-to-step`, a train step's new parameters and optimizer
+    state are fresh buffers the runtime copies back over the old ones after
+    the step: one more copy of every trained tensor live at the end of the
+    step, and a copy per tensor. When the buffer of a `kiln.param` /
+    `kiln.state` result is written by one pointwise loop kernel (every op
+    elementwise, every output the shape of the result) that reads the
+    argument of the same name at the element it writes, and nothing reads
+    that argument after the launch, the result becomes a view of the
+    argument: the kernel updates it in place (each thread reads its element
+    before writing it), and the runtime has nothing to copy.
+
+    Before:
+    ```mlir
+    func.func @step(%p: !kiln_kernel.buffer<tensor<8xf32>> {kiln.param = "w"}, %g: ...)
+        -> (!kiln_kernel.buffer<tensor<8xf32>> {kiln.param = "w"}) {
+      %0 = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<8xf32>>
+      kiln_kernel.launch @step_k0_mul_sub ins(%p, %g : ...) outs(%0 : ...) ...
+      return %0 : ...
+    }
+    ```
+    After:
+    ```mlir
+      %0 = kiln_kernel.view %p : !kiln_kernel.buffer<tensor<8xf32>> -> !kiln_kernel.buffer<tensor<8xf32>>
+      kiln_kernel.launch @step_k0_mul_sub ins(%p, %g : ...) outs(%0 : ...) ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numInPlace", "in-place", "Parameters and state updated in place">,
+  ];
+}
+
 #endif // KILN_KERNEL_PASSES_TD

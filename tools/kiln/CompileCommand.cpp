@@ -464,8 +464,10 @@ int runCompile(MLIRContext &context) {
     if (timing)
       lower.enableTiming();
     lower.addNestedPass<func::FuncOp>(kernel::createFusePass());
-    if (emit != Emit::FusedMlir)
+    if (emit != Emit::FusedMlir) {
       lower.addPass(kernel::createLowerToStepPass());
+      lower.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
+    }
     if (failed(lower.run(*module)))
       return 1;
     if (fusionReport) {

@@ -39,6 +39,7 @@ FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const Symbol
   PassManager pm(module.getContext());
   pm.addNestedPass<func::FuncOp>(kernel::createFusePass());
   pm.addPass(kernel::createLowerToStepPass());
+  pm.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
   if (failed(pm.run(*lowered)))
     return failure();
   auto main = lowered->lookupSymbol<func::FuncOp>("main");
