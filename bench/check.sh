@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ctest entries for bench/ (test/CMakeLists.txt):
-#   check.sh static    the scripts compile and parse their flags, and the FLOP
-#                      accounting matches hand-computed values (no torch needed)
+#   check.sh static    the scripts compile and parse their flags, the FLOP
+#                      accounting matches hand-computed values, and the loss
+#                      curve judge (loss_curve.py compare) passes, fails and
+#                      maps names as it should on synthetic data (no torch needed)
 #   check.sh dry-run   the whole benchmark on the tiny config on the CPU; exits
 #                      77 (ctest: skipped) where PyTorch is not installed
 set -euo pipefail
@@ -11,12 +13,15 @@ case ${1:-} in
 static)
   python3 - <<'PY'
 import ast
-for f in ("bench.py", "model.py", "configs.py", "test_configs.py"):
+for f in ("bench.py", "model.py", "configs.py", "tokens.py", "loss_curve.py",
+          "test_configs.py", "test_loss_curve.py"):
     ast.parse(open(f).read(), f)
 PY
-  python3 -m unittest -q test_configs
+  python3 -m unittest -q test_configs test_loss_curve
   bash -n run.sh
+  bash -n curve.sh
   python3 bench.py --help >/dev/null
+  for c in kiln-weights pytorch compare; do python3 loss_curve.py $c --help >/dev/null; done
   ;;
 dry-run)
   if ! python3 -c "import torch" 2>/dev/null; then
