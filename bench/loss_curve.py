@@ -398,7 +398,7 @@ def cmd_pytorch(args):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(loss.detach().item())
         if t == 1 or t % args.log_every == 0 or t == args.steps:
             print(f"step {t} loss {losses[-1]:.7f}", flush=True)
 
