@@ -23,8 +23,10 @@
 # CURVE_RESULTS ($CURVE_DIR/results) gets the logs, JSON and adapters, and
 # they are also copied to $OUT when that is a directory; CURVE_WEIGHTS,
 # CURVE_ONNX, CURVE_KILN_WEIGHTS, CURVE_TOKENS (files in CURVE_DIR);
-# CURVE_STEPS (100), CURVE_LR (1e-3), CURVE_SEED (0), CURVE_TOLERANCE (0.01);
-# KILN_RUN (build-rt/tools/kiln-run/kiln-run, built when it is the default).
+# CURVE_STEPS (100), CURVE_LR (1e-3), CURVE_SEED (0), CURVE_TOLERANCE (0.01),
+# CURVE_DEVICE (cuda: PyTorch's device);
+# KILN_RUN (kiln-run of CURVE_BUILD, build-rt, which is configured and built
+# when KILN_RUN is not set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${CURVE_DIR:-bench/out/curve}
@@ -38,16 +40,18 @@ steps=${CURVE_STEPS:-100}
 lr=${CURVE_LR:-1e-3}
 seed=${CURVE_SEED:-0}
 tolerance=${CURVE_TOLERANCE:-0.01}
-kiln_run=${KILN_RUN:-build-rt/tools/kiln-run/kiln-run}
+device=${CURVE_DEVICE:-cuda}
+build=${CURVE_BUILD:-build-rt}
+kiln_run=${KILN_RUN:-$build/tools/kiln-run/kiln-run}
 
 for f in "$artifact" "$weights"; do
   [ -f "$f" ] || { echo "curve.sh: $f is missing (see the header of bench/curve.sh)" >&2; exit 2; }
 done
 if [ -z "${KILN_RUN:-}" ]; then
   # Incremental: a carried build-rt from an older tree is brought up to date.
-  [ -f build-rt/build.ninja ] ||
-    cmake -S runtime -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C build-rt kiln-run >/dev/null
+  [ -f "$build/build.ninja" ] ||
+    cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$build" kiln-run >/dev/null
 fi
 # batch, seq and vocab of the "curve" config.
 read -r batch seq vocab < <(python3 -c 'import sys; sys.path.insert(0, "bench")
@@ -77,7 +81,7 @@ rm -rf "$results/init_adapters"
 
 echo "== PyTorch, $steps steps"
 python3 bench/loss_curve.py pytorch --weights "$weights" --adapters "$results/init_adapters" \
-  --data "$tokens" --steps "$steps" --seed "$seed" --lr "$lr" \
+  --data "$tokens" --steps "$steps" --seed "$seed" --lr "$lr" --device "$device" \
   --json "$results/pytorch.json" --save-adapters "$results/pytorch_adapters" |
   tee "$results/pytorch.log"
 
