@@ -11,7 +11,7 @@ sampler), with AdamW at the same hyperparameters. bench/curve.sh runs it all.
   loss_curve.py kiln-weights --onnx model.onnx --weights weights.safetensors -o OUT
       the weights file for kiln-run: weights.safetensors plus the small
       floating-point initializers model.onnx holds inline (the RoPE inverse
-      frequencies, the attention scale), which the artifact's params name
+      frequencies `mul_5`, scalars), which the artifact's params may name
       but bench.py's export does not write (needs onnx)
   loss_curve.py pytorch --weights W --adapters DIR --data tokens.bin --steps 100
       --seed 0 --lr 1e-3 --json OUT
