@@ -16,6 +16,10 @@
 //   resume OUT --step N          a checkpoint for the sample artifact
 //   peft-adapters DIR            LoRA adapters of bench/configs.py's "tiny"
 //                                config; check_peft.py loads them with PEFT
+//   gemm-step OUT                a GEMM-only step program (OUT.kiln, weights
+//                                OUT.safetensors, input OUT.x.bin)
+//   lora-step OUT                a GEMM-only LoRA step whose init program
+//                                makes the adapters (OUT.kiln, OUT.x.bin)
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
 //
@@ -277,6 +281,54 @@ static int writeGemmStep(const std::string &out) {
   return status ? 0 : fail(status.getError());
 }
 
+/// A LoRA step of GEMMs only: the init program makes the adapters
+/// m.lora_A.weight = [[0.5, -0.25, 0.125]] (a constant) and m.lora_B.weight
+/// = zeros [2, 1] (a fill); the step's loss is (x A^T)[0, 0] and it returns
+/// the adapters unchanged. With x = [[1,2,3],[4,5,6]] (--batch 2 --seq 3)
+/// every step's loss is 0.375. Writes OUT.kiln and OUT.x.bin.
+static int writeLoraStep(const std::string &out) {
+  ArtifactWriter writer;
+  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                     R"("targets":[],"symbols":["batch","seq"],)"
+                     R"("lora":{"r":1,"alpha":2,"dropout":0}})");
+  writer.add("guards", "[]");
+  writer.add("params",
+             R"([{"name":"m.lora_A.weight","source":"m.lora_A.weight","dtype":"F32","shape":[1,3],)"
+             R"("trainable":true,"init":true},)"
+             R"({"name":"m.lora_B.weight","source":"m.lora_B.weight","dtype":"F32","shape":[2,1],)"
+             R"("trainable":true,"init":true}])");
+  // 0.5, -0.25, 0.125 as little-endian fp32.
+  writer.add("init", R"({"format":"kiln-step-program","version":1,"function":"kiln_init",
+    "buffers":[{"dtype":"I64","shape":[]},{"dtype":"F32","shape":["1","3"]},
+      {"dtype":"F32","shape":["2","1"]}],
+    "args":[{"role":"rng_seed","buffer":0}],
+    "results":[{"role":"param","name":"m.lora_A.weight","buffer":1},
+      {"role":"param","name":"m.lora_B.weight","buffer":2}],
+    "ops":[{"op":"constant","result":1,"bytes":"0000003f000080be0000003e"},
+      {"op":"alloc","result":2},{"op":"fill","target":2,"value":0}]})");
+  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+    "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["1","3"]},
+      {"dtype":"F32","shape":["2","1"]},{"dtype":"F32","shape":["batch","1"]},
+      {"dtype":"F32","shape":[]}],
+    "args":[{"role":"input","name":"x","buffer":0},
+      {"role":"param","name":"m.lora_A.weight","buffer":1},
+      {"role":"param","name":"m.lora_B.weight","buffer":2}],
+    "results":[{"role":"loss","name":"loss","buffer":4},
+      {"role":"param","name":"m.lora_A.weight","buffer":1},
+      {"role":"param","name":"m.lora_B.weight","buffer":2}],
+    "ops":[{"op":"alloc","result":3},
+      {"op":"gemm","a":0,"b":1,"c":3,"trans_a":false,"trans_b":true,"m":"batch","n":"1","k":"seq",
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"},
+      {"op":"view","source":3,"result":4}]})");
+  if (Status status = writer.write(out + ".kiln"); !status)
+    return fail(status.getError());
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  Status status = writeFileAtomically(out + ".x.bin", [&](FileWriter &writer) {
+    return writer.write(std::string(reinterpret_cast<const char *>(x.data()), x.size() * 4));
+  });
+  return status ? 0 : fail(status.getError());
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -290,6 +342,8 @@ int main(int argc, char **argv) {
                          std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
   if (args.size() == 2 && args[0] == "gemm-step")
     return writeGemmStep(args[1]);
+  if (args.size() == 2 && args[0] == "lora-step")
+    return writeLoraStep(args[1]);
   if (args.size() >= 2 && args[0] == "weights")
     return writeWeights(args[1], args.size() > 2 ? args[2] : "");
   if (args.size() >= 3 && args[0] == "tokens")

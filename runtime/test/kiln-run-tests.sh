@@ -118,7 +118,7 @@ train-usage)
   fixtures
   expect 0 "" "$kiln_run" train --help
   expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
-  expect 2 "kiln-run: error: --steps needs an integer >= 1, got '0'" train --steps 0 --weights w.safetensors
+  expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" train
   expect 2 "kiln-run: error: --init must be random:SEED, got 'zeros'" train --init zeros
@@ -198,6 +198,51 @@ train-gemm-step | train-gemm-step-gpu)
     expect 2 "kiln-run: error: --input y: the step has no data input 'y'" "$kiln_run" train g.kiln --weights g.safetensors --input y=g.x.bin --steps 1 --batch 2 --seq 3
     head -c 12 g.x.bin >short.bin
     expect 1 "kiln-run: error: short.bin: 12 bytes; input 'x' needs 6 F32 elements (24 bytes)" "$kiln_run" train g.kiln --weights g.safetensors --input x=short.bin --steps 1 --batch 2 --seq 3
+  else
+    [ $rc = 3 ] || fail "exit $rc, expected 3"
+    grep -q '^kiln-run: error: no CUDA driver: ' err.txt || fail "no-driver line"
+  fi
+  ;;
+train-init-only | train-init-only-gpu)
+  # --steps 0: load, run the init program, save; no step runs. The fixture's
+  # init program makes lora_A = [[0.5, -0.25, 0.125]] and lora_B = 0; its
+  # step's loss is x[0] . lora_A = 0.375. Without a driver (and not the -gpu
+  # case) the run stops before the device, after accepting --steps 0.
+  "$test_files" lora-step l || fail "fixture"
+  init_only() {
+    "$kiln_run" train l.kiln --init random:0 --input x=l.x.bin --batch 2 --seq 3 --log-every 1 "$@"
+  }
+  init_only --steps 0 --save-adapters ad --save ck.safetensors >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  if [ "$case_name" = train-init-only-gpu ] || ! grep -q "no CUDA driver" err.txt; then
+    [ $rc = 0 ] || fail "exit $rc, expected 0"
+    ! grep -q '^step ' out.txt || fail "a step ran"
+    grep -q '^0 steps: parameters loaded and initialized, nothing trained$' out.txt || fail "0-step line"
+    grep -q '^saved 2 adapter tensors (PEFT) to ad$' out.txt || fail "adapters line"
+    grep -q '^saved ck.safetensors: step 0$' out.txt || fail "checkpoint line"
+    expect 0 "" "$kiln_run" ckpt-info ad/adapter_model.safetensors
+    grep -q '^  base_model.model.m.lora_A.weight  F32 \[1, 3\]$' out.txt || fail "lora_A entry"
+    grep -q '^  base_model.model.m.lora_B.weight  F32 \[2, 1\]$' out.txt || fail "lora_B entry"
+    # The saved values are the init program's (python3 with the standard
+    # library only: safetensors is an 8-byte length, a JSON header, data).
+    python3 - ad/adapter_model.safetensors <<'PY' || fail "adapter values"
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+def values(name):
+    a, b = header[name]["data_offsets"]
+    raw = data[8 + n + a:8 + n + b]
+    return list(struct.unpack("<%df" % (len(raw) // 4), raw))
+a = values("base_model.model.m.lora_A.weight")
+b = values("base_model.model.m.lora_B.weight")
+assert a == [0.5, -0.25, 0.125], a
+assert b == [0.0, 0.0], b
+PY
+    # The same init feeds the first step.
+    init_only --steps 1 >out.txt 2>err.txt || { cat out.txt err.txt; fail "one step"; }
+    cat out.txt
+    grep -q '^step 1 loss 0.3750000 step_ms' out.txt || fail "step 1 loss"
   else
     [ $rc = 3 ] || fail "exit $rc, expected 3"
     grep -q '^kiln-run: error: no CUDA driver: ' err.txt || fail "no-driver line"

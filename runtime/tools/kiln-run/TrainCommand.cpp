@@ -46,7 +46,9 @@ constexpr const char *kTrainUsage =
     "  --init random:SEED      random parameters instead of --weights\n"
     "  --data FILE             raw little-endian token ids\n"
     "  --token-dtype T         uint16 (default) or uint32\n"
-    "  --steps N               optimizer steps to run\n"
+    "  --steps N               optimizer steps to run (0: load, run the init "
+    "program,\n"
+    "                          save with --save/--save-adapters; no step)\n"
     "  --batch B, --seq S      sequences per step and tokens per sequence\n"
     "  --seed S                data-order seed (default 0)\n"
     "  --lr LR                 learning rate (default: the artifact's)\n"
@@ -214,9 +216,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   }
   if (x.getGraphCaptures())
     std::printf("cuda graphs: %zu captured\n", x.getGraphCaptures());
-  if (std::optional<std::string> path = args.get("profile"))
+  if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
     if (Status s = writeProfile(*path, profile); !s)
       return error(kExitBadInput, s.getError());
+  if (steps == 0)
+    std::printf("0 steps: parameters loaded and initialized, nothing trained\n");
 
   if (std::optional<std::string> path = args.get("save")) {
     std::vector<std::pair<std::string, NamedTensor *>> params, state;
@@ -306,7 +310,10 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitUsage, std::string("missing --") + required +
                                    " (see 'kiln-run train --help')");
   int64_t steps, batch, seq, seed = 0, logEvery = 10, device = 0;
-  if (!parseCount("steps", *args->get("steps"), 1, steps, message) ||
+  // --steps 0 loads everything and runs the init program, so --save and
+  // --save-adapters write the initial parameters (bench/loss_curve.py gives
+  // PyTorch Kiln's LoRA init this way).
+  if (!parseCount("steps", *args->get("steps"), 0, steps, message) ||
       !parseCount("batch", *args->get("batch"), 1, batch, message) ||
       !parseCount("seq", *args->get("seq"), 1, seq, message) ||
       (args->get("seed") &&
