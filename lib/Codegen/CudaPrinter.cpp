@@ -922,46 +922,6 @@ struct Printer {
   }
   std::string blockSum(const std::string &v) { return "kiln_block_reduce(" + v + ", red, false)"; }
 
-  /// Row kernels read their row in several passes (max, sum, write; mean,
-  /// variance, write). The values in `rowCache` are read from memory (with
-  /// their fused producers) in the first pass only: each thread keeps its
-  /// first kRowCache strided elements in registers (rows up to kRowCache x
-  /// blockDim wholly; longer rows recompute the rest).
-  static constexpr int kRowCache = 8;
-  SmallVector<Value> rowCache;
-  unsigned rowPasses = 0;
-  std::string rowCacheName(unsigned i) { return "rc" + std::to_string(i); }
-  void rowLoop(const Index &lead, ArrayRef<std::string> trail,
-               llvm::function_ref<void(const Index &)> each) {
-    if (rowCache.empty())
-      return forCols(lead, trail, each);
-    bool fill = rowPasses++ == 0;
-    auto indexAt = [&]() {
-      Index idx(lead.begin(), lead.end());
-      Index t = delinearize("col", trail);
-      idx.append(t.begin(), t.end());
-      return idx;
-    };
-    line("#pragma unroll");
-    open("for (int k = 0; k < " + std::to_string(kRowCache) + "; ++k)");
-    line("const int64_t col = threadIdx.x + (int64_t)k * blockDim.x;");
-    open("if (col < cols)");
-    Index idx = indexAt();
-    for (auto [i, v] : llvm::enumerate(rowCache)) {
-      if (fill)
-        line(rowCacheName(i) + "[k] = " + value(v, idx) + ";");
-      else
-        remember(v, idx, rowCacheName(i) + "[k]");
-    }
-    each(idx);
-    close();
-    close();
-    open("for (int64_t col = threadIdx.x + " + std::to_string(kRowCache) +
-         " * (int64_t)blockDim.x; col < cols; col += blockDim.x)");
-    each(indexAt());
-    close();
-  }
-
   void rowKernel() {
     Operation *anchor = plan.anchor;
     Value x = anchor->getOperand(0);
@@ -996,14 +956,10 @@ struct Printer {
     }
     open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
     Index lead = delinearize("row", leadDims);
-    rowCache = rowCachedValues(anchor);
-    rowPasses = 0;
-    for (unsigned i = 0; i < rowCache.size(); ++i)
-      line("float " + rowCacheName(i) + "[" + std::to_string(kRowCache) + "];");
     auto flatOf = [&]() { return std::string("row * cols + col"); };
     auto finalLoop = [&](Value bound, llvm::function_ref<std::string(const Index &)> compute,
                          llvm::function_ref<bool(unsigned)> skip = nullptr) {
-      rowLoop(lead, trail, [&](const Index &idx) {
+      forCols(lead, trail, [&](const Index &idx) {
         line("const int64_t flat = " + flatOf() + ";");
         relate("flat", idx, sizes);
         bind(bound, idx, compute(idx));
@@ -1024,20 +980,20 @@ struct Printer {
     // Mean (and the centred second moment) over the row.
     auto meanOf = [&](llvm::function_ref<std::string(const Index &)> term, StringRef name) {
       line("float " + name.str() + " = 0.f;");
-      rowLoop(lead, trail, [&](const Index &idx) { line(name.str() + " += " + term(idx) + ";"); });
+      forCols(lead, trail, [&](const Index &idx) { line(name.str() + " += " + term(idx) + ";"); });
       line(name.str() + " = " + blockSum(name.str()) + " / (float)cols;");
     };
     llvm::TypeSwitch<Operation *>(anchor)
         .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp, CrossEntropyGradOp>([&](Operation *op) {
           line("float mx = -KILN_INF;");
-          rowLoop(lead, trail, [&](const Index &idx) {
+          forCols(lead, trail, [&](const Index &idx) {
             std::string v = value(x, idx);
             line("mx = fmaxf(mx, " + v + ");");
           });
           line("mx = kiln_block_reduce(mx, red, true);");
           line("if (mx == -KILN_INF) mx = 0.f; // a fully masked row");
           line("float se = 0.f;");
-          rowLoop(lead, trail, [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
+          forCols(lead, trail, [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
           line("se = " + blockSum("se") + ";");
           if (isa<SoftmaxOp>(op))
             return finalLoop(op->getResult(0), [&](const Index &idx) {
@@ -1053,7 +1009,7 @@ struct Printer {
           Value y = op->getOperand(0), dy = op->getOperand(1);
           bool log = isa<LogSoftmaxGradOp>(op);
           line("float s = 0.f;");
-          rowLoop(lead, trail, [&](const Index &idx) {
+          forCols(lead, trail, [&](const Index &idx) {
             line("s += " + (log ? value(dy, idx) : value(dy, idx) + " * " + value(y, idx)) + ";");
           });
           line("s = " + blockSum("s") + ";");
@@ -1119,33 +1075,6 @@ struct Printer {
           }, [&](unsigned i) { return isAccumulator(i); });
         });
     close();
-    rowCache.clear();
-  }
-
-  /// What a row kernel's later passes re-read: its row input, and the
-  /// incoming gradient of the gradient ops (fp32 compute only).
-  SmallVector<Value> rowCachedValues(Operation *anchor) {
-    SmallVector<Value> values;
-    auto add = [&](Value v) {
-      if (computeType(typeOf(v).getElementType()) == "float")
-        values.push_back(v);
-    };
-    llvm::TypeSwitch<Operation *>(anchor)
-        .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp, CrossEntropyGradOp, LayerNormOp,
-              RmsNormOp>([&](Operation *op) { add(op->getOperand(0)); })
-        .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](Operation *op) {
-          add(op->getOperand(0));
-          add(op->getOperand(1));
-        })
-        .Case<LayerNormGradOp>([&](LayerNormGradOp g) {
-          add(g->getOperand(0));
-          add(g.getGrad());
-        })
-        .Case<RmsNormGradOp>([&](RmsNormGradOp g) {
-          add(g->getOperand(0));
-          add(g.getGrad());
-        });
-    return values;
   }
 
   void crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const Index &lead,
@@ -1177,7 +1106,7 @@ struct Printer {
                                                  : value(ceGrad.getGrad(), {});
     line("const float scale = counts ? " + g +
          (reduction == Reduction::mean ? std::string(" / counted") : std::string()) + " : 0.f;");
-    rowLoop(lead, trail, [&](const Index &idx) {
+    forCols(lead, trail, [&](const Index &idx) {
       line("const int64_t flat = row * cols + col;");
       relate("flat", idx, dims(x));
       std::string p = "expf(" + value(x, idx) + " - mx) / se";
