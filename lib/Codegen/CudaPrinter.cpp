@@ -750,8 +750,9 @@ struct Printer {
       close();
     if (isa<ReduceMeanOp>(r))
       line(acc + " /= (" + c + ")(" + count + ");");
-    remember(r->getResult(0), idx, acc);
-    return acc;
+    // The sum is a value of the result's type: a bf16 reduction rounds once
+    // here, as the interpreter does (its users must not see the fp32 sum).
+    return let(r->getResult(0), idx, acc);
   }
 
   //===--------------------------------------------------------------------===//
