@@ -29,3 +29,17 @@ func.func @mixed(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %p = kiln.softmax %y {axis = 1 : i64} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>
 }
+
+// A gather keeps its table's precision: the fp32 master embedding is not
+// cast whole; the gathered rows are cast where a bf16 op reads them (and
+// the gradient, a scatter-add, accumulates in fp32).
+// CHECK-LABEL: func.func @embedding
+// CHECK: %[[E:.+]] = kiln.gather %{{.+}}, %arg0 {axis = 0 : i64} : (tensor<100x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+// CHECK: %[[C:.+]] = kiln.cast %[[E]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK: kiln.mul %[[C]], %[[C]]
+func.func @embedding(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> {
+  %w = kiln.parameter "embed.weight" trainable : tensor<100x8xf32>
+  %e = kiln.gather %w, %ids {axis = 0 : i64} : (tensor<100x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %m = kiln.mul %e, %e : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %m : tensor<2x4x8xf32>
+}

@@ -88,6 +88,15 @@ struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
       });
       if (llvm::isa<CastOp>(op))
         continue; // A cast already says its precision.
+      if (auto gather = llvm::dyn_cast<GatherOp>(op)) {
+        // A gather moves data: it keeps its table's precision. An fp32
+        // master embedding is then not cast whole every step (the users cast
+        // the gathered rows), and its gradient, a scatter-add, accumulates
+        // in fp32 as PyTorch's (autocast leaves embedding in fp32).
+        auto data = llvm::cast<RankedTensorType>(gather.getData().getType());
+        gather.getResult().setType(withElement(gather.getType(), data.getElementType()));
+        continue;
+      }
       if (!anyFloat) {
         // Comparisons and the like: float operands must agree with each
         // other, so mixed ones meet in fp32.
