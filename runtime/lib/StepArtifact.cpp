@@ -150,6 +150,15 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       if (const Json *folded = entry.get("folded_from");
           folded && folded->isString())
         spec.foldedFrom = folded->getString();
+      if (const Json *value = entry.get("value")) {
+        int64_t count = 1;
+        for (int64_t d : spec.shape)
+          count *= d;
+        if (!value->isString() || !decodeHex(value->getString(), spec.value) ||
+            spec.value.size() != static_cast<size_t>(count) * dtypeSize(spec.dtype))
+          return fail(where + "'value' must be hex of " + std::to_string(count) + " " +
+                      dtypeName(spec.dtype) + " elements");
+      }
       step.params.push_back(std::move(spec));
     }
   }
@@ -220,7 +229,8 @@ StepArtifact::matchWeight(const ParamSpec &param,
         return WeightMatch{found, true};
       return mismatch(*found, extra);
     }
-  if (param.trainable || param.fromInit)
+  // The artifact's own value (a small inline initializer) stands in.
+  if (param.trainable || param.fromInit || !param.value.empty())
     return WeightMatch{};
   return Error{weights.getPath() + ": missing weight '" + param.source + "'" +
                (param.foldedFrom.empty() ? std::string()

@@ -932,15 +932,32 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     auto existing = x->store.find(name);
     if (existing != x->store.end())
       return &existing->second;
-    if (!weights && options.randomInitSeed)
-      return randomTensor(name, dtype, shape);
     auto spec = specs.find(name);
+    // The model file's own small values (RoPE frequencies, norm weights),
+    // when the weights lack the tensor: never random.
+    auto inlineValue = [&]() -> Expected<NamedTensor *> {
+      Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+      if (!tensor)
+        return tensor.takeError();
+      Expected<std::string> bytes = convertElements(
+          spec->second->value.data(), spec->second->dtype, dtype, tensor->count);
+      if (!bytes || bytes->size() != tensor->count * dtypeSize(dtype))
+        return Error{"artifact value of '" + name + "' does not fit its buffer"};
+      if (Status s = uploadTo(device, *tensor, *bytes); !s)
+        return s.takeError();
+      return &(x->store[name] = std::move(*tensor));
+    };
+    bool hasValue = spec != specs.end() && !spec->second->value.empty();
+    if (!weights && options.randomInitSeed)
+      return hasValue ? inlineValue() : randomTensor(name, dtype, shape);
     if (!weights || spec == specs.end())
       return Error{"no weights for '" + name + "'" +
                    (weights ? " (not in the artifact's params)" : " (no --weights)")};
     Expected<WeightMatch> match = artifact.matchWeight(*spec->second, *weights);
     if (!match)
       return match.takeError();
+    if (!match->tensor && hasValue)
+      return inlineValue();
     if (!match->tensor)
       return Error{weights->getPath() + ": missing weight '" + spec->second->source + "'"};
     const TensorInfo &info = *match->tensor;

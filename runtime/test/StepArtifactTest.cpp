@@ -139,11 +139,29 @@ static void testWeightMatching() {
   CHECK_EQ(check({{"val_95", DType::F32, {2, 3}, values.data()}}).getError(),
            path + ": missing weight 'norm' (parameter 'norm', expected F32 "
                   "[3])");
+  // A frozen parameter with the model file's value needs no weight.
+  Expected<StepArtifact> inlined = decode(
+      {{"meta", "{}"},
+       {"params", R"([{"name":"rope","dtype":"F32","shape":[2],"value":"0000803f00000040"}])"}});
+  CHECK(inlined && inlined->getParams()[0].value.size() == 8);
+  CHECK(writeSafetensors(path, {{"norm", DType::F32, {3}, values.data()}}));
+  if (inlined) {
+    Expected<SafetensorsFile> without = SafetensorsFile::open(path);
+    CHECK(without && inlined->checkWeights(*without));
+  }
   std::string cleanup = "rm -rf " + std::string(dir);
   CHECK(std::system(cleanup.c_str()) == 0);
 }
 
+static void testValueErrors() {
+  CHECK_EQ(decode({{"meta", "{}"},
+                   {"params", R"([{"name":"r","dtype":"F32","shape":[2],"value":"00"}])"}})
+               .getError(),
+           "a.kiln: params[0]: 'value' must be hex of 2 F32 elements");
+}
+
 int main() {
+  testValueErrors();
   testImageChoice();
   testDecodeErrors();
   testWeightMatching();

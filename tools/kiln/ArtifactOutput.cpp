@@ -12,12 +12,88 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/InitProgram.h"
+#include "kiln/Import/OnnxWeightSource.h"
 #include "kiln/artifact/Artifact.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 using namespace llvm;
 using namespace mlir;
 
 namespace kiln::driver {
+
+namespace {
+/// Little-endian bytes of `t` as a float safetensors dtype, as hex.
+std::optional<std::string> floatHex(const HostTensor &t, StringRef dtype) {
+  const fltSemantics *semantics = dtype == "F32"    ? &APFloat::IEEEsingle()
+                                  : dtype == "F64"  ? &APFloat::IEEEdouble()
+                                  : dtype == "BF16" ? &APFloat::BFloat()
+                                  : dtype == "F16"  ? &APFloat::IEEEhalf()
+                                                    : nullptr;
+  if (!semantics || !t.isFloat())
+    return std::nullopt;
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    APFloat v(t.getDouble(i));
+    bool lost = false;
+    v.convert(*semantics, APFloat::rmNearestTiesToEven, &lost);
+    APInt bits = v.bitcastToAPInt();
+    for (unsigned byte = 0; byte < bits.getBitWidth() / 8; ++byte) {
+      uint64_t b = bits.extractBitsAsZExtValue(8, byte * 8);
+      hex += digits[b >> 4];
+      hex += digits[b & 15];
+    }
+  }
+  return hex;
+}
+} // namespace
+
+int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
+                    StringRef model) {
+  if (!model.ends_with(".onnx") && !model.ends_with(".onnxtxt"))
+    return 0; // Kiln IR text holds no weights.
+  auto params = llvm::find_if(sections, [](auto &s) { return s.first == "params"; });
+  if (params == sections.end())
+    return 0;
+  Expected<json::Value> parsed = json::parse(params->second);
+  if (!parsed)
+    return fail("params section: " + toString(parsed.takeError()));
+  json::Array *entries = parsed->getAsArray();
+  if (!entries)
+    return 0;
+  absl::StatusOr<std::unique_ptr<OnnxWeightSource>> source =
+      OnnxWeightSource::open(model.str());
+  if (!source.ok())
+    return 0; // The import already read this model; nothing to add.
+  bool changed = false;
+  for (json::Value &value : *entries) {
+    json::Object *entry = value.getAsObject();
+    if (!entry || entry->getBoolean("trainable").value_or(false) ||
+        entry->getBoolean("init").value_or(false))
+      continue;
+    int64_t count = 1;
+    if (const json::Array *shape = entry->getArray("shape"))
+      for (const json::Value &d : *shape)
+        count *= d.getAsInteger().value_or(0);
+    std::optional<StringRef> name = entry->getString("source");
+    std::optional<StringRef> dtype = entry->getString("dtype");
+    if (!name || !dtype || count > kInlineValueElements)
+      continue;
+    // A weight whose bytes are not here (external data left behind) has
+    // no value to carry: the weights file must hold it.
+    absl::StatusOr<HostTensor> tensor = (*source)->load(*name);
+    if (!tensor.ok() || tensor->numel() != count)
+      continue;
+    if (std::optional<std::string> hex = floatHex(*tensor, *dtype)) {
+      (*entry)["value"] = *hex;
+      changed = true;
+    }
+  }
+  if (changed)
+    params->second = formatv("{0}", json::Value(std::move(*parsed))).str();
+  return 0;
+}
 
 int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::string>> sections,
                   StringRef path, const CudaOutputOptions &options) {

@@ -441,6 +441,8 @@ int runCompile(MLIRContext &context) {
     if (failed(sections))
       return 1;
     artifactSections = std::move(*sections);
+    if (int rc = addInlineValues(artifactSections, model))
+      return rc;
   }
   // The values the artifact's memory_plan is made at, read off the
   // graph-level step (its guards and buckets).

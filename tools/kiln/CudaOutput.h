@@ -39,6 +39,15 @@ int buildKernels(mlir::ModuleOp module, const CudaOutputOptions &options, Kernel
 /// -o FILE.kiln for a lowered module: the meta/guards/params sections
 /// (computed before lowering), kernel images per NVRTC module, the step
 /// program of @main and the init program of @kiln_init. Returns the exit code.
+/// Adds "value" (hex of the dtype's little-endian bytes) to the frozen,
+/// non-init entries of the params section whose tensor the ONNX model holds
+/// and that have at most kInlineValueElements elements: kiln-run's fallback
+/// when the weights file lacks them (exporter-folded RoPE tables are not in
+/// a PyTorch state_dict) and its value instead of --init random.
+inline constexpr int64_t kInlineValueElements = 4096;
+int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
+                    llvm::StringRef model);
+
 int writeArtifact(mlir::ModuleOp module,
                   std::vector<std::pair<std::string, std::string>> sections,
                   llvm::StringRef path, const CudaOutputOptions &options);

@@ -91,6 +91,10 @@ bool hexBytes(const std::string &hex, std::string &out) {
 
 } // namespace
 
+bool kiln::runtime::decodeHex(const std::string &hex, std::string &out) {
+  return hexBytes(hex, out);
+}
+
 Expected<int64_t> StepProgram::elementCount(int id, const SymbolBindings &sizes) const {
   int64_t count = 1;
   for (const SizeExpr &dim : buffers[id].shape) {

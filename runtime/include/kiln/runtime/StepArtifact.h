@@ -42,6 +42,10 @@ struct ParamSpec {
   /// pkg.onnxscript.optimizer.folded_from), e.g. "model.x.q_proj.weight"
   /// for its transpose "val_95"; empty if none.
   std::string foldedFrom;
+  /// The value the model file held inline (small tensors only), as the
+  /// dtype's little-endian bytes; empty if none. Used when the weights lack
+  /// the tensor, and instead of --init random.
+  std::string value;
 };
 
 /// How a parameter's bytes come out of a weights file.

@@ -106,6 +106,9 @@ public:
   Expected<artifact::SizeExpr> byteSize(int id) const;
 };
 
+/// Lowercase hex (two digits per byte) to bytes; false if malformed.
+bool decodeHex(const std::string &hex, std::string &out);
+
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_STEPPROGRAM_H
