@@ -215,7 +215,7 @@ StepArtifact::matchWeight(const ParamSpec &param,
   if (const TensorInfo *found = weights.find(param.source)) {
     if (!convertible(found->dtype, param.dtype) || found->shape != param.shape)
       return mismatch(*found, "");
-    return WeightMatch{found, false};
+    return WeightMatch{found, false, &weights};
   }
   if (!param.foldedFrom.empty())
     if (const TensorInfo *found = weights.find(param.foldedFrom)) {
@@ -224,9 +224,9 @@ StepArtifact::matchWeight(const ParamSpec &param,
       if (!convertible(found->dtype, param.dtype))
         return mismatch(*found, extra);
       if (found->shape == param.shape)
-        return WeightMatch{found, false};
+        return WeightMatch{found, false, &weights};
       if (param.shape.size() == 2 && found->shape == transposed)
-        return WeightMatch{found, true};
+        return WeightMatch{found, true, &weights};
       return mismatch(*found, extra);
     }
   // The artifact's own value (a small inline initializer) stands in.
@@ -237,6 +237,30 @@ StepArtifact::matchWeight(const ParamSpec &param,
                                          : " (or '" + param.foldedFrom +
                                                "', which it was folded from)") +
                " (parameter '" + param.name + "', expected " + expected + ")"};
+}
+
+Expected<WeightMatch>
+StepArtifact::matchWeight(const ParamSpec &param,
+                          const std::vector<SafetensorsFile> &shards) const {
+  if (shards.empty())
+    return Error{"no weights files"};
+  for (const SafetensorsFile &shard : shards)
+    if (shard.find(param.source) ||
+        (!param.foldedFrom.empty() && shard.find(param.foldedFrom)))
+      return matchWeight(param, shard);
+  // In no shard: allowed or missing, as for one file (named in full).
+  Expected<WeightMatch> absent = matchWeight(param, shards.front());
+  if (absent || shards.size() == 1)
+    return absent;
+  return Error{absent.getError() + " (in none of the " + std::to_string(shards.size()) +
+               " weights files)"};
+}
+
+Status StepArtifact::checkWeights(const std::vector<SafetensorsFile> &shards) const {
+  for (const ParamSpec &param : params)
+    if (Expected<WeightMatch> match = matchWeight(param, shards); !match)
+      return match.takeError();
+  return Status::success();
 }
 
 Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {

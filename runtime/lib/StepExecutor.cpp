@@ -854,7 +854,7 @@ StepExecutor::~StepExecutor() {
 
 Expected<std::unique_ptr<StepExecutor>>
 StepExecutor::create(const StepArtifact &artifact, const Device &device, const CublasLt &lt,
-                     const SafetensorsFile *weights, const Options &options) {
+                     const std::vector<SafetensorsFile> *weights, const Options &options) {
   std::unique_ptr<StepExecutor> x(new StepExecutor());
   x->device = &device;
   x->options = options;
@@ -959,9 +959,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     if (!match->tensor && hasValue)
       return inlineValue();
     if (!match->tensor)
-      return Error{weights->getPath() + ": missing weight '" + spec->second->source + "'"};
+      return Error{weights->front().getPath() + ": missing weight '" + spec->second->source + "'"};
     const TensorInfo &info = *match->tensor;
-    const unsigned char *data = weights->data(info);
+    const SafetensorsFile &file = *match->file;
+    const unsigned char *data = file.data(info);
     std::string transposed;
     if (match->transpose) {
       size_t rows = info.shape[0], cols = info.shape[1], size = dtypeSize(info.dtype);
@@ -975,12 +976,12 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     if (!tensor)
       return tensor.takeError();
     if (static_cast<int64_t>(info.getElementCount()) != tensor->count)
-      return Error{weights->getPath() + ": weight '" + info.name + "' has " +
+      return Error{file.getPath() + ": weight '" + info.name + "' has " +
                    std::to_string(info.getElementCount()) + " elements; '" + name + "' needs " +
                    std::to_string(tensor->count)};
     Expected<std::string> bytes = convertElements(data, info.dtype, dtype, tensor->count);
     if (!bytes)
-      return Error{weights->getPath() + ": weight '" + info.name + "': " + bytes.getError()};
+      return Error{file.getPath() + ": weight '" + info.name + "': " + bytes.getError()};
     if (Status s = uploadTo(device, *tensor, *bytes); !s)
       return s.takeError();
     return &(x->store[name] = std::move(*tensor));

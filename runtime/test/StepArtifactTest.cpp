@@ -139,6 +139,26 @@ static void testWeightMatching() {
   CHECK_EQ(check({{"val_95", DType::F32, {2, 3}, values.data()}}).getError(),
            path + ": missing weight 'norm' (parameter 'norm', expected F32 "
                   "[3])");
+  // Shards of one checkpoint: each tensor in one of them.
+  {
+    std::string second = std::string(dir) + "/w2.safetensors";
+    CHECK(writeSafetensors(path, {{"q.weight", DType::F32, {3, 2}, values.data()}}));
+    CHECK(writeSafetensors(second, {{"norm", DType::F32, {3}, values.data()}}));
+    std::vector<SafetensorsFile> shards;
+    for (const std::string &p : {path, second})
+      if (Expected<SafetensorsFile> f = SafetensorsFile::open(p))
+        shards.push_back(std::move(*f));
+    CHECK(shards.size() == 2 && step->checkWeights(shards));
+    Expected<WeightMatch> norm = step->matchWeight(step->getParams()[1], shards);
+    CHECK(norm && norm->file == &shards[1]);
+    shards.pop_back();
+    CHECK(writeSafetensors(second, {{"other", DType::F32, {3}, values.data()}}));
+    if (Expected<SafetensorsFile> f = SafetensorsFile::open(second))
+      shards.push_back(std::move(*f));
+    CHECK_EQ(step->checkWeights(shards).getError(),
+             path + ": missing weight 'norm' (parameter 'norm', expected F32 [3]) "
+                    "(in none of the 2 weights files)");
+  }
   // A frozen parameter with the model file's value needs no weight.
   Expected<StepArtifact> inlined = decode(
       {{"meta", "{}"},

@@ -84,18 +84,19 @@ bool parseCount(const std::string &flag, const std::string &text,
 
 /// The training loop on the GPU (docs/runtime.md, train).
 int executeSteps(const StepArtifact &artifact, const Device &gpu,
-                 const CublasLt &lt, const std::string &weightsPath,
+                 const CublasLt &lt, const std::vector<std::string> &weightPaths,
                  const Arguments &args, const SymbolBindings &sizes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
                  uint64_t seed, const TokenFile *tokens,
                  std::optional<uint64_t> randomInitSeed) {
-  std::optional<SafetensorsFile> weights;
-  if (!randomInitSeed) {
-    Expected<SafetensorsFile> opened = SafetensorsFile::open(weightsPath);
-    if (!opened)
-      return error(kExitBadInput, opened.getError());
-    weights.emplace(std::move(*opened));
-  }
+  std::vector<SafetensorsFile> weights;
+  if (!randomInitSeed)
+    for (const std::string &path : weightPaths) {
+      Expected<SafetensorsFile> opened = SafetensorsFile::open(path);
+      if (!opened)
+        return error(kExitBadInput, opened.getError());
+      weights.push_back(std::move(*opened));
+    }
   StepExecutor::Options options;
   options.sizes = sizes;
   options.seed = seed;
@@ -112,7 +113,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (!before)
     return error(kExitNoDevice, before.getError());
   Expected<std::unique_ptr<StepExecutor>> made =
-      StepExecutor::create(artifact, gpu, lt, weights ? &*weights : nullptr, options);
+      StepExecutor::create(artifact, gpu, lt, weights.empty() ? nullptr : &weights, options);
   if (!made)
     return error(kExitBadInput, made.getError());
   StepExecutor &x = **made;
@@ -392,17 +393,24 @@ int kiln::run::runTrain(int argc, char **argv) {
               "guards\n",
               artifactPath.c_str(), step->getParams().size(), trainable,
               step->getKernels().size(), step->getGuards().size());
-  if (weightFiles.size() > 1)
-    return error(kExitNotBuilt, "sharded weights (several --weights) are not "
-                                "built yet; merge them into one file");
+  // Several --weights are the shards of one checkpoint.
+  std::vector<SafetensorsFile> shards;
+  size_t tensors = 0;
   for (const std::string &path : weightFiles) {
     Expected<SafetensorsFile> weights = SafetensorsFile::open(path);
     if (!weights)
       return error(kExitBadInput, weights.getError());
-    if (Status status = step->checkWeights(*weights); !status)
+    tensors += weights->getTensors().size();
+    shards.push_back(std::move(*weights));
+  }
+  if (!shards.empty()) {
+    if (Status status = step->checkWeights(shards); !status)
       return error(kExitBadInput, status.getError());
-    std::printf("weights %s: %zu tensors, every frozen parameter matches\n",
-                path.c_str(), weights->getTensors().size());
+    std::printf("weights %s%s: %zu tensors, every frozen parameter matches\n",
+                weightFiles.front().c_str(),
+                shards.size() > 1 ? (" + " + std::to_string(shards.size() - 1) + " shards").c_str()
+                                  : "",
+                tensors);
   }
   int64_t startStep = 0;
   if (std::optional<std::string> resume = args->get("resume")) {
@@ -498,7 +506,7 @@ int kiln::run::runTrain(int argc, char **argv) {
     return error(kExitUsage, "--save-adapters: " + artifactPath +
                                  " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
-  return executeSteps(*step, *gpu, *lt, weightFiles.empty() ? "" : weightFiles.front(),
+  return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, sizes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
                       randomInitSeed);

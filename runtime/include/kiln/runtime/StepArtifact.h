@@ -52,6 +52,7 @@ struct ParamSpec {
 struct WeightMatch {
   const artifact::TensorInfo *tensor = nullptr; ///< null: absent (allowed)
   bool transpose = false; ///< A 2-D folded_from weight, stored transposed.
+  const artifact::SafetensorsFile *file = nullptr; ///< The shard holding it.
 };
 
 /// One compiled image: "sm_90.cubin", "sm_90a.cubin", "compute_90.ptx".
@@ -108,6 +109,14 @@ public:
   Expected<WeightMatch>
   matchWeight(const ParamSpec &param,
               const artifact::SafetensorsFile &weights) const;
+
+  /// The same over the shards of a sharded checkpoint (Hugging Face's
+  /// model-0000K-of-0000N.safetensors): the first shard holding the tensor
+  /// (or its folded_from name) decides; a parameter none holds is missing.
+  Expected<WeightMatch>
+  matchWeight(const ParamSpec &param,
+              const std::vector<artifact::SafetensorsFile> &shards) const;
+  Status checkWeights(const std::vector<artifact::SafetensorsFile> &shards) const;
 
   /// Picks the image of \p kernel for a device of compute capability
   /// \p major.minor: a cubin of the same major and a minor no newer than the

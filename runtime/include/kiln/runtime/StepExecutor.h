@@ -92,7 +92,7 @@ public:
   /// init program once.
   static Expected<std::unique_ptr<StepExecutor>>
   create(const StepArtifact &artifact, const Device &device, const CublasLt &lt,
-         const artifact::SafetensorsFile *weights, const Options &options);
+         const std::vector<artifact::SafetensorsFile> *weights, const Options &options);
   ~StepExecutor();
 
   /// Names of the data inputs the step reads ("input_ids", "labels").
