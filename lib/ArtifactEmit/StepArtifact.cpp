@@ -161,6 +161,83 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
   return meta.print(/*pretty=*/true) + "\n";
 }
 
+std::string kiln::bucketSectionName(StringRef function) {
+  return "step/" + function.str();
+}
+
+LogicalResult kiln::addBucketSections(
+    func::FuncOp step, const llvm::StringMap<std::string> &kernelModules,
+    std::vector<std::pair<std::string, std::string>> &sections) {
+  auto list = step->getAttr("kiln.buckets");
+  if (!list)
+    return success();
+  auto refs = llvm::dyn_cast<ArrayAttr>(list);
+  if (!refs)
+    return step.emitError("kiln.buckets is not an array of function symbols");
+  auto metaSection = llvm::find_if(
+      sections, [](const auto &section) { return section.first == "meta"; });
+  if (metaSection == sections.end())
+    return step.emitError("no meta section to list the shape buckets in");
+  artifact::Expected<Json> meta = Json::parse(metaSection->second);
+  if (!meta || !meta->isObject())
+    return step.emitError("the meta section is not a JSON object");
+  llvm::StringSet<> symbols;
+  if (const Json *names = meta->get("symbols"); names && names->isArray())
+    for (const Json &name : names->getElements())
+      if (name.isString())
+        symbols.insert(name.getString());
+
+  auto module = step->getParentOfType<ModuleOp>();
+  Json buckets = Json::array();
+  std::vector<std::pair<std::string, std::string>> programs;
+  for (Attribute item : refs) {
+    auto ref = llvm::dyn_cast<FlatSymbolRefAttr>(item);
+    if (!ref)
+      return step.emitError("kiln.buckets entry ")
+             << item << " is not a function symbol";
+    auto bucket = module ? module.lookupSymbol<func::FuncOp>(ref.getAttr())
+                         : func::FuncOp();
+    if (!bucket)
+      return step.emitError("shape bucket ")
+             << ref << " listed in kiln.buckets is not a function of the module";
+    auto pinned = bucket->getAttrOfType<DictionaryAttr>("kiln.bucket");
+    if (!pinned || pinned.empty())
+      return step.emitError("shape bucket ")
+             << ref << " has no kiln.bucket attribute (its pinned symbol values)";
+    Json values = Json::object();
+    for (NamedAttribute entry : pinned) {
+      auto value = llvm::dyn_cast<IntegerAttr>(entry.getValue());
+      if (!value || value.getInt() < 1)
+        return step.emitError("shape bucket ")
+               << ref << " pins '" << entry.getName().getValue()
+               << "' to " << entry.getValue() << ", not a positive integer";
+      if (!symbols.contains(entry.getName().getValue()))
+        return step.emitError("shape bucket ")
+               << ref << " pins '" << entry.getName().getValue()
+               << "', which is no size symbol of the step's inputs";
+      values.set(entry.getName().str(), Json::integer(value.getInt()));
+    }
+    FailureOr<std::string> program = emitStepProgramSection(bucket, kernelModules);
+    if (failed(program))
+      return failure();
+    std::string section = bucketSectionName(bucket.getSymName());
+    Json entry = Json::object();
+    entry.set("function", Json::string(bucket.getSymName().str()));
+    entry.set("section", Json::string(section));
+    entry.set("values", std::move(values));
+    buckets.push(std::move(entry));
+    programs.push_back({section, std::move(*program)});
+  }
+  meta->set("buckets", std::move(buckets));
+  metaSection->second = meta->print(/*pretty=*/true) + "\n";
+  // Right after the symbolic step, in kiln.buckets order.
+  auto at = llvm::find_if(sections, [](const auto &s) { return s.first == "step"; });
+  sections.insert(at == sections.end() ? sections.end() : std::next(at),
+                  std::make_move_iterator(programs.begin()),
+                  std::make_move_iterator(programs.end()));
+  return success();
+}
+
 FailureOr<std::vector<std::pair<std::string, std::string>>>
 kiln::stepArtifactSections(ModuleOp module, StringRef sourceModel,
                            const std::vector<std::string> &targets) {

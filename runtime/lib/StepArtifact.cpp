@@ -7,6 +7,7 @@
 
 #include "kiln/runtime/StepArtifact.h"
 
+#include <algorithm>
 #include <cctype>
 
 using namespace kiln::runtime;
@@ -95,6 +96,39 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     if (!vocab->isInteger() || vocab->getInteger() < 1)
       return fail("meta \"vocab_size\" is not a positive integer");
     step.vocabSize = vocab->getInteger();
+  }
+
+  if (const Json *buckets = step.meta.get("buckets")) {
+    if (!buckets->isArray())
+      return fail("meta \"buckets\" is not an array");
+    for (size_t i = 0; i < buckets->getElements().size(); ++i) {
+      const Json &entry = buckets->getElements()[i];
+      std::string where = "meta \"buckets\" entry " + std::to_string(i);
+      const Json *function = entry.isObject() ? entry.get("function") : nullptr;
+      const Json *section = entry.isObject() ? entry.get("section") : nullptr;
+      const Json *values = entry.isObject() ? entry.get("values") : nullptr;
+      if (!function || !function->isString() || function->getString().empty() ||
+          !section || !section->isString() || !values || !values->isObject())
+        return fail(where + ": expected {\"function\", \"section\", \"values\"}");
+      where += " (" + function->getString() + ")";
+      BucketSpec bucket;
+      bucket.function = function->getString();
+      bucket.section = section->getString();
+      if (!step.container.find(bucket.section))
+        return fail(where + ": no section '" + bucket.section + "' in the artifact");
+      if (values->getMembers().empty())
+        return fail(where + ": 'values' pins no symbol");
+      for (const JsonMember &value : values->getMembers()) {
+        if (std::find(step.symbols.begin(), step.symbols.end(), value.key) ==
+            step.symbols.end())
+          return fail(where + ": '" + value.key +
+                      "' is not a size symbol of the step (meta \"symbols\")");
+        if (!value.value.isInteger() || value.value.getInteger() < 1)
+          return fail(where + ": '" + value.key + "' must be a positive integer");
+        bucket.values[value.key] = value.value.getInteger();
+      }
+      step.buckets.push_back(std::move(bucket));
+    }
   }
 
   if (const Section *guards = step.container.find("guards")) {
@@ -191,6 +225,19 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     }
   }
   return step;
+}
+
+const BucketSpec *StepArtifact::selectBucket(const SymbolBindings &sizes) const {
+  for (const BucketSpec &bucket : buckets) {
+    bool matches = true;
+    for (const auto &[symbol, value] : bucket.values) {
+      auto it = sizes.find(symbol);
+      matches = matches && it != sizes.end() && it->second == value;
+    }
+    if (matches)
+      return &bucket;
+  }
+  return nullptr;
 }
 
 /// Floating-point weights load into any floating-point parameter: the

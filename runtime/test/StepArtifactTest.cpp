@@ -5,7 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Section decoding errors and kernel image choice per device architecture.
+// Section decoding errors, kernel image choice per device architecture and
+// shape buckets.
 //
 //===----------------------------------------------------------------------===//
 
@@ -180,7 +181,73 @@ static void testValueErrors() {
            "a.kiln: params[0]: 'value' must be hex of 2 F32 elements");
 }
 
+static void testBuckets() {
+  const char *meta =
+      R"({"symbols":["batch","seq"],"buckets":[)"
+      R"({"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}},)"
+      R"({"function":"main__batch_2__seq_16","section":"step/main__batch_2__seq_16",)"
+      R"("values":{"batch":2,"seq":16}}]})";
+  Expected<StepArtifact> step = decode({{"meta", meta},
+                                        {"step", "{}"},
+                                        {"step/main__seq_8", "{}"},
+                                        {"step/main__batch_2__seq_16", "{}"}});
+  CHECK(step);
+  if (!step)
+    return;
+  const std::vector<BucketSpec> &buckets = step->getBuckets();
+  CHECK(buckets.size() == 2);
+  if (buckets.size() != 2)
+    return;
+  CHECK_EQ(buckets[0].function, "main__seq_8");
+  CHECK_EQ(buckets[0].section, "step/main__seq_8");
+  CHECK((buckets[0].values == SymbolBindings{{"seq", 8}}));
+  CHECK_EQ(buckets[1].section, "step/main__batch_2__seq_16");
+  CHECK((buckets[1].values == SymbolBindings{{"batch", 2}, {"seq", 16}}));
+  // Every pinned value must match; other symbols may be anything.
+  CHECK(step->selectBucket({{"batch", 4}, {"seq", 8}}) == &buckets[0]);
+  CHECK(step->selectBucket({{"batch", 2}, {"seq", 16}}) == &buckets[1]);
+  CHECK(step->selectBucket({{"batch", 4}, {"seq", 16}}) == nullptr);
+  CHECK(step->selectBucket({{"batch", 2}, {"seq", 12}}) == nullptr);
+  CHECK(step->selectBucket({{"batch", 2}}) == nullptr);
+
+  // No "buckets": none, and the symbolic step serves every size.
+  Expected<StepArtifact> plain = decode({{"meta", kMeta}, {"step", "{}"}});
+  CHECK(plain && plain->getBuckets().empty() &&
+        plain->selectBucket({{"batch", 2}, {"seq", 8}}) == nullptr);
+
+  // A malformed entry: one line naming the entry.
+  auto error = [](const char *buckets,
+                  std::vector<std::pair<std::string, std::string>> extra = {}) {
+    std::vector<std::pair<std::string, std::string>> sections = {
+        {"meta", std::string(R"({"symbols":["batch","seq"],"buckets":)") + buckets + "}"},
+        {"step/main__seq_8", "{}"}};
+    sections.insert(sections.end(), extra.begin(), extra.end());
+    Expected<StepArtifact> step = decode(sections);
+    return step ? std::string("decoded") : step.getError();
+  };
+  CHECK_EQ(error(R"({"seq":8})"), "a.kiln: meta \"buckets\" is not an array");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","values":{"seq":8}}])"),
+           "a.kiln: meta \"buckets\" entry 0: expected {\"function\", \"section\", "
+           "\"values\"}");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}},)"
+                 R"({"function":"main__seq_16","section":"step/main__seq_16","values":{"seq":16}}])"),
+           "a.kiln: meta \"buckets\" entry 1 (main__seq_16): no section "
+           "'step/main__seq_16' in the artifact");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":0}}])"),
+           "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'seq' must be a positive integer");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":"8"}}])"),
+           "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'seq' must be a positive integer");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"len":8}}])"),
+           "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'len' is not a size symbol of "
+           "the step (meta \"symbols\")");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{}}])"),
+           "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'values' pins no symbol");
+  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}}])"),
+           "decoded");
+}
+
 int main() {
+  testBuckets();
   testValueErrors();
   testImageChoice();
   testDecodeErrors();

@@ -43,6 +43,7 @@ inspect)
   grep -q '^  add: compute_75.ptx, source$' out.txt || fail "kernels"
   grep -q '"vocab_size": 1000' out.txt || fail "meta"
   grep -q '^memory plan at batch=64, seq=1024: 192 bytes persistent + 0 arena (0 buffers) + 33554432 workspace$' out.txt || fail "memory plan"
+  grep -q '^buckets: none$' out.txt || fail "buckets"
   expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
   expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
   ;;

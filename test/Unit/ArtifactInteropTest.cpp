@@ -4,7 +4,8 @@
 // These tests pin the contract between them: size expressions as the
 // compiler prints them (#kiln.expr) parse in the runtime and evaluate to the
 // compiler's values, the guards --kiln-shape-guards records reach the
-// runtime's checker intact, and an artifact written here reads back intact.
+// runtime's checker intact, an artifact written here reads back intact, and
+// shape buckets become step programs of their own listed in meta.
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
@@ -12,6 +13,7 @@
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Guards.h"
+#include "kiln/artifact/Json.h"
 #include "kiln/runtime/StepProgram.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/Dialect/Kernel/Passes.h"
@@ -262,5 +264,80 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
     return mlir::success();
   });
   EXPECT_TRUE(mlir::failed(planLoweredStep(main, {})));
+}
+} // namespace
+
+namespace {
+// --kiln-shape-buckets copies, lowered: each is a step program of its own
+// ("step/<function>", sizes pinned) and meta "buckets" lists them in order.
+TEST(ArtifactInterop, ShapeBucketSections) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
+  const char *source = R"mlir(
+func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
+                %w: tensor<64x32xf32> {kiln.param = "w"}) -> (tensor<?x32xf32, #kiln.dims<[n]>> {kiln.name = "loss"}) {
+  %y = kiln.matmul %x, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %s = kiln.silu %y : tensor<?x32xf32, #kiln.dims<[n]>>
+  return %s : tensor<?x32xf32, #kiln.dims<[n]>>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager buckets(&context);
+  ShapeBucketsPassOptions options;
+  options.buckets = "n=16,4";
+  buckets.addPass(createShapeBucketsPass(options));
+  ASSERT_TRUE(mlir::succeeded(buckets.run(*module)));
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  std::vector<std::pair<std::string, std::string>> sections = {
+      {"meta", emitMetaSection(main, "m.onnx", {"sm_90"})}};
+  mlir::PassManager lower(&context);
+  lower.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
+  lower.addPass(kernel::createLowerToStepPass());
+  ASSERT_TRUE(mlir::succeeded(lower.run(*module)));
+  llvm::StringMap<std::string> modules;
+  for (auto k : module->getOps<kernel::KernelOp>())
+    modules[k.getSymName()] = "module0";
+  sections.push_back({"step", *emitStepProgramSection(main, modules)});
+  sections.push_back({"init", "{}"});
+  ASSERT_TRUE(mlir::succeeded(addBucketSections(main, modules, sections)));
+
+  // Right after "step", in kiln.buckets order.
+  ASSERT_EQ(sections.size(), 5u);
+  EXPECT_EQ(sections[2].first, "step/main__n_16");
+  EXPECT_EQ(sections[3].first, "step/main__n_4");
+  EXPECT_EQ(sections[4].first, "init");
+  auto meta = artifact::Json::parse(sections[0].second);
+  ASSERT_TRUE(meta) << meta.getError();
+  const artifact::Json *list = meta->get("buckets");
+  ASSERT_TRUE(list && list->isArray());
+  EXPECT_EQ(list->print(),
+            R"([{"function":"main__n_16","section":"step/main__n_16","values":{"n":16}},)"
+            R"({"function":"main__n_4","section":"step/main__n_4","values":{"n":4}}])");
+  auto program = runtime::StepProgram::decode(sections[3].second, sections[3].first);
+  ASSERT_TRUE(program) << program.getError();
+  // Pinned: the input's buffer is [4, 64] whatever n is.
+  auto count = program->elementCount(program->args[0].buffer, {});
+  ASSERT_TRUE(count) << count.getError();
+  EXPECT_EQ(*count, 4 * 64);
+
+  // No kiln.buckets: nothing added. A bucket without kiln.bucket: a
+  // diagnostic naming it.
+  std::vector<std::pair<std::string, std::string>> plain = {{"meta", "{}"}};
+  auto bucket = module->lookupSymbol<mlir::func::FuncOp>("main__n_4");
+  ASSERT_TRUE(mlir::succeeded(addBucketSections(bucket, modules, plain)));
+  EXPECT_EQ(plain.size(), 1u);
+  bucket->removeAttr("kiln.bucket");
+  std::string message;
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &diag) {
+    message = diag.str();
+    return mlir::success();
+  });
+  std::vector<std::pair<std::string, std::string>> again = {
+      {"meta", R"({"symbols":["n"]})"}};
+  EXPECT_TRUE(mlir::failed(addBucketSections(main, modules, again)));
+  EXPECT_EQ(message, "shape bucket @main__n_4 has no kiln.bucket attribute "
+                     "(its pinned symbol values)");
 }
 } // namespace

@@ -3,7 +3,8 @@
 // The lowered step as a .kiln file: the sections computed on the graph-level
 // step (meta, guards, params), one set of kernel images per NVRTC module
 // (kernels/<module>/sm_XY.cubin, compute_XY.ptx, source), and the step and
-// init programs (docs/artifact.md).
+// init programs, plus one step program per shape bucket (step/<function>,
+// listed in meta "buckets") (docs/artifact.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,6 +129,9 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
   if (failed(program))
     return 1;
   sections.push_back({"step", *program});
+  // The shape buckets' copies of the step, as "step/<function>".
+  if (failed(addBucketSections(step, kernelModules, sections)))
+    return 1;
   if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName)) {
     FailureOr<std::string> initProgram = emitStepProgramSection(init, kernelModules);
     if (failed(initProgram))

@@ -56,6 +56,23 @@ mlir::FailureOr<std::string>
 emitStepProgramSection(mlir::func::FuncOp func,
                        const llvm::StringMap<std::string> &kernelModules);
 
+/// The section holding the step program of shape bucket \p function:
+/// "step/<function>".
+std::string bucketSectionName(llvm::StringRef function);
+
+/// The shape buckets of \p step (its `kiln.buckets`, from
+/// --kiln-shape-buckets; functions after kiln-lower-to-step), in that order:
+/// appends each bucket's step program to \p sections as "step/<function>"
+/// and lists them in the "meta" section there as "buckets"
+/// (`[{"function", "section", "values": {"seq": 512}}]`). Does nothing
+/// without `kiln.buckets`. Fails with a diagnostic on \p step for a listed
+/// function that is missing, lacks a `kiln.bucket` of positive integers or
+/// pins a symbol meta's "symbols" does not list.
+mlir::LogicalResult
+addBucketSections(mlir::func::FuncOp step,
+                  const llvm::StringMap<std::string> &kernelModules,
+                  std::vector<std::pair<std::string, std::string>> &sections);
+
 /// \p func, a function after kiln-lower-to-step, planned at \p values by
 /// the runtime's own planner on its step-program encoding: the arena the
 /// runtime allocates, as the "memory_plan" section records it. Fails with a

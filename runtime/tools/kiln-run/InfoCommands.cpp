@@ -46,7 +46,8 @@ int kiln::run::runInspect(int argc, char **argv) {
   if (argc == 1 &&
       (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
-                "header, sections, meta, guards, parameters, kernels and memory plan.\n");
+                "header, sections, meta, guards, parameters, kernels,\nmemory plan "
+                "and shape buckets.\n");
     return 0;
   }
   if (argc != 1)
@@ -115,6 +116,14 @@ int kiln::run::runInspect(int argc, char **argv) {
   } else {
     std::printf("memory plan: none (the arena is planned at load)\n");
   }
+  std::string buckets;
+  for (const BucketSpec &bucket : step->getBuckets()) {
+    std::string values;
+    for (const auto &[symbol, value] : bucket.values)
+      values += (values.empty() ? "" : ", ") + symbol + "=" + std::to_string(value);
+    buckets += (buckets.empty() ? "" : ", ") + bucket.function + " (" + values + ")";
+  }
+  std::printf("buckets: %s\n", buckets.empty() ? "none" : buckets.c_str());
   std::printf("step program: %s\n",
               step->hasStepProgram()
                   ? "present (opaque until the runtime executes it)"

@@ -48,8 +48,9 @@ for _ in range(count):
     print(f"section {name}")
     if name in ("meta", "guards", "params"):
         print(json.dumps(json.loads(payload), sort_keys=True))
-    if name in ("step", "init"):
-        # The step program: its shape, not every op (docs/artifact.md).
+    if name in ("step", "init") or name.startswith("step/"):
+        # A step program (a shape bucket's: step/<function>): its shape, not
+        # every op (docs/artifact.md).
         program = json.loads(payload)
         kinds = {}
         for op in program["ops"]:

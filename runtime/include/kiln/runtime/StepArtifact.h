@@ -4,11 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Decodes the sections kiln-run understands (docs/artifact.md): "meta",
-// "guards", "params", "memory_plan" and the kernel images, and checks run
-// inputs against them: sizes against the guards, a weights file against the
-// parameter layout, the device's architecture against the kernel images.
-// The "step" and "init" programs are decoded by the executor.
+// Decodes the sections kiln-run understands (docs/artifact.md): "meta"
+// (with its shape buckets), "guards", "params", "memory_plan" and the kernel
+// images, and checks run inputs against them: sizes against the guards, a
+// weights file against the parameter layout, the device's architecture
+// against the kernel images.
+// The "step", "step/<bucket>" and "init" programs are decoded by the
+// executor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +77,13 @@ struct KernelImageChoice {
   bool needsJit = false; ///< PTX, compiled by the driver at load time.
 };
 
+/// A shape bucket: a copy of the step with some size symbols pinned.
+struct BucketSpec {
+  std::string function;            ///< "main__seq_512"
+  std::string section;             ///< "step/main__seq_512"
+  artifact::SymbolBindings values; ///< the pinned symbols: {"seq": 512}
+};
+
 class StepArtifact {
 public:
   /// Opens and validates \p path (container and the decoded sections).
@@ -97,6 +106,12 @@ public:
   bool hasStepProgram() const { return container.find("step") != nullptr; }
   /// The compiler's arena plan of the step ("memory_plan"), if it wrote one.
   const std::optional<StepMemoryPlan> &getMemoryPlan() const { return memoryPlan; }
+  /// The shape buckets (meta "buckets"), in the compiler's order; empty
+  /// when it compiled none.
+  const std::vector<BucketSpec> &getBuckets() const { return buckets; }
+  /// The bucket whose pinned values all equal those in \p sizes, else
+  /// nullptr (the symbolic step serves them).
+  const BucketSpec *selectBucket(const artifact::SymbolBindings &sizes) const;
 
   /// Checks \p weights against the parameters (by source name): present,
   /// same dtype and shape. Trainable ones and those the init program makes
@@ -135,6 +150,7 @@ private:
   std::map<std::string, KernelImages> kernels;
   std::optional<int64_t> vocabSize;
   std::optional<StepMemoryPlan> memoryPlan;
+  std::vector<BucketSpec> buckets;
   std::string origin;
 };
 
