@@ -6,7 +6,8 @@
 #                                             # python3 + numpy + onnx)
 #
 # `prepare` compiles the Llama fixture's step into .kiln artifacts (fp32 SGD
-# lr=1 to expose gradients, fp32 AdamW, bf16 + LoRA, bf16 + QLoRA), writes
+# lr=1 to expose gradients, fp32 AdamW, the same with --dynamic and a
+# --buckets copy, bf16 + LoRA, bf16 + QLoRA), writes
 # its initializers as safetensors and its test_data_set_0 inputs as raw
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
 # reference; all into OUT (default build-stepcheck/, git-ignored, about 12
@@ -34,6 +35,10 @@ prepare)
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_fp32_sgd.kiln"
   "$kiln" compile "$fixture/model.onnx" --train="$train" --optimizer=$adamw \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_fp32_adamw.kiln"
+  # Several shapes in one run: seq 16 a bucket, other values the symbolic step.
+  "$kiln" compile "$fixture/model.onnx" --train="$train" --optimizer=$adamw \
+    --dynamic batch=1..4,seq=8..32:8 --buckets seq=16 \
+    --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_fp32_adamw_buckets.kiln"
   "$kiln" compile "$fixture/model.onnx" --train="$train" --optimizer=$adamw \
     --emit=step-mlir -o "$out/interp/step.mlir"
   "$kiln" interp "$out/interp/step.mlir" --steps 3 --inputs "$fixture/test_data_set_0" \

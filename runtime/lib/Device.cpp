@@ -183,8 +183,10 @@ Expected<CUfunction> KernelModule::getFunction(const std::string &entry) const {
 
 GraphCache::~GraphCache() {
   for (auto &[key, entry] : graphs) {
-    driver->cuGraphExecDestroy(entry.exec);
-    driver->cuGraphDestroy(entry.graph);
+    if (entry.exec)
+      driver->cuGraphExecDestroy(entry.exec);
+    for (auto &[shape, graph] : entry.byShape)
+      driver->cuGraphDestroy(graph);
   }
 }
 
@@ -194,36 +196,72 @@ Status GraphCache::check(CUresult result, const char *what) const {
   return Error{std::string(what) + " failed: " + driver->describe(result)};
 }
 
-Status GraphCache::run(const std::string &key,
+Expected<CUgraph> GraphCache::capture(const std::string &key,
+                                      const std::function<Status(CUstream)> &record) {
+  // Thread-local capture: other threads' CUDA calls stay legal meanwhile.
+  if (Status status = check(driver->cuStreamBeginCapture_v2(
+                                stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                            "cuStreamBeginCapture");
+      !status)
+    return status.takeError();
+  Status recorded = record(stream);
+  CUgraph graph = nullptr;
+  CUresult ended = driver->cuStreamEndCapture(stream, &graph);
+  if (!recorded) {
+    if (graph)
+      driver->cuGraphDestroy(graph);
+    return Error{"capturing the graph for '" + key + "': " + recorded.getError()};
+  }
+  if (Status status = check(ended, "cuStreamEndCapture"); !status)
+    return status.takeError();
+  ++captures;
+  return graph;
+}
+
+Status GraphCache::run(const std::string &key, const std::string &shape,
                        const std::function<Status(CUstream)> &record) {
   auto it = graphs.find(key);
-  if (it == graphs.end()) {
-    // Thread-local capture: other threads' CUDA calls stay legal meanwhile.
-    if (Status status = check(driver->cuStreamBeginCapture_v2(
-                                  stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                              "cuStreamBeginCapture");
-        !status)
-      return status;
-    Status recorded = record(stream);
-    Entry entry;
-    CUresult ended = driver->cuStreamEndCapture(stream, &entry.graph);
-    if (!recorded) {
-      if (entry.graph)
-        driver->cuGraphDestroy(entry.graph);
-      return Error{"capturing the graph for '" + key +
-                   "': " + recorded.getError()};
+  if (it == graphs.end() || it->second.shape != shape) {
+    Entry scratch;
+    Entry &entry = it == graphs.end() ? scratch : it->second;
+    CUgraph graph = nullptr;
+    if (auto known = entry.byShape.find(shape); known != entry.byShape.end()) {
+      graph = known->second;
+    } else {
+      Expected<CUgraph> captured = capture(key, record);
+      if (!captured)
+        return captured.takeError();
+      graph = *captured;
+      entry.byShape[shape] = graph;
     }
-    if (Status status = check(ended, "cuStreamEndCapture"); !status)
-      return status;
-    if (Status status = check(
-            driver->cuGraphInstantiateWithFlags(&entry.exec, entry.graph, 0),
-            "cuGraphInstantiate");
-        !status) {
-      driver->cuGraphDestroy(entry.graph);
-      return status;
+    // Same topology: patch the executable graph's node parameters.
+    bool patched = false;
+    if (entry.exec) {
+      CUgraphExecUpdateResultInfo info{};
+      patched = driver->cuGraphExecUpdate_v2(entry.exec, graph, &info) == CUDA_SUCCESS;
+      if (patched) {
+        ++updates;
+      } else {
+        driver->cuGraphExecDestroy(entry.exec);
+        entry.exec = nullptr;
+      }
     }
-    it = graphs.emplace(key, entry).first;
-    ++captures;
+    if (!patched) {
+      if (Status status = check(driver->cuGraphInstantiateWithFlags(&entry.exec, graph, 0),
+                                "cuGraphInstantiate");
+          !status) {
+        // The key starts over on its next run.
+        for (auto &[recorded, g] : entry.byShape)
+          driver->cuGraphDestroy(g);
+        if (it != graphs.end())
+          graphs.erase(it);
+        return status;
+      }
+      ++instantiations;
+    }
+    entry.shape = shape;
+    if (it == graphs.end())
+      it = graphs.emplace(key, std::move(scratch)).first;
   }
   return check(driver->cuGraphLaunch(it->second.exec, stream), "cuGraphLaunch");
 }

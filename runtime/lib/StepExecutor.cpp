@@ -234,18 +234,26 @@ Expected<std::string> kiln::runtime::convertElements(const void *data, DType fro
 
 namespace kiln::runtime {
 
-using WeightLoader = std::function<Expected<NamedTensor *>(const std::string &name, DType dtype,
-                                                           const std::vector<int64_t> &shape)>;
+/// Memory a runner places its buffers in; zero pointers: the runner
+/// allocates its own. Runners of one executor share one arena and one GEMM
+/// workspace: they run one at a time on one stream.
+struct SharedMemory {
+  CUdeviceptr arena = 0;
+  size_t arenaBytes = 0;
+  CUdeviceptr workspace = 0;
+};
 
 class ProgramRunner {
 public:
   ~ProgramRunner();
+  /// Resolves every op of \p program at \p sizes, its buffers at \p plan's
+  /// offsets in \p memory's arena (or an arena of its own).
   static Expected<std::unique_ptr<ProgramRunner>>
   prepare(const StepProgram &program, const std::string &origin, const Device &device,
           const CublasLt &lt, cublasLtHandle_t handle,
           const std::map<std::string, const KernelModule *> &modules,
           std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
-          const SymbolBindings &sizes, const StepMemoryPlan *memoryPlan = nullptr);
+          const SymbolBindings &sizes, const ArenaPlan &plan, const SharedMemory &memory = {});
 
   /// Enqueues every op, then the copies of new params/state into place.
   Status record(CUstream stream) const;
@@ -303,7 +311,8 @@ private:
   std::vector<CUdeviceptr> pointers;
   std::vector<size_t> bytes;
   std::vector<DeviceBuffer> owned;
-  DeviceBuffer arena, workspace;
+  DeviceBuffer ownArena, ownWorkspace;
+  CUdeviceptr arena = 0, workspace = 0;
   size_t arenaSize = 0;
   std::vector<std::pair<Action, size_t>> actions;
   std::vector<Launch> launchList;
@@ -340,7 +349,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
                        const CublasLt &lt, cublasLtHandle_t handle,
                        const std::map<std::string, const KernelModule *> &modules,
                        std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
-                       const SymbolBindings &sizes, const StepMemoryPlan *memoryPlan) {
+                       const SymbolBindings &sizes, const ArenaPlan &plan,
+                       const SharedMemory &memory) {
   std::unique_ptr<ProgramRunner> r(new ProgramRunner(device, lt, source));
   r->origin = origin;
   r->handle = handle;
@@ -359,21 +369,22 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       shapes[id].push_back(*d.evaluate(sizes));
   }
 
-  // The compiler's plan when it holds at these sizes, else one made here.
-  std::string note;
-  Expected<ArenaPlan> plan = chooseArenaPlan(p, memoryPlan, sizes, note);
-  if (!plan)
-    return Error{origin + ": " + plan.getError()};
-  if (!note.empty())
-    std::fprintf(stderr, "kiln-run: note: %s\n", note.c_str());
-  r->usedArtifactPlan = memoryPlan && note.empty();
-  const std::vector<size_t> &offsets = plan->offsets;
-  r->arenaSize = plan->size;
-  Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
-  if (!arena)
-    return Error{origin + ": arena of " + std::to_string(r->arenaSize) + " bytes (" +
-                 formatGiB(r->arenaSize) + "): " + arena.getError()};
-  r->arena = std::move(*arena);
+  const std::vector<size_t> &offsets = plan.offsets;
+  r->arenaSize = plan.size;
+  if (memory.arena) {
+    if (plan.size > memory.arenaBytes)
+      return Error{origin + ": the arena plan at these sizes needs " +
+                   std::to_string(plan.size) + " bytes; the run's arena holds " +
+                   std::to_string(memory.arenaBytes)};
+    r->arena = memory.arena;
+  } else {
+    Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
+    if (!arena)
+      return Error{origin + ": arena of " + std::to_string(r->arenaSize) + " bytes (" +
+                   formatGiB(r->arenaSize) + "): " + arena.getError()};
+    r->ownArena = std::move(*arena);
+    r->arena = r->ownArena.get();
+  }
 
   // Arguments: named tensors for params/state, owned buffers for the rest.
   for (const ProgramBinding &arg : p.args) {
@@ -398,10 +409,15 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
     }
   }
 
-  Expected<DeviceBuffer> workspace = DeviceBuffer::allocate(device, kWorkspaceBytes);
-  if (!workspace)
-    return Error{origin + ": GEMM workspace: " + workspace.getError()};
-  r->workspace = std::move(*workspace);
+  if (memory.workspace) {
+    r->workspace = memory.workspace;
+  } else {
+    Expected<DeviceBuffer> workspace = DeviceBuffer::allocate(device, kWorkspaceBytes);
+    if (!workspace)
+      return Error{origin + ": GEMM workspace: " + workspace.getError()};
+    r->ownWorkspace = std::move(*workspace);
+    r->workspace = r->ownWorkspace.get();
+  }
 
   auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
   for (size_t i = 0; i < p.ops.size(); ++i) {
@@ -409,7 +425,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
     std::string where = "op " + std::to_string(i);
     switch (op.kind) {
     case ProgramOp::Kind::Alloc:
-      r->pointers[op.result] = r->arena.get() + offsets[op.result];
+      r->pointers[op.result] = r->arena + offsets[op.result];
       break;
     case ProgramOp::Kind::View:
       if (r->bytes[op.result] > r->bytes[op.source])
@@ -677,8 +693,8 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
       cublasStatus_t status = lt->cublasLtMatmul(
           handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
           reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
-          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace.get()),
-          workspace.size(), stream);
+          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
+          kWorkspaceBytes, stream);
       if (status != CUBLAS_STATUS_SUCCESS)
         return fail("cublasLtMatmul failed: " + lt->describe(status));
       break;
@@ -807,6 +823,14 @@ Expected<std::string> ProgramRunner::downloadBuffer(int id) const {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// "batch=4,seq=512".
+std::string shapeKey(const SymbolBindings &sizes) {
+  std::string key;
+  for (const auto &[symbol, value] : sizes)
+    key += (key.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
+  return key;
+}
+
 Expected<NamedTensor> makeTensor(const Device &device, DType dtype, std::vector<int64_t> shape) {
   NamedTensor t;
   t.dtype = dtype;
@@ -847,7 +871,7 @@ std::string scalarBytes(DType dtype, double value) {
 
 StepExecutor::~StepExecutor() {
   graphs.reset();
-  step.reset();
+  shapes.clear();
   if (handle)
     lt->cublasLtDestroy(handle);
 }
@@ -859,12 +883,17 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   x->device = &device;
   x->options = options;
   const Artifact &container = artifact.getContainer();
-  const std::string origin = "step program";
+  x->artifact = &artifact;
+  if (options.shapes.empty())
+    return Error{"no shape to run the step at"};
+  const SymbolBindings &firstSizes = options.shapes.front();
   if (!container.find("step"))
     return Error{"the artifact has no 'step' section (compile it with kiln compile --emit=artifact)"};
-  Expected<StepProgram> program = StepProgram::decode(container.contents("step"), "section 'step'");
-  if (!program)
-    return program.takeError();
+  std::string mainSection;
+  Expected<const StepProgram *> mainProgram = x->programFor({}, mainSection);
+  if (!mainProgram)
+    return mainProgram.takeError();
+  const StepProgram *program = *mainProgram;
   x->defaultLr = program->defaultLr;
   std::optional<StepProgram> init;
   if (container.find("init")) {
@@ -890,6 +919,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     x->modules.push_back(std::move(*module));
     modules[kernel.first] = &x->modules.back();
   }
+  x->moduleIndex = modules;
 
   // Named tensors from the weights file: by the artifact's parameter list.
   std::map<std::string, const ParamSpec *> specs;
@@ -1003,7 +1033,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     const ProgramBuffer &buffer = program->buffers[arg.buffer];
     std::vector<int64_t> shape;
     for (const SizeExpr &d : buffer.shape) {
-      Expected<int64_t> v = d.evaluate(options.sizes);
+      Expected<int64_t> v = d.evaluate(firstSizes);
       if (!v)
         return v.takeError();
       shape.push_back(*v);
@@ -1030,8 +1060,12 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
 
   // The init program, once: its results become named tensors.
   if (init) {
+    Expected<ArenaPlan> plan = init->planArena(firstSizes, kArenaAlignment);
+    if (!plan)
+      return Error{"init program: " + plan.getError()};
     Expected<std::unique_ptr<ProgramRunner>> runner = ProgramRunner::prepare(
-        *init, "init program", device, lt, handle, modules, x->store, loadNamed, options.sizes);
+        *init, "init program", device, lt, handle, modules, x->store, loadNamed, firstSizes,
+        *plan);
     if (!runner)
       return runner.takeError();
     for (const ProgramBinding &arg : init->args) {
@@ -1055,7 +1089,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       const ProgramBuffer &buffer = init->buffers[result.buffer];
       std::vector<int64_t> shape;
       for (const SizeExpr &d : buffer.shape)
-        shape.push_back(*d.evaluate(options.sizes));
+        shape.push_back(*d.evaluate(firstSizes));
       Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
       if (!t)
         return t.takeError();
@@ -1067,13 +1101,32 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return s.takeError();
   }
 
-  const std::optional<StepMemoryPlan> &memoryPlan = artifact.getMemoryPlan();
-  Expected<std::unique_ptr<ProgramRunner>> runner =
-      ProgramRunner::prepare(*program, origin, device, lt, handle, modules, x->store, loadNamed,
-                             options.sizes, memoryPlan ? &*memoryPlan : nullptr);
-  if (!runner)
-    return runner.takeError();
-  x->step = std::move(*runner);
+  // One arena for every shape of the run: the largest plan.
+  size_t arenaBytes = 0;
+  for (const SymbolBindings &sizes : options.shapes) {
+    std::string note; // printed when the shape is prepared
+    Expected<ArenaPlan> plan = x->planFor(sizes, note);
+    if (!plan)
+      return plan.takeError();
+    arenaBytes = std::max(arenaBytes, plan->size);
+  }
+  Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, arenaBytes);
+  if (!arena)
+    return Error{"step program: arena of " + std::to_string(arenaBytes) + " bytes (" +
+                 formatGiB(arenaBytes) + "): " + arena.getError()};
+  x->arena = std::move(*arena);
+  Expected<DeviceBuffer> workspace = DeviceBuffer::allocate(device, kWorkspaceBytes);
+  if (!workspace)
+    return Error{"step program: GEMM workspace: " + workspace.getError()};
+  x->workspace = std::move(*workspace);
+  // Each shape's program, resolved; the first loads the frozen weights its
+  // `weight` ops name.
+  for (const SymbolBindings &sizes : options.shapes) {
+    Expected<Shape *> shape = x->prepareShape(sizes, loadNamed);
+    if (!shape)
+      return shape.takeError();
+  }
+  x->current = &x->shapes.at(shapeKey(firstSizes));
   if (options.useGraphs)
     x->graphs = std::make_unique<GraphCache>(device);
   if (Status s = device.synchronize(); !s)
@@ -1081,33 +1134,117 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   return x;
 }
 
+Expected<const StepProgram *> StepExecutor::programFor(const SymbolBindings &sizes,
+                                                       std::string &section) {
+  const BucketSpec *bucket = sizes.empty() ? nullptr : artifact->selectBucket(sizes);
+  section = bucket ? bucket->section : "step";
+  auto known = programs.find(section);
+  if (known != programs.end())
+    return &known->second;
+  const Artifact &container = artifact->getContainer();
+  if (!container.find(section))
+    return Error{"the artifact has no '" + section + "' section"};
+  Expected<StepProgram> decoded =
+      StepProgram::decode(container.contents(section), "section '" + section + "'");
+  if (!decoded)
+    return decoded.takeError();
+  return &(programs[section] = std::move(*decoded));
+}
+
+Expected<ArenaPlan> StepExecutor::planFor(const SymbolBindings &sizes, std::string &note) {
+  std::string section;
+  Expected<const StepProgram *> program = programFor(sizes, section);
+  if (!program)
+    return program.takeError();
+  // The compiler's plan is the symbolic step's: when it holds at these
+  // sizes, else one made here.
+  const std::optional<StepMemoryPlan> &memoryPlan = artifact->getMemoryPlan();
+  note.clear();
+  Expected<ArenaPlan> plan = chooseArenaPlan(
+      **program, section == "step" && memoryPlan ? &*memoryPlan : nullptr, sizes, note);
+  if (!plan)
+    return Error{"step program at " + shapeKey(sizes) + ": " + plan.getError()};
+  plan->fromArtifact = section == "step" && memoryPlan && note.empty();
+  return plan;
+}
+
+Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings &sizes,
+                                                          const WeightLoader &loadWeight) {
+  std::string key = shapeKey(sizes);
+  if (auto known = shapes.find(key); known != shapes.end())
+    return &known->second;
+  if (Status s = checkGuards(artifact->getGuards(), sizes); !s)
+    return Error{key + ": " + s.getError()};
+  std::string section;
+  Expected<const StepProgram *> program = programFor(sizes, section);
+  if (!program)
+    return program.takeError();
+  std::string note;
+  Expected<ArenaPlan> plan = planFor(sizes, note);
+  if (!plan)
+    return plan.takeError();
+  if (!note.empty())
+    std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
+  SharedMemory memory{arena.get(), arena.size(), workspace.get()};
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
+                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+  if (!runner)
+    return runner.takeError();
+  (*runner)->usedArtifactPlan = plan->fromArtifact;
+  Shape &shape = shapes[key];
+  shape.program = section;
+  shape.key = key;
+  shape.sizes = sizes;
+  shape.runner = std::move(*runner);
+  return &shape;
+}
+
+Status StepExecutor::selectShape(const SymbolBindings &sizes) {
+  // Every persistent tensor exists by now: a later shape only finds them.
+  WeightLoader existing = [&](const std::string &name, DType,
+                              const std::vector<int64_t> &) -> Expected<NamedTensor *> {
+    auto it = store.find(name);
+    if (it == store.end())
+      return Error{"weight '" + name + "' was not loaded"};
+    return &it->second;
+  };
+  Expected<Shape *> shape = prepareShape(sizes, existing);
+  if (!shape)
+    return shape.takeError();
+  current = *shape;
+  return Status::success();
+}
+
+const std::string &StepExecutor::getProgramName() const { return current->program; }
+
 std::vector<std::string> StepExecutor::getDataInputs() const {
   std::vector<std::string> names;
-  for (const ProgramBinding &arg : step->getProgram().args)
+  for (const ProgramBinding &arg : current->runner->getProgram().args)
     if (arg.role == "input")
       names.push_back(arg.name);
   return names;
 }
 
 Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string &name) const {
-  for (const ProgramBinding &arg : step->getProgram().args)
+  for (const ProgramBinding &arg : current->runner->getProgram().args)
     if (arg.role == "input" && arg.name == name) {
-      Expected<int64_t> count = step->getProgram().elementCount(arg.buffer, options.sizes);
+      Expected<int64_t> count = current->runner->getProgram().elementCount(arg.buffer, current->sizes);
       if (!count)
         return count.takeError();
-      return std::make_pair(step->getProgram().buffers[arg.buffer].dtype, *count);
+      return std::make_pair(current->runner->getProgram().buffers[arg.buffer].dtype, *count);
     }
   return Error{"the step has no data input '" + name + "'"};
 }
 
 Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype, size_t count) {
-  for (const ProgramBinding &arg : step->getProgram().args)
+  for (const ProgramBinding &arg : current->runner->getProgram().args)
     if (arg.role == "input" && arg.name == name) {
       Expected<std::string> bytes =
-          convertElements(data, dtype, step->getProgram().buffers[arg.buffer].dtype, count);
+          convertElements(data, dtype, current->runner->getProgram().buffers[arg.buffer].dtype, count);
       if (!bytes)
         return Error{"input '" + name + "': " + bytes.getError()};
-      if (Status s = step->upload(arg.buffer, *bytes, device->getStream()); !s)
+      if (Status s = current->runner->upload(arg.buffer, *bytes, device->getStream()); !s)
         return Error{"input '" + name + "': " + s.getError()};
       return device->synchronize();
     }
@@ -1147,6 +1284,7 @@ Expected<double> StepExecutor::runProfiledStep(int64_t stepNumber, double lr,
 
 Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
                                            std::vector<ActionTime> *times) {
+  ProgramRunner *step = current->runner.get();
   const StepProgram &p = step->getProgram();
   CUstream stream = device->getStream();
   size_t seeds = 0, perStep = 0;
@@ -1176,7 +1314,8 @@ Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
       return profiled.takeError();
     *times = std::move(*profiled);
   } else {
-    ran = graphs ? graphs->run("step", [&](CUstream s) { return step->record(s); })
+    ran = graphs ? graphs->run(current->program, current->key,
+                               [&](CUstream s) { return step->record(s); })
                  : step->record(stream);
   }
   if (!ran)
@@ -1227,10 +1366,12 @@ size_t StepExecutor::getPersistentBytes() const {
     total += entry.second.memory.size();
   return total;
 }
-size_t StepExecutor::getArenaBytes() const {
-  return step->arenaBytes() + kWorkspaceBytes;
-}
-bool StepExecutor::usesArtifactPlan() const { return step->usedArtifactPlan; }
+size_t StepExecutor::getArenaBytes() const { return arena.size() + workspace.size(); }
+bool StepExecutor::usesArtifactPlan() const { return current->runner->usedArtifactPlan; }
 size_t StepExecutor::getGraphCaptures() const { return graphs ? graphs->getCaptureCount() : 0; }
-size_t StepExecutor::getLaunchCount() const { return step->launches; }
-size_t StepExecutor::getGemmCount() const { return step->gemms; }
+size_t StepExecutor::getGraphInstantiations() const {
+  return graphs ? graphs->getInstantiateCount() : 0;
+}
+size_t StepExecutor::getGraphUpdates() const { return graphs ? graphs->getUpdateCount() : 0; }
+size_t StepExecutor::getLaunchCount() const { return current->runner->launches; }
+size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }

@@ -6,7 +6,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Needs a GPU (ctest label gpu). Loads a PTX kernel (JIT), allocates an
-// arena, captures a CUDA Graph per key on first use and replays it, and
+// arena, captures a CUDA Graph per key on first use and replays it, patches
+// it for a new shape of the same topology (re-instantiates for another), and
 // checks the out-of-memory and bad-image errors.
 //
 //===----------------------------------------------------------------------===//
@@ -111,6 +112,45 @@ int main() {
     CHECK(graphs.run("a", bucketA));
     host = readBack(*device, *arena, count);
     CHECK(host.front() == 18.5f);
+
+    // One program at several shapes: a new shape with the same topology
+    // patches the executable graph (grid and count change) instead of
+    // instantiating; switching back reuses the recorded graph.
+    CHECK(driver->cuMemsetD8_v2(arena->getBase(), 0, count * sizeof(float)) ==
+          CUDA_SUCCESS);
+    GraphCache shapes(*device);
+    auto addOver = [&](unsigned n) {
+      return [&, n](CUstream stream) {
+        return launchAdd(*driver, *add, stream, arena->getBase(), 1.f, n);
+      };
+    };
+    CHECK(shapes.run("step", "n=all", addOver(count)));
+    CHECK(shapes.run("step", "n=half", addOver(count / 2)));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 2.f && host[count / 2 - 1] == 2.f &&
+          host[count / 2] == 1.f && host.back() == 1.f);
+    CHECK(shapes.getInstantiateCount() == 1 && shapes.getUpdateCount() == 1);
+    CHECK(shapes.run("step", "n=all", addOver(count)));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 3.f && host.back() == 2.f);
+    CHECK(shapes.getCaptureCount() == 2 && shapes.getUpdateCount() == 2 &&
+          shapes.getInstantiateCount() == 1 && shapes.getGraphCount() == 1);
+    // Another topology (two launches): the update is refused and the key is
+    // instantiated afresh, still with the right result.
+    auto twice = [&](CUstream stream) -> Status {
+      for (int i = 0; i < 2; ++i)
+        if (Status status = launchAdd(*driver, *add, stream, arena->getBase(), 1.f, count);
+            !status)
+          return status;
+      return Status::success();
+    };
+    CHECK(shapes.run("step", "twice", twice));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 5.f && host.back() == 4.f);
+    CHECK(shapes.getInstantiateCount() == 2 && shapes.getGraphCount() == 1);
+    CHECK(shapes.run("step", "n=half", addOver(count / 2)));
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 6.f && host.back() == 4.f);
   }
 
   // Out of memory: one line with the planned size and the free memory.

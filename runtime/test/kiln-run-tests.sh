@@ -127,11 +127,18 @@ train-usage)
   expect 2 "kiln-run: error: --token-dtype must be uint16 or uint32, got 'int8'" train --init random:1 --token-dtype int8
   expect 2 "kiln-run: error: --save no/dir/ckpt.safetensors: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --save no/dir/ckpt.safetensors
   expect 2 "kiln-run: error: option '--save' needs a value (see 'kiln-run train --help')" train --init random:1 --save
+  # Several shapes: comma lists, zipped (a list of one repeats).
+  expect 2 "kiln-run: error: --seq needs positive integers (comma-separated), got '8,,16'" train --init random:1 --seq 8,,16
+  expect 2 "kiln-run: error: --batch needs positive integers (comma-separated), got '2,0'" train --init random:1 --batch 2,0
+  expect 2 "kiln-run: error: --batch and --seq lists differ in length (2 and 3); give one value or the same count" train --init random:1 --batch 1,2 --seq 8,16,24
+  expect 2 "kiln-run: error: --input feeds one shape; give one --batch and --seq with it" train --init random:1 --seq 8,16 --input x=t.bin
   ;;
 train-guard)
   fixtures
   expect 4 "kiln-run: error: --batch/--seq: seq=12 violates seq % 8 == 0 (required by --dynamic seq=8..1024:8)" train --weights w.safetensors --seq 12
   expect 4 "kiln-run: error: --batch/--seq: batch=65 violates 1 <= batch <= 64 (required by --dynamic batch=1..64)" train --weights w.safetensors --batch 65
+  # Every shape of a list is checked before anything loads.
+  expect 4 "kiln-run: error: --batch/--seq (batch=2,seq=12): seq=12 violates seq % 8 == 0 (required by --dynamic seq=8..1024:8)" train --weights w.safetensors --seq 16,12
   ;;
 train-weights)
   fixtures
@@ -184,7 +191,7 @@ train-gemm-step | train-gemm-step-gpu)
     [ $rc = 0 ] || fail "exit $rc, expected 0"
     grep -q '^step 1 loss 4.0000000 step_ms' out.txt || fail "step 1 loss"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss"
-    grep -q '^cuda graphs: 1 captured$' out.txt || fail "graph capture"
+    grep -q '^cuda graphs: 1 captured, 1 instantiated, 0 patched for a new shape$' out.txt || fail "graph capture"
     grep -q "arena and GEMM workspace (the artifact's memory plan)$" out.txt || fail "memory plan not used"
     "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --graphs off >out.txt 2>err.txt || fail "graphs off"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss without graphs"

@@ -16,6 +16,13 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
   bf16-lora   Llama bf16 + LoRA, 100 steps on the fixture's tokens: every
               loss finite, the last ten average below the first ten.
   qlora       The same with NF4-quantized frozen weights (init program).
+  shapes      Llama fp32 AdamW compiled with --dynamic and --buckets seq=16,
+              run at --seq 8,16,24,8 in one process with CUDA Graphs (seq
+              16 runs the bucket; 8 and 24 the symbolic step, whose graph is
+              patched for each new shape): every loss and the final
+              parameters match a chain of one-shape runs without graphs
+              (--resume) within 1e-5 relative; the bucket's step 2 matches
+              the bucket-free artifact's within 1e-5.
 """
 import json
 import os
@@ -41,9 +48,9 @@ def check(ok, message):
         failures.append(message)
 
 
-def train(artifact, *extra):
+def train(artifact, *extra, seq="16", keep=None):
     cmd = [kiln_run, "train", os.path.join(data, artifact), "--weights",
-           os.path.join(data, "weights.safetensors"), "--batch", "2", "--seq", "16",
+           os.path.join(data, "weights.safetensors"), "--batch", "2", "--seq", seq,
            "--log-every", "1", *extra]
     print("$ " + " ".join(cmd), flush=True)
     run = subprocess.run(cmd, capture_output=True, text=True)
@@ -51,9 +58,12 @@ def train(artifact, *extra):
     sys.stderr.write(run.stderr)
     if run.returncode != 0:
         sys.exit(f"FAIL kiln-run exited {run.returncode}")
+    if keep is not None:
+        keep.append(run.stdout)
     losses = {}
     for line in run.stdout.splitlines():
-        m = re.match(r"step (\d+) loss (\S+) step_ms (\S+) tokens/s (\S+) peak_mem (\d+)$", line)
+        m = re.match(r"step (\d+) loss (\S+) step_ms (\S+) tokens/s (\S+) peak_mem (\d+)( shape \S+)?$",
+                     line)
         if m:
             losses[int(m.group(1))] = float(m.group(2))
     return losses
@@ -168,6 +178,40 @@ elif case in ("bf16-lora", "qlora"):
     check(all(np.isfinite(values)), "every loss finite")
     first, last = np.mean(values[:10]), np.mean(values[-10:])
     check(last < first, f"mean loss steps 1-10 {first:.4f} > steps 91-100 {last:.4f}")
+elif case == "shapes":
+    tokens = ["--data", os.path.join(data, "inputs", "tokens.bin"), "--seed", "3"]
+    schedule = ["8", "16", "24", "8"]
+    out = []
+    multi_ckpt = os.path.join(work, "multi.safetensors")
+    multi = train("llama_fp32_adamw_buckets.kiln", "--steps", "4", "--save", multi_ckpt,
+                  *tokens, seq=",".join(schedule), keep=out)
+    check("step/main__seq_16" in out[0], "seq 16 runs the bucket program")
+    m = re.search(r"cuda graphs: (\d+) captured, (\d+) instantiated, (\d+) patched", out[0])
+    check(m is not None and m.groups() == ("3", "2", "2"),
+          "graphs: 3 captured, 2 instantiated (step, bucket), 2 patched (24, then 8 again): " +
+          (m.group(0) if m else "no graph line"))
+    # One shape per process, no graphs, each resuming the last.
+    chain, previous = {}, None
+    for step, seq in enumerate(schedule, start=1):
+        ckpt = os.path.join(work, f"chain{step}.safetensors")
+        resume = ["--resume", previous] if previous else []
+        chain.update(train("llama_fp32_adamw_buckets.kiln", "--steps", "1", "--save", ckpt,
+                           "--graphs", "off", *resume, *tokens, seq=seq))
+        previous = ckpt
+    for step in range(1, 5):
+        rel = abs(multi[step] - chain[step]) / abs(chain[step])
+        check(rel <= 1e-5, f"step {step} (seq {schedule[step - 1]}): one run {multi[step]:.7f} "
+                           f"vs one-shape runs {chain[step]:.7f} (rel {rel:.2e})")
+    a, b = read_safetensors(multi_ckpt), read_safetensors(previous)
+    worst = max(float(np.abs(a[k].astype(np.float64) - b[k]).max() /
+                      max(np.abs(b[k]).max(), 1e-30)) for k in b if k.startswith(("params/", "state/")))
+    check(worst <= 1e-5, f"params and state after 4 steps: max rel diff {worst:.2e}")
+    # The bucket program against the symbolic step at seq 16.
+    plain = train("llama_fp32_adamw.kiln", "--steps", "1", "--graphs", "off", "--resume",
+                  os.path.join(work, "chain1.safetensors"), *tokens, seq="16")
+    rel = abs(plain[2] - chain[2]) / abs(chain[2])
+    check(rel <= 1e-5, f"step 2 at seq 16: bucket {chain[2]:.7f} vs symbolic step "
+                       f"{plain[2]:.7f} (rel {rel:.2e})")
 else:
     sys.exit(f"unknown case {case}")
 

@@ -49,7 +49,10 @@ constexpr const char *kTrainUsage =
     "  --steps N               optimizer steps to run (0: load, run the init "
     "program,\n"
     "                          save with --save/--save-adapters; no step)\n"
-    "  --batch B, --seq S      sequences per step and tokens per sequence\n"
+    "  --batch B, --seq S      sequences per step and tokens per sequence;\n"
+    "                          comma lists (e.g. --seq 512,1024,2048) give\n"
+    "                          several shapes, used in turn: step t runs\n"
+    "                          shape (t-1) mod N (a list of 1 repeats)\n"
     "  --seed S                data-order seed (default 0)\n"
     "  --lr LR                 learning rate (default: the artifact's)\n"
     "  --log-every K           print loss, step ms, tokens/s, peak memory "
@@ -82,10 +85,53 @@ bool parseCount(const std::string &flag, const std::string &text,
   return true;
 }
 
+/// Parses --batch/--seq: comma lists of positive integers, zipped (a list
+/// of one repeats) into the run's shapes.
+bool parseShapes(const std::string &batchText, const std::string &seqText,
+                 std::vector<SymbolBindings> &shapes, std::string &message) {
+  auto parseList = [&](const std::string &flag, const std::string &text,
+                       std::vector<int64_t> &out) {
+    size_t start = 0;
+    while (true) {
+      size_t comma = text.find(',', start);
+      int64_t value;
+      if (!parseCount(flag, text.substr(start, comma - start), 1, value, message)) {
+        message = "--" + flag + " needs positive integers (comma-separated), got '" + text + "'";
+        return false;
+      }
+      out.push_back(value);
+      if (comma == std::string::npos)
+        return true;
+      start = comma + 1;
+    }
+  };
+  std::vector<int64_t> batches, seqs;
+  if (!parseList("batch", batchText, batches) || !parseList("seq", seqText, seqs))
+    return false;
+  size_t n = std::max(batches.size(), seqs.size());
+  if ((batches.size() != 1 && batches.size() != n) || (seqs.size() != 1 && seqs.size() != n)) {
+    message = "--batch and --seq lists differ in length (" + std::to_string(batches.size()) +
+              " and " + std::to_string(seqs.size()) + "); give one value or the same count";
+    return false;
+  }
+  for (size_t i = 0; i < n; ++i)
+    shapes.push_back({{"batch", batches[batches.size() == 1 ? 0 : i]},
+                      {"seq", seqs[seqs.size() == 1 ? 0 : i]}});
+  return true;
+}
+
+/// "batch=4,seq=512".
+std::string formatShape(const SymbolBindings &sizes) {
+  std::string text;
+  for (const auto &[symbol, value] : sizes)
+    text += (text.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
+  return text;
+}
+
 /// The training loop on the GPU (docs/runtime.md, train).
 int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const CublasLt &lt, const std::vector<std::string> &weightPaths,
-                 const Arguments &args, const SymbolBindings &sizes,
+                 const Arguments &args, const std::vector<SymbolBindings> &shapes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
                  uint64_t seed, const TokenFile *tokens,
                  std::optional<uint64_t> randomInitSeed) {
@@ -98,7 +144,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       weights.push_back(std::move(*opened));
     }
   StepExecutor::Options options;
-  options.sizes = sizes;
+  options.shapes = shapes;
   options.seed = seed;
   options.randomInitSeed = randomInitSeed;
   if (std::optional<std::string> graphs = args.get("graphs")) {
@@ -129,6 +175,18 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
               x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
               x.getArenaBytes(),
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
+  if (shapes.size() > 1) {
+    // The arena is sized for the largest shape; each runs its program.
+    std::printf("shapes:");
+    for (const SymbolBindings &sizes : shapes) {
+      if (Status s = x.selectShape(sizes); !s)
+        return error(kExitBadInput, s.getError());
+      std::printf(" %s (%s)", formatShape(sizes).c_str(), x.getProgramName().c_str());
+    }
+    std::printf("\n");
+    if (Status s = x.selectShape(shapes.front()); !s)
+      return error(kExitBadInput, s.getError());
+  }
   double lr = 0;
   if (std::optional<std::string> text = args.get("lr"))
     lr = std::strtod(text->c_str(), nullptr);
@@ -165,11 +223,17 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     fixed.insert(name);
   }
 
-  int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
   std::vector<uint32_t> windows, row;
   std::vector<ActionTime> profile;
   double peak = 0;
   for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
+    // Step t's shape depends on t alone, so a resumed run continues the
+    // schedule.
+    const SymbolBindings &sizes = shapes[static_cast<size_t>(t - 1) % shapes.size()];
+    int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
+    if (shapes.size() > 1)
+      if (Status s = x.selectShape(sizes); !s)
+        return error(kExitBadInput, "step " + std::to_string(t) + ": " + s.getError());
     auto begin = std::chrono::steady_clock::now();
     bool sampled = false;
     for (const std::string &name : x.getDataInputs()) {
@@ -210,13 +274,15 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
                                       std::to_string(*loss));
     if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1)
-      std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f\n",
+      std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s\n",
                   static_cast<long long>(t), *loss, ms,
-                  static_cast<double>(batch * seq) / (ms / 1000.0), peak);
+                  static_cast<double>(batch * seq) / (ms / 1000.0), peak,
+                  shapes.size() > 1 ? (" shape " + formatShape(sizes)).c_str() : "");
     std::fflush(stdout);
   }
   if (x.getGraphCaptures())
-    std::printf("cuda graphs: %zu captured\n", x.getGraphCaptures());
+    std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape\n",
+                x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates());
   if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
     if (Status s = writeProfile(*path, profile); !s)
       return error(kExitBadInput, s.getError());
@@ -310,13 +376,11 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!args->get(required))
       return error(kExitUsage, std::string("missing --") + required +
                                    " (see 'kiln-run train --help')");
-  int64_t steps, batch, seq, seed = 0, logEvery = 10, device = 0;
+  int64_t steps, seed = 0, logEvery = 10, device = 0;
   // --steps 0 loads everything and runs the init program, so --save and
   // --save-adapters write the initial parameters (bench/loss_curve.py gives
   // PyTorch Kiln's LoRA init this way).
   if (!parseCount("steps", *args->get("steps"), 0, steps, message) ||
-      !parseCount("batch", *args->get("batch"), 1, batch, message) ||
-      !parseCount("seq", *args->get("seq"), 1, seq, message) ||
       (args->get("seed") &&
        !parseCount("seed", *args->get("seed"), 0, seed, message)) ||
       (args->get("log-every") &&
@@ -325,6 +389,11 @@ int kiln::run::runTrain(int argc, char **argv) {
       (args->get("device") &&
        !parseCount("device", *args->get("device"), 0, device, message)))
     return error(kExitUsage, message);
+  std::vector<SymbolBindings> shapes;
+  if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))
+    return error(kExitUsage, message);
+  if (shapes.size() > 1 && !args->getAll("input").empty())
+    return error(kExitUsage, "--input feeds one shape; give one --batch and --seq with it");
   if (std::optional<std::string> lr = args->get("lr")) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);
@@ -376,14 +445,16 @@ int kiln::run::runTrain(int argc, char **argv) {
   Expected<StepArtifact> step = StepArtifact::open(artifactPath);
   if (!step)
     return error(kExitBadInput, step.getError());
-  SymbolBindings sizes{{"batch", batch}, {"seq", seq}};
   for (const std::string &symbol : step->getSymbols())
-    if (!sizes.count(symbol))
+    if (!shapes.front().count(symbol))
       return error(kExitBadInput, artifactPath +
                                       ": the step has size symbol '" + symbol +
                                       "'; kiln-run binds only batch and seq");
-  if (Status status = checkGuards(step->getGuards(), sizes); !status)
-    return error(kExitGuard, "--batch/--seq: " + status.getError());
+  for (const SymbolBindings &sizes : shapes)
+    if (Status status = checkGuards(step->getGuards(), sizes); !status)
+      return error(kExitGuard, "--batch/--seq" +
+                                   (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
+                                   ": " + status.getError());
 
   // Weights, then a resumed checkpoint.
   size_t trainable = 0;
@@ -435,16 +506,20 @@ int kiln::run::runTrain(int argc, char **argv) {
     tokens.emplace(std::move(*opened));
     std::vector<uint32_t> windows;
     uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
-    if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
-                                            static_cast<uint64_t>(startStep),
-                                            batch, seq, windows, vocab);
-        !status)
-      return error(kExitBadInput, status.getError());
-    std::printf("data %s: %llu tokens, %lld windows of %lld per step (seed "
+    for (const SymbolBindings &sizes : shapes)
+      if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
+                                              static_cast<uint64_t>(startStep),
+                                              sizes.at("batch"), sizes.at("seq"), windows, vocab);
+          !status)
+        return error(kExitBadInput, status.getError());
+    const SymbolBindings &first = shapes.front();
+    std::printf("data %s: %llu tokens, %lld windows of %lld per step%s (seed "
                 "%lld)\n",
                 args->get("data")->c_str(),
                 static_cast<unsigned long long>(tokens->getTokenCount()),
-                static_cast<long long>(batch), static_cast<long long>(seq + 1),
+                static_cast<long long>(first.at("batch")),
+                static_cast<long long>(first.at("seq") + 1),
+                shapes.size() > 1 ? " at the first shape" : "",
                 static_cast<long long>(seed));
   }
 
@@ -507,7 +582,7 @@ int kiln::run::runTrain(int argc, char **argv) {
                                  " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
-                      *args, sizes, startStep, steps, logEvery,
+                      *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
                       randomInitSeed);
 }

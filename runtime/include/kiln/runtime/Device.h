@@ -8,8 +8,9 @@
 // is encoded: one device's primary context and stream, the single arena all
 // of a step's buffers live in (allocated once, with a clear out-of-memory
 // report), kernel images loaded from cubin or JIT-compiled from PTX with the
-// JIT log in the error, and a cache of CUDA Graphs — one per shape bucket,
-// captured on first use and replayed after.
+// JIT log in the error, and a cache of CUDA Graphs — one per program (the
+// symbolic step or a shape bucket), captured on first use, replayed after,
+// and patched in place for a new shape.
 //
 // Every object keeps a pointer to the CudaDriver it was made with, which
 // must outlive it, and arenas, modules and graphs must be destroyed before
@@ -102,11 +103,17 @@ private:
   std::string name;
 };
 
-/// CUDA Graphs by shape bucket: the first run() of a key captures what
-/// \p record enqueues on the stream into a graph; every run() launches the
-/// key's instantiated graph. The recorded work must not depend on host
-/// values that change between runs of the same key (sizes are fixed per
-/// bucket; data lives in the arena).
+/// CUDA Graphs by program and shape. A key (a program: the symbolic step or
+/// one shape bucket) has one executable graph. Its first run() captures what
+/// \p record enqueues and instantiates it; later runs at the same shape
+/// replay it. A run at a new shape of the same key records that shape's
+/// graph (once; kept for later switches back) and patches the executable
+/// graph in place with cuGraphExecUpdate — kernel arguments, grids, memset
+/// and copy extents — which is far cheaper than instantiating; when the
+/// topology differs (cuBLASLt picked a kernel sequence of another length)
+/// the update is refused and the key is instantiated afresh. The recorded
+/// work must not depend on host values that change between runs of one
+/// shape (sizes are fixed per shape; data lives in the arena).
 class GraphCache {
 public:
   explicit GraphCache(const Device &device)
@@ -115,22 +122,34 @@ public:
   GraphCache &operator=(const GraphCache &) = delete;
   ~GraphCache();
 
-  Status run(const std::string &key,
+  Status run(const std::string &key, const std::string &shape,
              const std::function<Status(CUstream)> &record);
+  Status run(const std::string &key,
+             const std::function<Status(CUstream)> &record) {
+    return run(key, "", record);
+  }
+  /// Keys with an executable graph.
   size_t getGraphCount() const { return graphs.size(); }
-  /// How many run() calls captured a new graph.
+  /// How many (key, shape) graphs were recorded.
   size_t getCaptureCount() const { return captures; }
+  /// How many executable graphs were instantiated.
+  size_t getInstantiateCount() const { return instantiations; }
+  /// How many shape switches patched an executable graph in place.
+  size_t getUpdateCount() const { return updates; }
 
 private:
   struct Entry {
-    CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
+    std::string shape;                   ///< The shape exec runs now.
+    std::map<std::string, CUgraph> byShape; ///< Recorded graphs.
   };
   Status check(CUresult result, const char *what) const;
+  Expected<CUgraph> capture(const std::string &key,
+                            const std::function<Status(CUstream)> &record);
   const CudaDriver *driver;
   CUstream stream;
   std::map<std::string, Entry> graphs;
-  size_t captures = 0;
+  size_t captures = 0, instantiations = 0, updates = 0;
 };
 
 /// "12.3 GiB".

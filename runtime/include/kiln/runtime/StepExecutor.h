@@ -5,15 +5,19 @@
 //===----------------------------------------------------------------------===//
 //
 // Executes the "step" (and once, the "init") program of a .kiln artifact at
-// fixed symbol values (batch, seq): named persistent tensors (parameters,
-// optimizer state, frozen weights, what the init program makes) live in
-// their own allocations; every other buffer of a program gets an offset in
-// one arena: the artifact's memory_plan evaluated at the run's sizes when it
-// holds there, else a liveness-based first-fit plan made at load time. A
-// step enqueues the ops in order (cuLaunchKernel per launch, cuBLASLt per
-// GEMM) and ends by copying
-// the new parameters and state over the old ones, so the whole step is one
-// stream of work a CUDA Graph captures once and replays.
+// one or several shapes (symbol values: batch, seq): named persistent
+// tensors (parameters, optimizer state, frozen weights, what the init
+// program makes) live in their own allocations; every other buffer of a
+// program gets an offset in one arena, allocated once for the largest
+// shape's plan: the artifact's memory_plan evaluated at the shape's sizes
+// when it holds there, else a liveness-based first-fit plan made at load
+// time. Each shape runs the shape bucket whose pinned values match it, else
+// the symbolic step, resolved once per shape (pointers, grids, cuBLASLt
+// descriptors). A step enqueues the ops in order (cuLaunchKernel per
+// launch, cuBLASLt per GEMM) and ends by copying the new parameters and
+// state over the old ones (those not updated in place), so the whole step
+// is one stream of work a CUDA Graph captures once and replays; a new shape
+// of the same program patches that graph (GraphCache).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +29,7 @@
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +72,10 @@ Expected<std::string> convertElements(const void *data, artifact::DType from,
 
 class ProgramRunner;
 
+/// Finds or loads the persistent tensor a program's `weight` op names.
+using WeightLoader = std::function<Expected<NamedTensor *>(
+    const std::string &name, artifact::DType dtype, const std::vector<int64_t> &shape)>;
+
 /// One op's device time in a profiled step: a kernel's name, "gemm MxNxK
 /// DTYPE", "memset", "memcpy" or "result copies".
 struct ActionTime {
@@ -77,7 +86,9 @@ struct ActionTime {
 class StepExecutor {
 public:
   struct Options {
-    artifact::SymbolBindings sizes; ///< batch, seq
+    /// Every shape the run uses (batch, seq), the init program's first.
+    /// Each is prepared at load; the arena fits the largest.
+    std::vector<artifact::SymbolBindings> shapes;
     uint64_t seed = 0;              ///< init program and dropout seeds
     bool useGraphs = true;
     /// Without weights: parameters and frozen weights drawn from this seed
@@ -94,6 +105,14 @@ public:
   create(const StepArtifact &artifact, const Device &device, const CublasLt &lt,
          const std::vector<artifact::SafetensorsFile> *weights, const Options &options);
   ~StepExecutor();
+
+  /// Makes \p sizes the shape of the following setInput/getInputSpec/runStep
+  /// calls. A shape not given at create is prepared now, if its arena plan
+  /// fits the arena.
+  Status selectShape(const artifact::SymbolBindings &sizes);
+  /// The program serving the current shape: "step" (symbolic) or a
+  /// bucket's section ("step/main__seq_512").
+  const std::string &getProgramName() const;
 
   /// Names of the data inputs the step reads ("input_ids", "labels").
   std::vector<std::string> getDataInputs() const;
@@ -123,19 +142,42 @@ public:
   /// The arena follows the artifact's memory_plan (else a run-time plan).
   bool usesArtifactPlan() const;
   size_t getGraphCaptures() const;
+  size_t getGraphInstantiations() const;
+  /// Shape switches that patched a graph in place.
+  size_t getGraphUpdates() const;
   size_t getLaunchCount() const;
   size_t getGemmCount() const;
 
 private:
+  /// One shape: the program serving it, resolved at its sizes.
+  struct Shape {
+    std::string program; ///< "step" or a bucket's section
+    std::string key;     ///< "batch=4,seq=512"
+    artifact::SymbolBindings sizes;
+    std::unique_ptr<ProgramRunner> runner;
+  };
   StepExecutor() = default;
   Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times);
+  /// The program serving \p sizes, decoded once.
+  Expected<const StepProgram *> programFor(const artifact::SymbolBindings &sizes,
+                                           std::string &section);
+  /// The arena plan of \p sizes' program (the artifact's when it holds).
+  /// \p note says why the artifact's plan was not used, if it was not.
+  Expected<ArenaPlan> planFor(const artifact::SymbolBindings &sizes, std::string &note);
+  Expected<Shape *> prepareShape(const artifact::SymbolBindings &sizes,
+                                 const WeightLoader &loadWeight);
   const Device *device = nullptr;
   const CublasLt *lt = nullptr;
   cublasLtHandle_t handle = nullptr;
   std::map<std::string, NamedTensor> store;
   std::vector<std::string> paramNames, stateNames;
   std::vector<KernelModule> modules;
-  std::unique_ptr<ProgramRunner> step;
+  std::map<std::string, const KernelModule *> moduleIndex;
+  const StepArtifact *artifact = nullptr;
+  std::map<std::string, StepProgram> programs; ///< by section
+  DeviceBuffer arena, workspace;
+  std::map<std::string, Shape> shapes; ///< by key
+  Shape *current = nullptr;
   std::unique_ptr<GraphCache> graphs;
   Options options;
   std::optional<double> defaultLr;

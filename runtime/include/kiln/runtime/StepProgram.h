@@ -67,6 +67,7 @@ struct ArenaPlan {
   /// one's end, aligned up), or -1 at offset 0 and outside the arena.
   std::vector<int> base;
   size_t size = 0;             ///< The arena's size.
+  bool fromArtifact = false;   ///< The artifact's memory_plan, evaluated.
 };
 
 /// When each buffer's memory is in use, in op indices.
