@@ -5,6 +5,7 @@ On the GPU machine, with an artifact compiled with --dynamic and --buckets
 (docs/benchmarks.md, "Several shapes"):
 
     python3 bench/shapes.py STEP.kiln --batch 8 --seq 512,768,1024 [--steps 30]
+        [--graph-cache 1]
 
 Runs kiln-run once per shape alone, then once with the whole list (step t
 runs shape (t-1) mod N, so every step switches shape), and prints, per
@@ -23,9 +24,9 @@ import tempfile
 STEP = re.compile(r"^step (\d+) loss \S+ step_ms (\S+) tokens/s \S+ peak_mem (\d+)(?: shape (\S+))?$")
 
 
-def run(kiln_run, artifact, data, batch, seq, steps):
+def run(kiln_run, artifact, data, batch, seq, steps, extra=()):
     cmd = [kiln_run, "train", artifact, "--init", "random:0", "--data", data, "--batch", batch,
-           "--seq", seq, "--steps", str(steps), "--log-every", "1"]
+           "--seq", seq, "--steps", str(steps), "--log-every", "1", *extra]
     print("$ " + " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -49,6 +50,8 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--kiln-run", default="build-rt/tools/kiln-run/kiln-run")
+    parser.add_argument("--graph-cache", type=int, default=None,
+                        help="kiln-run --graph-cache for the mixed run (1: patch every switch)")
     args = parser.parse_args()
     seqs = args.seq.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,8 +67,9 @@ def main():
             rows, peak, _, _ = run(args.kiln_run, args.artifact, data, args.batch, seq, args.steps)
             # The first steps capture graphs: the median of the rest.
             alone[seq] = (statistics.median(ms for _, ms, _ in rows[3:]), peak)
+        extra = ["--graph-cache", str(args.graph_cache)] if args.graph_cache else []
         rows, peak, programs, graphs = run(args.kiln_run, args.artifact, data, args.batch,
-                                           args.seq, args.steps)
+                                           args.seq, args.steps, extra)
     mixed = {}
     for step, ms, shape in rows:
         if step > len(seqs):  # after each shape's first (capturing) step

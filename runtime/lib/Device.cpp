@@ -6,6 +6,9 @@
 
 #include "kiln/runtime/Device.h"
 
+#include "SupportKernelsImage.h"
+
+#include <algorithm>
 #include <cstdio>
 
 using namespace kiln::runtime;
@@ -177,17 +180,31 @@ Expected<CUfunction> KernelModule::getFunction(const std::string &entry) const {
   return function;
 }
 
+Expected<KernelModule> kiln::runtime::loadSupportKernels(const Device &device) {
+  return KernelModule::load(device,
+                            std::string_view(reinterpret_cast<const char *>(kSupportKernelsImage),
+                                             sizeof(kSupportKernelsImage)),
+                            /*isPtx=*/false, "runtime support kernels");
+}
+
 //===----------------------------------------------------------------------===//
 // GraphCache
 //===----------------------------------------------------------------------===//
 
 GraphCache::~GraphCache() {
   for (auto &[key, entry] : graphs) {
-    if (entry.exec)
-      driver->cuGraphExecDestroy(entry.exec);
+    for (Exec &e : entry.execs)
+      driver->cuGraphExecDestroy(e.exec);
     for (auto &[shape, graph] : entry.byShape)
       driver->cuGraphDestroy(graph);
   }
+}
+
+size_t GraphCache::getGraphCount() const {
+  size_t count = 0;
+  for (const auto &[key, entry] : graphs)
+    count += entry.execs.size();
+  return count;
 }
 
 Status GraphCache::check(CUresult result, const char *what) const {
@@ -218,12 +235,61 @@ Expected<CUgraph> GraphCache::capture(const std::string &key,
   return graph;
 }
 
+namespace {
+/// "parameters changed at a memset node".
+std::string describeRefusal(const CudaDriver &driver, const CUgraphExecUpdateResultInfo &info) {
+  const char *why = "refused";
+  switch (info.result) {
+  case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: why = "topology changed"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: why = "node type changed"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
+  case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: why = "kernel function changed"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: why = "parameters changed"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: why = "not supported"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: why = "attributes changed"; break;
+  default: break;
+  }
+  std::string text = why;
+  CUgraphNodeType type;
+  if (info.errorNode && driver.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
+    text += type == CU_GRAPH_NODE_TYPE_KERNEL   ? " at a kernel node"
+            : type == CU_GRAPH_NODE_TYPE_MEMSET ? " at a memset node"
+            : type == CU_GRAPH_NODE_TYPE_MEMCPY ? " at a memcpy node"
+                                                : " at a node of type " + std::to_string(type);
+  return text;
+}
+/// "812 nodes: 805 kernel, 7 memset".
+std::string describeNodes(const CudaDriver &driver, CUgraph graph) {
+  size_t count = 0;
+  if (driver.cuGraphGetNodes(graph, nullptr, &count) != CUDA_SUCCESS)
+    return "?";
+  std::vector<CUgraphNode> nodes(count);
+  if (count && driver.cuGraphGetNodes(graph, nodes.data(), &count) != CUDA_SUCCESS)
+    return "?";
+  std::map<std::string, size_t> byType;
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    if (driver.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS)
+      continue;
+    ++byType[type == CU_GRAPH_NODE_TYPE_KERNEL   ? "kernel"
+             : type == CU_GRAPH_NODE_TYPE_MEMSET ? "memset"
+             : type == CU_GRAPH_NODE_TYPE_MEMCPY ? "memcpy"
+                                                 : "type " + std::to_string(type)];
+  }
+  std::string text = std::to_string(count) + " nodes:";
+  for (const auto &[type, n] : byType)
+    text += " " + std::to_string(n) + " " + type + ",";
+  text.pop_back();
+  return text;
+}
+} // namespace
+
 Status GraphCache::run(const std::string &key, const std::string &shape,
                        const std::function<Status(CUstream)> &record) {
-  auto it = graphs.find(key);
-  if (it == graphs.end() || it->second.shape != shape) {
-    Entry scratch;
-    Entry &entry = it == graphs.end() ? scratch : it->second;
+  Entry &entry = graphs[key];
+  auto running = std::find_if(entry.execs.begin(), entry.execs.end(),
+                              [&](const Exec &e) { return e.shape == shape; });
+  if (running == entry.execs.end()) {
     CUgraph graph = nullptr;
     if (auto known = entry.byShape.find(shape); known != entry.byShape.end()) {
       graph = known->second;
@@ -231,37 +297,39 @@ Status GraphCache::run(const std::string &key, const std::string &shape,
       Expected<CUgraph> captured = capture(key, record);
       if (!captured)
         return captured.takeError();
-      graph = *captured;
-      entry.byShape[shape] = graph;
+      graph = entry.byShape[shape] = *captured;
     }
-    // Same topology: patch the executable graph's node parameters.
-    bool patched = false;
-    if (entry.exec) {
+    if (entry.execs.size() < execsPerKey) {
+      entry.execs.push_back({});
+      running = entry.execs.end() - 1;
+    } else {
+      // Same topology: patch the least recently used one in place.
+      running = std::min_element(entry.execs.begin(), entry.execs.end(),
+                                 [](const Exec &a, const Exec &b) { return a.lastUse < b.lastUse; });
       CUgraphExecUpdateResultInfo info{};
-      patched = driver->cuGraphExecUpdate_v2(entry.exec, graph, &info) == CUDA_SUCCESS;
-      if (patched) {
+      if (driver->cuGraphExecUpdate_v2(running->exec, graph, &info) == CUDA_SUCCESS) {
         ++updates;
       } else {
-        driver->cuGraphExecDestroy(entry.exec);
-        entry.exec = nullptr;
+        lastRefusal = describeRefusal(*driver, info);
+        if (info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED)
+          lastRefusal += " (" + running->shape + ": " +
+                         describeNodes(*driver, entry.byShape.at(running->shape)) + "; " + shape +
+                         ": " + describeNodes(*driver, graph) + ")";
+        driver->cuGraphExecDestroy(running->exec);
+        running->exec = nullptr;
       }
     }
-    if (!patched) {
-      if (Status status = check(driver->cuGraphInstantiateWithFlags(&entry.exec, graph, 0),
+    if (!running->exec) {
+      if (Status status = check(driver->cuGraphInstantiateWithFlags(&running->exec, graph, 0),
                                 "cuGraphInstantiate");
           !status) {
-        // The key starts over on its next run.
-        for (auto &[recorded, g] : entry.byShape)
-          driver->cuGraphDestroy(g);
-        if (it != graphs.end())
-          graphs.erase(it);
+        entry.execs.erase(running);
         return status;
       }
       ++instantiations;
     }
-    entry.shape = shape;
-    if (it == graphs.end())
-      it = graphs.emplace(key, std::move(scratch)).first;
+    running->shape = shape;
   }
-  return check(driver->cuGraphLaunch(it->second.exec, stream), "cuGraphLaunch");
+  running->lastUse = ++clock;
+  return check(driver->cuGraphLaunch(running->exec, stream), "cuGraphLaunch");
 }

@@ -241,6 +241,9 @@ struct SharedMemory {
   CUdeviceptr arena = 0;
   size_t arenaBytes = 0;
   CUdeviceptr workspace = 0;
+  /// kiln_fill and kiln_copy (kernels/SupportKernels.cu); null: memset and
+  /// memcpy nodes.
+  CUfunction fill = nullptr, copy = nullptr;
 };
 
 class ProgramRunner {
@@ -301,6 +304,8 @@ private:
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
   Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
   Status recordResultCopies(CUstream stream) const;
+  Status recordFill(const Fill &fill, CUstream stream) const;
+  Status recordCopy(const Copy &copy, CUstream stream) const;
   std::string actionLabel(std::pair<Action, size_t> action) const;
 
   const Device *device;
@@ -313,6 +318,7 @@ private:
   std::vector<DeviceBuffer> owned;
   DeviceBuffer ownArena, ownWorkspace;
   CUdeviceptr arena = 0, workspace = 0;
+  CUfunction fillKernel = nullptr, copyKernel = nullptr;
   size_t arenaSize = 0;
   std::vector<std::pair<Action, size_t>> actions;
   std::vector<Launch> launchList;
@@ -371,6 +377,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
 
   const std::vector<size_t> &offsets = plan.offsets;
   r->arenaSize = plan.size;
+  r->fillKernel = memory.fill;
+  r->copyKernel = memory.copy;
   if (memory.arena) {
     if (plan.size > memory.arenaBytes)
       return Error{origin + ": the arena plan at these sizes needs " +
@@ -699,42 +707,67 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
         return fail("cublasLtMatmul failed: " + lt->describe(status));
       break;
     }
-    case Action::Fill: {
-      const Fill &f = fillList[index];
-      CUresult result = f.elementSize == 1
-                            ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern),
-                                                     f.elements, stream)
-                        : f.elementSize == 2
-                            ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern),
-                                                      f.elements, stream)
-                            : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
-      if (Status s = check(result, "cuMemsetAsync"); !s)
-        return s;
-      break;
-    }
-    case Action::Copy: {
-      const Copy &c = copyList[index];
-      if (c.bytes)
-        if (Status s = check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
-                             "cuMemcpyDtoDAsync");
-            !s)
-          return s;
-      break;
-    }
+    case Action::Fill:
+      return recordFill(fillList[index], stream);
+    case Action::Copy:
+      return recordCopy(copyList[index], stream);
     }
   }
   return Status::success();
 }
 
 Status ProgramRunner::recordResultCopies(CUstream stream) const {
-  const CudaDriver &driver = device->getDriver();
   for (const Copy &c : resultCopies)
-    if (c.bytes)
-      if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
-                                   "cuMemcpyDtoDAsync");
-          !s)
-        return s;
+    if (Status s = recordCopy(c, stream); !s)
+      return s;
   return Status::success();
+}
+
+namespace {
+/// Blocks of 256 threads for a grid-stride loop over \p bytes (16 per
+/// thread per pass), at most 4096.
+unsigned supportGrid(uint64_t bytes) {
+  return static_cast<unsigned>(std::min<uint64_t>(4096, std::max<uint64_t>(1, (bytes + 4095) / 4096)));
+}
+} // namespace
+
+Status ProgramRunner::recordFill(const Fill &f, CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  if (fillKernel) {
+    CUdeviceptr target = f.target;
+    uint32_t pattern = f.elementSize == 1   ? (f.pattern & 0xff) * 0x01010101u
+                       : f.elementSize == 2 ? (f.pattern & 0xffff) * 0x00010001u
+                                            : f.pattern;
+    uint64_t bytes = f.elements * f.elementSize;
+    void *args[] = {&target, &pattern, &bytes};
+    return device->check(driver.cuLaunchKernel(fillKernel, supportGrid(bytes), 1, 1, 256, 1, 1, 0,
+                                               stream, args, nullptr),
+                         "cuLaunchKernel (kiln_fill)");
+  }
+  CUresult result =
+      f.elementSize == 1
+          ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern), f.elements, stream)
+      : f.elementSize == 2
+          ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern), f.elements,
+                                    stream)
+          : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
+  return device->check(result, "cuMemsetAsync");
+}
+
+Status ProgramRunner::recordCopy(const Copy &c, CUstream stream) const {
+  if (!c.bytes)
+    return Status::success();
+  const CudaDriver &driver = device->getDriver();
+  if (copyKernel) {
+    CUdeviceptr target = c.target, source = c.source;
+    uint64_t bytes = c.bytes;
+    void *args[] = {&target, &source, &bytes};
+    return device->check(driver.cuLaunchKernel(copyKernel, supportGrid(bytes), 1, 1, 256, 1, 1, 0,
+                                               stream, args, nullptr),
+                         "cuLaunchKernel (kiln_copy)");
+  }
+  return device->check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
+                       "cuMemcpyDtoDAsync");
 }
 
 std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
@@ -906,7 +939,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   // Kernel modules: the image for this device of every module.
   const DeviceInfo &info = device.getInfo();
   std::map<std::string, const KernelModule *> modules;
-  x->modules.reserve(artifact.getKernels().size());
+  x->modules.reserve(artifact.getKernels().size() + 1); // + the support kernels: no reallocation
   for (const auto &kernel : artifact.getKernels()) {
     Expected<KernelImageChoice> image =
         artifact.selectImage(kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
@@ -920,6 +953,17 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     modules[kernel.first] = &x->modules.back();
   }
   x->moduleIndex = modules;
+  // The runtime's own fill and copy kernels: graph nodes a new shape can
+  // patch (memset nodes may refuse a new extent).
+  Expected<KernelModule> supportModule = loadSupportKernels(device);
+  if (!supportModule)
+    return supportModule.takeError();
+  x->modules.push_back(std::move(*supportModule));
+  Expected<CUfunction> fill = x->modules.back().getFunction("kiln_fill");
+  Expected<CUfunction> copy = x->modules.back().getFunction("kiln_copy");
+  if (!fill || !copy)
+    return (fill ? copy.takeError() : fill.takeError());
+  x->support = {*fill, *copy};
 
   // Named tensors from the weights file: by the artifact's parameter list.
   std::map<std::string, const ParamSpec *> specs;
@@ -1128,7 +1172,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   }
   x->current = &x->shapes.at(shapeKey(firstSizes));
   if (options.useGraphs)
-    x->graphs = std::make_unique<GraphCache>(device);
+    x->graphs = std::make_unique<GraphCache>(device, options.graphsPerProgram);
   if (Status s = device.synchronize(); !s)
     return s.takeError();
   return x;
@@ -1185,7 +1229,7 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
     return plan.takeError();
   if (!note.empty())
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
-  SharedMemory memory{arena.get(), arena.size(), workspace.get()};
+  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -1373,5 +1417,8 @@ size_t StepExecutor::getGraphInstantiations() const {
   return graphs ? graphs->getInstantiateCount() : 0;
 }
 size_t StepExecutor::getGraphUpdates() const { return graphs ? graphs->getUpdateCount() : 0; }
+std::string StepExecutor::getGraphRefusal() const {
+  return graphs ? graphs->getLastRefusal() : std::string();
+}
 size_t StepExecutor::getLaunchCount() const { return current->runner->launches; }
 size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }

@@ -17,6 +17,8 @@
 
 #include "kiln/runtime/Device.h"
 
+#include <algorithm>
+#include <tuple>
 #include <vector>
 
 using namespace kiln::runtime;
@@ -113,12 +115,12 @@ int main() {
     host = readBack(*device, *arena, count);
     CHECK(host.front() == 18.5f);
 
-    // One program at several shapes: a new shape with the same topology
-    // patches the executable graph (grid and count change) instead of
+    // One program at several shapes, one executable graph: a new shape with
+    // the same topology patches it (grid and count change) instead of
     // instantiating; switching back reuses the recorded graph.
     CHECK(driver->cuMemsetD8_v2(arena->getBase(), 0, count * sizeof(float)) ==
           CUDA_SUCCESS);
-    GraphCache shapes(*device);
+    GraphCache shapes(*device, /*execsPerKey=*/1);
     auto addOver = [&](unsigned n) {
       return [&, n](CUstream stream) {
         return launchAdd(*driver, *add, stream, arena->getBase(), 1.f, n);
@@ -151,6 +153,67 @@ int main() {
     CHECK(shapes.run("step", "n=half", addOver(count / 2)));
     host = readBack(*device, *arena, count);
     CHECK(host.front() == 6.f && host.back() == 4.f);
+
+    // Two executable graphs per key: two shapes alternate without patching.
+    GraphCache two(*device, 2);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(two.run("step", "n=all", addOver(count)));
+      CHECK(two.run("step", "n=half", addOver(count / 2)));
+    }
+    host = readBack(*device, *arena, count);
+    CHECK(host.front() == 12.f && host.back() == 7.f);
+    CHECK(two.getCaptureCount() == 2 && two.getInstantiateCount() == 2 &&
+          two.getUpdateCount() == 0 && two.getGraphCount() == 2);
+  }
+
+  // The support kernels (fills and copies in graphs) at aligned and odd
+  // offsets and sizes, against a host model.
+  {
+    Expected<KernelModule> support = loadSupportKernels(*device);
+    CHECK(support);
+    Expected<Arena> arena = Arena::allocate(*device, 1 << 16);
+    CHECK(arena);
+    if (support && arena) {
+      Expected<CUfunction> fill = support->getFunction("kiln_fill");
+      Expected<CUfunction> copy = support->getFunction("kiln_copy");
+      CHECK(fill && copy);
+      const size_t n = 1 << 15;
+      std::vector<unsigned char> model(n * 2), source(n);
+      for (size_t i = 0; i < n; ++i)
+        source[i] = static_cast<unsigned char>(i * 7 + 3);
+      CUdeviceptr base = arena->getBase();
+      CHECK(driver->cuMemcpyHtoD_v2(base + n, source.data(), n) == CUDA_SUCCESS);
+      CHECK(driver->cuMemsetD8_v2(base, 0, n) == CUDA_SUCCESS);
+      CUstream stream = device->getStream();
+      auto launch = [&](CUfunction f, void **args) {
+        CHECK(driver->cuLaunchKernel(f, 3, 1, 1, 256, 1, 1, 0, stream, args, nullptr) ==
+              CUDA_SUCCESS);
+      };
+      // (offset, bytes, pattern): aligned, odd start, odd length.
+      for (auto [offset, bytes, pattern] :
+           {std::tuple<size_t, uint64_t, uint32_t>{0, 4096, 0x3f803f80u}, {3, 1001, 0x01010101u * 7},
+            {256, 17, 0xdeadbeefu}}) {
+        CUdeviceptr target = base + offset;
+        void *args[] = {&target, &pattern, &bytes};
+        launch(*fill, args);
+        for (size_t i = 0; i < bytes; ++i)
+          model[offset + i] = static_cast<unsigned char>(pattern >> (8 * (i % 4)));
+      }
+      for (auto [to, from, bytes] : {std::tuple<size_t, size_t, uint64_t>{8192, 0, 8192},
+                                     {20001, 5, 3333}}) {
+        CUdeviceptr target = base + to, src = base + n + from;
+        void *args[] = {&target, &src, &bytes};
+        launch(*copy, args);
+        std::copy(source.begin() + from, source.begin() + from + bytes, model.begin() + to);
+      }
+      std::vector<unsigned char> got(n);
+      CHECK(device->synchronize());
+      CHECK(driver->cuMemcpyDtoH_v2(got.data(), base, n) == CUDA_SUCCESS);
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i)
+        wrong += got[i] != model[i];
+      CHECK_EQ(std::to_string(wrong) + " wrong bytes", std::string("0 wrong bytes"));
+    }
   }
 
   // Out of memory: one line with the planned size and the free memory.

@@ -132,6 +132,7 @@ train-usage)
   expect 2 "kiln-run: error: --batch needs positive integers (comma-separated), got '2,0'" train --init random:1 --batch 2,0
   expect 2 "kiln-run: error: --batch and --seq lists differ in length (2 and 3); give one value or the same count" train --init random:1 --batch 1,2 --seq 8,16,24
   expect 2 "kiln-run: error: --input feeds one shape; give one --batch and --seq with it" train --init random:1 --seq 8,16 --input x=t.bin
+  expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
   ;;
 train-guard)
   fixtures

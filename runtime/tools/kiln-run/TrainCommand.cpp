@@ -66,6 +66,8 @@ constexpr const char *kTrainUsage =
     "  --input NAME=FILE       a data input's raw elements, the same every "
     "step\n"
     "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
+    "  --graph-cache N         executable graphs kept per program (default 8);\n"
+    "                          further shapes patch the least recently used\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
     "                          (TSV), the costliest kernels to stdout\n";
@@ -152,6 +154,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
     options.useGraphs = *graphs == "on";
   }
+  if (std::optional<std::string> text = args.get("graph-cache")) // checked by runTrain
+    options.graphsPerProgram = static_cast<size_t>(std::strtoll(text->c_str(), nullptr, 10));
   // Measured peak: device memory free before the step is loaded minus
   // free after each step (arena, weights, workspace, graphs, and what
   // cuBLASLt and the driver allocate on the way).
@@ -281,8 +285,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     std::fflush(stdout);
   }
   if (x.getGraphCaptures())
-    std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape\n",
-                x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates());
+    std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape%s\n",
+                x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates(),
+                x.getGraphRefusal().empty()
+                    ? ""
+                    : (" (the driver refused a patch: " + x.getGraphRefusal() + ")").c_str());
   if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
     if (Status s = writeProfile(*path, profile); !s)
       return error(kExitBadInput, s.getError());
@@ -360,7 +367,7 @@ int kiln::run::runTrain(int argc, char **argv) {
       argc, argv,
       {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
        "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-       "input", "graphs", "profile"},
+       "input", "graphs", "graph-cache", "profile"},
       message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");
@@ -376,7 +383,7 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!args->get(required))
       return error(kExitUsage, std::string("missing --") + required +
                                    " (see 'kiln-run train --help')");
-  int64_t steps, seed = 0, logEvery = 10, device = 0;
+  int64_t steps, seed = 0, logEvery = 10, device = 0, graphCache = 8;
   // --steps 0 loads everything and runs the init program, so --save and
   // --save-adapters write the initial parameters (bench/loss_curve.py gives
   // PyTorch Kiln's LoRA init this way).
@@ -387,7 +394,9 @@ int kiln::run::runTrain(int argc, char **argv) {
        !parseCount("log-every", *args->get("log-every"), 1, logEvery,
                    message)) ||
       (args->get("device") &&
-       !parseCount("device", *args->get("device"), 0, device, message)))
+       !parseCount("device", *args->get("device"), 0, device, message)) ||
+      (args->get("graph-cache") &&
+       !parseCount("graph-cache", *args->get("graph-cache"), 1, graphCache, message)))
     return error(kExitUsage, message);
   std::vector<SymbolBindings> shapes;
   if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))

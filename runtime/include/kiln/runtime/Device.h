@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -103,21 +104,29 @@ private:
   std::string name;
 };
 
+/// The runtime's own kernels (lib/kernels/SupportKernels.cu, embedded):
+///   kiln_fill(u8 *target, u32 pattern, u64 bytes): byte i = pattern byte i%4
+///   kiln_copy(u8 *target, const u8 *source, u64 bytes)
+/// Grid-stride loops: any grid covers any size.
+Expected<KernelModule> loadSupportKernels(const Device &device);
+
 /// CUDA Graphs by program and shape. A key (a program: the symbolic step or
-/// one shape bucket) has one executable graph. Its first run() captures what
-/// \p record enqueues and instantiates it; later runs at the same shape
-/// replay it. A run at a new shape of the same key records that shape's
-/// graph (once; kept for later switches back) and patches the executable
-/// graph in place with cuGraphExecUpdate — kernel arguments, grids, memset
-/// and copy extents — which is far cheaper than instantiating; when the
-/// topology differs (cuBLASLt picked a kernel sequence of another length)
-/// the update is refused and the key is instantiated afresh. The recorded
-/// work must not depend on host values that change between runs of one
-/// shape (sizes are fixed per shape; data lives in the arena).
+/// one shape bucket) keeps up to \p execsPerKey executable graphs, one per
+/// shape, each captured and instantiated on its shape's first run() and
+/// replayed after. A new shape beyond that reuses the key's least recently
+/// used executable graph: its graph is recorded (once; kept for later) and
+/// patched into that executable graph with cuGraphExecUpdate — kernel
+/// arguments, grids, memset and copy extents — far cheaper than
+/// instantiating; when the topology differs (cuBLASLt chose a kernel
+/// sequence of another length at the new sizes) the driver refuses and the
+/// graph is instantiated afresh in its place. The recorded work must not
+/// depend on host values that change between runs of one shape (sizes are
+/// fixed per shape; data lives in the arena).
 class GraphCache {
 public:
-  explicit GraphCache(const Device &device)
-      : driver(&device.getDriver()), stream(device.getStream()) {}
+  explicit GraphCache(const Device &device, size_t execsPerKey = 8)
+      : driver(&device.getDriver()), stream(device.getStream()),
+        execsPerKey(execsPerKey < 1 ? 1 : execsPerKey) {}
   GraphCache(const GraphCache &) = delete;
   GraphCache &operator=(const GraphCache &) = delete;
   ~GraphCache();
@@ -128,19 +137,26 @@ public:
              const std::function<Status(CUstream)> &record) {
     return run(key, "", record);
   }
-  /// Keys with an executable graph.
-  size_t getGraphCount() const { return graphs.size(); }
+  /// Executable graphs held, over all keys.
+  size_t getGraphCount() const;
   /// How many (key, shape) graphs were recorded.
   size_t getCaptureCount() const { return captures; }
   /// How many executable graphs were instantiated.
   size_t getInstantiateCount() const { return instantiations; }
-  /// How many shape switches patched an executable graph in place.
+  /// How many new shapes were patched into an executable graph.
   size_t getUpdateCount() const { return updates; }
+  /// Why the driver last refused a patch ("topology changed"); empty if it
+  /// never did.
+  const std::string &getLastRefusal() const { return lastRefusal; }
 
 private:
-  struct Entry {
+  struct Exec {
     CUgraphExec exec = nullptr;
-    std::string shape;                   ///< The shape exec runs now.
+    std::string shape;  ///< The shape it runs now.
+    uint64_t lastUse = 0;
+  };
+  struct Entry {
+    std::vector<Exec> execs;
     std::map<std::string, CUgraph> byShape; ///< Recorded graphs.
   };
   Status check(CUresult result, const char *what) const;
@@ -148,8 +164,11 @@ private:
                             const std::function<Status(CUstream)> &record);
   const CudaDriver *driver;
   CUstream stream;
+  size_t execsPerKey;
   std::map<std::string, Entry> graphs;
+  uint64_t clock = 0;
   size_t captures = 0, instantiations = 0, updates = 0;
+  std::string lastRefusal;
 };
 
 /// "12.3 GiB".

@@ -91,6 +91,9 @@ public:
     std::vector<artifact::SymbolBindings> shapes;
     uint64_t seed = 0;              ///< init program and dropout seeds
     bool useGraphs = true;
+    /// Executable CUDA Graphs kept per program; more shapes of one program
+    /// patch the least recently used (GraphCache).
+    size_t graphsPerProgram = 8;
     /// Without weights: parameters and frozen weights drawn from this seed
     /// (benchmarks): matrices U(-0.02·√3, 0.02·√3) (std 0.02), norm
     /// weights 1, other vectors 0.
@@ -145,6 +148,8 @@ public:
   size_t getGraphInstantiations() const;
   /// Shape switches that patched a graph in place.
   size_t getGraphUpdates() const;
+  /// Why the driver last refused to patch a graph, if it did.
+  std::string getGraphRefusal() const;
   size_t getLaunchCount() const;
   size_t getGemmCount() const;
 
@@ -173,6 +178,9 @@ private:
   std::vector<std::string> paramNames, stateNames;
   std::vector<KernelModule> modules;
   std::map<std::string, const KernelModule *> moduleIndex;
+  struct {
+    CUfunction fill = nullptr, copy = nullptr;
+  } support; ///< The runtime's fill and copy kernels.
   const StepArtifact *artifact = nullptr;
   std::map<std::string, StepProgram> programs; ///< by section
   DeviceBuffer arena, workspace;
