@@ -133,6 +133,7 @@ train-usage)
   expect 2 "kiln-run: error: --batch and --seq lists differ in length (2 and 3); give one value or the same count" train --init random:1 --batch 1,2 --seq 8,16,24
   expect 2 "kiln-run: error: --input feeds one shape; give one --batch and --seq with it" train --init random:1 --seq 8,16 --input x=t.bin
   expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
+  expect 2 "kiln-run: error: --progress must be on, off or auto, got 'yes'" train --init random:1 --progress yes
   ;;
 train-guard)
   fixtures
@@ -196,6 +197,11 @@ train-gemm-step | train-gemm-step-gpu)
     grep -q "arena and GEMM workspace (the artifact's memory plan)$" out.txt || fail "memory plan not used"
     "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --graphs off >out.txt 2>err.txt || fail "graphs off"
     grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss without graphs"
+    # --progress on: the bar is redrawn in place (\r) and ends complete.
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --progress on >out.txt 2>err.txt || fail "progress"
+    grep -q '\[##############################\] 2/2  loss 376.0000  [0-9.]* ms/step  ETA 0s' out.txt || fail "progress bar"
+    # The log line follows the bar's clearing (\r, erase line) on a terminal.
+    grep -q 'step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with --progress on"
     # --profile times the last step's ops (same loss) and lists them.
     "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 --profile prof.tsv >out.txt 2>err.txt || fail "profile"
     cat out.txt

@@ -15,6 +15,7 @@
 
 #include "Commands.h"
 #include "Profile.h"
+#include "Progress.h"
 
 #include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/CublasLt.h"
@@ -65,6 +66,8 @@ constexpr const char *kTrainUsage =
     "  --device N              CUDA device ordinal (default 0)\n"
     "  --input NAME=FILE       a data input's raw elements, the same every "
     "step\n"
+    "  --progress on|off|auto  a progress bar redrawn after every step (auto: when\n"
+    "                          stdout is a terminal)\n"
     "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
     "  --graph-cache N         executable graphs kept per program (default 8);\n"
     "                          further shapes patch the least recently used\n"
@@ -230,6 +233,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   std::vector<uint32_t> windows, row;
   std::vector<ActionTime> profile;
   double peak = 0;
+  std::string progressMode = args.get("progress").value_or("auto");
+  ProgressBar progress(startStep, steps,
+                       progressMode == "on" || (progressMode == "auto" && ::isatty(STDOUT_FILENO)));
   for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
     // Step t's shape depends on t alone, so a resumed run continues the
     // schedule.
@@ -277,13 +283,17 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     if (!std::isfinite(*loss))
       return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
                                       std::to_string(*loss));
-    if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1)
+    if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1) {
+      progress.clear();
       std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s\n",
                   static_cast<long long>(t), *loss, ms,
                   static_cast<double>(batch * seq) / (ms / 1000.0), peak,
                   shapes.size() > 1 ? (" shape " + formatShape(sizes)).c_str() : "");
+    }
+    progress.update(t, *loss, ms);
     std::fflush(stdout);
   }
+  progress.finish();
   if (x.getGraphCaptures())
     std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape%s\n",
                 x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates(),
@@ -367,7 +377,7 @@ int kiln::run::runTrain(int argc, char **argv) {
       argc, argv,
       {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
        "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-       "input", "graphs", "graph-cache", "profile"},
+       "input", "graphs", "graph-cache", "profile", "progress"},
       message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");
@@ -403,6 +413,9 @@ int kiln::run::runTrain(int argc, char **argv) {
     return error(kExitUsage, message);
   if (shapes.size() > 1 && !args->getAll("input").empty())
     return error(kExitUsage, "--input feeds one shape; give one --batch and --seq with it");
+  if (std::optional<std::string> mode = args->get("progress");
+      mode && *mode != "on" && *mode != "off" && *mode != "auto")
+    return error(kExitUsage, "--progress must be on, off or auto, got '" + *mode + "'");
   if (std::optional<std::string> lr = args->get("lr")) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);
