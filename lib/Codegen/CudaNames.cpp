@@ -36,7 +36,9 @@ NameTable legalizeNames(const KernelPlan &plan) {
       "n", "i", "j", "b", "h", "hk", "e", "d", "t", "s", "p", "dp", "mx", "se",
       "inv", "pdp", "lines", "sum", "label", "counts", "counted", "scale",
       "mean", "var", "ms", "mg", "mgx", "rstd", "group", "score", "dscore",
-      "loss", "acc", "g", "chunk", "lane", "begin", "amax", "inverse", "high", "low", "blocks"};
+      "loss", "acc", "g", "chunk", "lane", "begin", "amax", "inverse", "high", "low", "blocks",
+      // the flash attention kernels' accessors
+      "x", "mask", "loadQ", "loadK", "loadV", "loadDO", "storeO", "storeDQ", "addDK", "addDV"};
   NameTable names;
   names.kernel = sanitize(plan.kernel.getSymName());
   unsigned i = 0;

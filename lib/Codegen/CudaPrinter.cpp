@@ -1181,10 +1181,80 @@ struct Printer {
     close();
   }
 
+  /// bf16/f16 attention: the tiled tensor-core kernels of FlashAttention.cpp,
+  /// given element accessors as lambdas.
+  void flashAttentionKernel(bool backward) {
+    Operation *op = plan.anchor;
+    Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+    Value mask = backward ? cast<AttentionGradOp>(op).getMask() : cast<AttentionOp>(op).getMask();
+    bool causal = backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
+    std::optional<APFloat> scaleAttr =
+        backward ? cast<AttentionGradOp>(op).getScale() : cast<AttentionOp>(op).getScale();
+    SmallVector<std::string> qd = dims(q), kd = dims(k);
+    int64_t headDim = typeOf(q).getDimSize(3);
+    double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
+    std::string element = storageType(elementOf(q));
+    // value() may print statements: each accessor is a lambda body.
+    auto loader = [&](const char *name, Value operand, const char *row) {
+      open(std::string("auto ") + name + " = [&](int64_t b, int64_t h, int64_t " + row +
+           ", int64_t d) -> float");
+      line("return " + value(operand, {"b", "h", row, "d"}) + ";");
+      close("};");
+    };
+    line("extern __shared__ __align__(128) unsigned char kiln_flash_smem[];");
+    loader("loadQ", q, "i");
+    loader("loadK", k, "j");
+    loader("loadV", v, "j");
+    if (!mask) {
+      line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
+    } else {
+      open("auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float");
+      std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
+      line("return " +
+           (elementOf(mask).isInteger(1) ? "(" + m + ") ? 0.f : -KILN_INF"
+                                         : "(float)(" + m + ")") +
+           ";");
+      close("};");
+    }
+    std::string args = qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+                       literal(scale, Float32Type::get(q.getContext())) + ", " +
+                       (causal ? "true" : "false");
+    std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
+                       element + ", " + std::to_string(headDim) + ">(" + args;
+    auto storer = [&](const char *name, int index, Value result, bool atomic) {
+      std::string at = outName(index) + "[" + linear({"b", "h", "i", "d"}, dims(result)) + "]";
+      line(std::string("auto ") + name +
+           " = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
+           (atomic ? "kiln_atomic_add(&" + at + ", x);"
+                   : at + " = " + store(elementOf(result), "x") + ";") +
+           " };");
+    };
+    auto ignore = [&](const char *name) {
+      line(std::string("auto ") + name +
+           " = [&](int64_t, int64_t, int64_t, int64_t, float) {};");
+    };
+    if (!backward) {
+      storer("storeO", outputIndex(op->getResult(0)), op->getResult(0), false);
+      line(call + ", loadQ, loadK, loadV, mask, storeO, kiln_flash_smem);");
+      return;
+    }
+    loader("loadDO", cast<AttentionGradOp>(op).getGrad(), "i");
+    int dq = outputIndex(op->getResult(0)), dk = accumulatorIndex(op->getResult(1)),
+        dv = accumulatorIndex(op->getResult(2));
+    dq >= 0 ? storer("storeDQ", dq, op->getResult(0), false) : ignore("storeDQ");
+    dk >= 0 ? storer("addDK", dk, op->getResult(1), true) : ignore("addDK");
+    dv >= 0 ? storer("addDV", dv, op->getResult(2), true) : ignore("addDV");
+    line(call + ", loadQ, loadK, loadV, loadDO, mask, storeDQ, addDK, addDV, " +
+         (dq >= 0 ? "true" : "false") + ", " + (dk >= 0 ? "true" : "false") + ", " +
+         (dv >= 0 ? "true" : "false") + ", kiln_flash_smem);");
+  }
+
   /// One block per (batch, head, query row); the score row lives in shared
   /// memory, so no S x S tensor exists.
   void attentionKernel(bool backward) {
     Operation *op = plan.anchor;
+    if (isFlashAttention(op))
+      return flashAttentionKernel(backward);
     Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
     Value mask, dout;
     bool causal;
@@ -1424,6 +1494,7 @@ struct Printer {
     plan.kernel.walk([&](Operation *op) {
       source.dynamicMap8 |= isa<DequantizeBlockwise8bitOp, QuantizeBlockwise8bitOp>(op);
     });
+    source.flashAttention = plan.anchor && isFlashAttention(plan.anchor);
     for (BlockArgument arg : plan.inputs) {
       source.bf16 |= typeOf(arg).getElementType().isBF16();
       source.f16 |= typeOf(arg).getElementType().isF16();
@@ -1457,7 +1528,7 @@ __device__ __forceinline__ unsigned int kiln_dynamic_map8_encode(float x) {
   return text;
 }
 
-std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8) {
+std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8, bool flashAttention) {
   std::string prelude;
   if (f16)
     prelude += kF16Prelude;
@@ -1466,11 +1537,13 @@ std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8) {
   prelude += kPrelude;
   if (dynamicMap8)
     prelude += dynamicMap8Prelude();
+  if (flashAttention)
+    prelude += flashAttentionPrelude();
   return prelude;
 }
 
 std::string CudaSource::standalone() const {
-  return comment + "\n" + cudaPrelude(bf16, f16, dynamicMap8) + "\n" + body;
+  return comment + "\n" + cudaPrelude(bf16, f16, dynamicMap8, flashAttention) + "\n" + body;
 }
 
 FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names) {

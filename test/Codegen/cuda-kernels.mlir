@@ -7,6 +7,8 @@
 // RUN: FileCheck %s --check-prefix=ROW < %t/norm_k0_rms_norm_grad.cu
 // RUN: FileCheck %s --check-prefix=XENT < %t/xent_k0_cross_entropy_cross_entropy_grad.cu
 // RUN: FileCheck %s --check-prefix=ATTN < %t/attn_k0_attention.cu
+// RUN: FileCheck %s --check-prefix=LAUNCH < %t.mlir
+// RUN: FileCheck %s --check-prefix=ATTN32 < %t/attn32_k0_attention.cu
 // RUN: FileCheck %s --check-prefix=SCAN < %t/scan_k0_cumsum.cu
 // RUN: FileCheck %s --check-prefix=SCATTER < %t/embed_grad_k0_scatter_add.cu
 // RUN: FileCheck %s --check-prefix=MULTI < %t/update_k0_mul_sub.cu
@@ -84,14 +86,27 @@ func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.
   return %0, %1 : tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>
 }
 
-// Grouped-query attention: one score row in shared memory per query row.
-// ATTN: extern __shared__ float kiln_smem[];
-// ATTN: const int64_t group = 4 / 2; // query heads per kv head
-// ATTN: if (j > i) s = -KILN_INF;
-// ATTN: out0[
+// bf16 grouped-query attention: the tiled tensor-core kernel, a block of 128
+// threads per 64 query rows, fed by element accessors.
+// LAUNCH: kiln_kernel.launch @attn_k0_attention {{.*}} items = #kiln.expr<4*b*s> per 64 block 128 shared #kiln.expr<41472>
+// ATTN: extern __shared__ __align__(128) unsigned char kiln_flash_smem[];
+// ATTN: auto loadK = [&](int64_t b, int64_t h, int64_t j, int64_t d) -> float {
+// ATTN: auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };
+// ATTN: kiln_flash::forward<__nv_bfloat16, 16>(sym_b, 4, 2, sym_s, sym_s, 2.500000000e-01f, true, loadQ, loadK, loadV, mask, storeO, kiln_flash_smem);
 func.func @attn(%q: tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>> {
   %0 = kiln.attention %q, %k, %v {causal} : (tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
   return %0 : tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
+}
+
+// fp32 (or a head dim the tiles do not take): one score row in shared
+// memory per query row.
+// ATTN32: extern __shared__ float kiln_smem[];
+// ATTN32: const int64_t group = 4 / 2; // query heads per kv head
+// ATTN32: if (j > i) s = -KILN_INF;
+// ATTN32: out0[
+func.func @attn32(%q: tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xf32, #kiln.dims<[b, s]>> {
+  %0 = kiln.attention %q, %k, %v {causal} : (tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>, tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>, tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>
+  return %0 : tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>
 }
 
 // SCAN: for (int64_t s = 0; s < seq; ++s)
@@ -125,7 +140,7 @@ func.func @update(%p: tensor<?x8xf32, #kiln.dims<[n]>>, %g: tensor<?x8xf32, #kil
   return %1, %3 : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<64xf32>
 }
 
-// COLD: kiln: 9 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
+// COLD: kiln: 10 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
 // WARM: NVRTC {{[0-9.]+}}: 0 compiled, 2 cached
 
 // MANIFEST: "archs": [

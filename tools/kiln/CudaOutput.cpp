@@ -136,15 +136,16 @@ int buildKernels(ModuleOp module, const CudaOutputOptions &options, KernelBuild 
   std::vector<std::pair<size_t, size_t>> &ranges = build.ranges;
   for (size_t begin = 0; begin < sources.size(); begin += kKernelsPerModule) {
     size_t end = std::min(sources.size(), begin + kKernelsPerModule);
-    bool bf16 = false, f16 = false, map8 = false;
+    bool bf16 = false, f16 = false, map8 = false, flash = false;
     for (size_t i = begin; i < end; ++i) {
       bf16 |= sources[i].bf16;
       f16 |= sources[i].f16;
       map8 |= sources[i].dynamicMap8;
+      flash |= sources[i].flashAttention;
     }
     std::string text = "// kiln: kernels " + std::to_string(begin) + ".." +
                        std::to_string(end - 1) + " of the step\n" +
-                       codegen::cudaPrelude(bf16, f16, map8);
+                       codegen::cudaPrelude(bf16, f16, map8, flash);
     for (size_t i = begin; i < end; ++i)
       text += "\n" + sources[i].comment + sources[i].body;
     modules.push_back({"module" + std::to_string(modules.size()), std::move(text)});

@@ -48,11 +48,16 @@ struct CudaSource {
   std::string body;    // the __global__ function
   bool bf16 = false, f16 = false;
   bool dynamicMap8 = false; // uses the 8-bit dynamic map (NF4 double quant)
+  bool flashAttention = false; // calls kiln_flash (FlashAttention.cpp)
   std::string standalone() const;
 };
 /// Device helpers (block reductions, atomics), the fp16/bf16 headers and,
-/// when asked, the 8-bit dynamic quantization map.
-std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false);
+/// when asked, the 8-bit dynamic quantization map and the tiled attention
+/// kernels.
+std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false,
+                        bool flashAttention = false);
+/// The tiled tensor-core attention kernels' device code (kiln_flash).
+const char *flashAttentionPrelude();
 
 /// Step 3: the kernel's CUDA C++.
 mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names);

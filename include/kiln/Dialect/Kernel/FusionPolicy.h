@@ -83,6 +83,16 @@ struct LaunchShape {
 };
 LaunchShape launchShape(FusionKind kind, mlir::Block &body);
 
+/// Whether an attention / attention_grad op runs as the tiled tensor-core
+/// kernel (lib/Codegen/FlashAttention.cpp): q, k, v (and the gradient) of
+/// one bf16/f16 type and a static head dim, equal for q/k and v, that is a
+/// multiple of 16 and at most 128. Blocks of 128 threads own 64 query rows.
+bool isFlashAttention(mlir::Operation *op);
+/// Shared memory of a flash attention block (forward or backward): the
+/// kernels' tile layout, in bytes.
+int64_t flashAttentionSharedBytes(int64_t headDim, bool backward);
+inline constexpr int64_t kFlashAttentionRows = 64;
+
 /// The anchor op of a non-loop kernel body (row / scan / scatter /
 /// attention op); null for loop kernels.
 mlir::Operation *anchorOp(FusionKind kind, mlir::Block &body);

@@ -9,6 +9,8 @@
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
 #include "mlir/IR/Matchers.h"
+
+#include <cmath>
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
@@ -182,6 +184,79 @@ Value stripRepeatKv(Value v) {
   return kv;
 }
 
+/// `v * c` (or `c * v`) with a splat constant c of v's type: multiplies
+/// \p scale by c and returns v; otherwise `v` itself.
+Value stripScale(Value v, double &scale) {
+  auto mul = v.getDefiningOp<MulOp>();
+  if (!mul)
+    return v;
+  for (Value side : {mul.getRhs(), mul.getLhs()}) {
+    Value other = otherOperand(mul, side);
+    std::optional<double> c = splatValue(side);
+    if (c && other.getType() == mul.getType()) {
+      scale *= *c;
+      return other;
+    }
+  }
+  return v;
+}
+
+/// k [B, H, L, D] from its transpose k^T [B, H, D, L] spelled as
+/// transpose(0, 1, 3, 2), or as PyTorch's export spells it: reshape to
+/// [B*H, L, D], transpose(0, 2, 1), reshape to [B, H, D, L]. Null otherwise.
+Value keyOfTranspose(Value keyT) {
+  if (auto t = keyT.getDefiningOp<TransposeOp>())
+    return t.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2} ? t.getInput() : Value();
+  auto outer = keyT.getDefiningOp<ReshapeOp>();
+  auto t = outer ? outer.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
+  auto inner = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner || t.getPerm() != ArrayRef<int64_t>{0, 2, 1})
+    return {};
+  Value key = inner.getInput();
+  RankedTensorType k = tensorOf(key), merged = tensorOf(inner), out = tensorOf(outer);
+  if (k.getRank() != 4 || merged.getRank() != 3 || out.getRank() != 4)
+    return {};
+  DimList kd = getDims(k), md = getDims(merged), od = getDims(out);
+  if (md[1] != kd[2] || md[2] != kd[3] || od[0] != kd[0] || od[1] != kd[1] || od[2] != kd[3] ||
+      od[3] != kd[2])
+    return {};
+  return key;
+}
+
+/// The exported causal mask: select(trilu(ones) == 0, lowest, 0) over
+/// [S, L] (trilu keeping the lower triangle, diagonal 0), or its != 0
+/// spelling with the branches swapped: position (i, j) is -inf for j > i.
+bool isCausalMask(Value mask) {
+  auto select = mask.getDefiningOp<SelectOp>();
+  if (!select || tensorOf(mask).getRank() != 2)
+    return false;
+  Value cond = select.getCondition();
+  Value lhs, rhs;
+  bool keepWhenTrue;
+  if (auto eq = cond.getDefiningOp<EqOp>()) {
+    lhs = eq.getLhs(), rhs = eq.getRhs(), keepWhenTrue = false;
+  } else if (auto ne = cond.getDefiningOp<NeOp>()) {
+    lhs = ne.getLhs(), rhs = ne.getRhs(), keepWhenTrue = true;
+  } else {
+    return false;
+  }
+  std::optional<double> zero = splatValue(rhs);
+  auto trilu = lhs.getDefiningOp<TriluOp>();
+  if (!trilu || !zero || *zero != 0 || trilu.getUpper() || trilu.getDiagonal() != 0)
+    return false;
+  auto expand = trilu.getInput().getDefiningOp<ExpandOp>();
+  std::optional<double> one = expand ? splatValue(expand.getInput()) : splatValue(trilu.getInput());
+  if (!one || *one == 0)
+    return false;
+  std::optional<double> keep = splatValue(keepWhenTrue ? select.getTrueValue()
+                                                       : select.getFalseValue());
+  std::optional<double> drop = splatValue(keepWhenTrue ? select.getFalseValue()
+                                                       : select.getTrueValue());
+  // -inf, or the dtype's lowest value (torch.finfo(dtype).min; fp16's is
+  // -65504): either makes exp() of the masked score exactly 0.
+  return keep && drop && *keep == 0 && *drop <= -65504.0;
+}
+
 /// softmax(q k^T * scale + mask) v -> attention(q, k, v, mask).
 struct RaiseAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -223,14 +298,15 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     auto qk = scores.getDefiningOp<MatmulOp>();
     if (!qk || qk.getTransposeA())
       return failure();
-    Value key = qk.getRhs();
+    // PyTorch's export splits the scale as sqrt(scale) on q and on k^T.
+    Value query = stripScale(qk.getLhs(), scale);
+    Value key = stripScale(qk.getRhs(), scale);
     if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
-      auto transpose = key.getDefiningOp<TransposeOp>();
-      if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 1, 3, 2})
+      key = keyOfTranspose(key);
+      if (!key)
         return failure();
-      key = transpose.getInput();
     }
-    Value query = qk.getLhs(), value = pv.getRhs();
+    Value value = pv.getRhs();
     if (tensorOf(query).getRank() != 4 || tensorOf(key).getRank() != 4 ||
         tensorOf(value).getRank() != 4)
       return failure();
@@ -244,8 +320,12 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
       key = strippedKey;
       value = strippedValue;
     }
+    bool causal = mask && isCausalMask(mask) &&
+                  getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
+    if (causal)
+      mask = {};
     auto attention = rewriter.create<AttentionOp>(
-        pv.getLoc(), pv.getType(), query, key, value, mask, /*causal=*/false,
+        pv.getLoc(), pv.getType(), query, key, value, mask, causal,
         rewriter.getF64FloatAttr(scale));
     rewriter.replaceOp(pv, attention.getResult());
     return success();

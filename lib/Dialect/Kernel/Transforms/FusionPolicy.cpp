@@ -139,6 +139,36 @@ int64_t loopVectorWidth(Block &body) {
   return width;
 }
 
+bool isFlashAttention(Operation *op) {
+  if (!isa<AttentionOp, AttentionGradOp>(op))
+    return false;
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  RankedTensorType q = type(op->getOperand(0)), k = type(op->getOperand(1)),
+                   v = type(op->getOperand(2));
+  Type element = q.getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return false;
+  if (k.getElementType() != element || v.getElementType() != element)
+    return false;
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    if (type(grad.getGrad()).getElementType() != element)
+      return false;
+  int64_t d = q.getDimSize(3);
+  return !q.isDynamicDim(3) && d % 16 == 0 && d <= 128 && k.getDimSize(3) == d &&
+         v.getDimSize(3) == d;
+}
+
+int64_t flashAttentionSharedBytes(int64_t headDim, bool backward) {
+  const int64_t rows = kFlashAttentionRows, cols = 64, warps = 4;
+  const int64_t ld = headDim + 8, lds = cols + 4, ldp = cols + 8, ldo = headDim + 4;
+  if (!backward) // Q, K, V; S (fp32); P; O (fp32); row max and sum
+    return 2 * (rows * ld + 2 * cols * ld) + 4 * rows * lds + 2 * rows * ldp + 4 * rows * ldo +
+           4 * 2 * rows;
+  // Q, dO, K, V; S, dP (fp32); P, dS; dQ (fp32); a 16 x 16 stage per warp.
+  return 2 * (2 * rows * ld + 2 * cols * ld) + 4 * 2 * rows * lds + 2 * 2 * rows * ldp +
+         4 * rows * ldo + 4 * warps * 256;
+}
+
 LaunchShape launchShape(FusionKind kind, Block &body) {
   MLIRContext *context = body.getParentOp()->getContext();
   LaunchShape shape;
@@ -184,6 +214,15 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
   case FusionKind::attention_grad: {
     Value query = anchor->getOperand(0), key = anchor->getOperand(1);
     DimList q = getDims(type(query));
+    if (isFlashAttention(anchor)) {
+      // A block per 64 query rows of a head (the kernel loops over tiles).
+      shape.items = dimProduct(ArrayRef<Dim>(q).drop_back(), context);
+      shape.itemsPerBlock = kFlashAttentionRows;
+      shape.block = 128;
+      shape.shared = dimConst(context, flashAttentionSharedBytes(type(query).getDimSize(3),
+                                                                 kind == FusionKind::attention_grad));
+      break;
+    }
     shape.items = dimProduct(ArrayRef<Dim>(q).drop_back(), context);
     shape.itemsPerBlock = 1;
     shape.block = 128;

@@ -1,0 +1,324 @@
+//===- FlashAttention.cpp - Tiled tensor-core attention kernels ----------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// kiln.attention and kiln.attention_grad on bf16/f16 inputs with a head
+// dimension of 16..128 (a multiple of 16) run as FlashAttention-style tiled
+// kernels: a block of 4 warps owns 64 query rows of one (batch, head) and
+// walks the keys 64 at a time; Q K^T, P V and the backward's five products
+// are WMMA tensor-core products from shared memory, the softmax is online
+// (running row max and sum), so no S x S tensor exists anywhere.
+//
+// The generated kernel supplies the element accessors as lambdas (the
+// operands may be strided views or fused producers) and calls
+// kiln_flash::forward / backward from this prelude. The backward is query-
+// tile parallel: a first pass over the keys recomputes each row's max, sum
+// and Delta = rowsum(P * dP) online (no forward output or statistics
+// needed), the second makes P and dS, keeps dQ in shared memory and adds
+// the tile's dK and dV partial products into fp32 accumulators atomically.
+// Shared memory layouts are fixed by D; kernel::flashAttentionSharedBytes()
+// (FusionPolicy.cpp), which sizes the launch, is the same arithmetic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Codegen/Cuda.h"
+
+namespace kiln::codegen {
+
+const char *flashAttentionPrelude() {
+  return R"CUDA(#include <mma.h>
+namespace kiln_flash {
+using namespace nvcuda;
+constexpr int BM = 64, BN = 64;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
+template <typename T, typename Layout>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, Layout>;
+template <typename T, typename Layout>
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
+
+// C(16 x 16, fp32 at c, ldc) (+)= A(16 x K) B(K x 16), K = 16 * steps; A and
+// B advance by aStep / bStep elements per 16 of K.
+template <typename T, typename LA, typename LB>
+__device__ __forceinline__ void product(float *c, int ldc, bool accumulate, const T *a, int lda,
+                                        int aStep, const T *b, int ldb, int bStep, int steps) {
+  Acc acc;
+  if (accumulate)
+    wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
+  else
+    wmma::fill_fragment(acc, 0.f);
+  for (int k = 0; k < steps; ++k) {
+    FragA<T, LA> fa;
+    FragB<T, LB> fb;
+    wmma::load_matrix_sync(fa, a + k * aStep, lda);
+    wmma::load_matrix_sync(fb, b + k * bStep, ldb);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+  wmma::store_matrix_sync(c, acc, ldc, wmma::mem_row_major);
+}
+
+// Scores of one row: lane pair (2r, 2r+1) of a warp owns row r of the
+// warp's 16, each 32 of the 64 columns. Returns the masked, scaled scores.
+template <typename Mask>
+__device__ __forceinline__ void rowScores(float (&s)[32], const float *S, int lds, int r, int c0,
+                                          int64_t b, int64_t h, int64_t i, int64_t j0,
+                                          int64_t Sq, int64_t L, float scale, bool causal,
+                                          Mask &mask) {
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    const int64_t j = j0 + c0 + c;
+    float v = S[r * lds + c0 + c] * scale;
+    if (j >= L || i >= Sq || (causal && j > i))
+      v = -KILN_INF;
+    else
+      v += mask(b, h, i, j);
+    s[c] = v;
+  }
+}
+
+template <typename T, int D, typename LoadQ, typename LoadK, typename LoadV, typename Mask,
+          typename StoreO>
+__device__ void forward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale,
+                        bool causal, LoadQ loadQ, LoadK loadK, LoadV loadV, Mask mask,
+                        StoreO storeO, unsigned char *smem) {
+  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
+  T *Qs = reinterpret_cast<T *>(smem);
+  T *Ks = Qs + BM * LD;
+  T *Vs = Ks + BN * LD;
+  float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
+  T *Ps = reinterpret_cast<T *>(Ss + BM * LDS);
+  float *Os = reinterpret_cast<float *>(Ps + BM * LDP);
+  float *rowM = Os + BM * LDO, *rowL = rowM + BM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
+  const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
+    const int64_t hk = h / group, i = i0 + r;
+    __syncthreads(); // the previous tile is done with shared memory
+    for (int t = threadIdx.x; t < BM * D; t += blockDim.x) {
+      const int rr = t / D, d = t % D;
+      const int64_t ii = i0 + rr;
+      Qs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadQ(b, h, ii, d) : 0.f);
+      Os[rr * LDO + d] = 0.f;
+    }
+    if (lane % 2 == 0) {
+      rowM[r] = -KILN_INF;
+      rowL[r] = 0.f;
+    }
+    const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
+    for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
+      __syncthreads();
+      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
+        const int rr = t / D, d = t % D;
+        const int64_t j = j0 + rr;
+        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
+        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
+      }
+      __syncthreads();
+      for (int n = 0; n < BN / 16; ++n) // S = Q K^T
+        product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
+                                                     Qs + warp * 16 * LD, LD, 16,
+                                                     Ks + n * 16 * LD, LD, 16, D / 16);
+      __syncwarp();
+      float s[32];
+      rowScores(s, Ss, LDS, r, c0, b, h, i, j0, Sq, L, scale, causal, mask);
+      float mx = -KILN_INF;
+#pragma unroll
+      for (int c = 0; c < 32; ++c)
+        mx = fmaxf(mx, s[c]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float mOld = rowM[r], mNew = fmaxf(mOld, mx);
+      const float base = mNew == -KILN_INF ? 0.f : mNew;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const float p = __expf(s[c] - base);
+        Ps[r * LDP + c0 + c] = static_cast<T>(p);
+        sum += p;
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      const float alpha = __expf(mOld - base);
+      for (int d = (lane % 2) * (D / 2); d < (lane % 2 + 1) * (D / 2); ++d)
+        Os[r * LDO + d] *= alpha;
+      __syncwarp(); // both lanes of the pair read rowM before it changes
+      if (lane % 2 == 0) {
+        rowM[r] = mNew;
+        rowL[r] = rowL[r] * alpha + sum;
+      }
+      __syncwarp();
+      for (int n = 0; n < D / 16; ++n) // O += P V
+        product<T, wmma::row_major, wmma::row_major>(Os + warp * 16 * LDO + n * 16, LDO, true,
+                                                     Ps + warp * 16 * LDP, LDP, 16,
+                                                     Vs + n * 16, LD, 16 * LD, BN / 16);
+      __syncwarp();
+    }
+    __syncwarp();
+    for (int t = lane; t < 16 * D; t += 32) {
+      const int rr = warp * 16 + t / D, d = t % D;
+      const int64_t ii = i0 + rr;
+      if (ii < Sq) {
+        const float l = rowL[rr];
+        storeO(b, h, ii, d, l > 0.f ? Os[rr * LDO + d] / l : 0.f);
+      }
+    }
+  }
+}
+
+template <typename T, int D, typename LoadQ, typename LoadK, typename LoadV, typename LoadDO,
+          typename Mask, typename StoreDQ, typename AddDK, typename AddDV>
+__device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale,
+                         bool causal, LoadQ loadQ, LoadK loadK, LoadV loadV, LoadDO loadDO,
+                         Mask mask, StoreDQ storeDQ, AddDK addDK, AddDV addDV, bool wantDQ,
+                         bool wantDK, bool wantDV, unsigned char *smem) {
+  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
+  T *Qs = reinterpret_cast<T *>(smem);
+  T *dOs = Qs + BM * LD;
+  T *Ks = dOs + BM * LD;
+  T *Vs = Ks + BN * LD;
+  float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
+  float *dPs = Ss + BM * LDS;
+  T *Ps = reinterpret_cast<T *>(dPs + BM * LDS);
+  T *dSs = Ps + BM * LDP;
+  float *dQs = reinterpret_cast<float *>(dSs + BM * LDP);
+  float *stage = dQs + BM * LDO; // 16 x 16 per warp
+  // (the row statistics live in registers: lane pairs own rows)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
+  float *myStage = stage + warp * 256;
+  const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
+    const int64_t hk = h / group, i = i0 + r;
+    __syncthreads();
+    for (int t = threadIdx.x; t < BM * D; t += blockDim.x) {
+      const int rr = t / D, d = t % D;
+      const int64_t ii = i0 + rr;
+      Qs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadQ(b, h, ii, d) : 0.f);
+      dOs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadDO(b, h, ii, d) : 0.f);
+      dQs[rr * LDO + d] = 0.f;
+    }
+    const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
+    // Pass 1: each row's max, sum and sum of p * dP, online.
+    float m = -KILN_INF, l = 0.f, pdp = 0.f;
+    for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
+      __syncthreads();
+      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
+        const int rr = t / D, d = t % D;
+        const int64_t j = j0 + rr;
+        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
+        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
+      }
+      __syncthreads();
+      for (int n = 0; n < BN / 16; ++n) {
+        product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
+                                                     Qs + warp * 16 * LD, LD, 16,
+                                                     Ks + n * 16 * LD, LD, 16, D / 16);
+        product<T, wmma::row_major, wmma::col_major>(dPs + warp * 16 * LDS + n * 16, LDS, false,
+                                                     dOs + warp * 16 * LD, LD, 16,
+                                                     Vs + n * 16 * LD, LD, 16, D / 16);
+      }
+      __syncwarp();
+      float s[32];
+      rowScores(s, Ss, LDS, r, c0, b, h, i, j0, Sq, L, scale, causal, mask);
+      float mx = -KILN_INF;
+#pragma unroll
+      for (int c = 0; c < 32; ++c)
+        mx = fmaxf(mx, s[c]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float mNew = fmaxf(m, mx), base = mNew == -KILN_INF ? 0.f : mNew;
+      float sum = 0.f, dot = 0.f;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const float p = __expf(s[c] - base);
+        sum += p;
+        dot += p * dPs[r * LDS + c0 + c];
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      const float alpha = __expf(m - base);
+      l = l * alpha + sum;
+      pdp = pdp * alpha + dot;
+      m = mNew;
+    }
+    const float base = m == -KILN_INF ? 0.f : m, inv = l > 0.f ? 1.f / l : 0.f;
+    const float delta = pdp * inv;
+    // Pass 2: P, dS; dQ += dS K here, dK += dS^T Q and dV += P^T dO atomically.
+    for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
+      __syncthreads();
+      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
+        const int rr = t / D, d = t % D;
+        const int64_t j = j0 + rr;
+        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
+        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
+      }
+      __syncthreads();
+      for (int n = 0; n < BN / 16; ++n) {
+        product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
+                                                     Qs + warp * 16 * LD, LD, 16,
+                                                     Ks + n * 16 * LD, LD, 16, D / 16);
+        product<T, wmma::row_major, wmma::col_major>(dPs + warp * 16 * LDS + n * 16, LDS, false,
+                                                     dOs + warp * 16 * LD, LD, 16,
+                                                     Vs + n * 16 * LD, LD, 16, D / 16);
+      }
+      __syncwarp();
+      float s[32];
+      rowScores(s, Ss, LDS, r, c0, b, h, i, j0, Sq, L, scale, causal, mask);
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const float p = __expf(s[c] - base) * inv;
+        Ps[r * LDP + c0 + c] = static_cast<T>(p);
+        dSs[r * LDP + c0 + c] = static_cast<T>(p * (dPs[r * LDS + c0 + c] - delta));
+      }
+      __syncthreads(); // dK and dV contract over every row of the tile
+      if (wantDQ)
+        for (int n = 0; n < D / 16; ++n) // dQ += dS K
+          product<T, wmma::row_major, wmma::row_major>(dQs + warp * 16 * LDO + n * 16, LDO, true,
+                                                       dSs + warp * 16 * LDP, LDP, 16,
+                                                       Ks + n * 16, LD, 16 * LD, BN / 16);
+      // Warp w owns keys 16w .. 16w + 15 of the tile.
+      const int64_t jw = j0 + warp * 16;
+      for (int n = 0; n < D / 16; ++n) {
+        if (wantDK && jw < L) { // dK += dS^T Q
+          product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, dSs + warp * 16, LDP,
+                                                       16 * LDP, Qs + n * 16, LD, 16 * LD,
+                                                       BM / 16);
+          __syncwarp();
+          for (int t = lane; t < 256; t += 32) {
+            const int64_t j = jw + t / 16;
+            if (j < L)
+              addDK(b, hk, j, n * 16 + t % 16, myStage[t] * scale);
+          }
+          __syncwarp();
+        }
+        if (wantDV && jw < L) { // dV += P^T dO
+          product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, Ps + warp * 16, LDP,
+                                                       16 * LDP, dOs + n * 16, LD, 16 * LD,
+                                                       BM / 16);
+          __syncwarp();
+          for (int t = lane; t < 256; t += 32) {
+            const int64_t j = jw + t / 16;
+            if (j < L)
+              addDV(b, hk, j, n * 16 + t % 16, myStage[t]);
+          }
+          __syncwarp();
+        }
+      }
+    }
+    if (wantDQ) {
+      __syncwarp();
+      for (int t = lane; t < 16 * D; t += 32) {
+        const int rr = warp * 16 + t / D, d = t % D;
+        const int64_t ii = i0 + rr;
+        if (ii < Sq)
+          storeDQ(b, h, ii, d, dQs[rr * LDO + d] * scale);
+      }
+    }
+  }
+}
+} // namespace kiln_flash
+)CUDA";
+}
+
+} // namespace kiln::codegen
