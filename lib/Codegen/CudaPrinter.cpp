@@ -1181,8 +1181,9 @@ struct Printer {
     close();
   }
 
-  /// bf16/f16 attention: the tiled tensor-core kernels of FlashAttention.cpp,
-  /// given element accessors as lambdas.
+  /// bf16/f16 attention: the tiled tensor-core kernels of FlashAttention.cpp
+  /// read q, k, v (and dout) as dense kernel inputs; the mask (maybe a fused
+  /// producer) and the result stores are lambdas.
   void flashAttentionKernel(bool backward) {
     Operation *op = plan.anchor;
     Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
@@ -1190,24 +1191,25 @@ struct Printer {
     bool causal = backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
     std::optional<APFloat> scaleAttr =
         backward ? cast<AttentionGradOp>(op).getScale() : cast<AttentionOp>(op).getScale();
+    SmallVector<Value> dense = {q, k, v};
+    if (backward)
+      dense.push_back(cast<AttentionGradOp>(op).getGrad());
+    std::string pointers;
+    for (Value operand : dense) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg)
+        return fail(op, "tiled attention reads q, k, v and the gradient from kernel inputs");
+      pointers += names.params.lookup(arg) + ", ";
+    }
     SmallVector<std::string> qd = dims(q), kd = dims(k);
     int64_t headDim = typeOf(q).getDimSize(3);
     double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
     std::string element = storageType(elementOf(q));
-    // value() may print statements: each accessor is a lambda body.
-    auto loader = [&](const char *name, Value operand, const char *row) {
-      open(std::string("auto ") + name + " = [&](int64_t b, int64_t h, int64_t " + row +
-           ", int64_t d) -> float");
-      line("return " + value(operand, {"b", "h", row, "d"}) + ";");
-      close("};");
-    };
     line("extern __shared__ __align__(128) unsigned char kiln_flash_smem[];");
-    loader("loadQ", q, "i");
-    loader("loadK", k, "j");
-    loader("loadV", v, "j");
     if (!mask) {
       line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
     } else {
+      // value() may print statements: the accessor is a lambda body.
       open("auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float");
       std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
       line("return " +
@@ -1216,37 +1218,49 @@ struct Printer {
            ";");
       close("};");
     }
-    std::string args = qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+    std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
+                       element + ", " + std::to_string(headDim) + ">(" + pointers + qd[0] +
+                       ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
                        literal(scale, Float32Type::get(q.getContext())) + ", " +
                        (causal ? "true" : "false");
-    std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
-                       element + ", " + std::to_string(headDim) + ">(" + args;
-    auto storer = [&](const char *name, int index, Value result, bool atomic) {
-      std::string at = outName(index) + "[" + linear({"b", "h", "i", "d"}, dims(result)) + "]";
-      line(std::string("auto ") + name +
-           " = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
-           (atomic ? "kiln_atomic_add(&" + at + ", x);"
-                   : at + " = " + store(elementOf(result), "x") + ";") +
-           " };");
-    };
-    auto ignore = [&](const char *name) {
-      line(std::string("auto ") + name +
-           " = [&](int64_t, int64_t, int64_t, int64_t, float) {};");
+    auto at = [&](int index, Value result) {
+      return outName(index) + "[" + linear({"b", "h", "i", "d"}, dims(result)) + "]";
     };
     if (!backward) {
-      storer("storeO", outputIndex(op->getResult(0)), op->getResult(0), false);
-      line(call + ", loadQ, loadK, loadV, mask, storeO, kiln_flash_smem);");
+      line("auto storeO = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
+           at(outputIndex(op->getResult(0)), op->getResult(0)) + " = " +
+           store(elementOf(op->getResult(0)), "x") + "; };");
+      line(call + ", mask, storeO, kiln_flash_smem);");
       return;
     }
-    loader("loadDO", cast<AttentionGradOp>(op).getGrad(), "i");
     int dq = outputIndex(op->getResult(0)), dk = accumulatorIndex(op->getResult(1)),
         dv = accumulatorIndex(op->getResult(2));
-    dq >= 0 ? storer("storeDQ", dq, op->getResult(0), false) : ignore("storeDQ");
-    dk >= 0 ? storer("addDK", dk, op->getResult(1), true) : ignore("addDK");
-    dv >= 0 ? storer("addDV", dv, op->getResult(2), true) : ignore("addDV");
-    line(call + ", loadQ, loadK, loadV, loadDO, mask, storeDQ, addDK, addDV, " +
-         (dq >= 0 ? "true" : "false") + ", " + (dk >= 0 ? "true" : "false") + ", " +
-         (dv >= 0 ? "true" : "false") + ", kiln_flash_smem);");
+    if (dq >= 0)
+      line("auto storeDQ = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
+           at(dq, op->getResult(0)) + " = " + store(elementOf(op->getResult(0)), "x") + "; };");
+    else
+      line("auto storeDQ = [&](int64_t, int64_t, int64_t, int64_t, float) {};");
+    // dK and dV: four consecutive elements of an fp32 accumulator at once.
+    auto adder = [&](const char *name, int index, Value result) {
+      if (index < 0) {
+        line(std::string("auto ") + name + " = [&](int64_t, int64_t, int64_t, int64_t, float4) {};");
+        return;
+      }
+      std::string target = "&" + at(index, result);
+      line(std::string("auto ") + name +
+           " = [&](int64_t b, int64_t h, int64_t i, int64_t d, float4 x) { " +
+           (typeOf(plan.outputs[index]).getElementType().isF32()
+                ? "kiln_flash::atomicAdd4(" + target + ", x);"
+                : "kiln_atomic_add(" + target + ", x.x); kiln_atomic_add(" + target +
+                      " + 1, x.y); kiln_atomic_add(" + target + " + 2, x.z); kiln_atomic_add(" +
+                      target + " + 3, x.w);") +
+           " };");
+    };
+    adder("addDK", dk, op->getResult(1));
+    adder("addDV", dv, op->getResult(2));
+    line(call + ", mask, storeDQ, addDK, addDV, " + (dq >= 0 ? "true" : "false") + ", " +
+         (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") +
+         ", kiln_flash_smem);");
   }
 
   /// One block per (batch, head, query row); the score row lives in shared

@@ -11,8 +11,9 @@
 // are WMMA tensor-core products from shared memory, the softmax is online
 // (running row max and sum), so no S x S tensor exists anywhere.
 //
-// The generated kernel supplies the element accessors as lambdas (the
-// operands may be strided views or fused producers) and calls
+// The generated kernel passes q, k, v (and dout): dense [B, H, S, D] and
+// [B, Hkv, L, D] buffers, loaded 16 bytes at a time; the mask (possibly a
+// fused producer) and the stores of the results as lambdas; and calls
 // kiln_flash::forward / backward from this prelude. The backward is query-
 // tile parallel: a first pass over the keys recomputes each row's max, sum
 // and Delta = rowsum(P * dP) online (no forward output or statistics
@@ -37,6 +38,33 @@ template <typename T, typename Layout>
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, Layout>;
 template <typename T, typename Layout>
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
+
+// dK / dV partial sums: four fp32 atomics in one on sm_90.
+__device__ __forceinline__ void atomicAdd4(float *p, float4 v) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4 *>(p), v);
+#else
+  atomicAdd(p, v.x);
+  atomicAdd(p + 1, v.y);
+  atomicAdd(p + 2, v.z);
+  atomicAdd(p + 3, v.w);
+#endif
+}
+
+// 64 rows of D elements from a dense source (row 0 at src, rows past
+// `rows` read as zero) into shared memory with row stride LD, 16 bytes per
+// access.
+template <typename T, int D, int LD>
+__device__ __forceinline__ void loadTile(T *dst, const T *src, int64_t rows) {
+  constexpr int V = D / 8;
+  for (int t = threadIdx.x; t < 64 * V; t += blockDim.x) {
+    const int r = t / V, c = (t % V) * 8;
+    uint4 x = make_uint4(0u, 0u, 0u, 0u);
+    if (r < rows)
+      x = *reinterpret_cast<const uint4 *>(src + (int64_t)r * D + c);
+    *reinterpret_cast<uint4 *>(dst + r * LD + c) = x;
+  }
+}
 
 // C(16 x 16, fp32 at c, ldc) (+)= A(16 x K) B(K x 16), K = 16 * steps; A and
 // B advance by aStep / bStep elements per 16 of K.
@@ -77,10 +105,9 @@ __device__ __forceinline__ void rowScores(float (&s)[32], const float *S, int ld
   }
 }
 
-template <typename T, int D, typename LoadQ, typename LoadK, typename LoadV, typename Mask,
-          typename StoreO>
-__device__ void forward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale,
-                        bool causal, LoadQ loadQ, LoadK loadK, LoadV loadV, Mask mask,
+template <typename T, int D, typename Mask, typename StoreO>
+__device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H, int64_t Hkv,
+                        int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
                         StoreO storeO, unsigned char *smem) {
   constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
   T *Qs = reinterpret_cast<T *>(smem);
@@ -97,12 +124,9 @@ __device__ void forward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
     __syncthreads(); // the previous tile is done with shared memory
-    for (int t = threadIdx.x; t < BM * D; t += blockDim.x) {
-      const int rr = t / D, d = t % D;
-      const int64_t ii = i0 + rr;
-      Qs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadQ(b, h, ii, d) : 0.f);
-      Os[rr * LDO + d] = 0.f;
-    }
+    loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
+    for (int t = threadIdx.x; t < BM * D; t += blockDim.x)
+      Os[(t / D) * LDO + t % D] = 0.f;
     if (lane % 2 == 0) {
       rowM[r] = -KILN_INF;
       rowL[r] = 0.f;
@@ -110,12 +134,8 @@ __device__ void forward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
-        const int rr = t / D, d = t % D;
-        const int64_t j = j0 + rr;
-        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
-        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
-      }
+      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
       __syncthreads();
       for (int n = 0; n < BN / 16; ++n) // S = Q K^T
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
@@ -166,12 +186,11 @@ __device__ void forward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L
   }
 }
 
-template <typename T, int D, typename LoadQ, typename LoadK, typename LoadV, typename LoadDO,
-          typename Mask, typename StoreDQ, typename AddDK, typename AddDV>
-__device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale,
-                         bool causal, LoadQ loadQ, LoadK loadK, LoadV loadV, LoadDO loadDO,
-                         Mask mask, StoreDQ storeDQ, AddDK addDK, AddDV addDV, bool wantDQ,
-                         bool wantDK, bool wantDV, unsigned char *smem) {
+template <typename T, int D, typename Mask, typename StoreDQ, typename AddDK, typename AddDV>
+__device__ void backward(const T *q, const T *k, const T *v, const T *dout, int64_t B, int64_t H,
+                         int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
+                         StoreDQ storeDQ, AddDK addDK, AddDV addDV, bool wantDQ, bool wantDK,
+                         bool wantDV, unsigned char *smem) {
   constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
   T *Qs = reinterpret_cast<T *>(smem);
   T *dOs = Qs + BM * LD;
@@ -192,24 +211,17 @@ __device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t 
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
     __syncthreads();
-    for (int t = threadIdx.x; t < BM * D; t += blockDim.x) {
-      const int rr = t / D, d = t % D;
-      const int64_t ii = i0 + rr;
-      Qs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadQ(b, h, ii, d) : 0.f);
-      dOs[rr * LD + d] = static_cast<T>(ii < Sq ? (float)loadDO(b, h, ii, d) : 0.f);
-      dQs[rr * LDO + d] = 0.f;
-    }
+    loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
+    loadTile<T, D, LD>(dOs, dout + ((b * H + h) * Sq + i0) * D, Sq - i0);
+    for (int t = threadIdx.x; t < BM * D; t += blockDim.x)
+      dQs[(t / D) * LDO + t % D] = 0.f;
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
     // Pass 1: each row's max, sum and sum of p * dP, online.
     float m = -KILN_INF, l = 0.f, pdp = 0.f;
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
-        const int rr = t / D, d = t % D;
-        const int64_t j = j0 + rr;
-        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
-        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
-      }
+      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
       __syncthreads();
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
@@ -247,12 +259,8 @@ __device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t 
     // Pass 2: P, dS; dQ += dS K here, dK += dS^T Q and dV += P^T dO atomically.
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      for (int t = threadIdx.x; t < BN * D; t += blockDim.x) {
-        const int rr = t / D, d = t % D;
-        const int64_t j = j0 + rr;
-        Ks[rr * LD + d] = static_cast<T>(j < L ? (float)loadK(b, hk, j, d) : 0.f);
-        Vs[rr * LD + d] = static_cast<T>(j < L ? (float)loadV(b, hk, j, d) : 0.f);
-      }
+      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
       __syncthreads();
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
@@ -285,10 +293,12 @@ __device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t 
                                                        16 * LDP, Qs + n * 16, LD, 16 * LD,
                                                        BM / 16);
           __syncwarp();
-          for (int t = lane; t < 256; t += 32) {
+          for (int t = lane * 4; t < 256; t += 128) {
             const int64_t j = jw + t / 16;
             if (j < L)
-              addDK(b, hk, j, n * 16 + t % 16, myStage[t] * scale);
+              addDK(b, hk, j, n * 16 + t % 16,
+                    make_float4(myStage[t] * scale, myStage[t + 1] * scale,
+                                myStage[t + 2] * scale, myStage[t + 3] * scale));
           }
           __syncwarp();
         }
@@ -297,10 +307,11 @@ __device__ void backward(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t 
                                                        16 * LDP, dOs + n * 16, LD, 16 * LD,
                                                        BM / 16);
           __syncwarp();
-          for (int t = lane; t < 256; t += 32) {
+          for (int t = lane * 4; t < 256; t += 128) {
             const int64_t j = jw + t / 16;
             if (j < L)
-              addDV(b, hk, j, n * 16 + t % 16, myStage[t]);
+              addDV(b, hk, j, n * 16 + t % 16,
+                    make_float4(myStage[t], myStage[t + 1], myStage[t + 2], myStage[t + 3]));
           }
           __syncwarp();
         }
