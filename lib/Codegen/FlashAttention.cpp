@@ -17,7 +17,7 @@
 // kiln_flash::forward / backward from this prelude. The backward is query-
 // tile parallel: a first pass over the keys recomputes each row's max, sum
 // and Delta = rowsum(P * dP) online (no forward output or statistics
-// needed), the second makes P and dS, keeps dQ in shared memory and adds
+// needed), the second makes P and dS, keeps dQ in registers and adds
 // the tile's dK and dV partial products into fp32 accumulators atomically.
 // Shared memory layouts are fixed by D; kernel::flashAttentionSharedBytes()
 // (FusionPolicy.cpp), which sizes the launch, is the same arithmetic.
@@ -105,6 +105,37 @@ __device__ __forceinline__ void rowScores(float (&s)[32], const float *S, int ld
   }
 }
 
+// A K or V tile (64 rows of D) travels global -> registers -> shared memory:
+// the next tile's loads are issued before this tile's products, so their
+// latency hides behind the tensor-core work. Blocks have 128 threads.
+template <typename T, int D>
+struct TilePrefetch {
+  static constexpr int V = D / 8, PER = 64 * V / 128;
+  uint4 regs[PER];
+  __device__ __forceinline__ void load(const T *src, int64_t rows) {
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+      const int e = threadIdx.x + 128 * u, r = e / V, c = (e % V) * 8;
+      regs[u] = r < rows ? *reinterpret_cast<const uint4 *>(src + (int64_t)r * D + c)
+                         : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  template <int LD>
+  __device__ __forceinline__ void store(T *dst) const {
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+      const int e = threadIdx.x + 128 * u, r = e / V, c = (e % V) * 8;
+      *reinterpret_cast<uint4 *>(dst + r * LD + c) = regs[u];
+    }
+  }
+};
+
+// Row statistics are rescaled lazily: a row's reference max moves only when
+// a score exceeds it by more than this (natural log units), so P = exp(s -
+// m) stays below e^8 and the output accumulators (in registers) are
+// rescaled through shared memory only then: a few times per row.
+constexpr float kRescaleMargin = 8.f;
+
 template <typename T, int D, typename Mask, typename StoreO>
 __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H, int64_t Hkv,
                         int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
@@ -116,29 +147,38 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
   float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
   T *Ps = reinterpret_cast<T *>(Ss + BM * LDS);
   float *Os = reinterpret_cast<float *>(Ps + BM * LDP);
-  float *rowM = Os + BM * LDO, *rowL = rowM + BM;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
+  float *myS = Ss + warp * 16 * LDS, *myO = Os + warp * 16 * LDO;
+  T *myP = Ps + warp * 16 * LDP;
   const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
+  TilePrefetch<T, D> nextK, nextV;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
+    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
     __syncthreads(); // the previous tile is done with shared memory
     loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
-    for (int t = threadIdx.x; t < BM * D; t += blockDim.x)
-      Os[(t / D) * LDO + t % D] = 0.f;
-    if (lane % 2 == 0) {
-      rowM[r] = -KILN_INF;
-      rowL[r] = 0.f;
-    }
+    Acc o[D / 16];
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n)
+      wmma::fill_fragment(o[n], 0.f);
+    float m = -KILN_INF, l = 0.f; // this lane's row (both lanes of a pair agree)
+    bool empty = true;            // o holds nothing yet (warp-uniform)
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
+    nextK.load(kBase, L);
+    nextV.load(vBase, L);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
-      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      nextK.template store<LD>(Ks);
+      nextV.template store<LD>(Vs);
       __syncthreads();
+      if (j0 + BN < jEnd) {
+        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
+        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+      }
       for (int n = 0; n < BN / 16; ++n) // S = Q K^T
-        product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
+        product<T, wmma::row_major, wmma::col_major>(myS + n * 16, LDS, false,
                                                      Qs + warp * 16 * LD, LD, 16,
                                                      Ks + n * 16 * LD, LD, 16, D / 16);
       __syncwarp();
@@ -149,40 +189,54 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
       for (int c = 0; c < 32; ++c)
         mx = fmaxf(mx, s[c]);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float mOld = rowM[r], mNew = fmaxf(mOld, mx);
-      const float base = mNew == -KILN_INF ? 0.f : mNew;
+      if (__any_sync(0xffffffffu, mx > m + kRescaleMargin || (m == -KILN_INF && mx > m))) {
+        const float mNew = fmaxf(m, mx);
+        const float alpha = m == -KILN_INF ? 0.f : __expf(m - mNew);
+        if (!empty) {
+#pragma unroll
+          for (int n = 0; n < D / 16; ++n)
+            wmma::store_matrix_sync(myO + n * 16, o[n], LDO, wmma::mem_row_major);
+          __syncwarp();
+          for (int d = (lane % 2) * (D / 2); d < (lane % 2 + 1) * (D / 2); ++d)
+            myO[(lane / 2) * LDO + d] *= alpha;
+          __syncwarp();
+#pragma unroll
+          for (int n = 0; n < D / 16; ++n)
+            wmma::load_matrix_sync(o[n], myO + n * 16, LDO, wmma::mem_row_major);
+        }
+        l *= alpha;
+        m = mNew;
+      }
+      const float base = m == -KILN_INF ? 0.f : m;
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < 32; ++c) {
         const float p = __expf(s[c] - base);
-        Ps[r * LDP + c0 + c] = static_cast<T>(p);
+        myP[(lane / 2) * LDP + c0 + c] = static_cast<T>(p);
         sum += p;
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      const float alpha = __expf(mOld - base);
-      for (int d = (lane % 2) * (D / 2); d < (lane % 2 + 1) * (D / 2); ++d)
-        Os[r * LDO + d] *= alpha;
-      __syncwarp(); // both lanes of the pair read rowM before it changes
-      if (lane % 2 == 0) {
-        rowM[r] = mNew;
-        rowL[r] = rowL[r] * alpha + sum;
-      }
+      l += sum + __shfl_xor_sync(0xffffffffu, sum, 1);
       __syncwarp();
+#pragma unroll
       for (int n = 0; n < D / 16; ++n) // O += P V
-        product<T, wmma::row_major, wmma::row_major>(Os + warp * 16 * LDO + n * 16, LDO, true,
-                                                     Ps + warp * 16 * LDP, LDP, 16,
-                                                     Vs + n * 16, LD, 16 * LD, BN / 16);
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          FragA<T, wmma::row_major> fa;
+          FragB<T, wmma::row_major> fb;
+          wmma::load_matrix_sync(fa, myP + kk * 16, LDP);
+          wmma::load_matrix_sync(fb, Vs + kk * 16 * LD + n * 16, LD);
+          wmma::mma_sync(o[n], fa, fb, o[n]);
+        }
+      empty = false;
       __syncwarp();
     }
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n)
+      wmma::store_matrix_sync(myO + n * 16, o[n], LDO, wmma::mem_row_major);
     __syncwarp();
-    for (int t = lane; t < 16 * D; t += 32) {
-      const int rr = warp * 16 + t / D, d = t % D;
-      const int64_t ii = i0 + rr;
-      if (ii < Sq) {
-        const float l = rowL[rr];
-        storeO(b, h, ii, d, l > 0.f ? Os[rr * LDO + d] / l : 0.f);
-      }
-    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    if (i < Sq)
+      for (int d = (lane % 2) * (D / 2); d < (lane % 2 + 1) * (D / 2); ++d)
+        storeO(b, h, i, d, myO[(lane / 2) * LDO + d] * inv);
   }
 }
 
@@ -202,27 +256,32 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
   T *dSs = Ps + BM * LDP;
   float *dQs = reinterpret_cast<float *>(dSs + BM * LDP);
   float *stage = dQs + BM * LDO; // 16 x 16 per warp
-  // (the row statistics live in registers: lane pairs own rows)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
   float *myStage = stage + warp * 256;
   const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
+  TilePrefetch<T, D> nextK, nextV;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
+    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
     __syncthreads();
     loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
     loadTile<T, D, LD>(dOs, dout + ((b * H + h) * Sq + i0) * D, Sq - i0);
-    for (int t = threadIdx.x; t < BM * D; t += blockDim.x)
-      dQs[(t / D) * LDO + t % D] = 0.f;
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
     // Pass 1: each row's max, sum and sum of p * dP, online.
     float m = -KILN_INF, l = 0.f, pdp = 0.f;
+    nextK.load(kBase, L);
+    nextV.load(vBase, L);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
-      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      nextK.template store<LD>(Ks);
+      nextV.template store<LD>(Vs);
       __syncthreads();
+      if (j0 + BN < jEnd) {
+        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
+        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+      }
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
                                                      Qs + warp * 16 * LD, LD, 16,
@@ -256,12 +315,23 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
     }
     const float base = m == -KILN_INF ? 0.f : m, inv = l > 0.f ? 1.f / l : 0.f;
     const float delta = pdp * inv;
-    // Pass 2: P, dS; dQ += dS K here, dK += dS^T Q and dV += P^T dO atomically.
+    // Pass 2: P, dS; dQ += dS K in registers, dK += dS^T Q and dV += P^T dO
+    // atomically.
+    Acc dq[D / 16];
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n)
+      wmma::fill_fragment(dq[n], 0.f);
+    nextK.load(kBase, L);
+    nextV.load(vBase, L);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
-      loadTile<T, D, LD>(Ks, k + ((b * Hkv + hk) * L + j0) * D, L - j0);
-      loadTile<T, D, LD>(Vs, v + ((b * Hkv + hk) * L + j0) * D, L - j0);
+      nextK.template store<LD>(Ks);
+      nextV.template store<LD>(Vs);
       __syncthreads();
+      if (j0 + BN < jEnd) {
+        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
+        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+      }
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
                                                      Qs + warp * 16 * LD, LD, 16,
@@ -280,11 +350,17 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
         dSs[r * LDP + c0 + c] = static_cast<T>(p * (dPs[r * LDS + c0 + c] - delta));
       }
       __syncthreads(); // dK and dV contract over every row of the tile
-      if (wantDQ)
+      if (wantDQ) {
+#pragma unroll
         for (int n = 0; n < D / 16; ++n) // dQ += dS K
-          product<T, wmma::row_major, wmma::row_major>(dQs + warp * 16 * LDO + n * 16, LDO, true,
-                                                       dSs + warp * 16 * LDP, LDP, 16,
-                                                       Ks + n * 16, LD, 16 * LD, BN / 16);
+          for (int kk = 0; kk < BN / 16; ++kk) {
+            FragA<T, wmma::row_major> fa;
+            FragB<T, wmma::row_major> fb;
+            wmma::load_matrix_sync(fa, dSs + warp * 16 * LDP + kk * 16, LDP);
+            wmma::load_matrix_sync(fb, Ks + kk * 16 * LD + n * 16, LD);
+            wmma::mma_sync(dq[n], fa, fb, dq[n]);
+          }
+      }
       // Warp w owns keys 16w .. 16w + 15 of the tile.
       const int64_t jw = j0 + warp * 16;
       for (int n = 0; n < D / 16; ++n) {
@@ -318,13 +394,14 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
       }
     }
     if (wantDQ) {
+      float *myDQ = dQs + warp * 16 * LDO;
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n)
+        wmma::store_matrix_sync(myDQ + n * 16, dq[n], LDO, wmma::mem_row_major);
       __syncwarp();
-      for (int t = lane; t < 16 * D; t += 32) {
-        const int rr = warp * 16 + t / D, d = t % D;
-        const int64_t ii = i0 + rr;
-        if (ii < Sq)
-          storeDQ(b, h, ii, d, dQs[rr * LDO + d] * scale);
-      }
+      if (i < Sq)
+        for (int d = (lane % 2) * (D / 2); d < (lane % 2 + 1) * (D / 2); ++d)
+          storeDQ(b, h, i, d, myDQ[(lane / 2) * LDO + d] * scale);
     }
   }
 }
