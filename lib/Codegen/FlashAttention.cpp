@@ -9,7 +9,10 @@
 // kernels: a block of 4 warps owns 64 query rows of one (batch, head) and
 // walks the keys 64 at a time; Q K^T, P V and the backward's five products
 // are WMMA tensor-core products from shared memory, the softmax is online
-// (running row max and sum), so no S x S tensor exists anywhere.
+// (running row max and sum), so no S x S tensor exists anywhere. P and dS
+// enter their products as two bf16/f16 parts (x = hi + lo), so they carry
+// about 16 bits, not 8: the results stay within the interpreter's fp32
+// tolerance where plain FlashAttention numerics (P rounded once) do not.
 //
 // The generated kernel passes q, k, v (and dout): dense [B, H, S, D] and
 // [B, Hkv, L, D] buffers, loaded 16 bytes at a time; the mask (possibly a
@@ -140,17 +143,22 @@ template <typename T, int D, typename Mask, typename StoreO>
 __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H, int64_t Hkv,
                         int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
                         StoreO storeO, unsigned char *smem) {
-  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
+  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8;
+  // O's staging (rescales, the final store) is a warp's own S rows when they
+  // are wide enough (S is in registers by then), with S's row stride.
+  constexpr bool kShared = D + 4 <= LDS;
+  constexpr int LDO = kShared ? LDS : D + 4;
   T *Qs = reinterpret_cast<T *>(smem);
   T *Ks = Qs + BM * LD;
   T *Vs = Ks + BN * LD;
   float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
   T *Ps = reinterpret_cast<T *>(Ss + BM * LDS);
-  float *Os = reinterpret_cast<float *>(Ps + BM * LDP);
+  T *Pl = Ps + BM * LDP;
+  float *Os = kShared ? Ss : reinterpret_cast<float *>(Pl + BM * LDP);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
   float *myS = Ss + warp * 16 * LDS, *myO = Os + warp * 16 * LDO;
-  T *myP = Ps + warp * 16 * LDP;
+  T *myP = Ps + warp * 16 * LDP, *myPl = Pl + warp * 16 * LDP;
   const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
   TilePrefetch<T, D> nextK, nextV;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -212,19 +220,23 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
 #pragma unroll
       for (int c = 0; c < 32; ++c) {
         const float p = __expf(s[c] - base);
-        myP[(lane / 2) * LDP + c0 + c] = static_cast<T>(p);
+        const T hi = static_cast<T>(p);
+        myP[(lane / 2) * LDP + c0 + c] = hi;
+        myPl[(lane / 2) * LDP + c0 + c] = static_cast<T>(p - static_cast<float>(hi));
         sum += p;
       }
       l += sum + __shfl_xor_sync(0xffffffffu, sum, 1);
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < D / 16; ++n) // O += P V
+      for (int n = 0; n < D / 16; ++n) // O += (P_hi + P_lo) V
         for (int kk = 0; kk < BN / 16; ++kk) {
-          FragA<T, wmma::row_major> fa;
+          FragA<T, wmma::row_major> fa, fl;
           FragB<T, wmma::row_major> fb;
           wmma::load_matrix_sync(fa, myP + kk * 16, LDP);
+          wmma::load_matrix_sync(fl, myPl + kk * 16, LDP);
           wmma::load_matrix_sync(fb, Vs + kk * 16 * LD + n * 16, LD);
           wmma::mma_sync(o[n], fa, fb, o[n]);
+          wmma::mma_sync(o[n], fl, fb, o[n]);
         }
       empty = false;
       __syncwarp();
@@ -253,9 +265,11 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
   float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
   float *dPs = Ss + BM * LDS;
   T *Ps = reinterpret_cast<T *>(dPs + BM * LDS);
-  T *dSs = Ps + BM * LDP;
-  float *dQs = reinterpret_cast<float *>(dSs + BM * LDP);
-  float *stage = dQs + BM * LDO; // 16 x 16 per warp
+  T *Pl = Ps + BM * LDP;
+  T *dSs = Pl + BM * LDP;
+  T *dSl = dSs + BM * LDP;
+  float *stage = reinterpret_cast<float *>(dSl + BM * LDP); // 16 x 16 per warp
+  float *dQs = Ss; // dQ's final staging: S and dP (contiguous) are free then
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
   float *myStage = stage + warp * 256;
@@ -346,19 +360,25 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
 #pragma unroll
       for (int c = 0; c < 32; ++c) {
         const float p = __expf(s[c] - base) * inv;
-        Ps[r * LDP + c0 + c] = static_cast<T>(p);
-        dSs[r * LDP + c0 + c] = static_cast<T>(p * (dPs[r * LDS + c0 + c] - delta));
+        const float ds = p * (dPs[r * LDS + c0 + c] - delta);
+        const T pHi = static_cast<T>(p), dsHi = static_cast<T>(ds);
+        Ps[r * LDP + c0 + c] = pHi;
+        Pl[r * LDP + c0 + c] = static_cast<T>(p - static_cast<float>(pHi));
+        dSs[r * LDP + c0 + c] = dsHi;
+        dSl[r * LDP + c0 + c] = static_cast<T>(ds - static_cast<float>(dsHi));
       }
       __syncthreads(); // dK and dV contract over every row of the tile
       if (wantDQ) {
 #pragma unroll
-        for (int n = 0; n < D / 16; ++n) // dQ += dS K
+        for (int n = 0; n < D / 16; ++n) // dQ += (dS_hi + dS_lo) K
           for (int kk = 0; kk < BN / 16; ++kk) {
-            FragA<T, wmma::row_major> fa;
+            FragA<T, wmma::row_major> fa, fl;
             FragB<T, wmma::row_major> fb;
             wmma::load_matrix_sync(fa, dSs + warp * 16 * LDP + kk * 16, LDP);
+            wmma::load_matrix_sync(fl, dSl + warp * 16 * LDP + kk * 16, LDP);
             wmma::load_matrix_sync(fb, Ks + kk * 16 * LD + n * 16, LD);
             wmma::mma_sync(dq[n], fa, fb, dq[n]);
+            wmma::mma_sync(dq[n], fl, fb, dq[n]);
           }
       }
       // Warp w owns keys 16w .. 16w + 15 of the tile.
@@ -366,6 +386,9 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
       for (int n = 0; n < D / 16; ++n) {
         if (wantDK && jw < L) { // dK += dS^T Q
           product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, dSs + warp * 16, LDP,
+                                                       16 * LDP, Qs + n * 16, LD, 16 * LD,
+                                                       BM / 16);
+          product<T, wmma::col_major, wmma::row_major>(myStage, 16, true, dSl + warp * 16, LDP,
                                                        16 * LDP, Qs + n * 16, LD, 16 * LD,
                                                        BM / 16);
           __syncwarp();
@@ -382,6 +405,9 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
           product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, Ps + warp * 16, LDP,
                                                        16 * LDP, dOs + n * 16, LD, 16 * LD,
                                                        BM / 16);
+          product<T, wmma::col_major, wmma::row_major>(myStage, 16, true, Pl + warp * 16, LDP,
+                                                       16 * LDP, dOs + n * 16, LD, 16 * LD,
+                                                       BM / 16);
           __syncwarp();
           for (int t = lane * 4; t < 256; t += 128) {
             const int64_t j = jw + t / 16;
@@ -394,6 +420,7 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
       }
     }
     if (wantDQ) {
+      __syncthreads(); // every warp is done with S and dP
       float *myDQ = dQs + warp * 16 * LDO;
 #pragma unroll
       for (int n = 0; n < D / 16; ++n)
