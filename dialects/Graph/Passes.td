@@ -23,7 +23,11 @@ def RaiseCompositesPass : Pass<"kiln-raise-composites", "::mlir::func::FuncOp"> 
     - `softmax(q k^T * scale + mask) v` over rank-4 tensors becomes
       `kiln.attention`; a grouped-query `repeat_kv` expansion of k and v
       (unsqueeze, expand, reshape) is dropped because the op reads kv heads
-      directly.
+      directly. PyTorch's exported SDPA spelling is matched too: the scale
+      split as sqrt(scale) on q and on k^T (their product becomes `scale`),
+      k^T as reshape to [B*H, L, D], transpose, reshape back, and a causal
+      mask `select(trilu(ones) == 0, lowest, 0)` (lowest: -inf or the dtype's
+      minimum), which becomes the `causal` attribute instead of a mask.
 
     Before:
     ```mlir

@@ -112,3 +112,55 @@ func.func @not_attention(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: t
   %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   return %o : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// torch.onnx.export(dynamo=True) of F.scaled_dot_product_attention(...,
+// is_causal=True): sqrt(scale) on q and on k^T (0.5 * 0.5 here), k^T as
+// reshape-transpose-reshape, and the causal mask built from trilu(ones) with
+// the dtype's lowest value: one causal attention, no mask operand.
+// CHECK-LABEL: func.func @attention_exported_causal
+// CHECK-SAME: (%[[Q:.+]]: tensor<?x2x?x16xbf16, {{.+}}>, %[[K:.+]]: tensor<?x2x?x16xbf16, {{.+}}>, %[[V:.+]]: tensor<?x2x?x16xbf16, {{.+}}>)
+// CHECK: %[[A:.+]] = kiln.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f64}
+// CHECK-NEXT: return %[[A]]
+func.func @attention_exported_causal(%q: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>> {
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %zero = kiln.constant dense<0.0> : tensor<f32>
+  %lowest = kiln.constant dense<-3.389530e+38> : tensor<bf16>
+  %keep = kiln.constant dense<0.0> : tensor<bf16>
+  %half = kiln.constant dense<0.5> : tensor<1xbf16>
+  %ones = kiln.expand %one : tensor<f32> -> tensor<?x?xf32, #kiln.dims<[s, s]>>
+  %lower = kiln.trilu %ones : tensor<?x?xf32, #kiln.dims<[s, s]>>
+  %above = kiln.eq %lower, %zero : (tensor<?x?xf32, #kiln.dims<[s, s]>>, tensor<f32>) -> tensor<?x?xi1, #kiln.dims<[s, s]>>
+  %mask = kiln.select %above, %lowest, %keep : (tensor<?x?xi1, #kiln.dims<[s, s]>>, tensor<bf16>, tensor<bf16>) -> tensor<?x?xbf16, #kiln.dims<[s, s]>>
+  %k3 = kiln.reshape %k : tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x16xbf16, #kiln.dims<[2*b, s]>>
+  %kt3 = kiln.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<?x?x16xbf16, #kiln.dims<[2*b, s]>>) -> tensor<?x16x?xbf16, #kiln.dims<[2*b, s]>>
+  %kt = kiln.reshape %kt3 : tensor<?x16x?xbf16, #kiln.dims<[2*b, s]>> -> tensor<?x2x16x?xbf16, #kiln.dims<[b, s]>>
+  %qs = kiln.mul %q, %half : (tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<1xbf16>) -> tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>
+  %kts = kiln.mul %kt, %half : (tensor<?x2x16x?xbf16, #kiln.dims<[b, s]>>, tensor<1xbf16>) -> tensor<?x2x16x?xbf16, #kiln.dims<[b, s]>>
+  %qk = kiln.matmul %qs, %kts : (tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x16x?xbf16, #kiln.dims<[b, s]>>) -> tensor<?x2x?x?xbf16, #kiln.dims<[b, s, s]>>
+  %scores = kiln.add %qk, %mask : (tensor<?x2x?x?xbf16, #kiln.dims<[b, s, s]>>, tensor<?x?xbf16, #kiln.dims<[s, s]>>) -> tensor<?x2x?x?xbf16, #kiln.dims<[b, s, s]>>
+  %p = kiln.softmax %scores {axis = 3 : i64} : tensor<?x2x?x?xbf16, #kiln.dims<[b, s, s]>>
+  %o = kiln.matmul %p, %v : (tensor<?x2x?x?xbf16, #kiln.dims<[b, s, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>
+  return %o : tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>
+}
+
+// -----
+
+// The upper triangle (trilu upper) masks j < i, not causal: it stays a mask.
+// CHECK-LABEL: func.func @attention_upper_mask
+// CHECK: kiln.attention %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {scale = 1.000000e+00 : f64}
+func.func @attention_upper_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %zero = kiln.constant dense<0.0> : tensor<f32>
+  %lowest = kiln.constant dense<-3.4e+38> : tensor<f32>
+  %ones = kiln.expand %one : tensor<f32> -> tensor<8x8xf32>
+  %upper = kiln.trilu %ones {upper} : tensor<8x8xf32>
+  %drop = kiln.eq %upper, %zero : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
+  %mask = kiln.select %drop, %lowest, %zero : (tensor<8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<8x8xf32>
+  %qk = kiln.matmul %q, %k {transpose_b} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x8xf32>
+  %scores = kiln.add %qk, %mask : (tensor<1x2x8x8xf32>, tensor<8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = kiln.softmax %scores {axis = 3 : i64} : tensor<1x2x8x8xf32>
+  %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  return %o : tensor<1x2x8x16xf32>
+}
