@@ -9,6 +9,7 @@
 // RUN: FileCheck %s --check-prefix=ATTN < %t/attn_k0_attention.cu
 // RUN: FileCheck %s --check-prefix=LAUNCH < %t.mlir
 // RUN: FileCheck %s --check-prefix=ATTN32 < %t/attn32_k0_attention.cu
+// RUN: FileCheck %s --check-prefix=GRAD16 < %t/attn_grad16_k0_attention_grad.cu
 // RUN: FileCheck %s --check-prefix=SCAN < %t/scan_k0_cumsum.cu
 // RUN: FileCheck %s --check-prefix=SCATTER < %t/embed_grad_k0_scatter_add.cu
 // RUN: FileCheck %s --check-prefix=MULTI < %t/update_k0_mul_sub.cu
@@ -97,6 +98,16 @@ func.func @attn(%q: tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x
   return %0 : tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
 }
 
+// f16 attention gradient with a boolean mask (fused into the kernel): the
+// tiled backward; dK and dV accumulate in fp32 with float4 atomics.
+// GRAD16: auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float {
+// GRAD16: auto addDK = [&](int64_t b, int64_t h, int64_t i, int64_t d, float4 x) { kiln_flash::atomicAdd4(&out1[
+// GRAD16: kiln_flash::backward<__half, 32>(in0, in1, in2, in4, sym_b, 2, 2, sym_s, sym_s, 1.767766953e-01f, false, mask, storeDQ, addDK, addDV, true, true, true, kiln_flash_smem);
+func.func @attn_grad16(%q: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %m: tensor<?x1x1x?xi1, #kiln.dims<[b, s]>>, %dy: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) -> (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) {
+  %0:3 = kiln.attention_grad %q, %k, %v mask %m grad %dy : (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x1x1x?xi1, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) -> (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>)
+  return %0#0, %0#1, %0#2 : tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>
+}
+
 // fp32 (or a head dim the tiles do not take): one score row in shared
 // memory per query row.
 // ATTN32: extern __shared__ float kiln_smem[];
@@ -139,7 +150,7 @@ func.func @update(%p: tensor<?x8xf32, #kiln.dims<[n]>>, %g: tensor<?x8xf32, #kil
   return %1, %3 : tensor<?x8xf32, #kiln.dims<[n]>>, tensor<64xf32>
 }
 
-// COLD: kiln: 10 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
+// COLD: kiln: 13 kernels in 1 modules, 0 GEMMs -> {{.*}}; NVRTC {{[0-9.]+}}: 2 compiled, 0 cached
 // WARM: NVRTC {{[0-9.]+}}: 0 compiled, 2 cached
 
 // MANIFEST: "archs": [
