@@ -491,7 +491,7 @@ def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure]> {
+def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure, AttrSizedOperandSegments]> {
   let summary = "gradients of attention(q, k, v, mask) given dout: dq, dk, dv";
   let description = [{
     Recomputes P = softmax(q k^T * scale + mask) per head, then
@@ -499,15 +499,20 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure]> {
     dq = dS k * scale, dk = dS^T q * scale. With grouped-query heads, dk and
     dv sum over the query heads that share a kv head. The mask gets no
     gradient. Same attributes as kiln.attention.
+
+    The optional `out` is the forward op's result attention(q, k, v, mask).
+    The value is the same either way; with it, an implementation that kept
+    the forward's row statistics (cuDNN's fused attention) computes the
+    gradient from out and those statistics instead of recomputing them.
   }];
   let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
                        Kiln_FloatTensor:$value, Optional<Kiln_Tensor>:$mask,
-                       Kiln_FloatTensor:$grad, UnitAttr:$causal,
-                       OptionalAttr<F64Attr>:$scale);
+                       Kiln_FloatTensor:$grad, Optional<Kiln_FloatTensor>:$out,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
   let results = (outs Kiln_FloatTensor:$query_grad, Kiln_FloatTensor:$key_grad,
                       Kiln_FloatTensor:$value_grad);
   let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `grad` $grad "
-                       "attr-dict `:` functional-type(operands, results)";
+                       "(`out` $out^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -208,6 +208,12 @@ def Kernel_LaunchOp : Kernel_Op<"launch", [AttrSizedOperandSegments]> {
     memory. The runtime evaluates `items` and `shared` with the step's symbol
     values and passes the kernel's `symbols` after the buffers.
 
+    A tiled attention launch may carry `attention`: the roles of its buffers
+    (`q`, `k`, `v`, `o`, and for the backward `do`, `dq`, `dk`, `dv`, as
+    positions in ins-then-outs), `direction`, `causal` and the resolved
+    `scale`. The runtime may then run another implementation of the same
+    attention (cuDNN's fused attention) instead of the kernel.
+
     ```mlir
     kiln_kernel.launch @fused_3 ins(%a, %b : ...) outs(%c : ...)
         items = #kiln.expr<batch*seq*64> per 1024 block 256 shared #kiln.expr<0>
@@ -216,7 +222,13 @@ def Kernel_LaunchOp : Kernel_Op<"launch", [AttrSizedOperandSegments]> {
   let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Kernel_Buffer>:$ins,
                        Variadic<Kernel_Buffer>:$outs, Kernel_SymExpr:$items,
                        I64Attr:$items_per_block, I64Attr:$block,
-                       Kernel_SymExpr:$shared);
+                       Kernel_SymExpr:$shared, OptionalAttr<DictionaryAttr>:$attention);
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$kernel, "::mlir::ValueRange":$ins,
+      "::mlir::ValueRange":$outs, "::kiln::SymExprAttr":$items, "int64_t":$itemsPerBlock,
+      "int64_t":$block, "::kiln::SymExprAttr":$shared), [{
+    build($_builder, $_state, kernel, ins, outs, items, itemsPerBlock, block, shared,
+          ::mlir::DictionaryAttr());
+  }]>];
   let assemblyFormat = [{
     $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)`
     `items` `=` qualified($items) `per` $items_per_block `block` $block `shared` qualified($shared) attr-dict

@@ -118,6 +118,51 @@ Json role(DictionaryAttr attrs) {
   return r;
 }
 
+/// The "attention" object of a launch (docs/artifact.md): the buffer of
+/// each role. An output that the kernel accumulates in fp32 names the
+/// buffer its narrowing launch writes; that launch and the fill before the
+/// kernel are listed in "replaces", since another implementation writes the
+/// final buffer itself.
+Json attentionEntry(kiln::kernel::LaunchOp launch, const llvm::DenseMap<Value, int64_t> &ids,
+                    const llvm::DenseMap<Operation *, int64_t> &opIndex) {
+  Json entry = Json::object();
+  Json replaces = Json::array();
+  SmallVector<Value> operands(launch.getIns());
+  llvm::append_range(operands, launch.getOuts());
+  DictionaryAttr attention = *launch.getAttention();
+  auto narrowed = attention.getAs<ArrayAttr>("narrowed");
+  for (NamedAttribute role : attention.getValue()) {
+    StringRef name = role.getName().strref();
+    if (name == "narrowed")
+      continue;
+    if (auto text = dyn_cast<StringAttr>(role.getValue())) {
+      entry.set(name.str(), Json::string(text.str()));
+    } else if (auto flag = dyn_cast<BoolAttr>(role.getValue())) {
+      entry.set(name.str(), Json::boolean(flag.getValue()));
+    } else if (auto number = dyn_cast<FloatAttr>(role.getValue())) {
+      entry.set(name.str(), Json::number(number.getValueAsDouble()));
+    } else if (auto position = dyn_cast<IntegerAttr>(role.getValue())) {
+      Value buffer = operands[position.getInt()];
+      if (narrowed && llvm::is_contained(narrowed, StringAttr::get(launch.getContext(), name))) {
+        Value accumulator = buffer;
+        for (Operation *user : accumulator.getUsers()) {
+          if (auto fill = dyn_cast<kiln::kernel::FillOp>(user); fill && fill.getTarget() == accumulator) {
+            replaces.push(Json::integer(opIndex.lookup(user)));
+          } else if (auto narrow = dyn_cast<kiln::kernel::LaunchOp>(user);
+                     narrow && narrow != launch && narrow.getIns().size() == 1 &&
+                     narrow.getIns().front() == accumulator) {
+            replaces.push(Json::integer(opIndex.lookup(user)));
+            buffer = narrow.getOuts().front();
+          }
+        }
+      }
+      entry.set(name.str(), Json::integer(ids.lookup(buffer)));
+    }
+  }
+  entry.set("replaces", std::move(replaces));
+  return entry;
+}
+
 } // namespace
 
 FailureOr<std::string>
@@ -157,7 +202,14 @@ kiln::emitStepProgramSection(func::FuncOp func,
     args.push(std::move(entry));
   }
 
-  Json ops = Json::array();
+  // Entries are kept apart until the end: an attention launch names buffers
+  // and op indices that come after it (attentionEntry).
+  std::vector<Json> opEntries;
+  std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
+  llvm::DenseMap<Operation *, int64_t> opIndex;
+  for (Operation &op : func.getBody().front())
+    if (!isa<func::ReturnOp>(op))
+      opIndex[&op] = static_cast<int64_t>(opIndex.size());
   Json results = Json::array();
   for (Operation &op : func.getBody().front()) {
     Json entry = Json::object();
@@ -222,6 +274,8 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("per", Json::integer(launch.getItemsPerBlock()));
       entry.set("block", Json::integer(launch.getBlock()));
       entry.set("shared", expr(launch.getShared()));
+      if (launch.getAttention())
+        attentionLaunches.push_back({opEntries.size(), launch});
     } else if (auto gemm = dyn_cast<kernel::GemmOp>(op)) {
       entry.set("op", Json::string("gemm"));
       entry.set("a", use(gemm.getA()));
@@ -252,8 +306,11 @@ kiln::emitStepProgramSection(func::FuncOp func,
       return op.emitError("op cannot be encoded in a step program (run "
                           "kiln-lower-to-step first)");
     }
-    ops.push(std::move(entry));
+    opEntries.push_back(std::move(entry));
   }
+  for (auto &[index, launch] : attentionLaunches)
+    opEntries[index].set("attention", attentionEntry(launch, ids, opIndex));
+  Json ops = Json::array(std::move(opEntries));
 
   Json program = Json::object();
   program.set("format", Json::string("kiln-step-program"));

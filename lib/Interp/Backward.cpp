@@ -128,7 +128,7 @@ absl::StatusOr<Tensors> runNormGrad(Operation *op, const HostTensor &x,
 absl::StatusOr<Tensors> runAttentionGrad(AttentionGradOp op, Operands args) {
   const HostTensor *mask = op.getMask() ? args[3] : nullptr;
   const HostTensor &q = *args[0], &k = *args[1], &v = *args[2];
-  const HostTensor &dout = *args.back();
+  const HostTensor &dout = *args[op.getMask() ? 4 : 3];
   std::optional<double> scale;
   if (op.getScale())
     scale = op.getScale()->convertToDouble();

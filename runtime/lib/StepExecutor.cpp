@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/StepExecutor.h"
 
+#include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 
 #include <algorithm>
@@ -244,6 +245,9 @@ struct SharedMemory {
   /// kiln_fill and kiln_copy (kernels/SupportKernels.cu); null: memset and
   /// memcpy nodes.
   CUfunction fill = nullptr, copy = nullptr;
+  /// cuDNN's fused attention for the launches that allow it; null: the
+  /// generated kernels.
+  const CudnnAttention *cudnn = nullptr;
 };
 
 class ProgramRunner {
@@ -271,6 +275,10 @@ public:
   /// The compiler's memory plan placed the arena (not a run-time plan).
   bool usedArtifactPlan = false;
   size_t launches = 0, gemms = 0;
+  /// Attention launches run by cuDNN, and those left to the kernel.
+  size_t cudnnAttention = 0, kernelAttention = 0;
+  /// Why the first attention launch that cuDNN could not take stayed a kernel.
+  std::string attentionNote;
 
 private:
   struct Launch {
@@ -297,7 +305,12 @@ private:
     CUdeviceptr source = 0, target = 0;
     size_t bytes = 0;
   };
-  enum class Action { Launch, Gemm, Fill, Copy };
+  struct Attention {
+    std::shared_ptr<CudnnAttention::Plan> plan;
+    AttentionPointers pointers;
+    std::string label;
+  };
+  enum class Action { Launch, Gemm, Fill, Copy, Attention };
 
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
       : device(&device), lt(&lt), program(std::move(program)) {}
@@ -325,6 +338,9 @@ private:
   std::vector<Gemm> gemmList;
   std::vector<Fill> fillList;
   std::vector<Copy> copyList, resultCopies;
+  std::vector<Attention> attentionList;
+  const CudnnAttention *cudnn = nullptr;
+  DeviceBuffer attentionWorkspace;
 };
 
 } // namespace kiln::runtime
@@ -332,6 +348,41 @@ private:
 namespace {
 // Shared with the compiler's plan (MemoryPlanSection.h).
 constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
+
+/// The shape of an attention launch at the run's sizes, from its buffers:
+/// q and o [B, H, S, D], k and v [B, Hkv, L, D], gradients like their
+/// operands, all of one dtype.
+Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRoles &a,
+                                        const std::vector<std::vector<int64_t>> &shapes) {
+  const std::vector<int64_t> &q = shapes[a.q], &k = shapes[a.k];
+  if (q.size() != 4 || k.size() != 4)
+    return Error{"attention operands are not rank 4"};
+  AttentionShape s;
+  s.backward = a.backward;
+  s.dtype = p.buffers[a.q].dtype;
+  s.batch = q[0];
+  s.heads = q[1];
+  s.seq = q[2];
+  s.headDim = q[3];
+  s.kvHeads = k[1];
+  s.kvSeq = k[2];
+  s.causal = a.causal;
+  s.scale = a.scale;
+  std::vector<int> likeQ = {a.o}, likeK = {a.v};
+  if (a.backward) {
+    likeQ.insert(likeQ.end(), {a.dout, a.dq});
+    likeK.insert(likeK.end(), {a.dk, a.dv});
+  }
+  for (int id : likeQ)
+    if (shapes[id] != q || p.buffers[id].dtype != s.dtype)
+      return Error{"attention buffer " + std::to_string(id) + " does not match the query"};
+  for (int id : likeK)
+    if (shapes[id] != k || p.buffers[id].dtype != s.dtype)
+      return Error{"attention buffer " + std::to_string(id) + " does not match the key"};
+  if (k[0] != s.batch || k[3] != s.headDim || p.buffers[a.k].dtype != s.dtype)
+    return Error{"attention key does not match the query"};
+  return s;
+}
 
 cudaDataType_t cudaType(DType t) {
   return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F
@@ -427,10 +478,75 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
     r->workspace = r->ownWorkspace.get();
   }
 
+  // Attention launches cuDNN takes, decided before any op is resolved: the
+  // fills they replace come before them. A backward runs on cuDNN only
+  // after a forward on cuDNN wrote the row statistics it reads.
+  r->cudnn = memory.cudnn;
+  std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
+  std::vector<bool> replaced(p.ops.size(), false);
+  std::map<int, CUdeviceptr> statsOfOutput;
+  std::vector<CUdeviceptr> statsOf(p.ops.size(), 0);
+  int64_t attentionWorkspaceBytes = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    if (op.kind != ProgramOp::Kind::Launch || !op.attention)
+      continue;
+    Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
+    Expected<std::shared_ptr<CudnnAttention::Plan>> plan =
+        !memory.cudnn ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
+        : !shape      ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
+                      : memory.cudnn->build(*shape);
+    if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
+      plan = Error{"its forward did not run on cuDNN"};
+    if (!plan) {
+      ++r->kernelAttention;
+      if (r->attentionNote.empty() && !plan.getError().empty())
+        r->attentionNote = op.name + ": " + plan.getError();
+      continue;
+    }
+    if (!op.attention->backward) {
+      Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
+          device, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4);
+      if (!stats)
+        return Error{origin + ": attention statistics: " + stats.getError()};
+      statsOfOutput[op.attention->o] = stats->get();
+      r->owned.push_back(std::move(*stats));
+    }
+    statsOf[i] = statsOfOutput[op.attention->o];
+    attentionWorkspaceBytes =
+        std::max(attentionWorkspaceBytes, CudnnAttention::workspaceBytes(**plan));
+    cudnnPlan[i] = std::move(*plan);
+    for (size_t skip : op.attention->replaces)
+      replaced[skip] = true;
+    ++r->cudnnAttention;
+  }
+  if (attentionWorkspaceBytes > 0) {
+    Expected<DeviceBuffer> ws =
+        DeviceBuffer::allocate(device, static_cast<size_t>(attentionWorkspaceBytes));
+    if (!ws)
+      return Error{origin + ": cuDNN attention workspace: " + ws.getError()};
+    r->attentionWorkspace = std::move(*ws);
+  }
+
   auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     std::string where = "op " + std::to_string(i);
+    if (replaced[i])
+      continue;
+    if (cudnnPlan[i]) {
+      const AttentionRoles &a = *op.attention;
+      Attention run;
+      run.plan = cudnnPlan[i];
+      auto at = [&](int id) { return id >= 0 ? r->pointers[id] : CUdeviceptr(0); };
+      run.pointers = {at(a.q),    at(a.k),  at(a.v),  at(a.o), statsOf[i],
+                      at(a.dout), at(a.dq), at(a.dk), at(a.dv)};
+      Expected<AttentionShape> shape = attentionShape(p, a, shapes);
+      run.label = "cudnn attention " + shape->describe();
+      r->actions.push_back({Action::Attention, r->attentionList.size()});
+      r->attentionList.push_back(std::move(run));
+      continue;
+    }
     switch (op.kind) {
     case ProgramOp::Kind::Alloc:
       r->pointers[op.result] = r->arena + offsets[op.result];
@@ -711,6 +827,12 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
       return recordFill(fillList[index], stream);
     case Action::Copy:
       return recordCopy(copyList[index], stream);
+    case Action::Attention: {
+      const Attention &a = attentionList[index];
+      if (Status s = cudnn->run(*a.plan, a.pointers, attentionWorkspace.get(), stream); !s)
+        return fail(s.getError());
+      break;
+    }
     }
   }
   return Status::success();
@@ -780,6 +902,8 @@ std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
     return "memset";
   case Action::Copy:
     return "memcpy";
+  case Action::Attention:
+    return attentionList[entry.second].label;
   }
   return "?";
 }
@@ -964,6 +1088,22 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
   x->support = {*fill, *copy};
+
+  // cuDNN, when the step has attention it may run.
+  bool hasAttention = false;
+  for (const ProgramOp &op : program->ops)
+    hasAttention |= op.kind == ProgramOp::Kind::Launch && op.attention.has_value();
+  if (hasAttention && options.attention != Options::Attention::Kernels) {
+    Expected<std::unique_ptr<CudnnAttention>> cudnn = CudnnAttention::load();
+    if (cudnn)
+      x->cudnn = std::move(*cudnn);
+    else if (options.attention == Options::Attention::Cudnn)
+      return Error{"--attention cudnn: " + cudnn.getError()};
+    else
+      x->cudnnNote = cudnn.getError();
+  } else if (hasAttention) {
+    x->cudnnNote = "--attention kernels";
+  }
 
   // Named tensors from the weights file: by the artifact's parameter list.
   std::map<std::string, const ParamSpec *> specs;
@@ -1229,12 +1369,15 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
     return plan.takeError();
   if (!note.empty())
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
-  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy};
+  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
+                      cudnn.get()};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
   if (!runner)
     return runner.takeError();
+  if (options.attention == Options::Attention::Cudnn && (*runner)->kernelAttention)
+    return Error{"--attention cudnn: " + key + ": " + (*runner)->attentionNote};
   (*runner)->usedArtifactPlan = plan->fromArtifact;
   Shape &shape = shapes[key];
   shape.program = section;
@@ -1422,3 +1565,17 @@ std::string StepExecutor::getGraphRefusal() const {
 }
 size_t StepExecutor::getLaunchCount() const { return current->runner->launches; }
 size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }
+
+std::string StepExecutor::getAttentionSummary() const {
+  const ProgramRunner &r = *current->runner;
+  if (!r.cudnnAttention && !r.kernelAttention)
+    return "";
+  std::string line = "attention: " + std::to_string(r.cudnnAttention) + " launches on " +
+                     (cudnn ? cudnn->describe() : std::string("cuDNN")) + ", " +
+                     std::to_string(r.kernelAttention) + " on kernels";
+  if (!cudnnNote.empty())
+    line += " (cuDNN: " + cudnnNote + ")";
+  else if (!r.attentionNote.empty())
+    line += " (" + r.attentionNote + ")";
+  return line;
+}

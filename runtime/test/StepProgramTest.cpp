@@ -128,6 +128,83 @@ static void testDecodeErrors() {
   }
 }
 
+// A forward attention launch and its backward, whose dk/dv accumulate in
+// fp32 (ops 3-4 fill, 7-8 narrow): the roles and replaced ops decode; bad
+// ones are refused with the op named.
+static void testAttentionRoles() {
+  const char *program = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main",
+  "buffers": [
+    {"dtype": "BF16", "shape": ["b", "4", "s", "64"]}, {"dtype": "BF16", "shape": ["b", "2", "s", "64"]},
+    {"dtype": "BF16", "shape": ["b", "2", "s", "64"]}, {"dtype": "BF16", "shape": ["b", "4", "s", "64"]},
+    {"dtype": "BF16", "shape": ["b", "4", "s", "64"]}, {"dtype": "F32", "shape": ["b", "2", "s", "64"]},
+    {"dtype": "F32", "shape": ["b", "2", "s", "64"]}, {"dtype": "BF16", "shape": ["b", "2", "s", "64"]},
+    {"dtype": "BF16", "shape": ["b", "2", "s", "64"]}, {"dtype": "BF16", "shape": ["b", "4", "s", "64"]}
+  ],
+  "args": [{"role": "input", "name": "q", "buffer": 0}, {"role": "input", "name": "k", "buffer": 1},
+           {"role": "input", "name": "v", "buffer": 2}, {"role": "input", "name": "do", "buffer": 4}],
+  "results": [],
+  "ops": [
+    {"op": "alloc", "result": 3},
+    {"op": "launch", "kernel": "fwd", "module": "m", "args": [0, 1, 2, 3], "symbols": ["b", "s"],
+     "items": "b*s", "per": 64, "block": 128, "shared": "0",
+     "attention": {"direction": "forward", "causal": true, "scale": 0.125, "q": 0, "k": 1, "v": 2,
+                   "o": 3, "replaces": []}},
+    {"op": "alloc", "result": 5}, {"op": "fill", "target": 5, "value": 0},
+    {"op": "alloc", "result": 6}, {"op": "fill", "target": 6, "value": 0},
+    {"op": "launch", "kernel": "bwd", "module": "m", "args": [0, 1, 2, 4, 3, 9, 5, 6],
+     "symbols": ["b", "s"], "items": "b*s", "per": 64, "block": 128, "shared": "0",
+     "attention": {"direction": "backward", "causal": true, "scale": 0.125, "q": 0, "k": 1,
+                   "v": 2, "o": 3, "do": 4, "dq": 9, "dk": 7, "dv": 8, "replaces": [3, 5, 7, 8]}},
+    {"op": "launch", "kernel": "n1", "module": "m", "args": [5, 7], "symbols": [],
+     "items": "1", "per": 1, "block": 1, "shared": "0"},
+    {"op": "launch", "kernel": "n2", "module": "m", "args": [6, 8], "symbols": [],
+     "items": "1", "per": 1, "block": 1, "shared": "0"}
+  ]})";
+  Expected<StepProgram> decoded = StepProgram::decode(program, "step");
+  CHECK(decoded);
+  if (!decoded) {
+    std::fprintf(stderr, "%s\n", decoded.getError().c_str());
+    return;
+  }
+  const std::optional<AttentionRoles> &forward = decoded->ops[1].attention;
+  const std::optional<AttentionRoles> &backward = decoded->ops[6].attention;
+  CHECK(forward && !forward->backward && forward->causal && forward->scale == 0.125);
+  CHECK(forward && forward->q == 0 && forward->k == 1 && forward->v == 2 && forward->o == 3);
+  CHECK(backward && backward->backward && backward->dout == 4 && backward->dq == 9);
+  CHECK(backward && backward->dk == 7 && backward->dv == 8);
+  CHECK(backward && backward->replaces == std::vector<size_t>({3, 5, 7, 8}));
+  CHECK(!decoded->ops[7].attention);
+
+  struct Case {
+    std::string from, to, error;
+  } cases[] = {
+      {"\"replaces\": [3, 5, 7, 8]", "\"replaces\": [3, 6]",
+       "step: op 6: 'attention' replaces op 6, which is not a fill or launch of this program"},
+      {"\"replaces\": [3, 5, 7, 8]", "\"replaces\": [2]",
+       "step: op 6: 'attention' replaces op 2, which is not a fill or launch of this program"},
+      {"\"replaces\": [3, 5, 7, 8]", "\"replaces\": [40]",
+       "step: op 6: 'attention' replaces op 40, which is not a fill or launch of this program"},
+      {"\"direction\": \"forward\"", "\"direction\": \"sideways\"",
+       "step: op 1 (launch): 'attention': direction 'sideways' is neither forward nor backward"},
+      {"\"scale\": 0.125, \"q\": 0, \"k\": 1, \"v\": 2,\n                   \"o\"",
+       "\"scale\": -1, \"q\": 0, \"k\": 1, \"v\": 2,\n                   \"o\"",
+       "step: op 1 (launch): 'attention': scale must be a positive number"},
+      {"\"dv\": 8", "\"dv\": 10", "step: op 6 (launch): 'attention': buffer id 10 out of range"},
+  };
+  for (const Case &c : cases) {
+    std::string json = program;
+    size_t at = json.find(c.from);
+    CHECK(at != std::string::npos);
+    if (at == std::string::npos)
+      continue;
+    json.replace(at, c.from.size(), c.to);
+    Expected<StepProgram> bad = StepProgram::decode(json, "step");
+    CHECK(!bad);
+    CHECK_EQ(bad.getError(), c.error);
+  }
+}
+
 static void testConvert() {
   float values[] = {1.0f, -2.5f, 3.14159265f, 1e-8f, 65504.0f, 1.00390625f};
   Expected<std::string> bf16 = convertElements(values, DType::F32, DType::BF16, 6);
@@ -161,6 +238,7 @@ static void testConvert() {
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
+  testAttentionRoles();
   testConvert();
   return checkFailures() != 0;
 }

@@ -49,6 +49,8 @@ LogicalResult AttentionGradOp::verify() {
     return failure();
   if (!areCompatibleReturnTypes(forward, {getGrad().getType()}))
     return emitOpError("grad must have the attention output's type");
+  if (getOut() && getOut().getType() != getGrad().getType())
+    return emitOpError("out must have the attention output's type");
   return success();
 }
 

@@ -6,6 +6,8 @@
 
 #include "kiln/runtime/StepProgram.h"
 
+#include <cmath>
+
 #include "kiln/artifact/Json.h"
 
 #include <algorithm>
@@ -86,6 +88,43 @@ bool hexBytes(const std::string &hex, std::string &out) {
       return false;
     out[i] = static_cast<char>(hi * 16 + lo);
   }
+  return true;
+}
+
+bool decodeAttention(Decoder &d, const Json &a, const std::string &where, ProgramOp &op) {
+  std::string at = where + ": 'attention'";
+  AttentionRoles roles;
+  std::string direction;
+  if (!a.isObject() || !d.string(a, "direction", direction, at))
+    return d.error.empty() ? d.fail(at + " is not an object") : false;
+  if (direction != "forward" && direction != "backward")
+    return d.fail(at + ": direction '" + direction + "' is neither forward nor backward");
+  roles.backward = direction == "backward";
+  const Json *causal = d.member(a, "causal", Json::Kind::Bool, at);
+  const Json *scale = causal ? d.member(a, "scale", Json::Kind::Number, at) : nullptr;
+  if (!scale)
+    return false;
+  roles.causal = causal->getBool();
+  roles.scale = scale->getNumber();
+  if (!(roles.scale > 0) || !std::isfinite(roles.scale))
+    return d.fail(at + ": scale must be a positive number");
+  bool ok = d.buffer(a, "q", roles.q, at) && d.buffer(a, "k", roles.k, at) &&
+            d.buffer(a, "v", roles.v, at) && d.buffer(a, "o", roles.o, at);
+  if (ok && roles.backward)
+    ok = d.buffer(a, "do", roles.dout, at) && d.buffer(a, "dq", roles.dq, at) &&
+         d.buffer(a, "dk", roles.dk, at) && d.buffer(a, "dv", roles.dv, at);
+  if (!ok)
+    return false;
+  if (const Json *replaces = a.get("replaces")) {
+    if (!replaces->isArray())
+      return d.fail(at + ": 'replaces' is not an array");
+    for (const Json &r : replaces->getElements()) {
+      if (!r.isInteger() || r.getInteger() < 0)
+        return d.fail(at + ": bad op index in 'replaces'");
+      roles.replaces.push_back(static_cast<size_t>(r.getInteger()));
+    }
+  }
+  op.attention = std::move(roles);
   return true;
 }
 
@@ -230,6 +269,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         else
           op.symbols.push_back(s.getString());
       }
+      if (const Json *attention = o.get("attention"); ok && attention)
+        ok = decodeAttention(d, *attention, where, op);
     } else if (kind == "gemm") {
       op.kind = ProgramOp::Kind::Gemm;
       ok = d.buffer(o, "a", op.a, where) && d.buffer(o, "b", op.b, where) &&
@@ -262,6 +303,21 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     if (!ok)
       return Error{d.error};
     program.ops.push_back(std::move(op));
+  }
+  // What an attention launch replaces must be a fill or a launch of its own
+  // outputs' narrowing, never the launch itself.
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp &op = program.ops[i];
+    if (!op.attention)
+      continue;
+    for (size_t r : op.attention->replaces) {
+      if (r >= program.ops.size() || r == i ||
+          (program.ops[r].kind != ProgramOp::Kind::Fill &&
+           program.ops[r].kind != ProgramOp::Kind::Launch))
+        return Error{origin + ": op " + std::to_string(i) +
+                     ": 'attention' replaces op " + std::to_string(r) +
+                     ", which is not a fill or launch of this program"};
+    }
   }
   return program;
 }

@@ -71,6 +71,11 @@ constexpr const char *kTrainUsage =
     "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
     "  --graph-cache N         executable graphs kept per program (default 8);\n"
     "                          further shapes patch the least recently used\n"
+    "  --attention auto|kernels|cudnn\n"
+    "                          who runs attention: cuDNN's fused attention where\n"
+    "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
+    "                          and takes the shape, else the generated kernels\n"
+    "                          (auto, default); only the kernels; cuDNN or fail\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
     "                          (TSV), the costliest kernels to stdout\n";
@@ -159,6 +164,10 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   }
   if (std::optional<std::string> text = args.get("graph-cache")) // checked by runTrain
     options.graphsPerProgram = static_cast<size_t>(std::strtoll(text->c_str(), nullptr, 10));
+  if (std::optional<std::string> mode = args.get("attention")) // checked by runTrain
+    options.attention = *mode == "kernels" ? StepExecutor::Options::Attention::Kernels
+                        : *mode == "cudnn" ? StepExecutor::Options::Attention::Cudnn
+                                           : StepExecutor::Options::Attention::Auto;
   // Measured peak: device memory free before the step is loaded minus
   // free after each step (arena, weights, workspace, graphs, and what
   // cuBLASLt and the driver allocate on the way).
@@ -182,6 +191,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
               x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
               x.getArenaBytes(),
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
+  if (std::string attention = x.getAttentionSummary(); !attention.empty())
+    std::printf("%s\n", attention.c_str());
   if (shapes.size() > 1) {
     // The arena is sized for the largest shape; each runs its program.
     std::printf("shapes:");
@@ -377,7 +388,7 @@ int kiln::run::runTrain(int argc, char **argv) {
       argc, argv,
       {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
        "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-       "input", "graphs", "graph-cache", "profile", "progress"},
+       "input", "graphs", "graph-cache", "profile", "progress", "attention"},
       message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");
@@ -416,6 +427,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (std::optional<std::string> mode = args->get("progress");
       mode && *mode != "on" && *mode != "off" && *mode != "auto")
     return error(kExitUsage, "--progress must be on, off or auto, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("attention");
+      mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn")
+    return error(kExitUsage, "--attention must be auto, kernels or cudnn, got '" + *mode + "'");
   if (std::optional<std::string> lr = args->get("lr")) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);

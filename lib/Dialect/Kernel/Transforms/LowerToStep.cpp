@@ -14,6 +14,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cmath>
+
 namespace kiln::kernel {
 #define GEN_PASS_DEF_LOWERTOSTEPPASS
 #include "kiln/Dialect/Kernel/Passes.h.inc"
@@ -68,6 +70,73 @@ std::string kernelName(StringRef func, unsigned index, FusionKind kind, Block &b
   for (StringRef part : parts)
     name += "_" + part.str();
   return name;
+}
+
+/// The roles of a tiled attention launch's buffers, for implementations the
+/// runtime may run instead of the generated kernel (docs/codegen.md,
+/// "Attention implementations"): operand positions in the launch's
+/// ins-then-outs, the direction and the resolved scale. Only dense, unmasked
+/// attention whose kernel inputs and outputs are the op's own operands and
+/// results qualifies; anything else stays the generated kernel alone.
+DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
+                              ArrayRef<unsigned> widened, Builder &b) {
+  if (kind != FusionKind::attention && kind != FusionKind::attention_grad)
+    return nullptr;
+  Operation *anchor = anchorOp(kind, body);
+  if (!anchor || !isFlashAttention(anchor))
+    return nullptr;
+  auto attention = dyn_cast<AttentionOp>(anchor);
+  auto grad = dyn_cast<AttentionGradOp>(anchor);
+  if ((attention && attention.getMask()) || (grad && (grad.getMask() || !grad.getOut())))
+    return nullptr;
+  SmallVector<NamedAttribute> roles;
+  auto input = [&](StringRef role, Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &body)
+      return false;
+    roles.push_back(b.getNamedAttr(role, b.getI64IntegerAttr(arg.getArgNumber())));
+    return true;
+  };
+  // A yielded result, seen through the fp32 widening of an accumulated one
+  // (listed in `narrowed`: its final buffer is the narrowing launch's).
+  SmallVector<Attribute> narrowed;
+  auto output = [&](StringRef role, Value result) {
+    for (OpOperand &use : body.getTerminator()->getOpOperands()) {
+      Value yielded = use.get();
+      bool wide = llvm::is_contained(widened, use.getOperandNumber());
+      if (wide)
+        if (auto cast = yielded.getDefiningOp<kiln::CastOp>())
+          yielded = cast.getOperand();
+      if (yielded == result) {
+        if (wide)
+          narrowed.push_back(b.getStringAttr(role));
+        roles.push_back(
+            b.getNamedAttr(role, b.getI64IntegerAttr(numIns + use.getOperandNumber())));
+        return true;
+      }
+    }
+    return false;
+  };
+  Value q = anchor->getOperand(0);
+  auto queryType = cast<RankedTensorType>(q.getType());
+  std::optional<APFloat> scale = attention ? attention.getScale() : grad.getScale();
+  double resolved =
+      scale ? scale->convertToDouble() : 1.0 / std::sqrt(double(queryType.getDimSize(3)));
+  bool causal = attention ? attention.getCausal() : grad.getCausal();
+  roles.push_back(b.getNamedAttr("direction", b.getStringAttr(attention ? "forward" : "backward")));
+  roles.push_back(b.getNamedAttr("causal", b.getBoolAttr(causal)));
+  roles.push_back(b.getNamedAttr("scale", b.getF64FloatAttr(resolved)));
+  bool ok = input("q", q) && input("k", anchor->getOperand(1)) && input("v", anchor->getOperand(2));
+  if (attention)
+    ok = ok && output("o", attention.getResult());
+  else
+    ok = ok && input("o", grad.getOut()) && input("do", grad.getGrad()) &&
+         output("dq", grad.getQueryGrad()) && output("dk", grad.getKeyGrad()) &&
+         output("dv", grad.getValueGrad());
+  if (!ok)
+    return nullptr;
+  roles.push_back(b.getNamedAttr("narrowed", b.getArrayAttr(narrowed)));
+  return b.getDictionaryAttr(roles);
 }
 
 struct Lowering {
@@ -204,10 +273,23 @@ struct Lowering {
     SmallVector<StringRef> symbolRefs(symbols.begin(), symbols.end());
     auto kernel = top.create<KernelOp>(loc, name, kind, top.getStrArrayAttr(symbolRefs));
     kernel.getBody().takeBody(fusion.getBody());
-    builder.create<LaunchOp>(loc, kernel.getSymName(), ins, outs, shape.items,
-                             shape.itemsPerBlock, shape.block, shape.shared);
+    SmallVector<unsigned> widenedIndices;
+    for (auto [index, type] : widened)
+      widenedIndices.push_back(index);
+    DictionaryAttr roles =
+        attentionRoles(kind, kernel.getBody().front(), ins.size(), widenedIndices, builder);
+    // Another attention implementation writes the narrowed outputs where the
+    // kernel writes its accumulators: they must be live from here on.
+    SmallVector<Value> narrowOuts;
+    for (auto [index, type] : widened)
+      narrowOuts.push_back(roles ? alloc(loc, type) : Value());
+    auto launch = builder.create<LaunchOp>(loc, kernel.getSymName(), ins, outs, shape.items,
+                                           shape.itemsPerBlock, shape.block, shape.shared);
+    if (roles)
+      launch.setAttentionAttr(roles);
     ++launches;
-    for (auto [index, type] : widened) {
+    for (auto [position, widenedOutput] : llvm::enumerate(widened)) {
+      auto [index, type] = widenedOutput;
       // out = cast(accumulator), a loop kernel of one op.
       Value accumulator = outs[index];
       RankedTensorType wide = cast<BufferType>(accumulator.getType()).getTensor();
@@ -222,7 +304,7 @@ struct Lowering {
       SmallVector<std::string> castSymbols = bodySymbols(*castBody);
       SmallVector<StringRef> castRefs(castSymbols.begin(), castSymbols.end());
       narrow.setSymbolsAttr(top.getStrArrayAttr(castRefs));
-      Value out = alloc(loc, type);
+      Value out = narrowOuts[position] ? narrowOuts[position] : alloc(loc, type);
       LaunchShape castShape = launchShape(FusionKind::loop, *castBody);
       builder.create<LaunchOp>(loc, narrow.getSymName(), ValueRange{accumulator}, ValueRange{out},
                                castShape.items, castShape.itemsPerBlock, castShape.block,

@@ -71,6 +71,7 @@ Expected<std::string> convertElements(const void *data, artifact::DType from,
                                       artifact::DType to, size_t count);
 
 class ProgramRunner;
+class CudnnAttention;
 
 /// Finds or loads the persistent tensor a program's `weight` op names.
 using WeightLoader = std::function<Expected<NamedTensor *>(
@@ -98,6 +99,10 @@ public:
     /// (benchmarks): matrices U(-0.02·√3, 0.02·√3) (std 0.02), norm
     /// weights 1, other vectors 0.
     std::optional<uint64_t> randomInitSeed;
+    /// Who runs the tiled attention launches that allow another
+    /// implementation: cuDNN where it loads and supports the shape (auto),
+    /// always the generated kernels, or cuDNN or fail.
+    enum class Attention { Auto, Kernels, Cudnn } attention = Attention::Auto;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
@@ -152,6 +157,9 @@ public:
   std::string getGraphRefusal() const;
   size_t getLaunchCount() const;
   size_t getGemmCount() const;
+  /// "attention: 32 launches on cuDNN 9.19.0 (libcudnn.so.9), 0 on kernels"
+  /// for the current shape, with the reason where cuDNN took none.
+  std::string getAttentionSummary() const;
 
 private:
   /// One shape: the program serving it, resolved at its sizes.
@@ -187,6 +195,8 @@ private:
   std::map<std::string, Shape> shapes; ///< by key
   Shape *current = nullptr;
   std::unique_ptr<GraphCache> graphs;
+  std::unique_ptr<CudnnAttention> cudnn;
+  std::string cudnnNote; ///< why cuDNN was not loaded, if it was not
   Options options;
   std::optional<double> defaultLr;
 };

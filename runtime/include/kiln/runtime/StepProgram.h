@@ -37,6 +37,19 @@ struct ProgramBinding {
   int buffer = -1;
 };
 
+/// The "attention" object of a tiled attention launch: its buffers' roles,
+/// so the runtime may run another implementation instead of the kernel
+/// (docs/artifact.md). `replaces` are the ops that exist only for the kernel
+/// (the fills and fp32-to-bf16 narrowing of its accumulated outputs): they
+/// are skipped with it.
+struct AttentionRoles {
+  bool backward = false, causal = false;
+  double scale = 1;
+  int q = -1, k = -1, v = -1, o = -1;
+  int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
+  std::vector<size_t> replaces;
+};
+
 struct ProgramOp {
   enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm };
   Kind kind = Kind::Alloc;
@@ -56,6 +69,7 @@ struct ProgramOp {
   std::optional<artifact::SizeExpr> m, n, k, batch;
   std::vector<artifact::SizeExpr> strides; ///< gemm: a, b, c element strides
   std::string epilogue;                    ///< gemm: "none", "bias", ...
+  std::optional<AttentionRoles> attention; ///< launch: tiled attention
 };
 
 /// Where a program's allocated buffers live in its one arena at given sizes.
