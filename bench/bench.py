@@ -236,7 +236,7 @@ def jax_worker(args):
         import traceback
         traceback.print_exc()
         first = (str(e).strip().splitlines() or [""])[0]
-        print(f"JAX failed, traceback above: {type(e).__name__}: {first}".rstrip(": "),
+        print(f"JAX failed: {type(e).__name__}: {first}".rstrip(": "),
               file=sys.stderr)
         return 1
 
