@@ -1,30 +1,44 @@
 #!/usr/bin/env python3
-"""Kiln vs PyTorch on a Llama-style LoRA training step.
+"""Kiln vs PyTorch and JAX on a Llama-style LoRA training step.
 
 Runs PyTorch eager, torch.compile (default) and torch.compile
-(mode="reduce-overhead") on the same model and data, then Kiln through
+(mode="reduce-overhead"), the same step in JAX jit-compiled whole by XLA
+(model_jax.py; attention through cuDNN and through XLA's own), each on the
+same weights and the same, different batch each step, then Kiln through
 `kiln-run train` when given an artifact, and prints one table: median step
-time over --steps timed steps after --warmup steps (CUDA events), tokens/s,
-model TFLOP/s (configs.py), peak memory, and compile time (Kiln) or first
-step time (PyTorch).
+time over --steps timed steps after --warmup steps (PyTorch: CUDA events;
+JAX: wall clock to the loss being ready), tokens/s, model TFLOP/s
+(configs.py), peak memory, and compile time (Kiln) or first step time
+(PyTorch, JAX). JAX runs in a process of its own, with preallocation off,
+so the two frameworks' allocators do not share one process; its modes read
+"n/a" where JAX is not installed (cuDNN's also without a GPU).
 
   bench/bench.py --config small              # on the GPU machine
+  bench/bench.py --modes jax-cudnn,jax-xla   # only the JAX columns
   bench/bench.py --dry-run                   # tiny config on the CPU
   bench/bench.py --config 1b --export-onnx out/   # ONNX + weights for Kiln
 """
 
 import argparse
+import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from configs import CONFIGS, step_flops, frozen_gemm_params, lora_params  # noqa: E402
 
-MODES = ("eager", "compile", "compile-ro")
+TORCH_MODES = ("eager", "compile", "compile-ro")
+JAX_MODES = {"jax-cudnn": "cudnn", "jax-xla": "xla"}  # mode -> attention implementation
+MODES = TORCH_MODES + tuple(JAX_MODES)
+LABELS = {"eager": "pytorch eager", "compile": "torch.compile",
+          "compile-ro": "torch.compile reduce-overhead",
+          "jax-cudnn": "jax/xla, cuDNN attention", "jax-xla": "jax/xla, XLA attention"}
 
 
 def parse_args(argv=None):
@@ -51,6 +65,10 @@ def parse_args(argv=None):
     p.add_argument("--kiln-data", metavar="TOKENS.bin")
     p.add_argument("--kiln-compile-seconds", type=float,
                    help="Kiln's compile time for the table (bench/run.sh measures it)")
+    # The JAX process bench.py starts for a JAX mode (not for the command line).
+    p.add_argument("--jax-worker", choices=sorted(JAX_MODES), help=argparse.SUPPRESS)
+    p.add_argument("--jax-params", help=argparse.SUPPRESS)
+    p.add_argument("--jax-result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     for m in args.modes:
@@ -66,14 +84,17 @@ def parse_args(argv=None):
 def run_pytorch(cfg, mode, args, device):
     import torch
     from model import build
+    from tokens import step_batches
 
     torch.manual_seed(args.seed)
     model = build(cfg, device, seed=args.seed)
     opt_kwargs = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.AdamW(model.adapter_parameters(), lr=args.lr, **opt_kwargs)
-    gen = torch.Generator(device="cpu").manual_seed(args.seed)
-    tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq + 1), generator=gen).to(device)
-    inputs, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    batches = []
+    for b in step_batches(cfg.vocab, cfg.batch, cfg.seq, 1 + args.warmup + args.steps, args.seed):
+        tokens = torch.from_numpy(b).to(device, torch.long)
+        batches.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+    batches = iter(batches)
 
     forward = model
     if mode == "compile":
@@ -83,6 +104,7 @@ def run_pytorch(cfg, mode, args, device):
     autocast = torch.autocast(device.type, dtype=torch.bfloat16)
 
     def step():
+        inputs, labels = next(batches)
         if mode == "compile-ro":
             torch.compiler.cudagraph_mark_step_begin()
         with autocast:
@@ -119,7 +141,147 @@ def run_pytorch(cfg, mode, args, device):
             times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() if cuda else None
     return {"median_s": statistics.median(times), "first_step_s": first_step,
-            "peak_bytes": peak, "loss": float(loss)}
+            "peak_bytes": peak, "loss": float(loss), "versions": torch_versions(device)}
+
+
+def torch_versions(device):
+    import torch
+
+    v = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    if device.type == "cuda":
+        v["cudnn"] = torch.backends.cudnn.version()
+        v["device"] = torch.cuda.get_device_name()
+    return v
+
+
+def jax_unavailable(mode, device):
+    """Why mode cannot run here (a note for the table), or None."""
+    missing = [m for m in ("jax", "optax") if importlib.util.find_spec(m) is None]
+    if missing:
+        return "n/a (" + " and ".join(missing) + " not installed)"
+    if JAX_MODES[mode] == "cudnn" and device.type != "cuda":
+        return "n/a (cuDNN attention needs a GPU)"
+    return None
+
+
+def write_jax_params(cfg, args):
+    """model.py's weights and LoRA init for args.seed (what run_pytorch
+    trains), built on the CPU, as files for the JAX process."""
+    import torch
+    from model import build
+    from params_npy import write_torch_params
+
+    directory = tempfile.mkdtemp(prefix=f"kiln-bench-{cfg.name}-")
+    write_torch_params(build(cfg, torch.device("cpu"), seed=args.seed), directory)
+    return directory
+
+
+def run_jax(cfg, mode, args, device, params_dir):
+    """One JAX mode in a process of its own (XLA's allocator alone on the
+    device, preallocation off so its peak is what the step uses)."""
+    fd, result_file = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    # No silent fallback to the CPU where the GPU was meant.
+    env["JAX_PLATFORMS"] = "cuda" if device.type == "cuda" else "cpu"
+    cmd = [sys.executable, os.path.abspath(__file__), "--jax-worker", mode,
+           "--config", cfg.name, "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--lr", str(args.lr), "--seed", str(args.seed),
+           "--jax-params", params_dir, "--jax-result", result_file]
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    try:
+        proc = subprocess.run(cmd, env=env, stderr=subprocess.PIPE, text=True)
+        sys.stderr.write(proc.stderr)
+        if proc.returncode != 0:
+            line = (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+            return {"note": "n/a (" + line[:160] + ")", "failed": True}
+        with open(result_file) as f:
+            return json.load(f)
+    finally:
+        os.remove(result_file)
+
+
+def jax_versions():
+    import importlib.metadata
+    import jax
+    import jaxlib
+
+    device = jax.devices()[0]
+    v = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+         "device": device.device_kind, "platform_version": device.client.platform_version}
+    packages = ["optax"]
+    if v["backend"] == "gpu":
+        packages += ["jax-cuda13-plugin", "jax-cuda12-plugin", "nvidia-cudnn-cu13",
+                     "nvidia-cudnn-cu12"]
+    for package in packages:
+        try:
+            v[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:  # what the CUDA plugin loaded (jaxlib's own query; None without CUDA)
+        from jax._src.lib import cuda_versions
+        if cuda_versions is not None:
+            v["cudnn"] = cuda_versions.cudnn_get_version()
+            v["cuda_runtime"] = cuda_versions.cuda_runtime_get_version()
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    return v
+
+
+def jax_worker(args):
+    """The JAX process; a failure ends in one line for the table's note."""
+    try:
+        return jax_measure(args)
+    except Exception as e:  # noqa: BLE001 - the traceback, then the line run_jax shows
+        import traceback
+        traceback.print_exc()
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"JAX failed: {type(e).__name__}: {first}".rstrip(": "),
+              file=sys.stderr)
+        return 1
+
+
+def jax_measure(args):
+    """model_jax.py's whole step under one jax.jit, timed as run_pytorch
+    times PyTorch's; writes the result to args.jax_result."""
+    import jax
+    import model_jax
+    from params_npy import read_params
+    from tokens import step_batches
+
+    cfg = CONFIGS[args.config[0]]
+    implementation = JAX_MODES[args.jax_worker]
+    device = jax.devices()[0]
+    frozen, adapters = read_params(args.jax_params)
+    frozen, adapters = jax.device_put(frozen, device), jax.device_put(adapters, device)
+    init, step = model_jax.make_train_step(cfg, implementation, args.lr)
+    state = init(adapters)
+    batches = [jax.device_put(b, device) for b in
+               step_batches(cfg.vocab, cfg.batch, cfg.seq, 1 + args.warmup + args.steps, args.seed)]
+    jax.block_until_ready((frozen, adapters, state, batches))
+    batches = iter(batches)
+
+    def timed_step():
+        nonlocal adapters, state
+        start = time.perf_counter()
+        adapters, state, loss = step(adapters, state, frozen, next(batches))
+        loss.block_until_ready()
+        return time.perf_counter() - start, loss
+
+    first_step, loss = timed_step()  # includes tracing and XLA's compile
+    for _ in range(args.warmup):
+        timed_step()
+    times = []
+    for _ in range(args.steps):
+        seconds, loss = timed_step()
+        times.append(seconds)
+    stats = device.memory_stats() or {}
+    result = {"median_s": statistics.median(times), "first_step_s": first_step,
+              "peak_bytes": stats.get("peak_bytes_in_use"), "loss": float(loss),
+              "versions": jax_versions()}
+    with open(args.jax_result, "w") as f:
+        json.dump(result, f)
+    return 0
 
 
 def run_kiln(cfg, args):
@@ -229,6 +391,8 @@ def export(cfg, out_dir, args):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.jax_worker:
+        return jax_worker(args)
     import torch
 
     if args.export_onnx:
@@ -243,26 +407,49 @@ def main(argv=None):
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    rows, records = [], []
+    rows, records, versions = [], [], {"pytorch": {}, "jax": {}}
     for name in args.config:
         cfg = CONFIGS[name]
-        for mode in args.modes:
-            if mode == "compile-ro" and device.type == "cpu":
-                result = {"note": "n/a (reduce-overhead needs CUDA graphs)"}
-            else:
-                result = run_pytorch(cfg, mode, args, device)
-            label = {"eager": "pytorch eager", "compile": "torch.compile",
-                     "compile-ro": "torch.compile reduce-overhead"}[mode]
-            rows.append(format_row(cfg, label, result))
-            records.append({"config": name, "system": label, **result})
-            print(f"{name} {label}: {result}", file=sys.stderr)
+        params_dir = None
+        try:
+            for mode in args.modes:
+                if mode == "compile-ro" and device.type == "cpu":
+                    result = {"note": "n/a (reduce-overhead needs CUDA graphs)"}
+                elif mode in TORCH_MODES:
+                    result = run_pytorch(cfg, mode, args, device)
+                elif jax_unavailable(mode, device):
+                    result = {"note": jax_unavailable(mode, device)}
+                else:
+                    if device.type == "cuda":  # the device as free as PyTorch can leave it
+                        import gc
+                        torch._dynamo.reset()  # drops compiled graphs and CUDA graph pools
+                        gc.collect()
+                        torch.cuda.empty_cache()
+                    params_dir = params_dir or write_jax_params(cfg, args)
+                    result = run_jax(cfg, mode, args, device, params_dir)
+                label = LABELS[mode]
+                versions["pytorch" if mode in TORCH_MODES else "jax"].update(
+                    result.get("versions", {}))
+                rows.append(format_row(cfg, label, result))
+                records.append({"config": name, "system": label, **result})
+                print(f"{name} {label}: {result}", file=sys.stderr)
+        finally:
+            if params_dir:
+                shutil.rmtree(params_dir)
         result = run_kiln(cfg, args)
         rows.append(format_row(cfg, "kiln", result))
         records.append({"config": name, "system": "kiln", **result})
     print_table(rows)
+    for side, v in versions.items():
+        if v:
+            print(f"{side} columns: " + ", ".join(f"{k} {x}" for k, x in v.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=2)
+    failed = [r["system"] for r in records if r.get("failed")]
+    if failed and args.dry_run:  # the smoke test's point: every path that can run here ran
+        print("error: failed in the dry run: " + ", ".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

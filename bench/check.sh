@@ -4,10 +4,12 @@
 #                      accounting matches hand-computed values, and the loss
 #                      curve judge (loss_curve.py compare) passes, fails and
 #                      maps names as it should on synthetic data (no torch needed)
-#   check.sh dry-run   the whole benchmark on the tiny config on the CPU, and
-#                      loss_curve.py pytorch + compare on it (synthetic weights
-#                      and adapters); exits 77 (ctest: skipped) where PyTorch
-#                      is not installed
+#   check.sh dry-run   the whole benchmark on the tiny config on the CPU (its
+#                      JAX/XLA column too where JAX is installed), the JAX
+#                      model against PyTorch's (test_model_jax.py; skipped
+#                      without JAX), and loss_curve.py pytorch + compare on it
+#                      (synthetic weights and adapters); exits 77 (ctest:
+#                      skipped) where PyTorch is not installed
 set -euo pipefail
 cd "$(dirname "$0")"
 export PYTHONDONTWRITEBYTECODE=1
@@ -15,8 +17,8 @@ case ${1:-} in
 static)
   python3 - <<'PY'
 import ast
-for f in ("bench.py", "model.py", "configs.py", "tokens.py", "loss_curve.py",
-          "test_configs.py", "test_loss_curve.py"):
+for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
+          "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py"):
     ast.parse(open(f).read(), f)
 PY
   python3 -m unittest -q test_configs test_loss_curve
@@ -31,6 +33,7 @@ dry-run)
     exit 77
   fi
   python3 bench.py --dry-run
+  python3 -m unittest -v test_model_jax
   # The PyTorch side of the loss curve on the tiny config: base weights and
   # PEFT-named initial adapters written here stand in for the export's and
   # kiln-run --steps 0's; its losses, written as a kiln-run log, must pass.

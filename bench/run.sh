@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The one benchmark command, on the GPU machine: PyTorch eager, torch.compile
-# (default and reduce-overhead) and Kiln on the "small" and "1b" Llama-style
-# LoRA steps, one table per config (bench/bench.py does the work).
+# (default and reduce-overhead), JAX/XLA (the same step under one jax.jit,
+# attention through cuDNN and through XLA's own; "n/a" where JAX is not
+# installed) and Kiln on the "small" and "1b" Llama-style LoRA steps, one
+# table per config (bench/bench.py does the work).
 #
-#   bench/run.sh                 run the benchmark (extra flags go to bench.py)
+#   bench/run.sh                 run the benchmark (extra flags go to bench.py,
+#                                e.g. --modes jax-cudnn,jax-xla for some columns)
 #   bench/run.sh --export        write bench/out/<config>/{model.onnx + data,
 #                                weights.safetensors, tokens.bin, meta.json}
+#
+# BENCH_CONFIGS="small" (or "1b") runs one config's table only.
 #
 # Kiln's column needs an artifact per config compiled on the compiler machine
 # (kiln compile needs MLIR, which the GPU machine lacks): set
@@ -27,7 +32,7 @@ if [ ! -x "$kiln_run" ]; then
 fi
 
 mkdir -p "$out"
-for config in small 1b; do
+for config in ${BENCH_CONFIGS:-small 1b}; do
   kiln=(--kiln-run "$kiln_run")
   artifact=${KILN_ARTIFACTS:-/nonexistent}/$config/step.kiln
   if [ -f "$artifact" ]; then

@@ -5,6 +5,7 @@ successors), so a loss curve moves well below log(vocab) in 100 steps.
 windows: the exact training windows `kiln-run train --data` takes for a step
 (runtime/lib/TokenData.cpp: SplitMix64 hashes, Lemire's multiply-shift), so
 PyTorch trains on the same batches.
+step_batches: bench.py's per-step random batches.
 """
 
 import numpy as np
@@ -48,3 +49,11 @@ def windows(tokens, seed, step, batch, seq):
     rows = [tokens[window_start(len(tokens), seed, step - 1, r, seq):][:seq + 1]
             for r in range(batch)]
     return np.stack(rows)
+
+
+def step_batches(vocab, batch, seq, count, seed):
+    """count uniform random [batch, seq + 1] token batches, one per step of
+    bench.py's timed loop: its PyTorch and JAX columns train on the same,
+    different batch each step."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, vocab, size=(count, batch, seq + 1), dtype=np.int32)
