@@ -222,8 +222,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
     result.value = param.getResult();
     return result;
   }
-  std::string dir = llvm::sys::path::parent_path(path_).str();
-  absl::StatusOr<HostTensor> host = tensorFromProto(tensor, dir);
+  absl::StatusOr<HostTensor> host = tensorFromProto(tensor, folderOf(path_));
   if (!host.ok())
     return fail(std::string(host.status().message()));
   return constantTensor(builder_, loc, *host);

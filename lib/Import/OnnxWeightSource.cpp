@@ -65,11 +65,12 @@ absl::StatusOr<HostTensor> OnnxWeightSource::load(llvm::StringRef name) {
   if (it == model_->byName.end())
     return absl::NotFoundError(absl::StrCat(model_->path, ": no initializer named '",
                                             oneLine(name.str()), "'"));
-  absl::StatusOr<HostTensor> tensor = tensorFromProto(
-      *it->second, llvm::sys::path::parent_path(model_->path).str());
-  if (!tensor.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat(model_->path, ": ", oneLine(tensor.status().message())));
+  absl::StatusOr<HostTensor> tensor =
+      tensorFromProto(*it->second, folderOf(model_->path));
+  if (!tensor.ok()) // The code stays: a missing file is NotFound.
+    return absl::Status(tensor.status().code(),
+                        absl::StrCat(model_->path, ": ",
+                                     oneLine(tensor.status().message())));
   return tensor;
 }
 
