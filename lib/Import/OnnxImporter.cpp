@@ -10,6 +10,7 @@
 #include "kiln/Import/OnnxImporter.h"
 #include "NodeContext.h"
 #include "kiln/Import/TensorProto.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/Passes.h"
 
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,64 @@ std::optional<std::string> attributeTypeError(const onnx::NodeProto &node,
            onnx::AttributeProto::AttributeType_Name(it->second.type);
   }
   return std::nullopt;
+}
+
+/// A result type whose static element count, or byte size, overflows
+/// int64: no tensor, and every later size computation would wrap.
+std::optional<std::string> oversizedResult(Operation *op) {
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes())) {
+    auto ranked = llvm::dyn_cast<RankedTensorType>(type);
+    if (!ranked)
+      continue;
+    int64_t count = 1, bytes = 0;
+    bool countOverflow = false;
+    for (int64_t d : ranked.getShape())
+      if (!ShapedType::isDynamic(d))
+        countOverflow |= llvm::MulOverflow(count, d, count);
+    int64_t width = ranked.getElementType().isIntOrFloat()
+                        ? (ranked.getElementTypeBitWidth() + 7) / 8
+                        : 1;
+    bool bytesOverflow = !countOverflow && llvm::MulOverflow(count, width, bytes);
+    if (countOverflow || bytesOverflow) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "result " << i << " " << shapeToString(ranked) << " "
+         << ranked.getElementType() << " has more "
+         << (countOverflow ? "elements" : "bytes") << " than int64 can count";
+      return text;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The first verifier diagnostic of `op`, with its operand and result
+/// types; nullopt when it verifies.
+std::optional<std::string> verifyNodeOp(Operation *op) {
+  if (std::optional<std::string> oversized = oversizedResult(op))
+    return oversized;
+  std::string first;
+  {
+    ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &diag) {
+      if (first.empty())
+        first = diag.str();
+      return success();
+    });
+    if (succeeded(verify(op)))
+      return std::nullopt;
+  }
+  auto typeList = [](TypeRange types) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::interleaveComma(types, os, [&](Type t) {
+      if (auto ranked = llvm::dyn_cast<RankedTensorType>(t))
+        os << shapeToString(ranked) << " " << ranked.getElementType();
+      else
+        os << t;
+    });
+    return text;
+  };
+  return first + " (operands " + typeList(op->getOperandTypes()) +
+         "; result " + typeList(op->getResultTypes()) + ")";
 }
 
 class GraphImporter {
@@ -418,10 +477,25 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
     return nodeError("the node has no outputs");
 
   NodeContext ctx(builder_, loc, node, opset_, inputs);
+  (void)takeDimOverflow();
+  (void)takeNegativeDim();
+  Block *block = builder_.getInsertionBlock();
+  Operation *last = block->empty() ? nullptr : &block->back();
   currentNode_ = &ctx;
   LogicalResult result = handler->second(ctx);
   currentNode_ = nullptr;
+  if (takeDimOverflow())
+    return nodeError("a size computed from its inputs overflows int64");
+  if (takeNegativeDim())
+    return nodeError("a result dim computed from its inputs is negative");
   if (succeeded(result)) {
+    // Ops built with a chosen result type (Reshape, Split, Expand) are
+    // verified here, so a model's impossible shape is its node's error.
+    Operation *first = last ? last->getNextNode()
+                       : block->empty() ? nullptr : &block->front();
+    for (Operation *op = first; op; op = op->getNextNode())
+      if (std::optional<std::string> bad = verifyNodeOp(op))
+        return nodeError(*bad);
     for (auto [i, name] : llvm::enumerate(node.output())) {
       if (name.empty())
         continue;
