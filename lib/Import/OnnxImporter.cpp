@@ -212,7 +212,60 @@ private:
   std::map<std::string, std::string> foldedFrom_;
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
+  /// What defines each value name ("graph input 'x'", "node 'Add_3'"):
+  /// ONNX graphs are in SSA form, and a second definition would silently
+  /// replace the first for every later use.
+  std::map<std::string, std::string> definedBy_;
+  absl::Status define(const std::string &name, const std::string &what);
+  /// Gather indices from an integer initializer large enough to stay a
+  /// frozen parameter: read from the model and checked against the
+  /// gathered dim, as the handler checks constant indices.
+  absl::Status checkInitializerIndices(const onnx::NodeProto &node,
+                                       const std::string &nodeName,
+                                       ArrayRef<ImportedValue *> inputs);
 };
+
+absl::Status GraphImporter::checkInitializerIndices(
+    const onnx::NodeProto &node, const std::string &nodeName,
+    ArrayRef<ImportedValue *> inputs) {
+  if (inputs.size() < 2 || !inputs[0] || !inputs[1] || !inputs[0]->value ||
+      !inputs[1]->value || !inputs[1]->value.getDefiningOp<ParameterOp>())
+    return absl::OkStatus();
+  auto init = initializers_.find(node.input(1));
+  auto type = llvm::dyn_cast<RankedTensorType>(inputs[0]->value.getType());
+  if (init == initializers_.end() || !type || type.getRank() == 0)
+    return absl::OkStatus();
+  int64_t axis = 0;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "axis")
+      axis = a.i();
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+    return absl::OkStatus(); // The handler reports a bad axis.
+  // Without the bytes (external data left behind) there is nothing to check:
+  // compiling needs only shapes.
+  absl::StatusOr<HostTensor> indices =
+      tensorFromProto(*init->second, folderOf(path_));
+  if (!indices.ok() || indices->isFloat())
+    return absl::OkStatus();
+  int64_t n = type.getDimSize(axis);
+  for (int64_t index : indices->ints)
+    if (index < -n || index >= n)
+      return fail("node '" + nodeName + "' (Gather): Gather index " + Twine(index) +
+                  " is out of range for dim " + Twine(axis) + " of size " + Twine(n));
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::define(const std::string &name,
+                                   const std::string &what) {
+  if (name.empty())
+    return absl::OkStatus(); // No value: nothing can refer to it.
+  auto [it, inserted] = definedBy_.try_emplace(name, what);
+  if (inserted)
+    return absl::OkStatus();
+  return fail(what + ": value '" + name + "' is already defined by " + it->second);
+}
 
 absl::StatusOr<RankedTensorType>
 GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
@@ -429,6 +482,12 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   auto nodeError = [&](const Twine &message) {
     return fail("node '" + nodeName + "' (" + node.op_type() + "): " + message);
   };
+  for (const std::string &name : node.output())
+    if (!name.empty())
+      if (absl::Status s = define(name, "node '" + nodeName + "' (" +
+                                            node.op_type() + ")");
+          !s.ok())
+        return s;
 
   SmallVector<ImportedValue *> inputs;
   for (const std::string &name : node.input()) {
@@ -476,6 +535,10 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   if (node.output_size() == 0)
     return nodeError("the node has no outputs");
 
+  if (node.op_type() == "Gather")
+    if (absl::Status s = checkInitializerIndices(node, nodeName, inputs); !s.ok())
+      return s;
+
   NodeContext ctx(builder_, loc, node, opset_, inputs);
   (void)takeDimOverflow();
   (void)takeNegativeDim();
@@ -512,17 +575,32 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
 }
 
 absl::StatusOr<ImportResult> GraphImporter::run() {
-  for (const onnx::OperatorSetIdProto &opset : model_.opset_import())
-    if (opset.domain().empty() || opset.domain() == "ai.onnx")
-      opset_ = opset.version();
+  for (const onnx::OperatorSetIdProto &opset : model_.opset_import()) {
+    if (!opset.domain().empty() && opset.domain() != "ai.onnx")
+      continue;
+    if (opset_ != 0 && opset_ != opset.version())
+      return fail("the model imports two default-domain (ai.onnx) opsets, " +
+                  Twine(opset_) + " and " + Twine(opset.version()));
+    opset_ = opset.version();
+  }
   if (opset_ == 0)
     return fail("the model imports no default-domain (ai.onnx) opset");
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
     return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " +
                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
   const onnx::GraphProto &graph = model_.graph();
-  for (const onnx::TensorProto &init : graph.initializer())
+  for (const onnx::TensorProto &init : graph.initializer()) {
     initializers_[init.name()] = &init;
+    if (absl::Status s = define(init.name(), "initializer '" + init.name() + "'");
+        !s.ok())
+      return s;
+  }
+  // An input an initializer also provides is that initializer (its default).
+  for (const onnx::ValueInfoProto &info : graph.input())
+    if (!initializers_.count(info.name()))
+      if (absl::Status s = define(info.name(), "graph input '" + info.name() + "'");
+          !s.ok())
+        return s;
   for (const onnx::ValueInfoProto &info : graph.value_info()) {
     valueInfo_[info.name()] = &info.type();
     if (std::optional<std::string> source = foldedSource(info))
