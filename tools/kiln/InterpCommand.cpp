@@ -118,6 +118,17 @@ absl::StatusOr<HostTensor> readInput(unsigned index) {
   return readTensorFile(path.str().str());
 }
 
+/// An input_K.pb past the last one the function takes: a model with fewer
+/// inputs than the test data was made for must not run on part of it.
+int refuseExtraInput(unsigned taken) {
+  SmallString<256> path(inputsDir);
+  sys::path::append(path, "input_" + Twine(taken) + ".pb");
+  if (!sys::fs::exists(path))
+    return 0;
+  return fail(path + ": one input file more than the " + Twine(taken) +
+              " input" + (taken == 1 ? "" : "s") + " the model takes");
+}
+
 /// What --const-small-inputs freezes: integer vectors (shapes, axes, pads)
 /// and scalars of any type (bounds, fill values, ratios).
 bool isShapeLikeInput(const HostTensor &t) {
@@ -399,6 +410,8 @@ int runInterp(MLIRContext &context) {
       else
         inputs.push_back(std::move(*tensor));
     }
+    if (int rc = refuseExtraInput(names->size()))
+      return rc;
   }
   std::string weightsPath;
   OwningOpRef<ModuleOp> module = loadModule(context, input, options, weightsPath);
@@ -423,6 +436,8 @@ int runInterp(MLIRContext &context) {
         return fail(std::string(tensor.status().message()));
       inputs.push_back(std::move(*tensor));
     }
+    if (int rc = refuseExtraInput(dataArgs))
+      return rc;
   }
 
   NoWeights noWeights;
