@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "NodeContext.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -25,14 +28,23 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
   if (!a || !b)
     return std::nullopt;
   std::optional<int64_t> ca = a.getConstantValue(), cb = b.getConstantValue();
+  // A sum or product past int64 is not folded: the op runs on the values
+  // and wraps as ONNX integer arithmetic does.
+  auto known = [](Dim d) -> std::optional<Dim> {
+    if (d)
+      return d;
+    (void)takeDimOverflow(); // Handled: not the node's error.
+    return std::nullopt;
+  };
   if (opType == "Add")
-    return dimAdd(a, b);
+    return known(dimAdd(a, b));
   if (opType == "Sub")
-    return dimSub(a, b);
+    return known(dimSub(a, b));
   if (opType == "Mul")
-    return dimMul(a, b);
+    return known(dimMul(a, b));
   if (opType == "Div") {
-    if (ca && cb && *cb != 0)
+    if (ca && cb && *cb != 0 &&
+        !(*ca == std::numeric_limits<int64_t>::min() && *cb == -1))
       return dimConst(ctx, *ca / *cb);
     if (cb && *cb != 0)
       if (Dim q = dimDivExact(a, *cb))

@@ -518,6 +518,25 @@ LogicalResult importGather(NodeContext &ctx) {
   FailureOr<int64_t> axis = ctx.normalizeAxis(axisAttr, tensorOf(*d).getRank());
   if (failed(axis))
     return failure();
+  // Constant indices into a static dim are checked here: compiled kernels
+  // do not bounds-check them.
+  RankedTensorType dataType = tensorOf(*d);
+  if (!dataType.isDynamicDim(*axis)) {
+    int64_t n = dataType.getDimSize(*axis);
+    std::vector<int64_t> values;
+    if (indices) {
+      if (std::optional<std::vector<int64_t>> c = indices->constants())
+        values = *c;
+    } else if (auto constant = i->getDefiningOp<ConstantOp>()) {
+      if (auto dense = llvm::dyn_cast<DenseIntElementsAttr>(constant.getValue()))
+        for (const APInt &v : dense)
+          values.push_back(v.getSExtValue());
+    }
+    for (int64_t index : values)
+      if (index < -n || index >= n)
+        return ctx.error("Gather index " + Twine(index) + " is out of range for dim " +
+                         Twine(*axis) + " of size " + Twine(n));
+  }
   return ctx.produce(
       ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis)));
 }

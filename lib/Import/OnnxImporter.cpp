@@ -10,6 +10,7 @@
 #include "kiln/Import/OnnxImporter.h"
 #include "NodeContext.h"
 #include "kiln/Import/TensorProto.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/Passes.h"
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
@@ -114,6 +117,64 @@ std::optional<std::string> attributeTypeError(const onnx::NodeProto &node,
   return std::nullopt;
 }
 
+/// A result type whose static element count, or byte size, overflows
+/// int64: no tensor, and every later size computation would wrap.
+std::optional<std::string> oversizedResult(Operation *op) {
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes())) {
+    auto ranked = llvm::dyn_cast<RankedTensorType>(type);
+    if (!ranked)
+      continue;
+    int64_t count = 1, bytes = 0;
+    bool countOverflow = false;
+    for (int64_t d : ranked.getShape())
+      if (!ShapedType::isDynamic(d))
+        countOverflow |= llvm::MulOverflow(count, d, count);
+    int64_t width = ranked.getElementType().isIntOrFloat()
+                        ? (ranked.getElementTypeBitWidth() + 7) / 8
+                        : 1;
+    bool bytesOverflow = !countOverflow && llvm::MulOverflow(count, width, bytes);
+    if (countOverflow || bytesOverflow) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "result " << i << " " << shapeToString(ranked) << " "
+         << ranked.getElementType() << " has more "
+         << (countOverflow ? "elements" : "bytes") << " than int64 can count";
+      return text;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The first verifier diagnostic of `op`, with its operand and result
+/// types; nullopt when it verifies.
+std::optional<std::string> verifyNodeOp(Operation *op) {
+  if (std::optional<std::string> oversized = oversizedResult(op))
+    return oversized;
+  std::string first;
+  {
+    ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &diag) {
+      if (first.empty())
+        first = diag.str();
+      return success();
+    });
+    if (succeeded(verify(op)))
+      return std::nullopt;
+  }
+  auto typeList = [](TypeRange types) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::interleaveComma(types, os, [&](Type t) {
+      if (auto ranked = llvm::dyn_cast<RankedTensorType>(t))
+        os << shapeToString(ranked) << " " << ranked.getElementType();
+      else
+        os << t;
+    });
+    return text;
+  };
+  return first + " (operands " + typeList(op->getOperandTypes()) +
+         "; result " + typeList(op->getResultTypes()) + ")";
+}
+
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *context, const onnx::ModelProto &model,
@@ -153,7 +214,60 @@ private:
   std::map<std::string, std::string> foldedFrom_;
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
+  /// What defines each value name ("graph input 'x'", "node 'Add_3'"):
+  /// ONNX graphs are in SSA form, and a second definition would silently
+  /// replace the first for every later use.
+  std::map<std::string, std::string> definedBy_;
+  absl::Status define(const std::string &name, const std::string &what);
+  /// Gather indices from an integer initializer large enough to stay a
+  /// frozen parameter: read from the model and checked against the
+  /// gathered dim, as the handler checks constant indices.
+  absl::Status checkInitializerIndices(const onnx::NodeProto &node,
+                                       const std::string &nodeName,
+                                       ArrayRef<ImportedValue *> inputs);
 };
+
+absl::Status GraphImporter::checkInitializerIndices(
+    const onnx::NodeProto &node, const std::string &nodeName,
+    ArrayRef<ImportedValue *> inputs) {
+  if (inputs.size() < 2 || !inputs[0] || !inputs[1] || !inputs[0]->value ||
+      !inputs[1]->value || !inputs[1]->value.getDefiningOp<ParameterOp>())
+    return absl::OkStatus();
+  auto init = initializers_.find(node.input(1));
+  auto type = llvm::dyn_cast<RankedTensorType>(inputs[0]->value.getType());
+  if (init == initializers_.end() || !type || type.getRank() == 0)
+    return absl::OkStatus();
+  int64_t axis = 0;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "axis")
+      axis = a.i();
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+    return absl::OkStatus(); // The handler reports a bad axis.
+  // Without the bytes (external data left behind) there is nothing to check:
+  // compiling needs only shapes.
+  absl::StatusOr<HostTensor> indices =
+      tensorFromProto(*init->second, folderOf(path_));
+  if (!indices.ok() || indices->isFloat())
+    return absl::OkStatus();
+  int64_t n = type.getDimSize(axis);
+  for (int64_t index : indices->ints)
+    if (index < -n || index >= n)
+      return fail("node '" + nodeName + "' (Gather): Gather index " + Twine(index) +
+                  " is out of range for dim " + Twine(axis) + " of size " + Twine(n));
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::define(const std::string &name,
+                                   const std::string &what) {
+  if (name.empty())
+    return absl::OkStatus(); // No value: nothing can refer to it.
+  auto [it, inserted] = definedBy_.try_emplace(name, what);
+  if (inserted)
+    return absl::OkStatus();
+  return fail(what + ": value '" + name + "' is already defined by " + it->second);
+}
 
 absl::StatusOr<RankedTensorType>
 GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
@@ -222,8 +336,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
     result.value = param.getResult();
     return result;
   }
-  std::string dir = llvm::sys::path::parent_path(path_).str();
-  absl::StatusOr<HostTensor> host = tensorFromProto(tensor, dir);
+  absl::StatusOr<HostTensor> host = tensorFromProto(tensor, folderOf(path_));
   if (!host.ok())
     return fail(std::string(host.status().message()));
   return constantTensor(builder_, loc, *host);
@@ -371,6 +484,12 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   auto nodeError = [&](const Twine &message) {
     return fail("node '" + nodeName + "' (" + node.op_type() + "): " + message);
   };
+  for (const std::string &name : node.output())
+    if (!name.empty())
+      if (absl::Status s = define(name, "node '" + nodeName + "' (" +
+                                            node.op_type() + ")");
+          !s.ok())
+        return s;
 
   SmallVector<ImportedValue *> inputs;
   for (const std::string &name : node.input()) {
@@ -418,11 +537,30 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   if (node.output_size() == 0)
     return nodeError("the node has no outputs");
 
+  if (node.op_type() == "Gather")
+    if (absl::Status s = checkInitializerIndices(node, nodeName, inputs); !s.ok())
+      return s;
+
   NodeContext ctx(builder_, loc, node, opset_, inputs);
+  (void)takeDimOverflow();
+  (void)takeNegativeDim();
+  Block *block = builder_.getInsertionBlock();
+  Operation *last = block->empty() ? nullptr : &block->back();
   currentNode_ = &ctx;
   LogicalResult result = handler->second(ctx);
   currentNode_ = nullptr;
+  if (takeDimOverflow())
+    return nodeError("a size computed from its inputs overflows int64");
+  if (takeNegativeDim())
+    return nodeError("a result dim computed from its inputs is negative");
   if (succeeded(result)) {
+    // Ops built with a chosen result type (Reshape, Split, Expand) are
+    // verified here, so a model's impossible shape is its node's error.
+    Operation *first = last ? last->getNextNode()
+                       : block->empty() ? nullptr : &block->front();
+    for (Operation *op = first; op; op = op->getNextNode())
+      if (std::optional<std::string> bad = verifyNodeOp(op))
+        return nodeError(*bad);
     for (auto [i, name] : llvm::enumerate(node.output())) {
       if (name.empty())
         continue;
@@ -439,17 +577,32 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
 }
 
 absl::StatusOr<ImportResult> GraphImporter::run() {
-  for (const onnx::OperatorSetIdProto &opset : model_.opset_import())
-    if (opset.domain().empty() || opset.domain() == "ai.onnx")
-      opset_ = opset.version();
+  for (const onnx::OperatorSetIdProto &opset : model_.opset_import()) {
+    if (!opset.domain().empty() && opset.domain() != "ai.onnx")
+      continue;
+    if (opset_ != 0 && opset_ != opset.version())
+      return fail("the model imports two default-domain (ai.onnx) opsets, " +
+                  Twine(opset_) + " and " + Twine(opset.version()));
+    opset_ = opset.version();
+  }
   if (opset_ == 0)
     return fail("the model imports no default-domain (ai.onnx) opset");
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
     return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " +
                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
   const onnx::GraphProto &graph = model_.graph();
-  for (const onnx::TensorProto &init : graph.initializer())
+  for (const onnx::TensorProto &init : graph.initializer()) {
     initializers_[init.name()] = &init;
+    if (absl::Status s = define(init.name(), "initializer '" + init.name() + "'");
+        !s.ok())
+      return s;
+  }
+  // An input an initializer also provides is that initializer (its default).
+  for (const onnx::ValueInfoProto &info : graph.input())
+    if (!initializers_.count(info.name()))
+      if (absl::Status s = define(info.name(), "graph input '" + info.name() + "'");
+          !s.ok())
+        return s;
   for (const onnx::ValueInfoProto &info : graph.value_info()) {
     valueInfo_[info.name()] = &info.type();
     if (std::optional<std::string> source = foldedSource(info))
@@ -561,7 +714,21 @@ bool isTextualModel(StringRef path) {
 } // namespace
 
 namespace {
-absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
+/// Protobuf refuses messages nested deeper than 100 levels (an If inside an
+/// If costs three: node, attribute, graph). A model that parses under a
+/// higher limit is well-formed but too deeply nested; the higher limit is
+/// only tried after a failure, and stays far from exhausting the stack.
+bool parsesWhenDeeper(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  google::protobuf::io::IstreamInputStream raw(&file);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetRecursionLimit(2000);
+  onnx::ModelProto scratch;
+  return scratch.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+}
+} // namespace
+
+absl::Status loadOnnxModel(const std::string &path, onnx::ModelProto &model) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
@@ -582,6 +749,10 @@ absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ONNX text does not parse: ", oneLine(status.ErrorMessage())));
   } else if (!model.ParseFromIstream(&file)) {
+    if (parsesWhenDeeper(path))
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": the model nests subgraphs (If/Loop/Scan bodies) too deeply: "
+                "protobuf reads at most 100 nested messages"));
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a valid ONNX model (truncated or corrupt protobuf)"));
   }
@@ -589,14 +760,13 @@ absl::Status loadModel(const std::string &path, onnx::ModelProto &model) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the model has no graph"));
   return absl::OkStatus();
 }
-} // namespace
 
 absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
                                             const std::string &path,
                                             const ImportOptions &options) {
   context->loadDialect<GraphDialect, func::FuncDialect>();
   onnx::ModelProto model;
-  if (absl::Status status = loadModel(path, model); !status.ok())
+  if (absl::Status status = loadOnnxModel(path, model); !status.ok())
     return status;
   GraphImporter importer(context, model, path, options);
   return importer.run();
@@ -604,7 +774,7 @@ absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
 
 absl::StatusOr<std::vector<std::string>> listOnnxInputs(const std::string &path) {
   onnx::ModelProto model;
-  if (absl::Status status = loadModel(path, model); !status.ok())
+  if (absl::Status status = loadOnnxModel(path, model); !status.ok())
     return status;
   std::set<std::string> initializers;
   for (const onnx::TensorProto &init : model.graph().initializer())

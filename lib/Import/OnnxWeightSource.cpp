@@ -1,6 +1,7 @@
 //===- OnnxWeightSource.cpp - Parameter values from an ONNX model ---------===//
 
 #include "kiln/Import/OnnxWeightSource.h"
+#include "kiln/Import/OnnxImporter.h"
 #include "kiln/Import/TensorProto.h"
 
 #include "absl/strings/str_cat.h"
@@ -28,25 +29,8 @@ absl::StatusOr<std::unique_ptr<OnnxWeightSource>>
 OnnxWeightSource::open(const std::string &modelPath) {
   auto model = std::make_unique<Model>();
   model->path = modelPath;
-  std::ifstream file(modelPath, std::ios::binary);
-  if (!file)
-    return absl::NotFoundError(absl::StrCat(modelPath, ": cannot open weight source"));
-  llvm::StringRef path(modelPath);
-  if (path.ends_with(".onnxtxt") || path.ends_with(".txt")) {
-    std::stringstream text;
-    text << file.rdbuf();
-    std::string source = text.str();
-    bool parsed = false;
-    try { // ONNX 1.12's parser throws on out-of-range integer literals.
-      parsed = onnx::OnnxParser::Parse(model->proto, source.c_str()).IsOK();
-    } catch (const std::exception &) {
-    }
-    if (!parsed)
-      return absl::InvalidArgumentError(absl::StrCat(modelPath, ": ONNX text does not parse"));
-  } else if (!model->proto.ParseFromIstream(&file)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(modelPath, ": not a valid ONNX model (truncated or corrupt protobuf)"));
-  }
+  if (absl::Status status = loadOnnxModel(modelPath, model->proto); !status.ok())
+    return status;
   for (const onnx::TensorProto &t : model->proto.graph().initializer())
     model->byName[t.name()] = &t;
   return std::unique_ptr<OnnxWeightSource>(new OnnxWeightSource(std::move(model)));
@@ -65,11 +49,12 @@ absl::StatusOr<HostTensor> OnnxWeightSource::load(llvm::StringRef name) {
   if (it == model_->byName.end())
     return absl::NotFoundError(absl::StrCat(model_->path, ": no initializer named '",
                                             oneLine(name.str()), "'"));
-  absl::StatusOr<HostTensor> tensor = tensorFromProto(
-      *it->second, llvm::sys::path::parent_path(model_->path).str());
-  if (!tensor.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat(model_->path, ": ", oneLine(tensor.status().message())));
+  absl::StatusOr<HostTensor> tensor =
+      tensorFromProto(*it->second, folderOf(model_->path));
+  if (!tensor.ok()) // The code stays: a missing file is NotFound.
+    return absl::Status(tensor.status().code(),
+                        absl::StrCat(model_->path, ": ",
+                                     oneLine(tensor.status().message())));
   return tensor;
 }
 

@@ -9,6 +9,7 @@
 #include "NodeContext.h"
 #include "kiln/Dialect/Graph/ShapeInference.h"
 #include "kiln/Import/TensorProto.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
 
@@ -166,7 +167,7 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   if (fill.numel() != 1)
     return ctx.error("value must hold one element");
   Dim count = dimProduct(*dims, ctx.context());
-  std::optional<int64_t> n = count.getConstantValue();
+  std::optional<int64_t> n = count ? count.getConstantValue() : std::nullopt;
   if (!fill.isFloat() && dims->size() <= 1 && n && *n <= kMaxKnownElements) {
     KnownTensor known; // A small integer fill stays a compile-time value.
     known.dtype = fill.dtype;
@@ -203,11 +204,12 @@ LogicalResult importRange(NodeContext &ctx) {
     Dim span = dimSub(limit->elements[0], start->elements[0]);
     std::optional<int64_t> constantSpan =
         span ? span.getConstantValue() : std::nullopt;
+    // ceil(span / step) elements, without rounding terms that could wrap.
     if (constantSpan)
-      length =
-          dimConst(ctx.context(),
-                   std::max<int64_t>(
-                       0, (*constantSpan + step - (step > 0 ? 1 : -1)) / step));
+      length = dimConst(
+          ctx.context(),
+          step > 0 ? (*constantSpan <= 0 ? 0 : (*constantSpan - 1) / step + 1)
+                   : (*constantSpan >= 0 ? 0 : (*constantSpan + 1) / step + 1));
     else if (step == 1)
       length = span; // Assumes limit >= start, a guard for the shape pass.
     else
@@ -225,9 +227,13 @@ LogicalResult importRange(NodeContext &ctx) {
     element = type->getElementType();
     floatStart = *s;
     floatDelta = *d;
-    length = dimConst(
-        ctx.context(),
-        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((*l - *s) / *d))));
+    double count = std::ceil((*l - *s) / *d);
+    if (std::isnan(count))
+      return ctx.error("Range bounds are not numbers");
+    if (count >= 9223372036854775808.0) // 2^63
+      return ctx.error("Range has " + llvm::formatv("{0:e}", count) +
+                       " elements, more than int64 can count");
+    length = dimConst(ctx.context(), count > 0 ? static_cast<int64_t>(count) : 0);
   }
   RankedTensorType type = makeTensorType({length}, element);
   Value iota =

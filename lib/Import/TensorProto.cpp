@@ -113,6 +113,53 @@ static void decodeRaw(HostTensor &tensor, const char *bytes) {
   }
 }
 
+/// The file an external data `location` names, which must lie inside
+/// `baseDir` (the model's or the input file's folder): absolute locations
+/// and `..` components are refused before anything is opened, and a path
+/// that exists is canonicalized so a symlink cannot lead outside either.
+/// A missing file keeps its lexical path (the caller reports it).
+static absl::StatusOr<std::string>
+resolveExternalDataPath(const std::string &baseDir, const std::string &location,
+                        const std::string &tensorName) {
+  auto outside = [&](llvm::StringRef why) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "initializer '", tensorName, "': external data file '", location,
+        "' is outside the folder '", baseDir, "' (", why.str(), ")"));
+  };
+  if (baseDir.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", tensorName,
+        "' has external data, which only initializers and input files may have"));
+  if (location.find('\0') != std::string::npos)
+    return outside("the location holds a NUL byte");
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::sys::path::has_root_name(location) ||
+      llvm::sys::path::has_root_directory(location))
+    return outside("an absolute path");
+  for (llvm::StringRef part : llvm::make_range(llvm::sys::path::begin(location),
+                                               llvm::sys::path::end(location)))
+    if (part == "..")
+      return outside("a '..' component");
+  llvm::SmallString<256> path(baseDir);
+  llvm::sys::path::append(path, location);
+  if (!llvm::sys::fs::exists(path))
+    return path.str().str();
+  llvm::SmallString<256> realBase, realPath;
+  if (llvm::sys::fs::real_path(baseDir, realBase) ||
+      llvm::sys::fs::real_path(path, realPath))
+    return path.str().str(); // Unreadable: opening reports it.
+  llvm::StringRef inner(realPath);
+  bool baseIsRoot = llvm::sys::path::is_separator(realBase.back());
+  if (!inner.consume_front(realBase) || inner.empty() ||
+      (!baseIsRoot && !llvm::sys::path::is_separator(inner.front())))
+    return outside(absl::StrCat("it resolves to '", realPath.str().str(), "'"));
+  if (!llvm::sys::fs::is_regular_file(realPath))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initializer '", tensorName, "': external data file '", path.str().str(),
+        "' is not a regular file"));
+  return realPath.str().str();
+}
+
 static absl::StatusOr<std::string>
 readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
                  size_t expectedBytes) {
@@ -133,9 +180,15 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
   if (location.empty())
     return absl::InvalidArgumentError(absl::StrCat(
         "initializer '", proto.name(), "' has external data without a location"));
+  absl::StatusOr<std::string> resolved =
+      resolveExternalDataPath(baseDir, location, proto.name());
+  if (!resolved.ok())
+    return resolved.status();
+  // Messages name the file as the model spells it; the canonical path is
+  // what is opened.
   llvm::SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);
-  std::ifstream file(path.str().str(), std::ios::binary);
+  std::ifstream file(*resolved, std::ios::binary);
   if (!file)
     return absl::NotFoundError(absl::StrCat("external data file '", path.str().str(),
                                             "' of initializer '", proto.name(),
@@ -147,7 +200,7 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
         "initializer '", proto.name(), "' external data has ", length,
         " bytes, expected ", expectedBytes));
   uint64_t fileSize = 0;
-  if (offset < 0 || llvm::sys::fs::file_size(path, fileSize) ||
+  if (offset < 0 || llvm::sys::fs::file_size(*resolved, fileSize) ||
       static_cast<uint64_t>(offset) + expectedBytes > fileSize)
     return absl::OutOfRangeError(absl::StrCat(
         "external data file '", path.str().str(), "' ends before initializer '",
@@ -160,6 +213,11 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
         "external data file '", path.str().str(), "' ends before initializer '",
         proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
   return bytes;
+}
+
+std::string folderOf(const std::string &path) {
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  return dir.empty() ? "." : dir;
 }
 
 absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
@@ -305,8 +363,7 @@ absl::StatusOr<HostTensor> readTensorFile(const std::string &path) {
   if (!proto.ParseFromIstream(&file))
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a valid TensorProto (truncated or corrupt)"));
-  std::string dir = llvm::sys::path::parent_path(path).str();
-  absl::StatusOr<HostTensor> tensor = tensorFromProto(proto, dir);
+  absl::StatusOr<HostTensor> tensor = tensorFromProto(proto, folderOf(path));
   if (!tensor.ok())
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", tensor.status().message()));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <limits>
@@ -49,6 +50,19 @@ int64_t numel(ArrayRef<int64_t> shape) {
   return n;
 }
 
+absl::StatusOr<int64_t> checkedNumel(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative dim in shape ", shapeString(shape)));
+    if (llvm::MulOverflow(n, d, n))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shape ", shapeString(shape), " has more elements than int64 can count"));
+  }
+  return n;
+}
+
 Shape stridesOf(ArrayRef<int64_t> shape) {
   Shape strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
@@ -78,15 +92,16 @@ absl::StatusOr<HostTensor> makeResult(Value value, Shape shape) {
   absl::StatusOr<DType> dtype = dtypeOf(value.getType());
   if (!dtype.ok())
     return dtype.status();
+  if (absl::StatusOr<int64_t> n = checkedNumel(shape); !n.ok())
+    return n.status();
   return HostTensor(*dtype, std::move(shape));
 }
 
 absl::Status checkStorage(const HostTensor &tensor) {
-  for (int64_t d : tensor.shape)
-    if (d < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("negative dim in shape ", tensor.shapeString()));
-  size_t expected = static_cast<size_t>(tensor.numel());
+  absl::StatusOr<int64_t> count = checkedNumel(tensor.shape);
+  if (!count.ok())
+    return count.status();
+  size_t expected = static_cast<size_t>(*count);
   size_t floats = tensor.floats.size(), ints = tensor.ints.size();
   bool ok = tensor.isFloat() ? floats == expected && ints == 0
                              : ints == expected && floats == 0;

@@ -49,6 +49,9 @@ private:
 };
 
 int64_t numel(llvm::ArrayRef<int64_t> shape);
+/// The element count, or an error when a dim is negative or the product
+/// overflows int64.
+absl::StatusOr<int64_t> checkedNumel(llvm::ArrayRef<int64_t> shape);
 /// Row-major strides.
 Shape stridesOf(llvm::ArrayRef<int64_t> shape);
 std::string shapeString(llvm::ArrayRef<int64_t> shape);

@@ -18,6 +18,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+#include <sys/resource.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace kiln::interp;
@@ -272,6 +277,57 @@ absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
   return std::move(*results);
 }
 
+/// What the interpreter holds per element: a double or an int64.
+constexpr uint64_t kBytesPerElement = 8;
+
+/// Bytes a tensor's storage holds.
+uint64_t storageBytes(const HostTensor &t) {
+  return (t.floats.size() + t.ints.size()) * kBytesPerElement;
+}
+
+/// Checks, before an op runs, that the results whose types the bound
+/// symbols determine can be counted in int64 and fit the memory budget
+/// beside the `live` bytes. Results with undetermined dims are accounted
+/// once they exist.
+absl::Status checkResultsFit(Operation *op, const Env &env, uint64_t live,
+                             uint64_t budget) {
+  uint64_t needed = 0;
+  std::string largest;
+  uint64_t largestBytes = 0;
+  for (auto [i, value] : llvm::enumerate(op->getResults())) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type)
+      continue;
+    std::vector<std::optional<int64_t>> dims = env.evaluate(type);
+    if (!llvm::all_of(dims, [](auto d) { return d && *d >= 0; }))
+      continue;
+    Shape shape;
+    for (const std::optional<int64_t> &d : dims)
+      shape.push_back(*d);
+    absl::StatusOr<int64_t> count = checkedNumel(shape);
+    if (!count.ok())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "result ", i, " ", shapeString(shape),
+          " has more elements than int64 can count"));
+    // Saturating: a sum past 2^64 bytes fits no budget either.
+    uint64_t bytes =
+        llvm::SaturatingMultiply(static_cast<uint64_t>(*count), kBytesPerElement);
+    needed = llvm::SaturatingAdd(needed, bytes);
+    if (bytes >= largestBytes) {
+      largestBytes = bytes;
+      std::optional<DType> dtype = fromMlirType(type.getElementType());
+      largest = absl::StrCat(dtype ? dtypeName(*dtype) : "?", " ", shapeString(shape));
+    }
+  }
+  if (needed <= budget && live <= budget - needed)
+    return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "needs ", needed, " bytes for its result", op->getNumResults() == 1 ? "" : "s",
+      " (", largest, ", 8 bytes per element), but ", live,
+      " bytes of live tensors leave ", live < budget ? budget - live : 0,
+      " of the interpreter's ", budget, "-byte memory budget (--memory-budget)"));
+}
+
 /// The first diagnostic the verifier emits, for the error message.
 absl::Status verifyFunction(func::FuncOp func) {
   std::string first;
@@ -290,9 +346,25 @@ absl::Status verifyFunction(func::FuncOp func) {
 
 } // namespace
 
+uint64_t defaultMemoryBudget() {
+  uint64_t limit = std::numeric_limits<uint64_t>::max();
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0)
+    limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      limit = std::min<uint64_t>(limit, rl.rlim_cur);
+  }
+  // Half: kernels keep temporaries beside their results, and the process
+  // itself (MLIR, the module) needs room too.
+  return limit / 2;
+}
+
 absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
                                             ArrayRef<HostTensor> inputs,
-                                            WeightSource &weights) {
+                                            WeightSource &weights,
+                                            const InterpreterOptions &options) {
   if (!func || func.isExternal())
     return absl::InvalidArgumentError("no function body to interpret");
   if (!func.getBody().hasOneBlock())
@@ -305,10 +377,15 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
     return s;
   Env env(result.symbols);
 
+  uint64_t budget = options.memoryBudget ? options.memoryBudget
+                                          : defaultMemoryBudget();
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, HostTensor> values;
-  for (auto [arg, input] : llvm::zip(body.getArguments(), inputs))
+  uint64_t live = 0; // storage bytes of `values`
+  for (auto [arg, input] : llvm::zip(body.getArguments(), inputs)) {
     values[arg] = roundedToDType(input);
+    live += storageBytes(values[arg]);
+  }
   // Values are dropped after their last use so memory stays bounded by the
   // live set rather than the whole graph.
   llvm::DenseMap<Value, Operation *> lastUse;
@@ -331,6 +408,8 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
         result.outputs.push_back(*t);
       return result;
     }
+    if (absl::Status s = checkResultsFit(&op, env, live, budget); !s.ok())
+      return withPrefix(s, prefix);
     absl::StatusOr<Tensors> outs = runOp(&op, args, env, weights);
     if (!outs.ok())
       return withPrefix(outs.status(), prefix);
@@ -341,11 +420,18 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
     for (auto [i, value] : llvm::enumerate(op.getResults())) {
       if (absl::Status s = checkResult(i, value, (*outs)[i], env); !s.ok())
         return withPrefix(s, prefix);
+      live += storageBytes((*outs)[i]);
       values[value] = std::move((*outs)[i]);
     }
-    for (Value operand : op.getOperands())
-      if (lastUse.lookup(operand) == &op)
-        values.erase(operand);
+    for (Value operand : op.getOperands()) {
+      if (lastUse.lookup(operand) != &op)
+        continue;
+      auto it = values.find(operand);
+      if (it == values.end())
+        continue; // An op using one value twice.
+      live -= storageBytes(it->second);
+      values.erase(it);
+    }
   }
   return absl::InvalidArgumentError(
       absl::StrCat("@", func.getSymName().str(), " has no func.return"));

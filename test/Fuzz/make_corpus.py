@@ -229,6 +229,35 @@ def bad_models():
         ext2.external_data.add(key=key, value=value)
     yield "bad-external-bad-offset", model(
         [helper.make_node("Cast", ["k"], ["y"], to=F)], [], [vi("y", F, [2])], [ext2])
+    # External data outside the model's folder, refused before any open.
+    for case, location in (("dotdot", "../../etc/passwd"), ("absolute", "/etc/passwd")):
+        escape = onnx.TensorProto()
+        escape.CopyFrom(ext)
+        del escape.external_data[:]
+        for key, value in (("location", location), ("offset", "0"), ("length", "16")):
+            escape.external_data.add(key=key, value=value)
+        yield f"bad-external-{case}", model(
+            [helper.make_node("Cast", ["k"], ["y"], to=F)], [], [vi("y", F, [2])], [escape])
+    # Graphs ONNX forbids: a value defined twice, two default-domain opsets,
+    # constant indices out of range, sizes past int64.
+    yield "bad-duplicate-output", model(
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["y"])],
+        [x23], [y23])
+    yield "bad-output-shadows-input", model(
+        [helper.make_node("Relu", ["x"], ["x"]), helper.make_node("Neg", ["x"], ["y"])],
+        [x23], [y23])
+    two_opsets = model(relu, [x23], [y23])
+    two_opsets.opset_import.append(helper.make_opsetid("ai.onnx", 13))
+    yield "bad-two-default-opsets", two_opsets
+    yield "bad-gather-index", model(
+        [helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [x23], [vi("y", F, None)],
+        [const("i", np.array([0, 3], np.int64))])
+    yield "bad-tile-overflow", model(
+        [helper.make_node("Tile", ["x", "r"], ["y"])], [x23], [vi("y", F, None)],
+        [const("r", np.array([1 << 30, 1 << 30], np.int64))])
+    yield "bad-pad-overflow", model(
+        [helper.make_node("Pad", ["x", "p"], ["y"])], [x23], [vi("y", F, None)],
+        [const("p", np.array([0, 1 << 62, 0, 1 << 62], np.int64))])
 
 
 def main():

@@ -1,11 +1,14 @@
 //===- SymExprTest.cpp - Size expression arithmetic and printing ----------===//
 
+#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/AsmParser/AsmParser.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 using namespace kiln;
 
@@ -74,6 +77,36 @@ TEST_F(SymExprTest, UnknownAndTooComplexStayUnknown) {
   EXPECT_FALSE(dimMul(s4, s)); // Degree 5 is past kMaxSymDegree.
   EXPECT_EQ(dimDivExact(dimMul(c(4), s), 2), dimMul(c(2), s));
   EXPECT_FALSE(dimDivExact(dimAdd(s, c(1)), 2));
+}
+
+TEST_F(SymExprTest, OverflowIsUnknownAndFlagged) {
+  constexpr int64_t big = int64_t(1) << 62;
+  Dim s = sym("s");
+  (void)takeDimOverflow();
+  EXPECT_FALSE(dimMul(c(big), c(4)));
+  EXPECT_TRUE(takeDimOverflow());
+  EXPECT_FALSE(takeDimOverflow()); // Taking clears the flag.
+  EXPECT_FALSE(dimAdd(dimMul(c(big), s), dimMul(c(big), s))); // 2^63 * s
+  EXPECT_TRUE(takeDimOverflow());
+  EXPECT_FALSE(dimSub(c(0), c(std::numeric_limits<int64_t>::min())));
+  EXPECT_TRUE(takeDimOverflow());
+  EXPECT_FALSE(dimDivExact(c(std::numeric_limits<int64_t>::min()), -1));
+  EXPECT_TRUE(takeDimOverflow());
+  auto lookup = [](llvm::StringRef) -> std::optional<int64_t> { return int64_t(1) << 40; };
+  EXPECT_EQ(evaluateDim(dimMul(s, s), lookup), std::nullopt);
+  EXPECT_TRUE(takeDimOverflow());
+  EXPECT_FALSE(dimSubstitute(dimMul(c(big), s), lookup));
+  EXPECT_TRUE(takeDimOverflow());
+  // In range: exact, no flag.
+  EXPECT_EQ(dimMul(c(big), c(1)).getConstantValue(), big);
+  EXPECT_FALSE(takeDimOverflow());
+  // A negative static size becomes unknown and is flagged.
+  (void)takeNegativeDim();
+  mlir::RankedTensorType t = makeTensorType({c(-4)}, mlir::Float32Type::get(&context));
+  EXPECT_TRUE(t.isDynamicDim(0));
+  EXPECT_TRUE(takeNegativeDim());
+  // The parser refuses an expression it cannot hold.
+  EXPECT_FALSE(parse("9223372036854775807*s + 9223372036854775807*s"));
 }
 
 TEST_F(SymExprTest, TensorTypesUseStaticSizesForConstants) {

@@ -82,8 +82,12 @@ int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
     if (!name || !dtype || count > kInlineValueElements)
       continue;
     // A weight whose bytes are not here (external data left behind) has
-    // no value to carry: the weights file must hold it.
+    // no value to carry: the weights file must hold it. Any other failure
+    // (external data outside the model's folder, a corrupt tensor) is the
+    // model's error.
     absl::StatusOr<HostTensor> tensor = (*source)->load(*name);
+    if (!tensor.ok() && !absl::IsNotFound(tensor.status()))
+      return fail(std::string(tensor.status().message()));
     if (!tensor.ok() || tensor->numel() != count)
       continue;
     if (std::optional<std::string> hex = floatHex(*tensor, *dtype)) {

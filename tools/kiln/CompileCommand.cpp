@@ -512,13 +512,11 @@ int runCompile(MLIRContext &context) {
       return 0;
     }
   }
-  std::string error;
-  std::unique_ptr<ToolOutputFile> file = openOutputFile(output, &error);
+  std::unique_ptr<ToolOutputFile> file = openOutput(output);
   if (!file)
-    return fail(error);
+    return 1;
   module->print(file->os());
-  file->keep();
-  return 0;
+  return closeOutput(*file, output);
 }
 
 } // namespace kiln::driver

@@ -50,6 +50,11 @@ Error writeFile(StringRef path, StringRef contents) {
   if (ec)
     return createStringError(ec, "cannot write " + path + ": " + ec.message());
   os << contents;
+  os.close();
+  if ((ec = os.error())) {
+    os.clear_error(); // Reported here, not as an LLVM fatal error.
+    return createStringError(ec, path + ": write failed: " + ec.message());
+  }
   return Error::success();
 }
 

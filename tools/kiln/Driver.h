@@ -11,6 +11,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include "kiln/runtime/MemoryPlanSection.h"
 
@@ -31,6 +32,11 @@ extern llvm::cl::opt<bool> raiseComposites;
 
 /// Prints `kiln: error: <message>` as one line and returns exit code 1.
 int fail(const llvm::Twine &message);
+/// Opens `path` ("-": stdout) for writing; errors are reported (null).
+std::unique_ptr<llvm::ToolOutputFile> openOutput(llvm::StringRef path);
+/// Flushes and keeps `file`: a failed write (a full disk) is one error line
+/// naming `path`, exit code 1.
+int closeOutput(llvm::ToolOutputFile &file, llvm::StringRef path);
 /// Prints one warning per op the importer kept as kiln.opaque.
 void reportUnsupported(const ImportResult &result);
 

@@ -37,13 +37,11 @@ int runImport(MLIRContext &context) {
   if (!result.ok())
     return fail(std::string(result.status().message()));
   reportUnsupported(*result);
-  std::string error;
-  std::unique_ptr<ToolOutputFile> file = openOutputFile(output, &error);
+  std::unique_ptr<ToolOutputFile> file = openOutput(output);
   if (!file)
-    return fail(error);
+    return 1;
   result->module->print(file->os());
-  file->keep();
-  return 0;
+  return closeOutput(*file, output);
 }
 
 } // namespace kiln::driver

@@ -20,7 +20,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
 #include <map>
+#include <optional>
 #include "llvm/ADT/StringMap.h"
 
 using namespace llvm;
@@ -79,10 +81,52 @@ cl::opt<std::string> writeInitDir(
              "adapters, NF4 codes) to <dir>/<name>.pb"),
     cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
+cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Bytes the interpreter's live tensors may hold (8 per element), "
+             "e.g. 8G, 512M, 1000000; an op whose results would not fit fails "
+             "naming the op and the bytes (default: half of the physical "
+             "memory or of ulimit -v / -d, whichever is smaller)"),
+    cl::value_desc("size"), cl::sub(interpCommand()), cl::cat(category()));
+
+/// --memory-budget as bytes: digits with an optional K, M, G or T suffix
+/// (powers of 1024, an `iB` after it allowed); 0 when not given.
+std::optional<uint64_t> parseMemoryBudget() {
+  if (memoryBudget.empty())
+    return 0;
+  StringRef text = StringRef(memoryBudget).trim();
+  uint64_t value = 0;
+  if (text.consumeInteger(10, value) || value == 0)
+    return std::nullopt;
+  text.consume_back("iB") || text.consume_back("B");
+  unsigned shift = 0;
+  if (text.equals_insensitive("k")) shift = 10;
+  else if (text.equals_insensitive("m")) shift = 20;
+  else if (text.equals_insensitive("g")) shift = 30;
+  else if (text.equals_insensitive("t")) shift = 40;
+  else if (!text.empty()) return std::nullopt;
+  if (shift && value > (std::numeric_limits<uint64_t>::max() >> shift))
+    return std::nullopt;
+  return value << shift;
+}
+
+InterpreterOptions interpreterOptions;
+
 absl::StatusOr<HostTensor> readInput(unsigned index) {
   SmallString<256> path(inputsDir);
   sys::path::append(path, "input_" + Twine(index) + ".pb");
   return readTensorFile(path.str().str());
+}
+
+/// An input_K.pb past the last one the function takes: a model with fewer
+/// inputs than the test data was made for must not run on part of it.
+int refuseExtraInput(unsigned taken) {
+  SmallString<256> path(inputsDir);
+  sys::path::append(path, "input_" + Twine(taken) + ".pb");
+  if (!sys::fs::exists(path))
+    return 0;
+  return fail(path + ": one input file more than the " + Twine(taken) +
+              " input" + (taken == 1 ? "" : "s") + " the model takes");
 }
 
 /// What --const-small-inputs freezes: integer vectors (shapes, axes, pads)
@@ -313,7 +357,8 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
       case StepArgument::StepNumber: inputs.push_back(scalarF32(step)); break;
       }
     }
-    absl::StatusOr<InterpreterResult> result = interpret(func, inputs, weights);
+    absl::StatusOr<InterpreterResult> result =
+        interpret(func, inputs, weights, interpreterOptions);
     if (!result.ok())
       return fail(std::string(result.status().message()));
     for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
@@ -344,6 +389,11 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
 } // namespace
 
 int runInterp(MLIRContext &context) {
+  std::optional<uint64_t> budget = parseMemoryBudget();
+  if (!budget)
+    return fail("--memory-budget=" + memoryBudget +
+                ": expected a positive size such as 8G, 512M or 1000000");
+  interpreterOptions.memoryBudget = *budget;
   ImportOptions options;
   std::vector<HostTensor> inputs;
   bool freeze = constSmallInputs && !StringRef(input).ends_with(".mlir");
@@ -360,6 +410,8 @@ int runInterp(MLIRContext &context) {
       else
         inputs.push_back(std::move(*tensor));
     }
+    if (int rc = refuseExtraInput(names->size()))
+      return rc;
   }
   std::string weightsPath;
   OwningOpRef<ModuleOp> module = loadModule(context, input, options, weightsPath);
@@ -384,6 +436,8 @@ int runInterp(MLIRContext &context) {
         return fail(std::string(tensor.status().message()));
       inputs.push_back(std::move(*tensor));
     }
+    if (int rc = refuseExtraInput(dataArgs))
+      return rc;
   }
 
   NoWeights noWeights;
@@ -461,7 +515,8 @@ int runInterp(MLIRContext &context) {
     else if (nextData < inputs.size())
       arguments.push_back(std::move(inputs[nextData++]));
   }
-  absl::StatusOr<InterpreterResult> result = interpret(func, arguments, *weights);
+  absl::StatusOr<InterpreterResult> result =
+      interpret(func, arguments, *weights, interpreterOptions);
   if (!result.ok())
     return fail(std::string(result.status().message()));
   return writeOutputs(func, result->outputs);

@@ -159,6 +159,11 @@ Error writeBytes(const Twine &path, StringRef bytes) {
   if (ec)
     return createStringError(ec, "cannot write " + path + ": " + ec.message());
   os << bytes;
+  os.close();
+  if ((ec = os.error())) {
+    os.clear_error(); // Reported here, not as an LLVM fatal error.
+    return createStringError(ec, path + ": write failed: " + ec.message());
+  }
   return Error::success();
 }
 

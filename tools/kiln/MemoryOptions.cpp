@@ -213,10 +213,9 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
       outs() << "step program (after fusion): not planned: " << stepError << "\n";
   }
   if (!memoryPlanFile.empty()) {
-    std::string error;
-    std::unique_ptr<ToolOutputFile> file = openOutputFile(memoryPlanFile, &error);
+    std::unique_ptr<ToolOutputFile> file = openOutput(memoryPlanFile);
     if (!file)
-      return fail(error);
+      return 1;
     json::Value root = memoryPlanToJSON(plan);
     // The kernel-level plan, as the artifact's memory_plan section holds it.
     if (step) {
@@ -227,7 +226,8 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
         consumeError(section.takeError());
     }
     file->os() << llvm::formatv("{0:2}", root) << "\n";
-    file->keep();
+    if (int rc = closeOutput(*file, memoryPlanFile))
+      return rc;
   }
   return 0;
 }

@@ -13,8 +13,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -60,6 +63,34 @@ int fail(const Twine &message) {
     line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
   errs() << "kiln: error: " << line << "\n";
   return 1;
+}
+
+std::unique_ptr<ToolOutputFile> openOutput(StringRef path) {
+  std::string error;
+  std::unique_ptr<ToolOutputFile> file = mlir::openOutputFile(path, &error);
+  if (!file) {
+    fail(error);
+    return nullptr;
+  }
+  // A device or FIFO (/dev/null, /dev/full) is written, never removed: not
+  // on a failed write, not on a signal.
+  if (path != "-" && !sys::fs::is_regular_file(path))
+    file->keep();
+  return file;
+}
+
+int closeOutput(ToolOutputFile &file, StringRef path) {
+  raw_fd_ostream &os = file.os();
+  os.flush();
+  if (std::error_code ec = os.error()) {
+    // Reported here, not by raw_fd_ostream's destructor (LLVM ERROR: IO
+    // failure on output stream); a partial regular file is removed.
+    os.clear_error();
+    return fail((path == "-" ? StringRef("<stdout>") : path) +
+                ": write failed: " + ec.message());
+  }
+  file.keep();
+  return 0;
 }
 
 void reportUnsupported(const ImportResult &result) {

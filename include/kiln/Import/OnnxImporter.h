@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
 namespace kiln {
 
 /// An ONNX node the importer kept as `kiln.opaque`.
@@ -43,6 +47,10 @@ struct ImportOptions {
 absl::StatusOr<ImportResult> importOnnxFile(mlir::MLIRContext *context,
                                             const std::string &path,
                                             const ImportOptions &options = {});
+
+/// Reads a binary or (.onnxtxt/.txt) textual model; errors are one line
+/// starting with `path`.
+absl::Status loadOnnxModel(const std::string &path, onnx::ModelProto &model);
 
 /// The graph inputs of a model (initializers excluded), in order: what
 /// `kiln interp` maps input_K.pb files to.

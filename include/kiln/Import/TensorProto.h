@@ -25,9 +25,14 @@ namespace kiln {
 absl::StatusOr<DType> dtypeFromOnnx(int onnxType);
 int dtypeToOnnx(DType dtype);
 
-/// Decodes a tensor; `baseDir` resolves external data locations.
+/// Decodes a tensor; `baseDir` resolves external data locations, which must
+/// name a regular file inside it (no absolute path, no `..`, no symlink out).
+/// An empty `baseDir` (a tensor attribute) refuses external data.
 absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
                                            const std::string &baseDir);
+/// The folder external data of the model or tensor file `path` lives in
+/// ("." for a bare file name).
+std::string folderOf(const std::string &path);
 void tensorToProto(const HostTensor &tensor, const std::string &name,
                    onnx::TensorProto &proto);
 

@@ -35,12 +35,23 @@ struct InterpreterResult {
   std::map<std::string, int64_t> symbols;
 };
 
+struct InterpreterOptions {
+  /// Bytes the tensors alive at once may hold (the interpreter stores every
+  /// element in 8 bytes); 0 means defaultMemoryBudget(). An op whose results
+  /// would not fit fails, naming the op and the bytes, before allocating.
+  uint64_t memoryBudget = 0;
+};
+
+/// Half of the physical memory or of the address-space / data-segment limit
+/// (ulimit -v, ulimit -d), whichever is smaller.
+uint64_t defaultMemoryBudget();
+
 /// Runs `func` on `inputs` (one per argument, in order). Symbols in the
 /// argument types are bound from the input shapes; a conflict, a wrong rank
 /// or a wrong dtype is an error naming the argument and the symbol.
-absl::StatusOr<InterpreterResult> interpret(mlir::func::FuncOp func,
-                                            llvm::ArrayRef<HostTensor> inputs,
-                                            WeightSource &weights);
+absl::StatusOr<InterpreterResult>
+interpret(mlir::func::FuncOp func, llvm::ArrayRef<HostTensor> inputs,
+          WeightSource &weights, const InterpreterOptions &options = {});
 
 } // namespace kiln
 

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Graph/GraphAttrs.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
+#include "llvm/Support/MathExtras.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -60,10 +62,15 @@ SymExprAttr SymExprAttr::getCanonical(MLIRContext *context,
   llvm::sort(sorted, termBefore);
   SmallVector<SymTerm> merged;
   for (const SymTerm &term : sorted) {
-    if (!merged.empty() && merged.back().sameFactors(term))
-      merged.back().coeff += term.coeff;
-    else
+    if (merged.empty() || !merged.back().sameFactors(term)) {
       merged.push_back(term);
+      continue;
+    }
+    // A coefficient past int64 is no size: unknown, never wrapped.
+    if (llvm::AddOverflow(merged.back().coeff, term.coeff, merged.back().coeff)) {
+      noteDimOverflow();
+      return {};
+    }
   }
   llvm::erase_if(merged, [](const SymTerm &t) { return t.coeff == 0; });
   return get(context, merged);
@@ -201,7 +208,11 @@ FailureOr<SymExprAttr> SymExprAttr::parseBare(AsmParser &parser) {
     if (terms.size() != before + 1 || terms.back().coeff >= 0)
       return parser.emitError(loc, "expected '+' or '-' between terms");
   }
-  return getCanonical(context, terms);
+  SymExprAttr canonical = getCanonical(context, terms);
+  if (!canonical)
+    return parser.emitError(parser.getCurrentLocation(),
+                            "size expression overflows int64");
+  return canonical;
 }
 
 Attribute SymExprAttr::parse(AsmParser &parser, Type) {

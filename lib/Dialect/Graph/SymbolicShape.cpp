@@ -1,14 +1,39 @@
 //===- SymbolicShape.cpp - Dims as size expressions -----------------------===//
 
 #include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <limits>
 
 using namespace mlir;
 
 namespace kiln {
+
+namespace {
+thread_local bool dimOverflowed = false;
+thread_local bool negativeDim = false;
+} // namespace
+
+void noteDimOverflow() { dimOverflowed = true; }
+
+bool takeDimOverflow() {
+  bool overflowed = dimOverflowed;
+  dimOverflowed = false;
+  return overflowed;
+}
+
+void noteNegativeDim() { negativeDim = true; }
+
+bool takeNegativeDim() {
+  bool negative = negativeDim;
+  negativeDim = false;
+  return negative;
+}
 
 Dim dimConst(MLIRContext *context, int64_t value) {
   return SymExprAttr::getConstant(context, value);
@@ -34,7 +59,10 @@ Dim dimSub(Dim a, Dim b) {
     return {};
   SmallVector<SymTerm> terms(a.getTerms());
   for (SymTerm term : b.getTerms()) {
-    term.coeff = -term.coeff;
+    if (llvm::SubOverflow(int64_t(0), term.coeff, term.coeff)) {
+      noteDimOverflow();
+      return {};
+    }
     terms.push_back(term);
   }
   return SymExprAttr::getCanonical(a.getContext(), terms);
@@ -50,7 +78,10 @@ Dim dimMul(Dim a, Dim b) {
       if (dx + dy > kMaxSymDegree)
         return {}; // Too complex to track: unknown, never wrong.
       SymTerm product;
-      product.coeff = x.coeff * y.coeff;
+      if (llvm::MulOverflow(x.coeff, y.coeff, product.coeff)) {
+        noteDimOverflow();
+        return {};
+      }
       for (unsigned i = 0; i < dx; ++i)
         product.factors[i] = x.factors[i];
       for (unsigned i = 0; i < dy; ++i)
@@ -66,6 +97,10 @@ Dim dimDivExact(Dim a, int64_t divisor) {
     return {};
   SmallVector<SymTerm> terms(a.getTerms());
   for (SymTerm &term : terms) {
+    if (divisor == -1 && term.coeff == std::numeric_limits<int64_t>::min()) {
+      noteDimOverflow();
+      return {};
+    }
     if (term.coeff % divisor != 0)
       return {};
     term.coeff /= divisor;
@@ -111,7 +146,10 @@ RankedTensorType makeTensorType(ArrayRef<Dim> dims, Type elementType) {
       continue;
     }
     shape.push_back(ShapedType::kDynamic);
-    // A negative constant is no size; keep it unknown so a verifier reports it.
+    // A negative constant is no size; keep it unknown so a verifier reports
+    // it, and flag it for the importer.
+    if (c)
+      noteNegativeDim();
     dynamic.push_back(c ? Dim() : d);
     anyKnown |= dynamic.back() != nullptr;
   }
@@ -126,15 +164,20 @@ evaluateDim(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup) {
   if (!d)
     return std::nullopt;
   int64_t total = 0;
+  bool overflow = false;
   for (const SymTerm &term : d.getTerms()) {
     int64_t value = term.coeff;
     for (unsigned i = 0, e = term.degree(); i < e; ++i) {
       std::optional<int64_t> v = lookup(term.factors[i].getValue());
       if (!v)
         return std::nullopt;
-      value *= *v;
+      overflow |= llvm::MulOverflow(value, *v, value);
     }
-    total += value;
+    overflow |= llvm::AddOverflow(total, value, total);
+  }
+  if (overflow) {
+    noteDimOverflow();
+    return std::nullopt;
   }
   return total;
 }
@@ -148,9 +191,12 @@ Dim dimSubstitute(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup)
     kept.coeff = term.coeff;
     unsigned n = 0;
     for (unsigned i = 0, e = term.degree(); i < e; ++i) {
-      if (std::optional<int64_t> v = lookup(term.factors[i].getValue()))
-        kept.coeff *= *v;
-      else
+      if (std::optional<int64_t> v = lookup(term.factors[i].getValue())) {
+        if (llvm::MulOverflow(kept.coeff, *v, kept.coeff)) {
+          noteDimOverflow();
+          return {};
+        }
+      } else
         kept.factors[n++] = term.factors[i];
     }
     terms.push_back(kept);
@@ -165,7 +211,9 @@ void specializeSymbols(Operation *root, const llvm::StringMap<int64_t> &values) 
   };
   AttrTypeReplacer replacer;
   replacer.addReplacement([&](SymExprAttr expr) -> std::pair<Attribute, WalkResult> {
-    return {dimSubstitute(expr, lookup), WalkResult::skip()};
+    Dim substituted = dimSubstitute(expr, lookup);
+    // An overflowing value stays symbolic (a null attribute cannot stand in).
+    return {substituted ? substituted : expr, WalkResult::skip()};
   });
   // Rebuilt tensor types turn new constants into static sizes.
   replacer.addReplacement([&](RankedTensorType type) -> std::pair<Type, WalkResult> {
