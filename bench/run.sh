@@ -31,6 +31,9 @@ if [ ! -x "$kiln_run" ]; then
   ninja -C build-rt kiln-run
 fi
 
+# cuDNN's fused attention for Kiln's column: the libcudnn beside PyTorch.
+source scripts/cudnn-path.sh
+
 mkdir -p "$out"
 for config in ${BENCH_CONFIGS:-small 1b}; do
   kiln=(--kiln-run "$kiln_run")

@@ -28,7 +28,8 @@ done
 python3 - "$out/train-kernels.log" "$out/train-cudnn.log" <<'PY'
 import sys
 def losses(path):
-    return [float(l.split()[3]) for l in open(path) if l.startswith("step ")]
+    return [float(l.split()[3]) for l in open(path)
+            if l.startswith("step ") and l.split()[1].isdigit()]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 assert len(a) == len(b) and a, "different step counts"
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
