@@ -11,6 +11,7 @@
 #include "NodeContext.h"
 #include "kiln/Import/TensorProto.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -530,14 +531,10 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   for (auto [i, info] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "kiln.name", builder_.getStringAttr(info.name()));
 
-  // Drop what folding left dead (e.g. constants only shapes used).
   PassManager pm(context_);
-  pm.addPass(createCanonicalizerPass());
-  if (options_.raiseComposites) {
-    pm.addNestedPass<func::FuncOp>(createRaiseCompositesPass());
-    pm.addPass(createCanonicalizerPass());
-  }
-  pm.addPass(createCSEPass());
+  kiln::PipelineOptions cleanup;
+  cleanup.raiseComposites = options_.raiseComposites;
+  kiln::buildImportCleanupPipeline(pm, cleanup);
   std::string verifyErrors;
   {
     ScopedDiagnosticHandler capture(context_, [&](Diagnostic &diag) {
