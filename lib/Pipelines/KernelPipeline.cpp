@@ -22,6 +22,7 @@ void buildKernelPipeline(OpPassManager &pm, const PipelineOptions &options) {
     return;
   pm.addPass(kernel::createLowerToStepPass());
   pm.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
+  pm.addPass(kernel::createDedupeKernelsPass());
 }
 
 void registerPipelines() {
@@ -40,7 +41,7 @@ void registerPipelines() {
       "kiln-kernel-pipeline",
       "kiln compile's kernel-level pipeline (--emit=kernel-mlir; fuse-only "
       "for --emit=fused-mlir): kiln-fuse, kiln-lower-to-step, "
-      "kiln-update-in-place",
+      "kiln-update-in-place, kiln-dedupe-kernels",
       buildKernelPipeline);
 }
 

@@ -3,7 +3,7 @@
 // The passes `kiln import` and `kiln compile` run, in one place, built from
 // one options struct: the import clean-up, the train-step pipeline (graph
 // dialect: select-trainable ... guards) and the kernel pipeline (fusion,
-// lowering to the step program, in-place updates). Registered for kiln-opt
+// lowering to the step program, in-place updates, shared kernels). Registered for kiln-opt
 // as --kiln-import-cleanup-pipeline, --kiln-train-step-pipeline and
 // --kiln-kernel-pipeline, so kiln-opt reproduces what kiln compile runs.
 //
@@ -110,8 +110,9 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm, const PipelineOptions &
 /// as `until`. The options must verify.
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// kiln-fuse, kiln-lower-to-step, kiln-update-in-place: the step program
-/// the runtime interprets (only the fusion with fuseOnly).
+/// kiln-fuse, kiln-lower-to-step, kiln-update-in-place,
+/// kiln-dedupe-kernels: the step program the runtime interprets, one kernel
+/// per distinct body (only the fusion with fuseOnly).
 void buildKernelPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers the three pipelines with MLIR's pass registry (kiln-opt).
