@@ -129,4 +129,40 @@ def UpdateInPlacePass : Pass<"kiln-update-in-place", "::mlir::func::FuncOp"> {
   ];
 }
 
+def DedupeKernelsPass : Pass<"kiln-dedupe-kernels", "::mlir::ModuleOp"> {
+  let summary = "One kernel per distinct body: identical kernels become one launched many times";
+  let description = [{
+    `kiln-lower-to-step` outlines every fusion into a kernel of its own, so
+    the 16 decoder layers of a Llama step make 16 copies of each layer
+    kernel under new names (and NVRTC compiled each). Kernels whose kind,
+    size symbols and body are identical up to their name (locations
+    ignored) become the first of them; every launch of a copy launches it.
+    Bodies are compared structurally (ops, attributes, types, operand
+    wiring) after a hash of the same narrows the candidates. Runs on the
+    whole module: the init program and shape buckets share kernels too.
+
+    Before:
+    ```mlir
+    kiln_kernel.kernel @step_k0_silu <loop> symbols ["n"] {...}
+    kiln_kernel.kernel @step_k1_silu <loop> symbols ["n"] {...}  // the same body
+    func.func @step(...) {
+      kiln_kernel.launch @step_k0_silu ins(%a : ...) outs(%b : ...) ...
+      kiln_kernel.launch @step_k1_silu ins(%c : ...) outs(%d : ...) ...
+    }
+    ```
+    After:
+    ```mlir
+    kiln_kernel.kernel @step_k0_silu <loop> symbols ["n"] {...}
+    func.func @step(...) {
+      kiln_kernel.launch @step_k0_silu ins(%a : ...) outs(%b : ...) ...
+      kiln_kernel.launch @step_k0_silu ins(%c : ...) outs(%d : ...) ...
+    }
+    ```
+  }];
+  let statistics = [
+    Statistic<"numDuplicates", "duplicates", "Kernels replaced by an identical earlier one">,
+    Statistic<"numKernels", "kernels", "Distinct kernels left">,
+  ];
+}
+
 #endif // KILN_KERNEL_PASSES_TD

@@ -7,6 +7,7 @@
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -17,10 +18,12 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
 }
 
-/// Kiln's passes plus the upstream ones its pipelines use (canonicalize, cse).
+/// Kiln's passes and pipelines plus the upstream passes its pipelines use
+/// (canonicalize, cse).
 inline void registerAllPasses() {
   registerGraphPasses();
   kernel::registerKernelPasses();
+  registerPipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 }

@@ -2,7 +2,7 @@
 
 #include "kiln/Codegen/Cuda.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
-#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/OpClassification.h"
 
 using namespace mlir;
 using namespace kiln;

@@ -12,6 +12,7 @@
 #include "kiln/Import/TensorProto.h"
 #include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -683,14 +684,10 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   for (auto [i, info] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "kiln.name", builder_.getStringAttr(info.name()));
 
-  // Drop what folding left dead (e.g. constants only shapes used).
   PassManager pm(context_);
-  pm.addPass(createCanonicalizerPass());
-  if (options_.raiseComposites) {
-    pm.addNestedPass<func::FuncOp>(createRaiseCompositesPass());
-    pm.addPass(createCanonicalizerPass());
-  }
-  pm.addPass(createCSEPass());
+  kiln::PipelineOptions cleanup;
+  cleanup.raiseComposites = options_.raiseComposites;
+  kiln::buildImportCleanupPipeline(pm, cleanup);
   std::string verifyErrors;
   {
     ScopedDiagnosticHandler capture(context_, [&](Diagnostic &diag) {

@@ -20,6 +20,8 @@
 //                                OUT.safetensors, input OUT.x.bin)
 //   lora-step OUT                a GEMM-only LoRA step whose init program
 //                                makes the adapters (OUT.kiln, OUT.x.bin)
+//   launch-step OUT              step + init programs launching two kernels
+//                                (one of them four times), for inspect
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
 //
@@ -87,6 +89,36 @@ static int writeArtifact(const std::string &out, const std::string &cubinOnly,
   // No step program: train validates, then stops (exit 5). An unknown
   // section is carried (and checksummed) all the same.
   writer.add("notes", "opaque payload of a later writer");
+  Status status = writer.write(out);
+  return status ? 0 : fail(status.getError());
+}
+
+/// A step program launching one kernel three times and another once, and an
+/// init program launching the first again: kiln-run inspect lists each
+/// kernel once with its launch count. For inspect only (no cubins).
+static int writeLaunchStep(const std::string &out) {
+  ArtifactWriter writer;
+  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                     R"("targets":[],"symbols":["n"]})");
+  writer.add("guards", "[]");
+  writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[4],"trainable":true}])");
+  writer.add("kernels/module0/source", "// two kernels");
+  auto launch = [](const char *kernel) {
+    return std::string(R"({"op":"launch","kernel":")") + kernel +
+           R"(","module":"module0","args":[0,1],"symbols":["n"],"items":"n","per":256,)"
+           R"("block":256,"shared":"0"})";
+  };
+  std::string buffers = R"("buffers":[{"dtype":"F32","shape":["n"]},{"dtype":"F32","shape":["n"]}],)";
+  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main",)" + buffers +
+                         R"("args":[{"role":"input","name":"x","buffer":0}],)"
+                         R"("results":[{"role":"loss","name":"loss","buffer":1}],"ops":[)" +
+                         R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "," +
+                         launch("main_k1_exp") + "," + launch("main_k0_silu") + "," +
+                         launch("main_k0_silu") + "]}");
+  writer.add("init", R"({"format":"kiln-step-program","version":1,"function":"kiln_init",)" +
+                         buffers + R"("args":[{"role":"input","name":"x","buffer":0}],)"
+                         R"("results":[{"role":"param","name":"w","buffer":1}],"ops":[)" +
+                         R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "]}");
   Status status = writer.write(out);
   return status ? 0 : fail(status.getError());
 }
@@ -340,6 +372,8 @@ int main(int argc, char **argv) {
   if (args.size() >= 2 && args[0] == "artifact")
     return writeArtifact(args[1], flag("--cubin-only", ""),
                          std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
+  if (args.size() == 2 && args[0] == "launch-step")
+    return writeLaunchStep(args[1]);
   if (args.size() == 2 && args[0] == "gemm-step")
     return writeGemmStep(args[1]);
   if (args.size() == 2 && args[0] == "lora-step")

@@ -47,6 +47,19 @@ inspect)
   expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
   expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
   ;;
+inspect-kernels)
+  # Each distinct kernel once, with its module and launches over step + init.
+  "$test_files" launch-step l.kiln || fail "fixtures"
+  expect 0 "" "$kiln_run" inspect l.kiln
+  grep -q '^kernel modules (1):$' out.txt || fail "modules"
+  grep -q '^kernels (2 distinct, 5 launches):$' out.txt || fail "kernels header"
+  grep -q '^  main_k0_silu  module0  4 launches$' out.txt || fail "shared kernel"
+  grep -q '^  main_k1_exp  module0  1 launch$' out.txt || fail "single kernel"
+  # The gemm-only step launches no kernel.
+  "$test_files" gemm-step g || fail "fixtures"
+  expect 0 "" "$kiln_run" inspect g.kiln
+  grep -q '^kernels (0 distinct, 0 launches):$' out.txt || fail "no kernels"
+  ;;
 inspect-memory-plan)
   # A malformed memory_plan is one line naming the section and the field.
   "$test_files" artifact a.kiln --bad-memory-plan || fail "fixture"

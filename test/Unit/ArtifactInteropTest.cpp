@@ -16,7 +16,7 @@
 #include "kiln/artifact/Json.h"
 #include "kiln/runtime/StepProgram.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
-#include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -140,8 +140,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
       mlir::parseSourceString<mlir::ModuleOp>(source, &context);
   ASSERT_TRUE(module);
   mlir::PassManager pm(&context);
-  pm.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
-  pm.addPass(kernel::createLowerToStepPass());
+  buildKernelPipeline(pm, PipelineOptions());
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   llvm::StringMap<std::string> modules;
   for (auto k : module->getOps<kernel::KernelOp>())
@@ -229,8 +228,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
       mlir::parseSourceString<mlir::ModuleOp>(source, &context);
   ASSERT_TRUE(module);
   mlir::PassManager pm(&context);
-  pm.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
-  pm.addPass(kernel::createLowerToStepPass());
+  buildKernelPipeline(pm, PipelineOptions());
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
   auto plan = planLoweredStep(main, {{"n", 1000}});
@@ -293,8 +291,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   std::vector<std::pair<std::string, std::string>> sections = {
       {"meta", emitMetaSection(main, "m.onnx", {"sm_90"})}};
   mlir::PassManager lower(&context);
-  lower.addNestedPass<mlir::func::FuncOp>(kernel::createFusePass());
-  lower.addPass(kernel::createLowerToStepPass());
+  buildKernelPipeline(lower, PipelineOptions());
   ASSERT_TRUE(mlir::succeeded(lower.run(*module)));
   llvm::StringMap<std::string> modules;
   for (auto k : module->getOps<kernel::KernelOp>())

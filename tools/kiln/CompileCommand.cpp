@@ -1,7 +1,8 @@
 //===- CompileCommand.cpp - kiln compile ----------------------------------===//
 //
-// Imports (or parses) a model, selects the trainable parameters and builds
-// the training step up to what --emit asks for.
+// Imports (or parses) a model, turns the flags into the pipelines' options
+// (lib/Pipelines), runs the train-step pipeline up to what --emit asks for,
+// then the kernel pipeline, and emits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,14 +11,12 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
-#include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 
-#include "kiln/Dialect/Graph/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -173,94 +172,6 @@ cl::opt<uint64_t> kernelCheckSeed(
 cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
-/// Parses `adamw:lr=1e-3,weight_decay=0.01,betas=0.9/0.999` into pass
-/// options; PyTorch's defaults fill what is not given.
-FailureOr<TrainStepPassOptions> parseOptimizer(StringRef spec) {
-  TrainStepPassOptions options;
-  auto [name, rest] = spec.split(':');
-  options.optimizer = name.str();
-  if (name == "sgd") {
-    options.weightDecay = 0;
-    options.lr = 1e-3;
-  } else if (name != "adamw") {
-    fail("unknown optimizer '" + name + "' (adamw or sgd)");
-    return failure();
-  }
-  SmallVector<StringRef> settings;
-  rest.split(settings, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef setting : settings) {
-    std::pair<StringRef, StringRef> keyValue = setting.split('=');
-    StringRef key = keyValue.first, value = keyValue.second;
-    auto number = [&](double &out) {
-      if (value.trim().getAsDouble(out)) {
-        fail("optimizer setting '" + setting + "' needs a number");
-        return false;
-      }
-      return true;
-    };
-    bool ok = true;
-    if (key == "lr")
-      ok = number(options.lr);
-    else if (key == "weight_decay")
-      ok = number(options.weightDecay);
-    else if (key == "eps" && name == "adamw")
-      ok = number(options.eps);
-    else if (key == "betas" && name == "adamw") {
-      auto [b1, b2] = value.split('/');
-      ok = !b1.getAsDouble(options.beta1) && !b2.getAsDouble(options.beta2);
-      if (!ok)
-        fail("optimizer setting '" + setting + "' needs betas=B1/B2");
-    } else if (key == "momentum" && name == "sgd")
-      ok = number(options.momentum);
-    else if (key == "dampening" && name == "sgd")
-      ok = number(options.dampening);
-    else if (key == "nesterov" && name == "sgd")
-      options.nesterov = value == "1" || value == "true";
-    else {
-      fail("unknown " + name + " setting '" + key + "'");
-      return failure();
-    }
-    if (!ok)
-      return failure();
-  }
-  options.maxGradNorm = clipGradNorm;
-  return options;
-}
-
-/// Parses `r=16,alpha=32,dropout=0.05,targets=REGEX` (PEFT's names; `rank`
-/// is accepted for r). The regex may hold commas, so it runs to the end.
-FailureOr<LoraPassOptions> parseLora(StringRef spec) {
-  LoraPassOptions options;
-  options.alpha = 32; // PEFT's LoraConfig default is alpha 8 with r 8;
-  options.rank = 16;  // Kiln's default is the common r=16, alpha=32.
-  options.skip = loraSkip;
-  auto [settingsText, targets] = spec.split("targets=");
-  if (spec.contains("targets="))
-    options.targets = targets.str();
-  SmallVector<StringRef> settings;
-  settingsText.split(settings, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef setting : settings) {
-    auto [key, value] = setting.split('=');
-    double number;
-    if (value.trim().getAsDouble(number))
-      return fail("--lora setting '" + setting + "' needs a number"), failure();
-    if (key == "r" || key == "rank") {
-      if (number != static_cast<int64_t>(number))
-        return fail("--lora r must be an integer"), failure();
-      options.rank = static_cast<int64_t>(number);
-    } else if (key == "alpha") {
-      options.alpha = number;
-    } else if (key == "dropout") {
-      options.dropout = number;
-    } else {
-      return fail("unknown --lora setting '" + key +
-                  "' (r, alpha, dropout, targets)"),
-             failure();
-    }
-  }
-  return options;
-}
-
 } // namespace
 
 int runCompile(MLIRContext &context) {
@@ -352,71 +263,34 @@ int runCompile(MLIRContext &context) {
   }
   if (timing)
     pm.enableTiming();
-  if (!staticSymbols.empty()) {
-    SpecializeSymbolsPassOptions specialize;
-    specialize.values = staticSymbols;
-    pm.addPass(createSpecializeSymbolsPass(specialize));
-  }
-  SelectTrainablePassOptions trainOptions;
-  trainOptions.train = train;
-  // PEFT's default: with adapters and no explicit choice, only they train.
-  if (!loraSpec.empty() && train.getNumOccurrences() == 0)
-    trainOptions.train = "none";
-  pm.addNestedPass<func::FuncOp>(createSelectTrainablePass(trainOptions));
-  if (!loraSpec.empty()) {
-    FailureOr<LoraPassOptions> lora = parseLora(loraSpec);
-    if (failed(lora))
-      return 1;
-    pm.addPass(createLoraPass(*lora));
-  }
-  if (precision != "fp32") {
-    PrecisionPassOptions precisionOptions;
-    precisionOptions.compute = precision;
-    precisionOptions.fp32Ops = fp32Ops;
-    pm.addNestedPass<func::FuncOp>(createPrecisionPass(precisionOptions));
-  }
-  if (doubleQuant && quant.empty())
-    return fail("--double-quant needs --quant nf4");
-  if (!quant.empty()) {
-    if (quant != "nf4")
-      return fail("unknown --quant scheme '" + quant + "' (nf4)");
-    QuantizeNf4PassOptions nf4;
-    nf4.skip = quantSkip;
-    nf4.doubleQuant = doubleQuant;
-    pm.addPass(createQuantizeNf4Pass(nf4));
-  }
   bool trainStep = buildsStep || emit == Emit::Artifact;
   if (emit == Emit::Artifact && (output.empty() || output == "-"))
     return fail("--emit=artifact needs -o FILE.kiln");
-  if (emit == Emit::GradsMlir || trainStep) {
-    pm.addNestedPass<func::FuncOp>(createAutodiffPass());
-    GradAccumPassOptions accumulate;
-    accumulate.microBatches = gradAccum;
-    pm.addNestedPass<func::FuncOp>(createGradAccumPass(accumulate));
-  }
-  if (trainStep) {
-    FailureOr<TrainStepPassOptions> optimizer = parseOptimizer(optimizerSpec);
-    if (failed(optimizer))
-      return 1;
-    pm.addNestedPass<func::FuncOp>(createTrainStepPass(*optimizer));
-  }
-  if (emit != Emit::ForwardMlir) {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-  // After CSE, which would merge the recomputed clones back.
-  if (failed(addRematPass(pm, emit != Emit::ForwardMlir, dynamicSymbols)))
+  PipelineOptions options;
+  options.until = trainStep ? "step" : emit == Emit::GradsMlir ? "grads" : "forward";
+  options.staticSymbols = staticSymbols.getValue();
+  if (train.getNumOccurrences() > 0)
+    options.train = train.getValue();
+  options.lora = loraSpec.getValue();
+  options.loraSkip = loraSkip.getValue();
+  options.precision = precision.getValue();
+  options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());
+  options.quant = quant.getValue();
+  options.doubleQuant = doubleQuant.getValue();
+  options.quantSkip = quantSkip.getValue();
+  options.gradAccum = gradAccum.getValue();
+  options.optimizer = optimizerSpec.getValue();
+  options.clipGradNorm = clipGradNorm.getValue();
+  options.dynamic = dynamicSymbols.getValue();
+  options.buckets = llvm::join(bucketSpecs, ";");
+  options.fuseOnly = emit == Emit::FusedMlir;
+  options.rematBudget = rematBudget().str();
+  std::string invalid;
+  if (failed(verifyPipelineOptions(options, invalid)))
+    return fail(invalid);
+  if (failed(setRematSymbols(options, dynamicSymbols)))
     return 1;
-  // Every later stage sizes things from the dims: none may be unknown.
-  pm.addNestedPass<func::FuncOp>(createVerifyShapesPass());
-  ShapeGuardsPassOptions guards;
-  guards.dynamic = dynamicSymbols;
-  pm.addNestedPass<func::FuncOp>(createShapeGuardsPass(guards));
-  if (!bucketSpecs.empty()) {
-    ShapeBucketsPassOptions buckets;
-    buckets.buckets = llvm::join(bucketSpecs, ";");
-    pm.addPass(createShapeBucketsPass(buckets));
-  }
+  buildTrainStepPipeline(pm, options);
   // Pass errors are located diagnostics; print them as one line each.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string location;
@@ -465,11 +339,7 @@ int runCompile(MLIRContext &context) {
           true, false);
     if (timing)
       lower.enableTiming();
-    lower.addNestedPass<func::FuncOp>(kernel::createFusePass());
-    if (emit != Emit::FusedMlir) {
-      lower.addPass(kernel::createLowerToStepPass());
-      lower.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
-    }
+    buildKernelPipeline(lower, options);
     if (failed(lower.run(*module)))
       return 1;
     if (fusionReport) {

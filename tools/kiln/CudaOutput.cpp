@@ -12,7 +12,7 @@
 #include "kiln/Codegen/Nvrtc.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
-#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/OpClassification.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"

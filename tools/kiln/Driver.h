@@ -6,6 +6,7 @@
 #include "kiln/Analysis/GraphBreaks.h"
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Import/OnnxImporter.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -64,11 +65,11 @@ int runCompile(mlir::MLIRContext &context);
 int runExplain(mlir::MLIRContext &context);
 
 // Memory flags of kiln compile (MemoryOptions.cpp).
-/// Adds kiln-remat for --remat-budget (not none); `joint`: the pipeline
-/// builds a backward pass. `dynamicSpec` is --dynamic (its maxima size the
-/// plan when --memory-report does not).
-mlir::LogicalResult addRematPass(mlir::PassManager &pm, bool joint,
-                                 llvm::StringRef dynamicSpec);
+/// --remat-budget.
+llvm::StringRef rematBudget();
+/// With a remat budget, the symbol values kiln-remat plans at: the
+/// --memory-report values, then the maxima of `dynamicSpec` (--dynamic).
+mlir::LogicalResult setRematSymbols(PipelineOptions &options, llvm::StringRef dynamicSpec);
 /// --memory-report or --memory-plan was given.
 bool memoryReportRequested();
 /// Plans `module`'s main function and prints the report / writes the JSON

@@ -17,7 +17,7 @@
 
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
-#include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/OpClassification.h"
 #include "kiln/Interp/Interpreter.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/FileSystem.h"

@@ -1,8 +1,8 @@
 //===- MemoryOptions.cpp - kiln compile --memory-report / --remat-budget --===//
 //
-// The memory flags of `kiln compile`: where the rematerialization pass goes
-// in the pipeline, which symbol values size the plan, and the report (its
-// kernel-level part is StepMemory.cpp).
+// The memory flags of `kiln compile`: the rematerialization budget and the
+// symbol values kiln-remat plans at (pipeline options), which symbol values
+// size the plan, and the report (its kernel-level part is StepMemory.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -42,7 +43,7 @@ cl::opt<std::string> memoryPlanFile(
     cl::desc("Write the memory plan (buffers, symbolic sizes and offsets, "
              "live intervals) as JSON to this file"),
     cl::value_desc("file"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> rematBudget(
+cl::opt<std::string> rematBudgetFlag(
     "remat-budget",
     cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
              "auto (keep the fewest bytes, never recompute matmul/attention) "
@@ -165,20 +166,15 @@ void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
 
 } // namespace
 
-LogicalResult addRematPass(PassManager &pm, bool joint, StringRef dynamicSpec) {
-  if (rematBudget == "none")
+StringRef rematBudget() { return rematBudgetFlag; }
+
+LogicalResult setRematSymbols(PipelineOptions &options, StringRef dynamicSpec) {
+  if (options.rematBudget == "none")
     return success();
-  if (!joint) {
-    fail("--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)");
-    return failure();
-  }
   FailureOr<SymbolValues> values = symbolValues(dynamicSpec);
   if (failed(values))
     return failure();
-  RematerializePassOptions options;
-  options.budget = rematBudget;
-  options.symbols = joinValues(*values);
-  pm.addNestedPass<func::FuncOp>(createRematerializePass(options));
+  options.rematSymbols = joinValues(*values);
   return success();
 }
 

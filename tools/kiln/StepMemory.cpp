@@ -1,7 +1,7 @@
 //===- StepMemory.cpp - The kernel-level memory plan of kiln compile ------===//
 //
-// What the runtime will allocate: the train step after kiln-fuse and
-// kiln-lower-to-step, planned by the runtime's own planner
+// What the runtime will allocate: the train step after the kernel pipeline
+// (kiln-fuse, kiln-lower-to-step, kiln-update-in-place), planned by the runtime's own planner
 // (kiln::planLoweredStep). --memory-report prints it under the graph-level
 // plan, whose fused-away intermediates it no longer counts.
 //
@@ -11,7 +11,7 @@
 
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/ArtifactEmit/Sections.h"
-#include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -37,9 +37,7 @@ FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const Symbol
     return success();
   });
   PassManager pm(module.getContext());
-  pm.addNestedPass<func::FuncOp>(kernel::createFusePass());
-  pm.addPass(kernel::createLowerToStepPass());
-  pm.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
+  buildKernelPipeline(pm, PipelineOptions());
   if (failed(pm.run(*lowered)))
     return failure();
   auto main = lowered->lookupSymbol<func::FuncOp>("main");

@@ -9,9 +9,11 @@
 #include "kiln/artifact/Crc32c.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/StepArtifact.h"
+#include "kiln/runtime/StepProgram.h"
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 using namespace kiln::run;
 using namespace kiln::runtime;
@@ -42,12 +44,52 @@ static std::string indent(const std::string &text, int spaces) {
   return out;
 }
 
+/// Each distinct kernel the programs (step, buckets, init) launch, once,
+/// with its module and how often the programs launch it.
+static int printKernelLaunches(const StepArtifact &step, const char *path) {
+  std::vector<std::string> sections;
+  for (const char *name : {"step", "init"})
+    if (step.getContainer().find(name))
+      sections.push_back(name);
+  for (const BucketSpec &bucket : step.getBuckets())
+    sections.push_back(bucket.section);
+  if (sections.empty())
+    return 0;
+  struct Uses {
+    std::string module;
+    size_t launches = 0;
+  };
+  std::map<std::string, Uses> kernels;
+  size_t launches = 0;
+  for (const std::string &section : sections) {
+    Expected<StepProgram> program = StepProgram::decode(
+        step.getContainer().contents(section),
+        std::string(path) + ": section '" + section + "'");
+    if (!program)
+      return error(kExitBadInput, program.getError());
+    for (const ProgramOp &op : program->ops) {
+      if (op.kind != ProgramOp::Kind::Launch)
+        continue;
+      Uses &uses = kernels[op.name];
+      uses.module = op.module;
+      ++uses.launches;
+      ++launches;
+    }
+  }
+  std::printf("kernels (%zu distinct, %zu launches):\n", kernels.size(), launches);
+  for (const auto &[name, uses] : kernels)
+    std::printf("  %s  %s  %zu launch%s\n", name.c_str(), uses.module.c_str(), uses.launches,
+                uses.launches == 1 ? "" : "es");
+  return 0;
+}
+
 int kiln::run::runInspect(int argc, char **argv) {
   if (argc == 1 &&
       (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
-                "header, sections, meta, guards, parameters, kernels,\nmemory plan "
-                "and shape buckets.\n");
+                "header, sections, meta, guards, parameters, kernel\nmodules, the "
+                "distinct kernels the programs launch (with their module\nand launch "
+                "count), memory plan and shape buckets.\n");
     return 0;
   }
   if (argc != 1)
@@ -92,7 +134,7 @@ int kiln::run::runInspect(int argc, char **argv) {
     std::printf("\n");
   }
 
-  std::printf("kernels (%zu):\n", step->getKernels().size());
+  std::printf("kernel modules (%zu):\n", step->getKernels().size());
   for (const auto &[name, images] : step->getKernels()) {
     std::string list;
     for (const KernelImage &cubin : images.cubins)
@@ -105,6 +147,8 @@ int kiln::run::runInspect(int argc, char **argv) {
       list += std::string(list.empty() ? "" : ", ") + "source";
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
   }
+  if (int rc = printKernelLaunches(*step, argv[0]))
+    return rc;
   if (const std::optional<StepMemoryPlan> &plan = step->getMemoryPlan()) {
     std::string at;
     for (const auto &[symbol, value] : plan->plannedAt)

@@ -2,7 +2,7 @@
 //
 // Greedy producer-into-consumer fusion in program order. Each op starts a
 // group; it then absorbs the groups producing its operands when the merged
-// group is still one kernel (see FusionPolicy.h) and every use of a group
+// group is still one kernel (see OpClassification.h) and every use of a group
 // value outside the group comes after the group's last op, so the fusion can
 // sit where that op was. Cheap scalar groups (the optimizer's bias
 // corrections) are cloned into every consumer instead of becoming kernels.

@@ -1,0 +1,123 @@
+//===- Pipelines.h - The pass pipelines of kiln import / compile -*- C++ -*-===//
+//
+// The passes `kiln import` and `kiln compile` run, in one place, built from
+// one options struct: the import clean-up, the train-step pipeline (graph
+// dialect: select-trainable ... guards) and the kernel pipeline (fusion,
+// lowering to the step program, in-place updates, shared kernels). Registered for kiln-opt
+// as --kiln-import-cleanup-pipeline, --kiln-train-step-pipeline and
+// --kiln-kernel-pipeline, so kiln-opt reproduces what kiln compile runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PIPELINES_PIPELINES_H
+#define KILN_PIPELINES_PIPELINES_H
+
+#include "kiln/Dialect/Graph/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace kiln {
+
+/// Every choice kiln compile makes about the passes it runs. The spec
+/// options (optimizer, lora) are the CLI's strings; verifyPipelineOptions
+/// checks them.
+struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
+  // Import clean-up.
+  Option<bool> raiseComposites{*this, "raise-composites",
+                               llvm::cl::desc("Rebuild RMSNorm, SiLU and attention from their "
+                                              "decomposed spelling"),
+                               llvm::cl::init(true)};
+
+  // Train step.
+  Option<std::string> until{*this, "until",
+                            llvm::cl::desc("Where the train-step pipeline stops: forward (the "
+                                           "graph with the trainable set marked), grads "
+                                           "(loss and gradients) or step (the optimizer step)"),
+                            llvm::cl::init("step")};
+  Option<std::string> staticSymbols{*this, "static",
+                                    llvm::cl::desc("Pin symbols to values: batch=4")};
+  Option<std::string> train{*this, "train",
+                            llvm::cl::desc("Parameters that train: all, none or a regex; empty: "
+                                           "all, or only the adapters with lora")};
+  Option<std::string> lora{*this, "lora",
+                           llvm::cl::desc("LoRA adapters: r=16,alpha=32,dropout=0.05,targets=REGEX")};
+  Option<std::string> loraSkip{*this, "lora-skip",
+                               llvm::cl::desc("Regex of weights that get no adapter")};
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
+                                llvm::cl::init("fp32")};
+  ListOption<std::string> fp32Ops{*this, "fp32-ops",
+                                  llvm::cl::desc("With precision=bf16: ops kept in fp32")};
+  Option<std::string> quant{*this, "quant", llvm::cl::desc("Frozen linear weights as: nf4")};
+  Option<bool> doubleQuant{*this, "double-quant",
+                           llvm::cl::desc("With quant=nf4: 8-bit absmax codes")};
+  Option<std::string> quantSkip{*this, "quant-skip",
+                                llvm::cl::desc("Regex of weights quant leaves alone")};
+  Option<int64_t> gradAccum{*this, "grad-accum", llvm::cl::desc("Micro-batches per step"),
+                            llvm::cl::init(1)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw[:lr=,weight_decay=,betas=B1/B2,eps=] or "
+                                               "sgd[:lr=,momentum=,dampening=,nesterov=0|1,"
+                                               "weight_decay=]"),
+                                llvm::cl::init("adamw")};
+  Option<double> clipGradNorm{*this, "clip-grad-norm",
+                              llvm::cl::desc("Global gradient L2 norm limit (0: off)"),
+                              llvm::cl::init(0.0)};
+  Option<std::string> rematBudget{*this, "remat-budget",
+                                  llvm::cl::desc("kiln-remat's budget: none, auto or GiB"),
+                                  llvm::cl::init("none")};
+  Option<std::string> rematSymbols{*this, "remat-symbols",
+                                   llvm::cl::desc("Symbol values kiln-remat plans at: batch=4")};
+  Option<std::string> dynamic{*this, "dynamic",
+                              llvm::cl::desc("Symbol ranges recorded as guards: "
+                                             "batch=1..64,seq=16..8192:8")};
+  Option<std::string> buckets{*this, "buckets",
+                              llvm::cl::desc("Shape buckets, ';' between symbols: "
+                                             "seq=512,1024;batch=8")};
+
+  // Kernel pipeline.
+  Option<bool> fuseOnly{*this, "fuse-only",
+                        llvm::cl::desc("Stop after kiln-fuse (kiln compile --emit=fused-mlir)")};
+
+  /// Parses as PassOptions does, then verifies (verifyPipelineOptions):
+  /// PassPipelineRegistration calls this on the concrete type, so kiln-opt
+  /// rejects a bad optimizer or LoRA spec with its message.
+  mlir::LogicalResult parseFromString(llvm::StringRef options,
+                                      llvm::raw_ostream &errorStream = llvm::errs());
+};
+
+/// The pass options the CLI specs stand for; errors are one line naming the
+/// bad setting.
+mlir::FailureOr<TrainStepPassOptions> parseOptimizerSpec(llvm::StringRef spec,
+                                                         double clipGradNorm,
+                                                         std::string &error);
+mlir::FailureOr<LoraPassOptions> parseLoraSpec(llvm::StringRef spec, llvm::StringRef skip,
+                                               std::string &error);
+
+/// Checks what the passes do not check themselves: the specs, `until`, a
+/// quantization scheme and remat without a backward pass. `error` receives
+/// the first problem.
+mlir::LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string &error);
+
+/// canonicalize, raise-composites + canonicalize (optional), cse: what the
+/// ONNX importer runs on what it built.
+void buildImportCleanupPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// specialize-symbols, select-trainable, lora, precision, quantize-nf4,
+/// autodiff, grad-accum, train-step, canonicalize + cse, remat,
+/// verify-shapes, shape-guards, shape-buckets: the graph-level step, as far
+/// as `until`. The options must verify.
+void buildTrainStepPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// kiln-fuse, kiln-lower-to-step, kiln-update-in-place,
+/// kiln-dedupe-kernels: the step program the runtime interprets, one kernel
+/// per distinct body (only the fusion with fuseOnly).
+void buildKernelPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Registers the three pipelines with MLIR's pass registry (kiln-opt).
+void registerPipelines();
+
+} // namespace kiln
+
+#endif // KILN_PIPELINES_PIPELINES_H
