@@ -464,6 +464,42 @@ def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
 // Memory
 //===----------------------------------------------------------------------===//
 
+def RecomputeDequantizedPass : Pass<"kiln-recompute-dequantized", "::mlir::func::FuncOp"> {
+  let summary = "Dequantize quantized weights again in the backward pass "
+                "instead of keeping their full-precision copies";
+  let description = [{
+    Runs on the joint function after `kiln-autodiff` (and `kiln-train-step`)
+    and after CSE, which would merge the clones back. A value derived from
+    quantized weights alone (`kiln.nf4_dequantize`,
+    `kiln.dequantize_blockwise_8bit`, and the transposes, reshapes and
+    casts of their results, with only parameters and constants as leaves)
+    that the backward pass reads is computed again right before its first
+    backward use (the clones are tagged `kiln.recomputed`), so the forward
+    copy dies after its last forward use. The codes and scales are
+    parameters, always at hand: QLoRA then keeps no bf16 weight from the
+    forward to the backward pass, whatever the remat budget.
+
+    Before (the backward's input-gradient matmul reads `%wt`):
+    ```mlir
+    %w = kiln.nf4_dequantize %codes, %absmax : tensor<2048xui8>, tensor<64xf32> -> tensor<64x64xbf16>
+    %wt = kiln.transpose %w {perm = array<i64: 1, 0>} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    %y = kiln.matmul %x, %wt : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xbf16>
+    ...
+    %dx = kiln.matmul %dy, %wt {transpose_b} : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xbf16>
+    ```
+    After:
+    ```mlir
+    %w = kiln.nf4_dequantize %codes, %absmax : ...
+    %wt = kiln.transpose %w {perm = array<i64: 1, 0>} : ...
+    %y = kiln.matmul %x, %wt : ...
+    ...
+    %w2 = kiln.nf4_dequantize %codes, %absmax {kiln.recomputed} : ...
+    %wt2 = kiln.transpose %w2 {kiln.recomputed, perm = array<i64: 1, 0>} : ...
+    %dx = kiln.matmul %dy, %wt2 {transpose_b} : ...
+    ```
+  }];
+}
+
 def RematerializePass : Pass<"kiln-remat", "::mlir::func::FuncOp"> {
   let summary = "Recompute forward values in the backward pass instead of "
                 "keeping them (activation checkpointing by min-cut)";

@@ -75,6 +75,9 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (backward) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    // After CSE, which would merge the clones back.
+    if (!options.quant.empty())
+      pm.addNestedPass<func::FuncOp>(createRecomputeDequantizedPass());
   }
   if (options.rematBudget != "none") {
     RematerializePassOptions remat;

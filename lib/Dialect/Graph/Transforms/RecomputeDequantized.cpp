@@ -1,0 +1,114 @@
+//===- RecomputeDequantized.cpp - Dequantize again in the backward pass ---===//
+//
+// A quantized weight's full-precision copy is cheap to make again (its codes
+// and scales are parameters) and large to keep: QLoRA exists to not hold it.
+// So the backward pass dequantizes anew instead of reading the forward's
+// copy, whatever the remat budget says.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <functional>
+
+namespace kiln {
+#define GEN_PASS_DEF_RECOMPUTEDEQUANTIZEDPASS
+#include "kiln/Dialect/Graph/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+bool isLeaf(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && isa<ParameterOp, ConstantOp>(def);
+}
+
+struct RecomputeDequantizedPass final
+    : kiln::impl::RecomputeDequantizedPassBase<RecomputeDequantizedPass> {
+  /// Ops whose results derive from quantized weights alone.
+  llvm::DenseSet<Operation *> derived;
+
+  bool isDerived(Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && derived.contains(def);
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal() || !func.getBody().hasOneBlock())
+      return;
+    Block &body = func.getBody().front();
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (!ret || ret.getNumOperands() == 0)
+      return;
+
+    // The forward part: what the loss (the first result) depends on.
+    llvm::DenseSet<Operation *> forward;
+    SmallVector<Value> work = {ret.getOperand(0)};
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || def->getBlock() != &body || !forward.insert(def).second)
+        continue;
+      llvm::append_range(work, def->getOperands());
+    }
+
+    for (Operation &op : body.without_terminator()) {
+      bool dequantize = isa<Nf4DequantizeOp, DequantizeBlockwise8bitOp>(op);
+      bool reshaping = isa<TransposeOp, ReshapeOp, CastOp>(op);
+      if (!dequantize && !reshaping)
+        continue;
+      bool anyDerived = false, allKnown = true;
+      for (Value operand : op.getOperands()) {
+        anyDerived |= isDerived(operand);
+        allKnown &= isDerived(operand) || isLeaf(operand);
+      }
+      if (allKnown && (dequantize || anyDerived))
+        derived.insert(&op);
+    }
+
+    // Each derived forward value a backward op reads is cloned, once, right
+    // before its first backward reader; every backward reader takes the clone.
+    llvm::DenseMap<Value, Value> clones;
+    std::function<Value(Value, OpBuilder &)> cloneOf = [&](Value v, OpBuilder &b) -> Value {
+      if (!isDerived(v))
+        return v;
+      if (Value known = clones.lookup(v))
+        return known;
+      Operation *def = v.getDefiningOp();
+      IRMapping map;
+      for (Value operand : def->getOperands())
+        map.map(operand, cloneOf(operand, b));
+      Operation *copy = b.clone(*def, map);
+      copy->setAttr("kiln.recomputed", b.getUnitAttr());
+      for (auto [from, to] : llvm::zip(def->getResults(), copy->getResults()))
+        clones[from] = to;
+      return clones.lookup(v);
+    };
+    unsigned recomputed = 0;
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      if (forward.contains(&op) || op.hasAttr("kiln.recomputed"))
+        continue;
+      for (OpOperand &use : op.getOpOperands()) {
+        Operation *def = use.get().getDefiningOp();
+        if (!def || !derived.contains(def) || !forward.contains(def))
+          continue;
+        OpBuilder b(&op);
+        size_t before = clones.size();
+        use.set(cloneOf(use.get(), b));
+        recomputed += clones.size() > before;
+      }
+    }
+    if (recomputed)
+      func->setAttr("kiln.recomputed_dequantized",
+                    OpBuilder(func).getI64IntegerAttr(recomputed));
+  }
+};
+
+} // namespace
