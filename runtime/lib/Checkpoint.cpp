@@ -15,6 +15,8 @@ using namespace kiln::artifact;
 
 namespace {
 constexpr const char *kStepKey = "kiln.step";
+constexpr const char *kPeftWeightsFile = "adapter_model.safetensors";
+constexpr const char *kPeftConfigFile = "adapter_config.json";
 
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
@@ -79,9 +81,27 @@ Expected<std::string> kiln::runtime::peftAdapterName(const std::string &name) {
   return "base_model.model." + name;
 }
 
+Status kiln::runtime::checkPeftAdapterDir(const std::string &dir) {
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0) {
+    if (errno != ENOENT)
+      return errnoError(dir);
+    // To be created: where a file of that name could be.
+    return checkReplaceableFile(dir);
+  }
+  if (!S_ISDIR(info.st_mode))
+    return Error{dir + ": exists and is not a directory (PEFT adapters are a directory)"};
+  for (const char *file : {kPeftWeightsFile, kPeftConfigFile})
+    if (Status status = checkReplaceableFile(dir + "/" + file); !status)
+      return status;
+  return Status::success();
+}
+
 Status kiln::runtime::writePeftAdapters(const std::string &dir,
                                         const std::vector<TensorData> &adapters,
                                         const LoraConfig &config) {
+  if (Status status = checkPeftAdapterDir(dir); !status)
+    return status;
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return errnoError(dir, "cannot create directory");
   std::vector<TensorData> renamed;
@@ -93,7 +113,7 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
     renamed.push_back(std::move(tensor));
   }
   if (Status status =
-          writeSafetensors(dir + "/adapter_model.safetensors", renamed);
+          writeSafetensors(dir + "/" + kPeftWeightsFile, renamed);
       !status)
     return status;
 
@@ -114,6 +134,6 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
   json.set("target_modules", std::move(targets));
   std::string text = json.print(/*pretty=*/true) + "\n";
   return writeFileAtomically(
-      dir + "/adapter_config.json",
+      dir + "/" + kPeftConfigFile,
       [&](FileWriter &writer) { return writer.write(text); });
 }

@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kiln::artifact;
@@ -298,7 +299,7 @@ static void testFiles() {
   CHECK_EQ(Artifact::open(std::string(dir) + "/missing.kiln").getError(),
            std::string(dir) + "/missing.kiln: No such file or directory");
   CHECK_EQ(Artifact::open(dir).getError(),
-           std::string(dir) + ": not a regular file");
+           std::string(dir) + ": not a regular file (a directory)");
   // A failing writer leaves the old file intact and no temporary file.
   Status failed = writeFileAtomically(path, [](FileWriter &writer) {
     (void)writer.write("partial");
@@ -310,7 +311,59 @@ static void testFiles() {
   ::rmdir(dir);
 }
 
+/// Atomic writers replace only regular files, and refuse before \p fill
+/// runs; readers refuse a FIFO instead of blocking on it.
+static void testSpecialFiles() {
+  char dir[] = "/tmp/kiln-special-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string fifo = std::string(dir) + "/fifo", sub = std::string(dir) + "/sub";
+  CHECK(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(::mkdir(sub.c_str(), 0755) == 0);
+  bool filled = false;
+  auto write = [&](const std::string &path) {
+    filled = false;
+    Status status = writeFileAtomically(path, [&](FileWriter &writer) {
+      filled = true;
+      return writer.write("x");
+    });
+    return status ? std::string("written") : status.getError();
+  };
+  CHECK_EQ(write(fifo), fifo + ": not a regular file (a FIFO); refusing to replace it");
+  CHECK_EQ(write(sub), sub + ": not a regular file (a directory); refusing to replace it");
+  CHECK_EQ(write("/dev/null"),
+           "/dev/null: not a regular file (a character device); refusing to replace it");
+  CHECK_EQ(write("/proc/self/comm"),
+           "/proc/self/comm: is under /proc, not a regular file system; refusing to write there");
+  CHECK_EQ(write(sub + "/"), sub + "/: names a directory, not a file");
+  CHECK_EQ(write(std::string(dir) + "/none/x"), std::string(dir) + "/none: No such file or directory");
+  CHECK(!filled);
+  struct stat info;
+  CHECK(::stat(fifo.c_str(), &info) == 0 && S_ISFIFO(info.st_mode));
+  CHECK(::stat("/dev/null", &info) == 0 && S_ISCHR(info.st_mode));
+  // A symlink to a device is refused too; one to a regular file is replaced.
+  std::string link = std::string(dir) + "/link";
+  CHECK(::symlink("/dev/null", link.c_str()) == 0);
+  CHECK_EQ(write(link), link + ": not a regular file (a character device); refusing to replace it");
+  // A stale temporary name (here a FIFO: O_TRUNC would block on it) is
+  // removed, never opened.
+  std::string out = std::string(dir) + "/out.kiln";
+  std::string temp = std::string(dir) + "/.out.kiln.tmp-" + std::to_string(::getpid());
+  CHECK(::mkfifo(temp.c_str(), 0644) == 0);
+  CHECK_EQ(write(out), "written");
+  CHECK(filled && ::access(temp.c_str(), F_OK) != 0);
+  // Readers: a FIFO, a directory and a device fail at once (no hang).
+  CHECK_EQ(Artifact::open(fifo).getError(), fifo + ": not a regular file (a FIFO)");
+  CHECK_EQ(MappedFile::open("/dev/zero").getError(),
+           "/dev/zero: not a regular file (a character device)");
+  ::unlink(out.c_str());
+  ::unlink(link.c_str());
+  ::unlink(fifo.c_str());
+  ::rmdir(sub.c_str());
+  ::rmdir(dir);
+}
+
 int main() {
+  testSpecialFiles();
   testCrc32c();
   testJson();
   testSizeExpr();

@@ -135,6 +135,36 @@ train-usage)
   expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
   expect 2 "kiln-run: error: --progress must be on, off or auto, got 'yes'" train --init random:1 --progress yes
   ;;
+train-outputs)
+  # --save, --save-adapters and --profile replace only regular files, and
+  # are refused before anything loads (the commands time out if one blocks).
+  fixtures
+  mkdir ckdir ad-file-inside && mkdir ad-file-inside/adapter_config.json && mkfifo fifo
+  t() { timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 10 --batch 2 --seq 16 --weights w.safetensors "$@"; }
+  expect 2 "kiln-run: error: --save ckdir: not a regular file (a directory); refusing to replace it" t --save ckdir
+  expect 2 "kiln-run: error: --save /dev/null: not a regular file (a character device); refusing to replace it" t --save /dev/null
+  expect 2 "kiln-run: error: --save fifo: not a regular file (a FIFO); refusing to replace it" t --save fifo
+  expect 2 "kiln-run: error: --profile fifo: not a regular file (a FIFO); refusing to replace it" t --profile fifo
+  expect 2 "kiln-run: error: --profile ckdir: not a regular file (a directory); refusing to replace it" t --profile ckdir
+  expect 2 "kiln-run: error: --save-adapters w.safetensors: exists and is not a directory (PEFT adapters are a directory)" t --save-adapters w.safetensors
+  expect 2 "kiln-run: error: --save-adapters ad-file-inside/adapter_config.json: not a regular file (a directory); refusing to replace it" t --save-adapters ad-file-inside/
+  [ -p fifo ] && [ -d ckdir ] && [ -c /dev/null ] || fail "a refused target was replaced"
+  ;;
+special-inputs)
+  # A FIFO, a directory or a device given as an input file fails at once
+  # with one line instead of blocking on open (each command times out if it
+  # hangs).
+  fixtures
+  mkfifo fifo && mkdir dir
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" inspect fifo
+  expect 1 "kiln-run: error: dir: not a regular file (a directory)" timeout 20 "$kiln_run" inspect dir
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" ckpt-info fifo
+  expect 1 "kiln-run: error: /dev/zero: not a regular file (a character device)" timeout 20 "$kiln_run" ckpt-info /dev/zero
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train fifo --data t.bin --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 1 --batch 2 --seq 16 --weights fifo
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 1 --batch 2 --seq 16 --weights w.safetensors --resume fifo
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data fifo --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  ;;
 train-guard)
   fixtures
   expect 4 "kiln-run: error: --batch/--seq: seq=12 violates seq % 8 == 0 (required by --dynamic seq=8..1024:8)" train --weights w.safetensors --seq 12

@@ -11,6 +11,7 @@
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
 #include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/artifact/FileIO.h"
 
 #include "kiln/Dialect/Graph/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -264,6 +265,11 @@ FailureOr<LoraPassOptions> parseLora(StringRef spec) {
 } // namespace
 
 int runCompile(MLIRContext &context) {
+  // The artifact replaces only a regular file (never a device, a FIFO, a
+  // directory, /proc): refused now, not after compiling.
+  if (emit == Emit::Artifact && !output.empty() && output != "-")
+    if (runtime::Status status = artifact::checkReplaceableFile(output); !status)
+      return fail(status.getError());
   std::string weightsPath;
   OwningOpRef<ModuleOp> module = loadModule(context, model, {}, weightsPath);
   if (!module)

@@ -425,7 +425,7 @@ int kiln::run::runTrain(int argc, char **argv) {
   }
   // Output paths: their directory must exist and be writable now, not
   // after hours of training.
-  for (const char *flag : {"save", "save-adapters"})
+  for (const char *flag : {"save", "save-adapters", "profile"})
     if (std::optional<std::string> path = args->get(flag)) {
       // --save-adapters names a directory (PEFT's layout), created if needed.
       if (!std::strcmp(flag, "save-adapters"))
@@ -441,6 +441,20 @@ int kiln::run::runTrain(int argc, char **argv) {
                                      ": cannot write there (directory '" + dir +
                                      "' is missing or read-only)");
     }
+  // ... and each replaces only a regular file: never a directory, a device,
+  // a FIFO, or anything under /proc.
+  if (std::optional<std::string> path = args->get("save"))
+    if (Status s = checkReplaceableFile(*path); !s)
+      return error(kExitUsage, "--save " + s.getError());
+  if (std::optional<std::string> path = args->get("profile"))
+    if (Status s = checkReplaceableFile(*path); !s)
+      return error(kExitUsage, "--profile " + s.getError());
+  if (std::optional<std::string> dir = args->get("save-adapters")) {
+    while (dir->size() > 1 && dir->back() == '/')
+      dir->pop_back();
+    if (Status s = checkPeftAdapterDir(*dir); !s)
+      return error(kExitUsage, "--save-adapters " + s.getError());
+  }
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
     if (!(tokenDType = parseTokenDType(*text)))

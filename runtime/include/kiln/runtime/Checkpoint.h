@@ -51,6 +51,11 @@ struct LoraConfig {
 /// error for a name that is not a LoRA weight.
 Expected<std::string> peftAdapterName(const std::string &name);
 
+/// Whether writePeftAdapters(\p dir) may write: \p dir is absent (and
+/// creatable as far as checkReplaceableFile sees) or a directory whose two
+/// files are absent or regular. kiln-run train checks before training.
+Status checkPeftAdapterDir(const std::string &dir);
+
 /// Writes \p dir/adapter_model.safetensors and \p dir/adapter_config.json
 /// (creating \p dir if needed). \p adapters are named as in the step.
 Status writePeftAdapters(const std::string &dir,
