@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <set>
 #include <sys/stat.h>
 
 using namespace kiln::runtime;
@@ -68,6 +69,44 @@ kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
                    ", but the artifact expects " +
                    describeTensorType(param.dtype, param.shape)};
   }
+  // The optimizer state the step reads, every tensor of it: a missing one
+  // would resume from zeros, silently not the state that was saved.
+  const StepProgram *program = artifact.getProgram("step");
+  if (!program)
+    return static_cast<int64_t>(step);
+  std::set<std::string> expected;
+  for (const ProgramBinding &arg : program->args) {
+    if (arg.role != "state" || !expected.insert("state/" + arg.name).second)
+      continue;
+    std::string name = "state/" + arg.name;
+    const ProgramBuffer &buffer = program->buffers[arg.buffer];
+    // State shapes are static; a symbolic one is checked by element count
+    // when the executor loads it.
+    std::vector<int64_t> shape;
+    bool isStatic = true;
+    for (const SizeExpr &dim : buffer.shape) {
+      Expected<int64_t> value = dim.evaluate({});
+      if (!value) {
+        isStatic = false;
+        break;
+      }
+      shape.push_back(*value);
+    }
+    std::string type = isStatic ? describeTensorType(buffer.dtype, shape)
+                                : std::string(dtypeName(buffer.dtype));
+    const TensorInfo *found = checkpoint.find(name);
+    if (!found)
+      return Error{path + ": checkpoint lacks optimizer state '" + name + "' (expected " + type +
+                   "); it was not saved for this step"};
+    if (found->dtype != buffer.dtype || (isStatic && found->shape != shape))
+      return Error{path + ": '" + name + "' is " +
+                   describeTensorType(found->dtype, found->shape) +
+                   ", but the step expects " + type};
+  }
+  for (const TensorInfo &tensor : checkpoint.getTensors())
+    if (tensor.name.compare(0, 6, "state/") == 0 && !expected.count(tensor.name))
+      return Error{path + ": checkpoint holds optimizer state '" + tensor.name +
+                   "', which the step does not have (saved with another optimizer or model?)"};
   return static_cast<int64_t>(step);
 }
 

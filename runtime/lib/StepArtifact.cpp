@@ -197,6 +197,19 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     }
   }
 
+  // The programs: decoded now, so a damaged one fails before any device
+  // work (the executor runs these very objects).
+  for (const Section &section : step.container.getSections()) {
+    if (section.name != "step" && section.name != "init" &&
+        section.name.compare(0, 5, "step/") != 0)
+      continue;
+    Expected<StepProgram> program = StepProgram::decode(
+        step.container.contents(section), "section '" + section.name + "'");
+    if (!program)
+      return fail(program.getError());
+    step.programs.emplace(section.name, std::move(*program));
+  }
+
   for (const Section &section : step.container.getSections()) {
     if (section.name.compare(0, 8, kKernelPrefix) != 0)
       continue;
@@ -225,6 +238,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     }
   }
   return step;
+}
+
+const StepProgram *StepArtifact::getProgram(const std::string &section) const {
+  auto it = programs.find(section);
+  return it == programs.end() ? nullptr : &it->second;
 }
 
 const BucketSpec *StepArtifact::selectBucket(const SymbolBindings &sizes) const {

@@ -31,6 +31,9 @@ decode(const std::vector<std::pair<std::string, std::string>> &sections) {
 }
 
 static const char *kMeta = R"({"targets":["sm_90"],"symbols":["batch","seq"]})";
+/// The smallest valid step program (no buffers, no ops).
+static const char *kProgram =
+    R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[]})";
 
 static void testImageChoice() {
   Expected<StepArtifact> step =
@@ -91,6 +94,11 @@ static void testDecodeErrors() {
            "sm_XY.cubin, compute_XY.ptx or source)");
   CHECK_EQ(decode({{"meta", kMeta}, {"kernels/sm_90.cubin", ""}}).getError(),
            "a.kiln: bad kernel section name 'kernels/sm_90.cubin'");
+  // The programs are decoded with the artifact, before any device work.
+  CHECK_EQ(decode({{"meta", kMeta}, {"step", "garbage"}}).getError(),
+           "a.kiln: section 'step': invalid JSON at byte 0: unexpected character");
+  CHECK_EQ(decode({{"meta", kMeta}, {"step", kProgram}, {"init", "{}"}}).getError(),
+           "a.kiln: section 'init': not a version 1 kiln-step-program");
   Expected<StepArtifact> ok = decode(
       {{"meta", R"({"vocab_size":32000})"},
        {"params",
@@ -188,9 +196,9 @@ static void testBuckets() {
       R"({"function":"main__batch_2__seq_16","section":"step/main__batch_2__seq_16",)"
       R"("values":{"batch":2,"seq":16}}]})";
   Expected<StepArtifact> step = decode({{"meta", meta},
-                                        {"step", "{}"},
-                                        {"step/main__seq_8", "{}"},
-                                        {"step/main__batch_2__seq_16", "{}"}});
+                                        {"step", kProgram},
+                                        {"step/main__seq_8", kProgram},
+                                        {"step/main__batch_2__seq_16", kProgram}});
   CHECK(step);
   if (!step)
     return;
@@ -211,7 +219,7 @@ static void testBuckets() {
   CHECK(step->selectBucket({{"batch", 2}}) == nullptr);
 
   // No "buckets": none, and the symbolic step serves every size.
-  Expected<StepArtifact> plain = decode({{"meta", kMeta}, {"step", "{}"}});
+  Expected<StepArtifact> plain = decode({{"meta", kMeta}, {"step", kProgram}});
   CHECK(plain && plain->getBuckets().empty() &&
         plain->selectBucket({{"batch", 2}, {"seq", 8}}) == nullptr);
 
@@ -220,7 +228,7 @@ static void testBuckets() {
                   std::vector<std::pair<std::string, std::string>> extra = {}) {
     std::vector<std::pair<std::string, std::string>> sections = {
         {"meta", std::string(R"({"symbols":["batch","seq"],"buckets":)") + buckets + "}"},
-        {"step/main__seq_8", "{}"}};
+        {"step/main__seq_8", kProgram}};
     sections.insert(sections.end(), extra.begin(), extra.end());
     Expected<StepArtifact> step = decode(sections);
     return step ? std::string("decoded") : step.getError();

@@ -187,6 +187,15 @@ train-resume)
   grep -q '^resume ckpt.safetensors: step 7$' out.txt || fail "resume line"
   grep -q '^kiln-run: error: the artifact has no step program' err.txt || fail "no-step-program line"
   expect 1 "kiln-run: error: w.safetensors: not a kiln-run checkpoint (no integer metadata 'kiln.step')" train --weights w.safetensors --resume w.safetensors
+  # A checkpoint without the optimizer state the step reads is refused,
+  # naming the tensor; with it, validation passes (to the device).
+  "$test_files" gemm-step g --with-state && "$test_files" gemm-resume ok.safetensors &&
+    "$test_files" gemm-resume nostate.safetensors --drop-state || fail "fixture"
+  g() { "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3 "$@"; }
+  expect 1 "kiln-run: error: nostate.safetensors: checkpoint lacks optimizer state 'state/w/momentum' (expected F32 [3, 2]); it was not saved for this step" g --resume nostate.safetensors
+  g --resume ok.safetensors >out.txt 2>err.txt
+  cat out.txt err.txt
+  grep -q '^resume ok.safetensors: step 2$' out.txt || fail "complete checkpoint not accepted"
   ;;
 train-data)
   fixtures

@@ -32,8 +32,10 @@ Status writeCheckpoint(const std::string &path, int64_t step,
                        const std::vector<artifact::TensorData> &state,
                        const artifact::WriteProgress &progress = nullptr);
 
-/// Checks \p checkpoint against \p artifact's trainable parameters (present,
-/// same dtype and shape) and returns its step counter.
+/// Checks \p checkpoint against \p artifact's trainable parameters and,
+/// when it has a step program, the optimizer state the step reads (every
+/// "state/<param>/<slot>" present with the same dtype and shape, none
+/// extra), and returns its step counter.
 Expected<int64_t> checkCheckpoint(const StepArtifact &artifact,
                                   const artifact::SafetensorsFile &checkpoint);
 
