@@ -148,13 +148,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   }
 
   if (const Section *params = step.container.find("params")) {
-    Expected<Json> list = Json::parse(step.container.contents(*params));
-    if (!list)
-      return fail("params: " + list.getError());
-    if (!list->isArray())
-      return fail("params: expected a JSON array");
-    for (size_t i = 0; i < list->getElements().size(); ++i) {
-      const Json &entry = list->getElements()[i];
+    // Entry by entry (a list of 10^5 parameters is never held as JSON).
+    bool semantic = false; // an entry's error, already worded
+    Status parsed = Json::forEachElement(
+        step.container.contents(*params), [&](const Json &entry, size_t i) -> Status {
+      semantic = true;
       std::string where = "params[" + std::to_string(i) + "]: ";
       const Json *name = entry.isObject() ? entry.get("name") : nullptr;
       const Json *dtype = entry.isObject() ? entry.get("dtype") : nullptr;
@@ -194,7 +192,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
                       dtypeName(spec.dtype) + " elements");
       }
       step.params.push_back(std::move(spec));
-    }
+      semantic = false;
+      return Status::success();
+    });
+    if (!parsed)
+      return semantic ? parsed.takeError() : fail("params: " + parsed.getError());
   }
 
   // The programs: decoded now, so a damaged one fails before any device

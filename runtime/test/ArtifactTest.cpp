@@ -99,12 +99,63 @@ static void testJson() {
       {"99999999999999999999", "invalid JSON at byte 0: integer out of range"},
       {"tru", "invalid JSON at byte 0: unexpected character"},
       {"{} x", "invalid JSON at byte 3: unexpected text after the JSON value"},
+      // Strings are UTF-8 (RFC 3629): no stray continuation bytes, overlong
+      // forms, surrogates or code points above U+10FFFF.
+      {"\"a\x80\"", "invalid JSON at byte 2: invalid UTF-8 in string"},
+      {"\"\xc0\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xe0\x80\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xed\xa0\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xf4\x90\x80\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xe2\x82\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"{\"\xff\":1}", "invalid JSON at byte 2: invalid UTF-8 in string"},
   };
   for (const auto &[input, error] : bad) {
     Expected<Json> result = Json::parse(input);
     CHECK(!result);
     CHECK_EQ(result.getError(), error);
   }
+  // Well-formed multi-byte UTF-8 passes through unchanged.
+  CHECK_EQ(Json::parse("\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\"")->getString(),
+           "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf");
+  // A duplicate key in a large object (sorted check) is found at the byte
+  // of its second occurrence, as in a small one.
+  std::string large = "{";
+  for (int i = 0; i < 40; ++i)
+    large += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  size_t at = large.size();
+  large += "\"k7\":0,\"k3\":0}";
+  CHECK_EQ(Json::parse(large).getError(),
+           "invalid JSON at byte " + std::to_string(at) + ": duplicate key \"k7\"");
+  // One element at a time.
+  std::vector<int64_t> seen;
+  CHECK(Json::forEachElement("[1, 2, 3]", [&](Json &value, size_t i) {
+    seen.push_back(value.getInteger() * 10 + static_cast<int64_t>(i));
+    return kiln::runtime::Status::success();
+  }));
+  CHECK(seen == (std::vector<int64_t>{10, 21, 32}));
+  CHECK_EQ(Json::forEachElement("{}", [](Json &, size_t) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "expected a JSON array");
+  CHECK_EQ(Json::forEachElement("[1, x]", [](Json &, size_t) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "invalid JSON at byte 4: unexpected character");
+  CHECK_EQ(Json::forEachElement("[1, 2]", [](Json &value, size_t) {
+             return value.getInteger() == 2 ? kiln::runtime::Status(kiln::runtime::Error{"two"})
+                                            : kiln::runtime::Status::success();
+           }).getError(),
+           "two");
+  CHECK_EQ(Json::forEachMember("{\"a\":1,\"a\":2}", [](const std::string &, Json &) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "invalid JSON at byte 7: duplicate key \"a\"");
+  // Values copy and move deeply; assigning a value its own member works.
+  Json tree = *Json::parse(R"({"x":[1,{"y":"long enough to live on the heap"}]})");
+  Json copy = tree;
+  tree = tree.get("x")->getElements()[1];
+  CHECK_EQ(tree.print(), R"({"y":"long enough to live on the heap"})");
+  CHECK_EQ(copy.print(), R"({"x":[1,{"y":"long enough to live on the heap"}]})");
   // Deep nesting is an error, not a stack overflow.
   std::string deep(100000, '[');
   Expected<Json> tooDeep = Json::parse(deep);

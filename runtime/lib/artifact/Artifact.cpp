@@ -44,7 +44,7 @@ void putU64(std::string &out, uint64_t value) {
   for (int i = 0; i < 8; ++i)
     out += static_cast<char>(value >> (8 * i));
 }
-uint64_t getLE(const std::string &in, size_t at, int bytes) {
+uint64_t getLE(std::string_view in, size_t at, int bytes) {
   uint64_t value = 0;
   for (int i = bytes - 1; i >= 0; --i)
     value = value << 8 | static_cast<unsigned char>(in[at + i]);
@@ -56,7 +56,7 @@ uint64_t alignUp(uint64_t value) {
          kSectionAlignment;
 }
 
-uint32_t crcOf(const std::string &bytes, size_t offset, size_t size) {
+uint32_t crcOf(std::string_view bytes, size_t offset, size_t size) {
   return crc32c(0, bytes.data() + offset, size);
 }
 } // namespace
@@ -142,11 +142,24 @@ Expected<Artifact> Artifact::open(const std::string &path) {
   Expected<MappedFile> file = MappedFile::open(path);
   if (!file)
     return file.takeError();
-  return parse(std::string(file->view()), path);
+  Artifact artifact;
+  artifact.mapped = std::make_shared<MappedFile>(std::move(*file));
+  if (Status status = validate(artifact.mapped->view(), path, artifact); !status)
+    return status.takeError();
+  return artifact;
 }
 
 Expected<Artifact> Artifact::parse(std::string bytes,
                                    const std::string &origin) {
+  Artifact artifact;
+  if (Status status = validate(bytes, origin, artifact); !status)
+    return status.takeError();
+  artifact.owned = std::move(bytes);
+  return artifact;
+}
+
+Status Artifact::validate(std::string_view bytes, const std::string &origin,
+                          Artifact &artifact) {
   auto fail = [&](const std::string &what) {
     return Error{origin + ": " + what};
   };
@@ -193,7 +206,6 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   if (crcOf(bytes, kHeaderSize, tableSize) != tableCrc)
     return corrupt("section table checksum mismatch");
 
-  Artifact artifact;
   artifact.formatVersion = version;
   std::set<std::string> names;
   size_t cursor = kHeaderSize, tableEnd = kHeaderSize + tableSize;
@@ -211,7 +223,7 @@ Expected<Artifact> Artifact::parse(std::string bytes,
         tableEnd - cursor < nameLength)
       return corrupt("bad name length in section table entry " +
                      std::to_string(i));
-    section.name = bytes.substr(cursor, nameLength);
+    section.name = std::string(bytes.substr(cursor, nameLength));
     cursor += nameLength;
     // Sections are stored in table order without overlap, inside the file.
     uint64_t payloadEnd = fileSize - kTrailerSize;
@@ -232,8 +244,7 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   artifact.fileCrc32c = crcOf(bytes, 0, fileSize - kTrailerSize);
   if (artifact.fileCrc32c != getLE(bytes, fileSize - kTrailerSize, 4))
     return corrupt("file checksum mismatch");
-  artifact.bytes = std::move(bytes);
-  return artifact;
+  return Status::success();
 }
 
 const Section *Artifact::find(std::string_view name) const {
@@ -244,7 +255,7 @@ const Section *Artifact::find(std::string_view name) const {
 }
 
 std::string_view Artifact::contents(const Section &section) const {
-  return std::string_view(bytes).substr(section.offset, section.size);
+  return view().substr(section.offset, section.size);
 }
 
 std::string_view Artifact::contents(std::string_view name) const {
