@@ -335,6 +335,47 @@ static void testDamage() {
       "a.kiln: not a Kiln artifact (bad magic)");
 }
 
+/// Damage the checksums do not see (resealArtifact recomputes them all):
+/// reserved fields, NUL bytes in names, misplaced payloads, non-zero
+/// padding.
+static void testResealedDamage() {
+  std::string bytes = *sampleWriter().serialize();
+  CHECK(Artifact::parse(bytes, "a.kiln"));
+  auto resealed = [&](size_t at, char value) {
+    std::string damaged = bytes;
+    damaged[at] = value;
+    resealArtifact(damaged);
+    Expected<Artifact> artifact = Artifact::parse(damaged, "a.kiln");
+    return artifact ? std::string("parsed") : artifact.getError();
+  };
+  // Entry 0 ("meta") starts right after the header.
+  CHECK_EQ(resealed(kHeaderSize + 22, 1),
+           "a.kiln: corrupt Kiln artifact: section table entry 0: reserved field is 1, not 0");
+  CHECK_EQ(resealed(kHeaderSize + 25, '\0'),
+           "a.kiln: corrupt Kiln artifact: section table entry 0: the name contains a NUL byte");
+  Expected<Artifact> artifact = Artifact::parse(bytes, "a.kiln");
+  const Section *guards = artifact->find("guards");
+  const Section *step = artifact->find("step");
+  CHECK_EQ(resealed(guards->offset + guards->size, 'x'),
+           "a.kiln: corrupt Kiln artifact: non-zero padding before section "
+           "'kernels/add/sm_90.cubin'");
+  CHECK_EQ(resealed(step->offset + step->size, 'x'),
+           "a.kiln: corrupt Kiln artifact: non-zero padding before the trailer");
+  // The step payload's offset moved by one (still inside, not overlapping).
+  size_t entry = kHeaderSize;
+  for (const Section &section : artifact->getSections()) {
+    if (&section == step)
+      break;
+    entry += 24 + section.name.size();
+  }
+  CHECK_EQ(resealed(entry, static_cast<char>(step->offset + 1)),
+           "a.kiln: corrupt Kiln artifact: section 'step' is not at a multiple of 64 bytes");
+  // Resealing an intact file changes nothing.
+  std::string same = bytes;
+  resealArtifact(same);
+  CHECK(same == bytes);
+}
+
 static void testFiles() {
   char dir[] = "/tmp/kiln-artifact-test-XXXXXX";
   CHECK(::mkdtemp(dir));
@@ -421,6 +462,7 @@ int main() {
   testGuards();
   testRoundTrip();
   testDamage();
+  testResealedDamage();
   testFiles();
   return finishChecks();
 }

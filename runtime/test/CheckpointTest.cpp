@@ -18,7 +18,7 @@ static std::string tempDir;
 
 static Expected<StepArtifact> sampleArtifact() {
   ArtifactWriter writer;
-  writer.add("meta", "{}");
+  writer.add("meta", R"({"format":"kiln-step"})");
   writer.add(
       "params",
       R"([{"name":"embed","dtype":"BF16","shape":[10,4],"trainable":false},)"

@@ -22,8 +22,12 @@
 //   gemm-resume OUT [--drop-state]  a checkpoint for it (without the state)
 //   lora-step OUT                a GEMM-only LoRA step whose init program
 //                                makes the adapters (OUT.kiln, OUT.x.bin)
+//   set-section FILE NAME TEXT   rewrite one section (checksums valid)
+//   get-section FILE NAME        print one section
+//   poke FILE BYTE VALUE         set one byte
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
+//   reseal FILE                  recompute every checksum (after flip)
 //
 //===----------------------------------------------------------------------===//
 
@@ -348,6 +352,37 @@ static int writeLoraStep(const std::string &out) {
   return status ? 0 : fail(status.getError());
 }
 
+/// Rewrites the artifact \p path with section \p name holding \p contents
+/// (replaced in place, or appended): a damaged section with valid checksums.
+static int setSection(const std::string &path, const std::string &name,
+                      const std::string &contents) {
+  Expected<Artifact> artifact = Artifact::open(path);
+  if (!artifact)
+    return fail(artifact.getError());
+  ArtifactWriter writer;
+  bool replaced = false;
+  for (const Section &section : artifact->getSections()) {
+    bool match = section.name == name;
+    writer.add(section.name, match ? contents : std::string(artifact->contents(section)));
+    replaced = replaced || match;
+  }
+  if (!replaced)
+    writer.add(name, contents);
+  Status status = writer.write(path);
+  return status ? 0 : fail(status.getError());
+}
+
+/// Recomputes every checksum of the artifact \p path (after flip).
+static int reseal(const std::string &path) {
+  Expected<MappedFile> file = MappedFile::open(path);
+  if (!file)
+    return fail(file.getError());
+  std::string bytes(file->view());
+  resealArtifact(bytes);
+  Status status = writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(bytes); });
+  return status ? 0 : fail(status.getError());
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -384,6 +419,26 @@ int main(int argc, char **argv) {
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
     return verifyCheckpoint(args[1],
                             std::atoi(flag("--generation", "1").c_str()));
+  if (args.size() == 4 && args[0] == "set-section")
+    return setSection(args[1], args[2], args[3]);
+  if (args.size() == 2 && args[0] == "reseal")
+    return reseal(args[1]);
+  if (args.size() == 3 && args[0] == "get-section") {
+    Expected<Artifact> artifact = Artifact::open(args[1]);
+    if (!artifact || !artifact->find(args[2]))
+      return fail(artifact ? "no section '" + args[2] + "'" : artifact.getError());
+    std::string_view text = artifact->contents(args[2]);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  if (args.size() == 4 && args[0] == "poke") {
+    int fd = ::open(args[1].c_str(), O_RDWR);
+    unsigned char byte = static_cast<unsigned char>(std::atoi(args[3].c_str()));
+    bool ok = fd >= 0 && ::pwrite(fd, &byte, 1, std::atol(args[2].c_str())) == 1;
+    if (fd >= 0)
+      ::close(fd);
+    return ok ? 0 : fail("cannot write " + args[1]);
+  }
   if (args.size() == 3 && args[0] == "truncate")
     return ::truncate(args[1].c_str(), std::atol(args[2].c_str())) == 0
                ? 0

@@ -52,6 +52,51 @@ inspect-memory-plan)
   "$test_files" artifact a.kiln --bad-memory-plan || fail "fixture"
   expect 1 "kiln-run: error: a.kiln: section 'memory_plan': buffers entry 0: 'base' 3 is not a buffer listed before it" "$kiln_run" inspect a.kiln
   ;;
+inspect-damaged)
+  # Sections damaged behind valid checksums (kiln-test-files set-section,
+  # reseal): each is refused by inspect and train with one line naming the
+  # artifact and the part, before any device work.
+  "$test_files" gemm-step g || fail "fixture"
+  plan=$("$test_files" get-section g.kiln memory_plan)
+  damaged() { # SECTION TEXT LINE: set the section, expect LINE from inspect
+    "$test_files" gemm-step g && "$test_files" set-section g.kiln "$1" "$2" || fail "set-section $1"
+    expect 1 "kiln-run: error: g.kiln: $3" "$kiln_run" inspect g.kiln
+  }
+  damaged step garbage "section 'step': invalid JSON at byte 0: unexpected character"
+  damaged meta "$(printf '{"format":"kiln-step","creator":"\xff","symbols":["batch","seq"]}')" \
+    "meta: invalid JSON at byte 33: invalid UTF-8 in string"
+  damaged meta '{"symbols":["batch","seq"]}' 'meta "format" is missing, not "kiln-step" (not a kiln compile step artifact)'
+  damaged meta '{"format":"pt","symbols":["batch","seq"]}' "meta \"format\" is 'pt', not \"kiln-step\" (not a kiln compile step artifact)"
+  damaged meta '{"format":"kiln-step","symbols":["batch","seq","batch"]}' "meta \"symbols\" lists 'batch' twice"
+  damaged meta '{"format":"kiln-step","symbols":["batch",""]}' "meta \"symbols\" entry 1 '' is not a size symbol name"
+  damaged params '[{"name":"w","dtype":"F32","shape":[3,2],"trainable":true},{"name":"w","dtype":"F32","shape":[3,2]}]' \
+    "params[1]: parameter 'w' is listed twice"
+  damaged params '[{"name":"w","dtype":"F32","shape":[3,2],"trainable":"yes"}]' "params[0]: 'trainable' must be true or false"
+  damaged params '[{"name":"w","dtype":"F32","shape":[4611686018427387904,3],"trainable":true}]' \
+    "params[0]: F32 [4611686018427387904, 3] holds more bytes than int64 counts"
+  damaged params '[]' "section 'step': args entry 1: parameter 'w' is not in \"params\""
+  damaged guards '[{"kind":"range","expr":"len","min":1,"max":8}]' \
+    "guards[0]: size expression 'len' uses 'len', which is not in meta \"symbols\""
+  damaged memory_plan "${plan/\"arena_bytes\":768/\"arena_bytes\":9223372036854775807}" \
+    "section 'memory_plan': 'arena_bytes' is 9223372036854775807, but its buffers take 768 at planned_at"
+  damaged memory_plan "${plan/\"alignment\":256/\"alignment\":4611686018427387904}" \
+    "section 'memory_plan': 'alignment' 4611686018427387904 is outside 256..1048576"
+  damaged memory_plan "${plan/8\*seq/8*len}" \
+    "section 'memory_plan': buffers entry 2: size expression '8*len' uses 'len', which is not in meta \"symbols\""
+  # A damaged guard is the artifact's fault (exit 1), not the sizes' (exit 4).
+  expect 1 "kiln-run: error: g.kiln: section 'memory_plan': buffers entry 2: size expression '8*len' uses 'len', which is not in meta \"symbols\"" \
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3
+  "$test_files" gemm-step g && "$test_files" set-section g.kiln guards '[{"kind":"range","expr":"len","min":1,"max":8}]'
+  expect 1 "kiln-run: error: g.kiln: guards[0]: size expression 'len' uses 'len', which is not in meta \"symbols\"" \
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3
+  # The container: a non-zero reserved field and a NUL in a section name
+  # (entry 0 starts at byte 40: offset, size, crc, name length, reserved,
+  # name).
+  "$test_files" gemm-step g && "$test_files" poke g.kiln 62 1 && "$test_files" reseal g.kiln
+  expect 1 "kiln-run: error: g.kiln: corrupt Kiln artifact: section table entry 0: reserved field is 1, not 0" "$kiln_run" inspect g.kiln
+  "$test_files" gemm-step g && "$test_files" poke g.kiln 65 0 && "$test_files" reseal g.kiln
+  expect 1 "kiln-run: error: g.kiln: corrupt Kiln artifact: section table entry 0: the name contains a NUL byte" "$kiln_run" inspect g.kiln
+  ;;
 inspect-truncated)
   fixtures
   n=$(size a.kiln)

@@ -208,6 +208,12 @@ kiln::artifact::parseGuards(std::string_view json) {
   return guards;
 }
 
+bool kiln::artifact::isSizeSymbol(std::string_view name) {
+  if (name.empty() || !isSymbolStart(name[0]))
+    return false;
+  return std::all_of(name.begin(), name.end(), isSymbolChar);
+}
+
 std::string kiln::artifact::describeGuard(const Guard &guard) {
   const std::string &text = guard.expr.getText();
   if (guard.kind == Guard::Kind::Divisible)

@@ -330,14 +330,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (std::optional<std::string> dir = args.get("save-adapters")) {
     // PEFT's layout: the trained lora_A/lora_B weights and the settings the
     // compiler recorded (meta "lora").
+    // Checked by runTrain before any device work.
     const Json *lora = artifact.getMeta().get("lora");
-    const Json *rank = lora ? lora->get("r") : nullptr;
-    const Json *alpha = lora ? lora->get("alpha") : nullptr;
-    if (!rank || !alpha)
-      return error(kExitBadInput, "--save-adapters: the artifact's meta has no LoRA r/alpha");
     LoraConfig config;
-    config.rank = static_cast<int64_t>(rank->getNumber());
-    config.alpha = alpha->getNumber();
+    config.rank = lora->get("r")->getInteger();
+    config.alpha = lora->get("alpha")->getNumber();
     std::vector<std::pair<std::string, NamedTensor *>> params, state;
     if (Status s = x.readTrainable(params, state); !s)
       return error(kExitNoDevice, s.getError());
@@ -492,6 +489,21 @@ int kiln::run::runTrain(int argc, char **argv) {
                                    (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
                                    ": " + status.getError());
 
+  // --save-adapters writes PEFT's config from meta "lora": it must be there
+  // now, not after training.
+  if (args->get("save-adapters")) {
+    const Json *lora = step->getMeta().get("lora");
+    if (!lora)
+      return error(kExitUsage, "--save-adapters: " + artifactPath +
+                                   " has no LoRA adapters (compile with kiln compile --lora)");
+    const Json *rank = lora->get("r");
+    const Json *alpha = lora->get("alpha");
+    if (!rank || !rank->isInteger() || rank->getInteger() < 1 || !alpha || !alpha->isNumber())
+      return error(kExitBadInput, artifactPath +
+                                      ": meta \"lora\" needs an integer \"r\" >= 1 and a "
+                                      "number \"alpha\" (for --save-adapters)");
+  }
+
   // Weights, then a resumed checkpoint.
   size_t trainable = 0;
   for (const ParamSpec &param : step->getParams())
@@ -613,9 +625,6 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (!gpu)
     return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
                                     "; nothing was trained");
-  if (args->get("save-adapters") && !step->getMeta().get("lora"))
-    return error(kExitUsage, "--save-adapters: " + artifactPath +
-                                 " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,

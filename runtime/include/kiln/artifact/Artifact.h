@@ -85,6 +85,13 @@ private:
   std::vector<Section> sections;
 };
 
+/// Recomputes every checksum of \p bytes (each section's as far as the
+/// table can be read, the table's, the header's, the file's) in place, so a
+/// deliberately damaged artifact reaches the checks after the checksums:
+/// for tests and the fuzzer's mutator. Does nothing to bytes too short to
+/// hold a header and a trailer.
+void resealArtifact(std::string &bytes);
+
 /// Collects sections, then writes them as one artifact.
 class ArtifactWriter {
 public:

@@ -146,6 +146,8 @@ public:
 private:
   StepArtifact(artifact::Artifact container)
       : container(std::move(container)) {}
+  /// The decoded sections against each other (StepArtifactCheck.cpp).
+  Status checkConsistency() const;
   artifact::Artifact container;
   artifact::Json meta;
   std::vector<std::string> targets, symbols;
