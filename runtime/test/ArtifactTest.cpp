@@ -370,6 +370,29 @@ static void testResealedDamage() {
   }
   CHECK_EQ(resealed(entry, static_cast<char>(step->offset + 1)),
            "a.kiln: corrupt Kiln artifact: section 'step' is not at a multiple of 64 bytes");
+  // A name with a newline (found by kiln-fuzz-artifact): the message stays
+  // one line, the control character written as \x0a.
+  {
+    ArtifactWriter writer;
+    writer.add("meta", "{}");
+    writer.add("m [\n", "x");
+    std::string damaged = *writer.serialize();
+    damaged[damaged.size() - 9] = 'x'; // the padding before the trailer
+    resealArtifact(damaged);
+    CHECK_EQ(Artifact::parse(damaged, "a.kiln").getError(),
+             "a.kiln: corrupt Kiln artifact: non-zero padding before the trailer");
+    damaged = *writer.serialize();
+    Expected<Artifact> parsed = Artifact::parse(damaged, "a.kiln");
+    const Section *named = parsed ? parsed->find("m [\n") : nullptr;
+    CHECK(named);
+    if (named) {
+      damaged[named->offset - 1] = 'x'; // the padding before it
+      resealArtifact(damaged);
+      CHECK_EQ(Artifact::parse(damaged, "a.kiln").getError(),
+               "a.kiln: corrupt Kiln artifact: non-zero padding before section 'm [\\x0a'");
+    }
+  }
+  CHECK_EQ(kiln::runtime::Error{"a\tb\r\n\x7f"}.message, "a\\x09b\\x0d\\x0a\\x7f");
   // Resealing an intact file changes nothing.
   std::string same = bytes;
   resealArtifact(same);

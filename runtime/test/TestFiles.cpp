@@ -24,6 +24,7 @@
 //                                makes the adapters (OUT.kiln, OUT.x.bin)
 //   set-section FILE NAME TEXT   rewrite one section (checksums valid)
 //   get-section FILE NAME        print one section
+//   list-sections FILE           print the section names
 //   poke FILE BYTE VALUE         set one byte
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
@@ -423,6 +424,14 @@ int main(int argc, char **argv) {
     return setSection(args[1], args[2], args[3]);
   if (args.size() == 2 && args[0] == "reseal")
     return reseal(args[1]);
+  if (args.size() == 2 && args[0] == "list-sections") {
+    Expected<Artifact> artifact = Artifact::open(args[1]);
+    if (!artifact)
+      return fail(artifact.getError());
+    for (const Section &section : artifact->getSections())
+      std::printf("%s\n", section.name.c_str());
+    return 0;
+  }
   if (args.size() == 3 && args[0] == "get-section") {
     Expected<Artifact> artifact = Artifact::open(args[1]);
     if (!artifact || !artifact->find(args[2]))
