@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <set>
 #include <sys/stat.h>
 
 using namespace kiln::runtime;
@@ -15,6 +16,8 @@ using namespace kiln::artifact;
 
 namespace {
 constexpr const char *kStepKey = "kiln.step";
+constexpr const char *kPeftWeightsFile = "adapter_model.safetensors";
+constexpr const char *kPeftConfigFile = "adapter_config.json";
 
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
@@ -66,6 +69,44 @@ kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
                    ", but the artifact expects " +
                    describeTensorType(param.dtype, param.shape)};
   }
+  // The optimizer state the step reads, every tensor of it: a missing one
+  // would resume from zeros, silently not the state that was saved.
+  const StepProgram *program = artifact.getProgram("step");
+  if (!program)
+    return static_cast<int64_t>(step);
+  std::set<std::string> expected;
+  for (const ProgramBinding &arg : program->args) {
+    if (arg.role != "state" || !expected.insert("state/" + arg.name).second)
+      continue;
+    std::string name = "state/" + arg.name;
+    const ProgramBuffer &buffer = program->buffers[arg.buffer];
+    // State shapes are static; a symbolic one is checked by element count
+    // when the executor loads it.
+    std::vector<int64_t> shape;
+    bool isStatic = true;
+    for (const SizeExpr &dim : buffer.shape) {
+      Expected<int64_t> value = dim.evaluate({});
+      if (!value) {
+        isStatic = false;
+        break;
+      }
+      shape.push_back(*value);
+    }
+    std::string type = isStatic ? describeTensorType(buffer.dtype, shape)
+                                : std::string(dtypeName(buffer.dtype));
+    const TensorInfo *found = checkpoint.find(name);
+    if (!found)
+      return Error{path + ": checkpoint lacks optimizer state '" + name + "' (expected " + type +
+                   "); it was not saved for this step"};
+    if (found->dtype != buffer.dtype || (isStatic && found->shape != shape))
+      return Error{path + ": '" + name + "' is " +
+                   describeTensorType(found->dtype, found->shape) +
+                   ", but the step expects " + type};
+  }
+  for (const TensorInfo &tensor : checkpoint.getTensors())
+    if (tensor.name.compare(0, 6, "state/") == 0 && !expected.count(tensor.name))
+      return Error{path + ": checkpoint holds optimizer state '" + tensor.name +
+                   "', which the step does not have (saved with another optimizer or model?)"};
   return static_cast<int64_t>(step);
 }
 
@@ -79,9 +120,27 @@ Expected<std::string> kiln::runtime::peftAdapterName(const std::string &name) {
   return "base_model.model." + name;
 }
 
+Status kiln::runtime::checkPeftAdapterDir(const std::string &dir) {
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0) {
+    if (errno != ENOENT)
+      return errnoError(dir);
+    // To be created: where a file of that name could be.
+    return checkReplaceableFile(dir);
+  }
+  if (!S_ISDIR(info.st_mode))
+    return Error{dir + ": exists and is not a directory (PEFT adapters are a directory)"};
+  for (const char *file : {kPeftWeightsFile, kPeftConfigFile})
+    if (Status status = checkReplaceableFile(dir + "/" + file); !status)
+      return status;
+  return Status::success();
+}
+
 Status kiln::runtime::writePeftAdapters(const std::string &dir,
                                         const std::vector<TensorData> &adapters,
                                         const LoraConfig &config) {
+  if (Status status = checkPeftAdapterDir(dir); !status)
+    return status;
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return errnoError(dir, "cannot create directory");
   std::vector<TensorData> renamed;
@@ -93,7 +152,7 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
     renamed.push_back(std::move(tensor));
   }
   if (Status status =
-          writeSafetensors(dir + "/adapter_model.safetensors", renamed);
+          writeSafetensors(dir + "/" + kPeftWeightsFile, renamed);
       !status)
     return status;
 
@@ -114,6 +173,6 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
   json.set("target_modules", std::move(targets));
   std::string text = json.print(/*pretty=*/true) + "\n";
   return writeFileAtomically(
-      dir + "/adapter_config.json",
+      dir + "/" + kPeftConfigFile,
       [&](FileWriter &writer) { return writer.write(text); });
 }

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
 constexpr const char *kKernelPrefix = "kernels/";
+/// meta "format" of the artifacts kiln compile writes.
+constexpr const char *kMetaFormat = "kiln-step";
 
 /// "sm_90" / "sm_90a" / "compute_90" (after \p prefix) into an image.
 bool parseArch(const std::string &text, const std::string &prefix,
@@ -88,10 +91,26 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   if (!targets)
     return fail(targets.getError());
   step.targets = std::move(*targets);
+  // What the file is: a runtime never guesses at another format.
+  const Json *format = step.meta.get("format");
+  if (!format || !format->isString() || format->getString() != kMetaFormat)
+    return fail(std::string("meta \"format\" is ") +
+                (!format              ? "missing"
+                 : format->isString() ? "'" + format->getString() + "'"
+                                      : std::string("not a string")) +
+                ", not \"" + kMetaFormat + "\" (not a kiln compile step artifact)");
   Expected<std::vector<std::string>> symbols = stringList(step.meta, "symbols");
   if (!symbols)
     return fail(symbols.getError());
   step.symbols = std::move(*symbols);
+  for (size_t i = 0; i < step.symbols.size(); ++i) {
+    if (!isSizeSymbol(step.symbols[i]))
+      return fail("meta \"symbols\" entry " + std::to_string(i) + " '" + step.symbols[i] +
+                  "' is not a size symbol name");
+    if (std::find(step.symbols.begin(), step.symbols.begin() + i, step.symbols[i]) !=
+        step.symbols.begin() + i)
+      return fail("meta \"symbols\" lists '" + step.symbols[i] + "' twice");
+  }
   if (const Json *vocab = step.meta.get("vocab_size")) {
     if (!vocab->isInteger() || vocab->getInteger() < 1)
       return fail("meta \"vocab_size\" is not a positive integer");
@@ -114,6 +133,8 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       BucketSpec bucket;
       bucket.function = function->getString();
       bucket.section = section->getString();
+      if (bucket.section.compare(0, 5, "step/") != 0)
+        return fail(where + ": section '" + bucket.section + "' is not a step/<function> program");
       if (!step.container.find(bucket.section))
         return fail(where + ": no section '" + bucket.section + "' in the artifact");
       if (values->getMembers().empty())
@@ -148,13 +169,12 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   }
 
   if (const Section *params = step.container.find("params")) {
-    Expected<Json> list = Json::parse(step.container.contents(*params));
-    if (!list)
-      return fail("params: " + list.getError());
-    if (!list->isArray())
-      return fail("params: expected a JSON array");
-    for (size_t i = 0; i < list->getElements().size(); ++i) {
-      const Json &entry = list->getElements()[i];
+    // Entry by entry (a list of 10^5 parameters is never held as JSON).
+    bool semantic = false; // an entry's error, already worded
+    std::set<std::string> names;
+    Status parsed = Json::forEachElement(
+        step.container.contents(*params), [&](const Json &entry, size_t i) -> Status {
+      semantic = true;
       std::string where = "params[" + std::to_string(i) + "]: ";
       const Json *name = entry.isObject() ? entry.get("name") : nullptr;
       const Json *dtype = entry.isObject() ? entry.get("dtype") : nullptr;
@@ -164,37 +184,64 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
         return fail(where + "expected {\"name\", \"dtype\", \"shape\", ...}");
       ParamSpec spec;
       spec.name = name->getString();
-      spec.source = spec.name;
-      if (const Json *source = entry.get("source");
-          source && source->isString())
-        spec.source = source->getString();
+      if (spec.name.empty())
+        return fail(where + "empty parameter name");
+      if (!names.insert(spec.name).second)
+        return fail(where + "parameter '" + spec.name + "' is listed twice");
+      // Optional fields have one type each: "trainable": "yes" is damage,
+      // not false.
+      std::string wrongType;
+      auto optional = [&](const char *key, Json::Kind kind) -> const Json * {
+        const Json *value = entry.get(key);
+        if (value && value->getKind() != kind) {
+          if (wrongType.empty())
+            wrongType = std::string("'") + key + "' must be " +
+                        (kind == Json::Kind::Bool ? "true or false" : "a string");
+          return nullptr;
+        }
+        return value;
+      };
+      const Json *source = optional("source", Json::Kind::String);
+      const Json *trainable = optional("trainable", Json::Kind::Bool);
+      const Json *init = optional("init", Json::Kind::Bool);
+      const Json *folded = optional("folded_from", Json::Kind::String);
+      if (!wrongType.empty())
+        return fail(where + wrongType);
+      spec.source = source ? source->getString() : spec.name;
+      if (spec.source.empty())
+        return fail(where + "empty 'source'");
       std::optional<DType> parsed = parseDType(dtype->getString());
       if (!parsed)
         return fail(where + "unknown dtype '" + dtype->getString() + "'");
       spec.dtype = *parsed;
+      // Elements times the dtype's size must fit int64 (a byte count).
       for (const Json &dim : shape->getElements()) {
         if (!dim.isInteger() || dim.getInteger() < 0)
           return fail(where + "shape entries must be integers >= 0");
         spec.shape.push_back(dim.getInteger());
       }
-      if (const Json *trainable = entry.get("trainable"))
-        spec.trainable = trainable->isBool() && trainable->getBool();
-      if (const Json *init = entry.get("init"))
-        spec.fromInit = init->isBool() && init->getBool();
-      if (const Json *folded = entry.get("folded_from");
-          folded && folded->isString())
+      int64_t bytes = static_cast<int64_t>(dtypeSize(spec.dtype)), count = 1;
+      for (int64_t dim : spec.shape)
+        if (__builtin_mul_overflow(count, dim, &count) ||
+            __builtin_mul_overflow(bytes, dim, &bytes))
+          return fail(where + describeTensorType(spec.dtype, spec.shape) +
+                      " holds more bytes than int64 counts");
+      spec.trainable = trainable && trainable->getBool();
+      spec.fromInit = init && init->getBool();
+      if (folded)
         spec.foldedFrom = folded->getString();
       if (const Json *value = entry.get("value")) {
-        int64_t count = 1;
-        for (int64_t d : spec.shape)
-          count *= d;
         if (!value->isString() || !decodeHex(value->getString(), spec.value) ||
-            spec.value.size() != static_cast<size_t>(count) * dtypeSize(spec.dtype))
+            spec.value.size() != static_cast<size_t>(bytes))
           return fail(where + "'value' must be hex of " + std::to_string(count) + " " +
                       dtypeName(spec.dtype) + " elements");
       }
       step.params.push_back(std::move(spec));
-    }
+      semantic = false;
+      return Status::success();
+    });
+    if (!parsed)
+      return semantic ? parsed.takeError() : fail("params: " + parsed.getError());
   }
 
   for (const Section &section : step.container.getSections()) {
@@ -224,7 +271,29 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
                   "' (expected sm_XY.cubin, compute_XY.ptx or source)");
     }
   }
+
+  // The programs: decoded now, so a damaged one fails before any device
+  // work (the executor runs these very objects).
+  for (const Section &section : step.container.getSections()) {
+    if (section.name != "step" && section.name != "init" &&
+        section.name.compare(0, 5, "step/") != 0)
+      continue;
+    Expected<StepProgram> program = StepProgram::decode(
+        step.container.contents(section), "section '" + section.name + "'");
+    if (!program)
+      return fail(program.getError());
+    step.programs.emplace(section.name, std::move(*program));
+  }
+  // Then every section against the others.
+  if (Status status = step.checkConsistency(); !status)
+    return fail(status.getError());
+
   return step;
+}
+
+const StepProgram *StepArtifact::getProgram(const std::string &section) const {
+  auto it = programs.find(section);
+  return it == programs.end() ? nullptr : &it->second;
 }
 
 const BucketSpec *StepArtifact::selectBucket(const SymbolBindings &sizes) const {

@@ -1052,13 +1052,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     return mainProgram.takeError();
   const StepProgram *program = *mainProgram;
   x->defaultLr = program->defaultLr;
+  // Decoded and validated with the artifact (StepArtifact::decode).
   std::optional<StepProgram> init;
-  if (container.find("init")) {
-    Expected<StepProgram> decoded = StepProgram::decode(container.contents("init"), "section 'init'");
-    if (!decoded)
-      return decoded.takeError();
-    init = std::move(*decoded);
-  }
+  if (const StepProgram *decoded = artifact.getProgram("init"))
+    init = *decoded;
 
   // Kernel modules: the image for this device of every module.
   const DeviceInfo &info = device.getInfo();
@@ -1322,6 +1319,8 @@ Expected<const StepProgram *> StepExecutor::programFor(const SymbolBindings &siz
                                                        std::string &section) {
   const BucketSpec *bucket = sizes.empty() ? nullptr : artifact->selectBucket(sizes);
   section = bucket ? bucket->section : "step";
+  if (const StepProgram *decoded = artifact->getProgram(section))
+    return decoded;
   auto known = programs.find(section);
   if (known != programs.end())
     return &known->second;

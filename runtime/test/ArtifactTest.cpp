@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kiln::artifact;
@@ -98,12 +99,63 @@ static void testJson() {
       {"99999999999999999999", "invalid JSON at byte 0: integer out of range"},
       {"tru", "invalid JSON at byte 0: unexpected character"},
       {"{} x", "invalid JSON at byte 3: unexpected text after the JSON value"},
+      // Strings are UTF-8 (RFC 3629): no stray continuation bytes, overlong
+      // forms, surrogates or code points above U+10FFFF.
+      {"\"a\x80\"", "invalid JSON at byte 2: invalid UTF-8 in string"},
+      {"\"\xc0\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xe0\x80\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xed\xa0\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xf4\x90\x80\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"\"\xe2\x82\"", "invalid JSON at byte 1: invalid UTF-8 in string"},
+      {"{\"\xff\":1}", "invalid JSON at byte 2: invalid UTF-8 in string"},
   };
   for (const auto &[input, error] : bad) {
     Expected<Json> result = Json::parse(input);
     CHECK(!result);
     CHECK_EQ(result.getError(), error);
   }
+  // Well-formed multi-byte UTF-8 passes through unchanged.
+  CHECK_EQ(Json::parse("\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\"")->getString(),
+           "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf");
+  // A duplicate key in a large object (sorted check) is found at the byte
+  // of its second occurrence, as in a small one.
+  std::string large = "{";
+  for (int i = 0; i < 40; ++i)
+    large += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  size_t at = large.size();
+  large += "\"k7\":0,\"k3\":0}";
+  CHECK_EQ(Json::parse(large).getError(),
+           "invalid JSON at byte " + std::to_string(at) + ": duplicate key \"k7\"");
+  // One element at a time.
+  std::vector<int64_t> seen;
+  CHECK(Json::forEachElement("[1, 2, 3]", [&](Json &value, size_t i) {
+    seen.push_back(value.getInteger() * 10 + static_cast<int64_t>(i));
+    return kiln::runtime::Status::success();
+  }));
+  CHECK(seen == (std::vector<int64_t>{10, 21, 32}));
+  CHECK_EQ(Json::forEachElement("{}", [](Json &, size_t) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "expected a JSON array");
+  CHECK_EQ(Json::forEachElement("[1, x]", [](Json &, size_t) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "invalid JSON at byte 4: unexpected character");
+  CHECK_EQ(Json::forEachElement("[1, 2]", [](Json &value, size_t) {
+             return value.getInteger() == 2 ? kiln::runtime::Status(kiln::runtime::Error{"two"})
+                                            : kiln::runtime::Status::success();
+           }).getError(),
+           "two");
+  CHECK_EQ(Json::forEachMember("{\"a\":1,\"a\":2}", [](const std::string &, Json &) {
+             return kiln::runtime::Status::success();
+           }).getError(),
+           "invalid JSON at byte 7: duplicate key \"a\"");
+  // Values copy and move deeply; assigning a value its own member works.
+  Json tree = *Json::parse(R"({"x":[1,{"y":"long enough to live on the heap"}]})");
+  Json copy = tree;
+  tree = tree.get("x")->getElements()[1];
+  CHECK_EQ(tree.print(), R"({"y":"long enough to live on the heap"})");
+  CHECK_EQ(copy.print(), R"({"x":[1,{"y":"long enough to live on the heap"}]})");
   // Deep nesting is an error, not a stack overflow.
   std::string deep(100000, '[');
   Expected<Json> tooDeep = Json::parse(deep);
@@ -283,6 +335,70 @@ static void testDamage() {
       "a.kiln: not a Kiln artifact (bad magic)");
 }
 
+/// Damage the checksums do not see (resealArtifact recomputes them all):
+/// reserved fields, NUL bytes in names, misplaced payloads, non-zero
+/// padding.
+static void testResealedDamage() {
+  std::string bytes = *sampleWriter().serialize();
+  CHECK(Artifact::parse(bytes, "a.kiln"));
+  auto resealed = [&](size_t at, char value) {
+    std::string damaged = bytes;
+    damaged[at] = value;
+    resealArtifact(damaged);
+    Expected<Artifact> artifact = Artifact::parse(damaged, "a.kiln");
+    return artifact ? std::string("parsed") : artifact.getError();
+  };
+  // Entry 0 ("meta") starts right after the header.
+  CHECK_EQ(resealed(kHeaderSize + 22, 1),
+           "a.kiln: corrupt Kiln artifact: section table entry 0: reserved field is 1, not 0");
+  CHECK_EQ(resealed(kHeaderSize + 25, '\0'),
+           "a.kiln: corrupt Kiln artifact: section table entry 0: the name contains a NUL byte");
+  Expected<Artifact> artifact = Artifact::parse(bytes, "a.kiln");
+  const Section *guards = artifact->find("guards");
+  const Section *step = artifact->find("step");
+  CHECK_EQ(resealed(guards->offset + guards->size, 'x'),
+           "a.kiln: corrupt Kiln artifact: non-zero padding before section "
+           "'kernels/add/sm_90.cubin'");
+  CHECK_EQ(resealed(step->offset + step->size, 'x'),
+           "a.kiln: corrupt Kiln artifact: non-zero padding before the trailer");
+  // The step payload's offset moved by one (still inside, not overlapping).
+  size_t entry = kHeaderSize;
+  for (const Section &section : artifact->getSections()) {
+    if (&section == step)
+      break;
+    entry += 24 + section.name.size();
+  }
+  CHECK_EQ(resealed(entry, static_cast<char>(step->offset + 1)),
+           "a.kiln: corrupt Kiln artifact: section 'step' is not at a multiple of 64 bytes");
+  // A name with a newline (found by kiln-fuzz-artifact): the message stays
+  // one line, the control character written as \x0a.
+  {
+    ArtifactWriter writer;
+    writer.add("meta", "{}");
+    writer.add("m [\n", "x");
+    std::string damaged = *writer.serialize();
+    damaged[damaged.size() - 9] = 'x'; // the padding before the trailer
+    resealArtifact(damaged);
+    CHECK_EQ(Artifact::parse(damaged, "a.kiln").getError(),
+             "a.kiln: corrupt Kiln artifact: non-zero padding before the trailer");
+    damaged = *writer.serialize();
+    Expected<Artifact> parsed = Artifact::parse(damaged, "a.kiln");
+    const Section *named = parsed ? parsed->find("m [\n") : nullptr;
+    CHECK(named);
+    if (named) {
+      damaged[named->offset - 1] = 'x'; // the padding before it
+      resealArtifact(damaged);
+      CHECK_EQ(Artifact::parse(damaged, "a.kiln").getError(),
+               "a.kiln: corrupt Kiln artifact: non-zero padding before section 'm [\\x0a'");
+    }
+  }
+  CHECK_EQ(kiln::runtime::Error{"a\tb\r\n\x7f"}.message, "a\\x09b\\x0d\\x0a\\x7f");
+  // Resealing an intact file changes nothing.
+  std::string same = bytes;
+  resealArtifact(same);
+  CHECK(same == bytes);
+}
+
 static void testFiles() {
   char dir[] = "/tmp/kiln-artifact-test-XXXXXX";
   CHECK(::mkdtemp(dir));
@@ -298,7 +414,7 @@ static void testFiles() {
   CHECK_EQ(Artifact::open(std::string(dir) + "/missing.kiln").getError(),
            std::string(dir) + "/missing.kiln: No such file or directory");
   CHECK_EQ(Artifact::open(dir).getError(),
-           std::string(dir) + ": not a regular file");
+           std::string(dir) + ": not a regular file (a directory)");
   // A failing writer leaves the old file intact and no temporary file.
   Status failed = writeFileAtomically(path, [](FileWriter &writer) {
     (void)writer.write("partial");
@@ -310,13 +426,66 @@ static void testFiles() {
   ::rmdir(dir);
 }
 
+/// Atomic writers replace only regular files, and refuse before \p fill
+/// runs; readers refuse a FIFO instead of blocking on it.
+static void testSpecialFiles() {
+  char dir[] = "/tmp/kiln-special-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string fifo = std::string(dir) + "/fifo", sub = std::string(dir) + "/sub";
+  CHECK(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(::mkdir(sub.c_str(), 0755) == 0);
+  bool filled = false;
+  auto write = [&](const std::string &path) {
+    filled = false;
+    Status status = writeFileAtomically(path, [&](FileWriter &writer) {
+      filled = true;
+      return writer.write("x");
+    });
+    return status ? std::string("written") : status.getError();
+  };
+  CHECK_EQ(write(fifo), fifo + ": not a regular file (a FIFO); refusing to replace it");
+  CHECK_EQ(write(sub), sub + ": not a regular file (a directory); refusing to replace it");
+  CHECK_EQ(write("/dev/null"),
+           "/dev/null: not a regular file (a character device); refusing to replace it");
+  CHECK_EQ(write("/proc/self/comm"),
+           "/proc/self/comm: is under /proc, not a regular file system; refusing to write there");
+  CHECK_EQ(write(sub + "/"), sub + "/: names a directory, not a file");
+  CHECK_EQ(write(std::string(dir) + "/none/x"), std::string(dir) + "/none: No such file or directory");
+  CHECK(!filled);
+  struct stat info;
+  CHECK(::stat(fifo.c_str(), &info) == 0 && S_ISFIFO(info.st_mode));
+  CHECK(::stat("/dev/null", &info) == 0 && S_ISCHR(info.st_mode));
+  // A symlink to a device is refused too; one to a regular file is replaced.
+  std::string link = std::string(dir) + "/link";
+  CHECK(::symlink("/dev/null", link.c_str()) == 0);
+  CHECK_EQ(write(link), link + ": not a regular file (a character device); refusing to replace it");
+  // A stale temporary name (here a FIFO: O_TRUNC would block on it) is
+  // removed, never opened.
+  std::string out = std::string(dir) + "/out.kiln";
+  std::string temp = std::string(dir) + "/.out.kiln.tmp-" + std::to_string(::getpid());
+  CHECK(::mkfifo(temp.c_str(), 0644) == 0);
+  CHECK_EQ(write(out), "written");
+  CHECK(filled && ::access(temp.c_str(), F_OK) != 0);
+  // Readers: a FIFO, a directory and a device fail at once (no hang).
+  CHECK_EQ(Artifact::open(fifo).getError(), fifo + ": not a regular file (a FIFO)");
+  CHECK_EQ(MappedFile::open("/dev/zero").getError(),
+           "/dev/zero: not a regular file (a character device)");
+  ::unlink(out.c_str());
+  ::unlink(link.c_str());
+  ::unlink(fifo.c_str());
+  ::rmdir(sub.c_str());
+  ::rmdir(dir);
+}
+
 int main() {
+  testSpecialFiles();
   testCrc32c();
   testJson();
   testSizeExpr();
   testGuards();
   testRoundTrip();
   testDamage();
+  testResealedDamage();
   testFiles();
   return finishChecks();
 }

@@ -18,7 +18,7 @@ static std::string tempDir;
 
 static Expected<StepArtifact> sampleArtifact() {
   ArtifactWriter writer;
-  writer.add("meta", "{}");
+  writer.add("meta", R"({"format":"kiln-step"})");
   writer.add(
       "params",
       R"([{"name":"embed","dtype":"BF16","shape":[10,4],"trainable":false},)"
@@ -65,6 +65,54 @@ static void testCheckpoint() {
   CHECK_EQ(checkCheckpoint(*step, *SafetensorsFile::open(path)).getError(),
            path + ": not a kiln-run checkpoint (no integer metadata "
                   "'kiln.step')");
+}
+
+/// A step with AdamW state for its one trainable parameter.
+static Expected<StepArtifact> adamArtifact() {
+  ArtifactWriter writer;
+  writer.add("meta", R"({"format":"kiln-step","targets":[],"symbols":["batch","seq"]})");
+  writer.add("params", R"([{"name":"w","dtype":"F32","shape":[2,4],"trainable":true}])");
+  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main",
+    "buffers":[{"dtype":"F32","shape":["2","4"]},{"dtype":"F32","shape":["2","4"]},
+      {"dtype":"F32","shape":["2","4"]}],
+    "args":[{"role":"param","name":"w","buffer":0},{"role":"state","name":"w/exp_avg","buffer":1},
+      {"role":"state","name":"w/exp_avg_sq","buffer":2}],
+    "results":[{"role":"param","name":"w","buffer":0},{"role":"state","name":"w/exp_avg","buffer":1},
+      {"role":"state","name":"w/exp_avg_sq","buffer":2}],
+    "ops":[]})");
+  Expected<Artifact> container = Artifact::parse(*writer.serialize(), "adam.kiln");
+  if (!container)
+    return container.takeError();
+  return StepArtifact::decode(std::move(*container), "adam.kiln");
+}
+
+static void testCheckpointState() {
+  Expected<StepArtifact> step = adamArtifact();
+  CHECK(step);
+  if (!step)
+    return;
+  std::vector<float> w(8, 0.25f), m(8, 0.5f), v(8, 0.75f);
+  std::string path = tempDir + "/adam.safetensors";
+  TensorData param{"w", DType::F32, {2, 4}, w.data()};
+  TensorData avg{"w/exp_avg", DType::F32, {2, 4}, m.data()};
+  TensorData avgSq{"w/exp_avg_sq", DType::F32, {2, 4}, v.data()};
+  CHECK(writeCheckpoint(path, 3, {param}, {avg, avgSq}));
+  Expected<int64_t> resumed = checkCheckpoint(*step, *SafetensorsFile::open(path));
+  CHECK(resumed && *resumed == 3);
+  // One state tensor missing: refused, naming it.
+  CHECK(writeCheckpoint(path, 3, {param}, {avg}));
+  CHECK_EQ(checkCheckpoint(*step, *SafetensorsFile::open(path)).getError(),
+           path + ": checkpoint lacks optimizer state 'state/w/exp_avg_sq' (expected F32 [2, 4]); "
+                  "it was not saved for this step");
+  TensorData wrong{"w/exp_avg_sq", DType::F32, {8}, v.data()};
+  CHECK(writeCheckpoint(path, 3, {param}, {avg, wrong}));
+  CHECK_EQ(checkCheckpoint(*step, *SafetensorsFile::open(path)).getError(),
+           path + ": 'state/w/exp_avg_sq' is F32 [8], but the step expects F32 [2, 4]");
+  TensorData extra{"w/momentum", DType::F32, {2, 4}, v.data()};
+  CHECK(writeCheckpoint(path, 3, {param}, {avg, avgSq, extra}));
+  CHECK_EQ(checkCheckpoint(*step, *SafetensorsFile::open(path)).getError(),
+           path + ": checkpoint holds optimizer state 'state/w/momentum', which the step does not "
+                  "have (saved with another optimizer or model?)");
 }
 
 static void testPeftAdapters() {
@@ -124,6 +172,7 @@ int main() {
     return 1;
   tempDir = dir;
   testCheckpoint();
+  testCheckpointState();
   testPeftAdapters();
   std::string cleanup = "rm -rf " + tempDir;
   if (std::system(cleanup.c_str()) != 0)

@@ -229,9 +229,7 @@ static void testWriterErrors() {
   CHECK_EQ(writeSafetensors(tempDir + "/no/such/dir/x.safetensors",
                             {{"a", DType::F32, {1}, &x}})
                .getError(),
-           tempDir + "/no/such/dir/.x.safetensors.tmp-" +
-               std::to_string(::getpid()) +
-               ": cannot create: No such file or directory");
+           tempDir + "/no/such/dir: No such file or directory");
 }
 
 int main() {

@@ -30,7 +30,13 @@ decode(const std::vector<std::pair<std::string, std::string>> &sections) {
   return StepArtifact::decode(std::move(*container), "a.kiln");
 }
 
-static const char *kMeta = R"({"targets":["sm_90"],"symbols":["batch","seq"]})";
+static const char *kMeta =
+    R"({"format":"kiln-step","targets":["sm_90"],"symbols":["batch","seq"]})";
+/// meta with nothing but the format.
+static const char *kBareMeta = R"({"format":"kiln-step"})";
+/// The smallest valid step program (no buffers, no ops).
+static const char *kProgram =
+    R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[]})";
 
 static void testImageChoice() {
   Expected<StepArtifact> step =
@@ -91,8 +97,13 @@ static void testDecodeErrors() {
            "sm_XY.cubin, compute_XY.ptx or source)");
   CHECK_EQ(decode({{"meta", kMeta}, {"kernels/sm_90.cubin", ""}}).getError(),
            "a.kiln: bad kernel section name 'kernels/sm_90.cubin'");
+  // The programs are decoded with the artifact, before any device work.
+  CHECK_EQ(decode({{"meta", kMeta}, {"step", "garbage"}}).getError(),
+           "a.kiln: section 'step': invalid JSON at byte 0: unexpected character");
+  CHECK_EQ(decode({{"meta", kMeta}, {"step", kProgram}, {"init", "{}"}}).getError(),
+           "a.kiln: section 'init': not a version 1 kiln-step-program");
   Expected<StepArtifact> ok = decode(
-      {{"meta", R"({"vocab_size":32000})"},
+      {{"meta", R"({"format":"kiln-step","vocab_size":32000})"},
        {"params",
         R"([{"name":"w","source":"model.w","dtype":"BF16","shape":[2,3],"trainable":false}])"}});
   CHECK(ok && ok->getVocabSize() == 32000 && ok->getParams().size() == 1 &&
@@ -101,12 +112,16 @@ static void testDecodeErrors() {
 
 static void testWeightMatching() {
   Expected<StepArtifact> step = decode(
-      {{"meta", "{}"},
+      {{"meta", kBareMeta},
        {"params",
         R"([{"name":"val_95","dtype":"F32","shape":[2,3],"folded_from":"q.weight"},)"
         R"({"name":"norm","dtype":"F32","shape":[3]},)"
         R"({"name":"codes","dtype":"U8","shape":[4],"init":true},)"
-        R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"}});
+        R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"},
+       // "codes" is marked "init": the init program must make it.
+       {"init", R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"U8","shape":["4"]}],)"
+                R"("args":[],"results":[{"role":"param","name":"codes","buffer":0}],)"
+                R"("ops":[{"op":"alloc","result":0}]})"}});
   CHECK(step && step->getParams().size() == 4);
   if (!step)
     return;
@@ -162,7 +177,7 @@ static void testWeightMatching() {
   }
   // A frozen parameter with the model file's value needs no weight.
   Expected<StepArtifact> inlined = decode(
-      {{"meta", "{}"},
+      {{"meta", kBareMeta},
        {"params", R"([{"name":"rope","dtype":"F32","shape":[2],"value":"0000803f00000040"}])"}});
   CHECK(inlined && inlined->getParams()[0].value.size() == 8);
   CHECK(writeSafetensors(path, {{"norm", DType::F32, {3}, values.data()}}));
@@ -175,7 +190,7 @@ static void testWeightMatching() {
 }
 
 static void testValueErrors() {
-  CHECK_EQ(decode({{"meta", "{}"},
+  CHECK_EQ(decode({{"meta", kBareMeta},
                    {"params", R"([{"name":"r","dtype":"F32","shape":[2],"value":"00"}])"}})
                .getError(),
            "a.kiln: params[0]: 'value' must be hex of 2 F32 elements");
@@ -183,14 +198,14 @@ static void testValueErrors() {
 
 static void testBuckets() {
   const char *meta =
-      R"({"symbols":["batch","seq"],"buckets":[)"
+      R"({"format":"kiln-step","symbols":["batch","seq"],"buckets":[)"
       R"({"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}},)"
       R"({"function":"main__batch_2__seq_16","section":"step/main__batch_2__seq_16",)"
       R"("values":{"batch":2,"seq":16}}]})";
   Expected<StepArtifact> step = decode({{"meta", meta},
-                                        {"step", "{}"},
-                                        {"step/main__seq_8", "{}"},
-                                        {"step/main__batch_2__seq_16", "{}"}});
+                                        {"step", kProgram},
+                                        {"step/main__seq_8", kProgram},
+                                        {"step/main__batch_2__seq_16", kProgram}});
   CHECK(step);
   if (!step)
     return;
@@ -211,7 +226,7 @@ static void testBuckets() {
   CHECK(step->selectBucket({{"batch", 2}}) == nullptr);
 
   // No "buckets": none, and the symbolic step serves every size.
-  Expected<StepArtifact> plain = decode({{"meta", kMeta}, {"step", "{}"}});
+  Expected<StepArtifact> plain = decode({{"meta", kMeta}, {"step", kProgram}});
   CHECK(plain && plain->getBuckets().empty() &&
         plain->selectBucket({{"batch", 2}, {"seq", 8}}) == nullptr);
 
@@ -219,8 +234,9 @@ static void testBuckets() {
   auto error = [](const char *buckets,
                   std::vector<std::pair<std::string, std::string>> extra = {}) {
     std::vector<std::pair<std::string, std::string>> sections = {
-        {"meta", std::string(R"({"symbols":["batch","seq"],"buckets":)") + buckets + "}"},
-        {"step/main__seq_8", "{}"}};
+        {"meta", std::string(R"({"format":"kiln-step","symbols":["batch","seq"],"buckets":)") +
+                     buckets + "}"},
+        {"step/main__seq_8", kProgram}};
     sections.insert(sections.end(), extra.begin(), extra.end());
     Expected<StepArtifact> step = decode(sections);
     return step ? std::string("decoded") : step.getError();
@@ -246,7 +262,80 @@ static void testBuckets() {
            "decoded");
 }
 
+/// A program of one op making buffer 1 (\p first: a weight op of
+/// \p weight unless given) and one launch of \p module.
+static std::string program(const std::string &weight, const std::string &module,
+                           const std::string &shape = "seq", std::string first = "") {
+  if (first.empty())
+    first = R"({"op":"weight","name":")" + weight + R"(","result":1})";
+  return R"({"format":"kiln-step-program","version":1,)"
+         R"("buffers":[{"dtype":"F32","shape":[")" + shape + R"("]},{"dtype":"F32","shape":["4"]}],)"
+         R"("args":[{"role":"input","name":"x","buffer":0}],"results":[],)"
+         R"("ops":[)" + first + R"(,{"op":"launch","kernel":"k","module":")" + module +
+         R"(","args":[0,1],"symbols":["seq"],"items":"seq","per":1,"block":32,"shared":"0"}]})";
+}
+
+static void testConsistency() {
+  const char *params = R"([{"name":"w","dtype":"F32","shape":[4]}])";
+  auto error = [&](std::vector<std::pair<std::string, std::string>> sections) {
+    sections.insert(sections.begin(), {"meta", kMeta});
+    sections.push_back({"kernels/module0/compute_80.ptx", "ptx"});
+    Expected<StepArtifact> step = decode(sections);
+    return step ? std::string("decoded") : step.getError();
+  };
+  CHECK_EQ(error({{"params", params}, {"step", program("w", "module0")}}), "decoded");
+  // A frozen weight the step reads must be listed.
+  CHECK_EQ(error({{"params", "[]"}, {"step", program("w", "module0")}}),
+           "a.kiln: section 'step': op 0 (weight): weight 'w' is not in \"params\"");
+  CHECK_EQ(error({{"params", params}, {"step", program("w", "module9")}}),
+           "a.kiln: section 'step': op 1 (launch): kernel module 'module9' is not in the "
+           "artifact (no kernels/module9/ section)");
+  CHECK_EQ(error({{"params", params}, {"step", program("w", "module0", "2*len")}}),
+           "a.kiln: section 'step': buffer 0: size expression '2*len' uses 'len', which is "
+           "not in meta \"symbols\"");
+  std::string role = program("w", "module0");
+  role.replace(role.find("\"input\""), 7, "\"bogus\"");
+  CHECK_EQ(error({{"params", params}, {"step", role}}),
+           "a.kiln: section 'step': args entry 0: unknown role 'bogus'");
+  // The init program takes seeds, and makes exactly the "init" parameters.
+  CHECK_EQ(error({{"params", params}, {"init", program("w", "module0")}}),
+           "a.kiln: section 'init': args entry 0: role 'input'; the init program takes only "
+           "rng_seed arguments");
+  CHECK_EQ(error({{"params", R"([{"name":"w","dtype":"F32","shape":[4],"init":true}])"}}),
+           "a.kiln: params: 'w' is marked \"init\", but the artifact has no init program");
+  // A bucket names a step/ program.
+  CHECK_EQ(decode({{"meta", R"({"format":"kiln-step","symbols":["seq"],"buckets":[)"
+                            R"({"function":"f","section":"meta","values":{"seq":8}}]})"}})
+               .getError(),
+           "a.kiln: meta \"buckets\" entry 0 (f): section 'meta' is not a step/<function> "
+           "program");
+  // The memory plan, at its own sizes, is the step's.
+  std::string step = program("", "module0", "seq", R"({"op":"alloc","result":1})");
+  std::string plan = R"({"format":"kiln-memory-plan","version":1,"alignment":256,)"
+                     R"("planned_at":{"batch":1,"seq":8},"arena_bytes":256,"persistent_bytes":32,)"
+                     R"("workspace_bytes":33554432,"buffers":[{"buffer":1,"size":"16","base":-1}]})";
+  CHECK_EQ(error({{"params", params}, {"step", step}, {"memory_plan", plan}}), "decoded");
+  auto with = [&](const std::string &from, const std::string &to) {
+    std::string changed = plan;
+    changed.replace(changed.find(from), from.size(), to);
+    return error({{"params", params}, {"step", step}, {"memory_plan", changed}});
+  };
+  CHECK_EQ(with("\"persistent_bytes\":32", "\"persistent_bytes\":33"),
+           "a.kiln: section 'memory_plan': 'persistent_bytes' is 33, but the step's arguments, "
+           "weights and constants take 32 at planned_at");
+  CHECK_EQ(with("\"workspace_bytes\":33554432", "\"workspace_bytes\":1"),
+           "a.kiln: section 'memory_plan': 'workspace_bytes' is 1, but the executor's GEMM "
+           "workspace is 33554432");
+  CHECK_EQ(with("\"planned_at\":{\"batch\":1,", "\"planned_at\":{\"len\":1,"),
+           "a.kiln: section 'memory_plan': 'planned_at' names 'len', which is not in meta "
+           "\"symbols\"");
+  CHECK_EQ(with("{\"buffer\":1,", "{\"buffer\":0,"),
+           "a.kiln: section 'memory_plan': at its planned_at sizes: buffer 0 is not an alloc of "
+           "the step program");
+}
+
 int main() {
+  testConsistency();
   testBuckets();
   testValueErrors();
   testImageChoice();

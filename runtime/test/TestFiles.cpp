@@ -16,14 +16,21 @@
 //   resume OUT --step N          a checkpoint for the sample artifact
 //   peft-adapters DIR            LoRA adapters of bench/configs.py's "tiny"
 //                                config; check_peft.py loads them with PEFT
-//   gemm-step OUT                a GEMM-only step program (OUT.kiln, weights
-//                                OUT.safetensors, input OUT.x.bin)
+//   gemm-step OUT [--with-state] a GEMM-only step program (OUT.kiln, weights
+//                                OUT.safetensors, input OUT.x.bin); with an
+//                                optimizer-state argument w/momentum
+//   gemm-resume OUT [--drop-state]  a checkpoint for it (without the state)
 //   lora-step OUT                a GEMM-only LoRA step whose init program
 //                                makes the adapters (OUT.kiln, OUT.x.bin)
 //   launch-step OUT              step + init programs launching two kernels
 //                                (one of them four times), for inspect
+//   set-section FILE NAME TEXT   rewrite one section (checksums valid)
+//   get-section FILE NAME        print one section
+//   list-sections FILE           print the section names
+//   poke FILE BYTE VALUE         set one byte
 //   truncate FILE SIZE
 //   flip FILE BYTE BIT
+//   reseal FILE                  recompute every checksum (after flip)
 //
 //===----------------------------------------------------------------------===//
 
@@ -224,6 +231,18 @@ static int writeResume(const std::string &out, long step) {
   return status ? 0 : fail(status.getError());
 }
 
+/// A checkpoint for `gemm-step --with-state` after 2 steps; --drop-state
+/// leaves its optimizer state out.
+static int writeGemmResume(const std::string &out, bool dropState) {
+  std::vector<float> w(6, 0.5f), momentum(6, 0.f);
+  std::vector<TensorData> state;
+  if (!dropState)
+    state.push_back({"w/momentum", DType::F32, {3, 2}, momentum.data()});
+  Status status =
+      kiln::runtime::writeCheckpoint(out, 2, {{"w", DType::F32, {3, 2}, w.data()}}, state);
+  return status ? 0 : fail(status.getError());
+}
+
 /// The "tiny" config of bench/configs.py: 2 layers, d=64, 4 heads of 16 with
 /// 2 kv heads, ffn 128, r=4, alpha=8. Tensor k (in name order) holds
 /// k + i/1024 at element i, which check_peft.py recomputes.
@@ -271,18 +290,23 @@ static int writePeftAdapters(const std::string &dir) {
 /// loss = d[0, 0] (a view), new w = x^T c. With x = [[1,2,3],[4,5,6]] and
 /// w = [[1,0],[0,1],[1,1]]: step 1 loss 4, step 2 loss 376. Writes OUT.kiln,
 /// OUT.safetensors (w) and OUT.x.bin.
-static int writeGemmStep(const std::string &out) {
+static int writeGemmStep(const std::string &out, bool withState) {
   ArtifactWriter writer;
   writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
                      R"("targets":[],"symbols":["batch","seq"]})");
   writer.add("guards", "[]");
   writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
-  const char *step = R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+  // --with-state: one optimizer-state tensor, passed through unchanged.
+  std::string stateBuffer = withState ? R"(,{"dtype":"F32","shape":["3","2"]})" : "";
+  std::string stateBinding = withState ? R"(,{"role":"state","name":"w/momentum","buffer":6})" : "";
+  std::string step = R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
     "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["seq","2"]},
       {"dtype":"F32","shape":["batch","2"]},{"dtype":"F32","shape":["2","batch"]},
-      {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]}],
-    "args":[{"role":"input","name":"x","buffer":0},{"role":"param","name":"w","buffer":1}],
-    "results":[{"role":"loss","name":"loss","buffer":4},{"role":"param","name":"w","buffer":5}],
+      {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]})" + stateBuffer + R"(],
+    "args":[{"role":"input","name":"x","buffer":0},{"role":"param","name":"w","buffer":1})" +
+                     stateBinding + R"(],
+    "results":[{"role":"loss","name":"loss","buffer":4},{"role":"param","name":"w","buffer":5})" +
+                     stateBinding + R"(],
     "ops":[{"op":"alloc","result":2},
       {"op":"gemm","a":0,"b":1,"c":2,"trans_a":false,"trans_b":false,"m":"batch","n":"2","k":"seq",
        "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"},
@@ -361,6 +385,37 @@ static int writeLoraStep(const std::string &out) {
   return status ? 0 : fail(status.getError());
 }
 
+/// Rewrites the artifact \p path with section \p name holding \p contents
+/// (replaced in place, or appended): a damaged section with valid checksums.
+static int setSection(const std::string &path, const std::string &name,
+                      const std::string &contents) {
+  Expected<Artifact> artifact = Artifact::open(path);
+  if (!artifact)
+    return fail(artifact.getError());
+  ArtifactWriter writer;
+  bool replaced = false;
+  for (const Section &section : artifact->getSections()) {
+    bool match = section.name == name;
+    writer.add(section.name, match ? contents : std::string(artifact->contents(section)));
+    replaced = replaced || match;
+  }
+  if (!replaced)
+    writer.add(name, contents);
+  Status status = writer.write(path);
+  return status ? 0 : fail(status.getError());
+}
+
+/// Recomputes every checksum of the artifact \p path (after flip).
+static int reseal(const std::string &path) {
+  Expected<MappedFile> file = MappedFile::open(path);
+  if (!file)
+    return fail(file.getError());
+  std::string bytes(file->view());
+  resealArtifact(bytes);
+  Status status = writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(bytes); });
+  return status ? 0 : fail(status.getError());
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -374,8 +429,11 @@ int main(int argc, char **argv) {
                          std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
   if (args.size() == 2 && args[0] == "launch-step")
     return writeLaunchStep(args[1]);
-  if (args.size() == 2 && args[0] == "gemm-step")
-    return writeGemmStep(args[1]);
+  if (args.size() >= 2 && args[0] == "gemm-step")
+    return writeGemmStep(args[1], std::find(args.begin(), args.end(), "--with-state") != args.end());
+  if (args.size() >= 2 && args[0] == "gemm-resume")
+    return writeGemmResume(args[1],
+                           std::find(args.begin(), args.end(), "--drop-state") != args.end());
   if (args.size() == 2 && args[0] == "lora-step")
     return writeLoraStep(args[1]);
   if (args.size() >= 2 && args[0] == "weights")
@@ -396,6 +454,34 @@ int main(int argc, char **argv) {
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
     return verifyCheckpoint(args[1],
                             std::atoi(flag("--generation", "1").c_str()));
+  if (args.size() == 4 && args[0] == "set-section")
+    return setSection(args[1], args[2], args[3]);
+  if (args.size() == 2 && args[0] == "reseal")
+    return reseal(args[1]);
+  if (args.size() == 2 && args[0] == "list-sections") {
+    Expected<Artifact> artifact = Artifact::open(args[1]);
+    if (!artifact)
+      return fail(artifact.getError());
+    for (const Section &section : artifact->getSections())
+      std::printf("%s\n", section.name.c_str());
+    return 0;
+  }
+  if (args.size() == 3 && args[0] == "get-section") {
+    Expected<Artifact> artifact = Artifact::open(args[1]);
+    if (!artifact || !artifact->find(args[2]))
+      return fail(artifact ? "no section '" + args[2] + "'" : artifact.getError());
+    std::string_view text = artifact->contents(args[2]);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  if (args.size() == 4 && args[0] == "poke") {
+    int fd = ::open(args[1].c_str(), O_RDWR);
+    unsigned char byte = static_cast<unsigned char>(std::atoi(args[3].c_str()));
+    bool ok = fd >= 0 && ::pwrite(fd, &byte, 1, std::atol(args[2].c_str())) == 1;
+    if (fd >= 0)
+      ::close(fd);
+    return ok ? 0 : fail("cannot write " + args[1]);
+  }
   if (args.size() == 3 && args[0] == "truncate")
     return ::truncate(args[1].c_str(), std::atol(args[2].c_str())) == 0
                ? 0

@@ -65,6 +65,51 @@ inspect-memory-plan)
   "$test_files" artifact a.kiln --bad-memory-plan || fail "fixture"
   expect 1 "kiln-run: error: a.kiln: section 'memory_plan': buffers entry 0: 'base' 3 is not a buffer listed before it" "$kiln_run" inspect a.kiln
   ;;
+inspect-damaged)
+  # Sections damaged behind valid checksums (kiln-test-files set-section,
+  # reseal): each is refused by inspect and train with one line naming the
+  # artifact and the part, before any device work.
+  "$test_files" gemm-step g || fail "fixture"
+  plan=$("$test_files" get-section g.kiln memory_plan)
+  damaged() { # SECTION TEXT LINE: set the section, expect LINE from inspect
+    "$test_files" gemm-step g && "$test_files" set-section g.kiln "$1" "$2" || fail "set-section $1"
+    expect 1 "kiln-run: error: g.kiln: $3" "$kiln_run" inspect g.kiln
+  }
+  damaged step garbage "section 'step': invalid JSON at byte 0: unexpected character"
+  damaged meta "$(printf '{"format":"kiln-step","creator":"\xff","symbols":["batch","seq"]}')" \
+    "meta: invalid JSON at byte 33: invalid UTF-8 in string"
+  damaged meta '{"symbols":["batch","seq"]}' 'meta "format" is missing, not "kiln-step" (not a kiln compile step artifact)'
+  damaged meta '{"format":"pt","symbols":["batch","seq"]}' "meta \"format\" is 'pt', not \"kiln-step\" (not a kiln compile step artifact)"
+  damaged meta '{"format":"kiln-step","symbols":["batch","seq","batch"]}' "meta \"symbols\" lists 'batch' twice"
+  damaged meta '{"format":"kiln-step","symbols":["batch",""]}' "meta \"symbols\" entry 1 '' is not a size symbol name"
+  damaged params '[{"name":"w","dtype":"F32","shape":[3,2],"trainable":true},{"name":"w","dtype":"F32","shape":[3,2]}]' \
+    "params[1]: parameter 'w' is listed twice"
+  damaged params '[{"name":"w","dtype":"F32","shape":[3,2],"trainable":"yes"}]' "params[0]: 'trainable' must be true or false"
+  damaged params '[{"name":"w","dtype":"F32","shape":[4611686018427387904,3],"trainable":true}]' \
+    "params[0]: F32 [4611686018427387904, 3] holds more bytes than int64 counts"
+  damaged params '[]' "section 'step': args entry 1: parameter 'w' is not in \"params\""
+  damaged guards '[{"kind":"range","expr":"len","min":1,"max":8}]' \
+    "guards[0]: size expression 'len' uses 'len', which is not in meta \"symbols\""
+  damaged memory_plan "${plan/\"arena_bytes\":768/\"arena_bytes\":9223372036854775807}" \
+    "section 'memory_plan': 'arena_bytes' is 9223372036854775807, but its buffers take 768 at planned_at"
+  damaged memory_plan "${plan/\"alignment\":256/\"alignment\":4611686018427387904}" \
+    "section 'memory_plan': 'alignment' 4611686018427387904 is outside 256..1048576"
+  damaged memory_plan "${plan/8\*seq/8*len}" \
+    "section 'memory_plan': buffers entry 2: size expression '8*len' uses 'len', which is not in meta \"symbols\""
+  # A damaged guard is the artifact's fault (exit 1), not the sizes' (exit 4).
+  expect 1 "kiln-run: error: g.kiln: section 'memory_plan': buffers entry 2: size expression '8*len' uses 'len', which is not in meta \"symbols\"" \
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3
+  "$test_files" gemm-step g && "$test_files" set-section g.kiln guards '[{"kind":"range","expr":"len","min":1,"max":8}]'
+  expect 1 "kiln-run: error: g.kiln: guards[0]: size expression 'len' uses 'len', which is not in meta \"symbols\"" \
+    "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3
+  # The container: a non-zero reserved field and a NUL in a section name
+  # (entry 0 starts at byte 40: offset, size, crc, name length, reserved,
+  # name).
+  "$test_files" gemm-step g && "$test_files" poke g.kiln 62 1 && "$test_files" reseal g.kiln
+  expect 1 "kiln-run: error: g.kiln: corrupt Kiln artifact: section table entry 0: reserved field is 1, not 0" "$kiln_run" inspect g.kiln
+  "$test_files" gemm-step g && "$test_files" poke g.kiln 65 0 && "$test_files" reseal g.kiln
+  expect 1 "kiln-run: error: g.kiln: corrupt Kiln artifact: section table entry 0: the name contains a NUL byte" "$kiln_run" inspect g.kiln
+  ;;
 inspect-truncated)
   fixtures
   n=$(size a.kiln)
@@ -148,6 +193,36 @@ train-usage)
   expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
   expect 2 "kiln-run: error: --progress must be on, off or auto, got 'yes'" train --init random:1 --progress yes
   ;;
+train-outputs)
+  # --save, --save-adapters and --profile replace only regular files, and
+  # are refused before anything loads (the commands time out if one blocks).
+  fixtures
+  mkdir ckdir ad-file-inside && mkdir ad-file-inside/adapter_config.json && mkfifo fifo
+  t() { timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 10 --batch 2 --seq 16 --weights w.safetensors "$@"; }
+  expect 2 "kiln-run: error: --save ckdir: not a regular file (a directory); refusing to replace it" t --save ckdir
+  expect 2 "kiln-run: error: --save /dev/null: not a regular file (a character device); refusing to replace it" t --save /dev/null
+  expect 2 "kiln-run: error: --save fifo: not a regular file (a FIFO); refusing to replace it" t --save fifo
+  expect 2 "kiln-run: error: --profile fifo: not a regular file (a FIFO); refusing to replace it" t --profile fifo
+  expect 2 "kiln-run: error: --profile ckdir: not a regular file (a directory); refusing to replace it" t --profile ckdir
+  expect 2 "kiln-run: error: --save-adapters w.safetensors: exists and is not a directory (PEFT adapters are a directory)" t --save-adapters w.safetensors
+  expect 2 "kiln-run: error: --save-adapters ad-file-inside/adapter_config.json: not a regular file (a directory); refusing to replace it" t --save-adapters ad-file-inside/
+  [ -p fifo ] && [ -d ckdir ] && [ -c /dev/null ] || fail "a refused target was replaced"
+  ;;
+special-inputs)
+  # A FIFO, a directory or a device given as an input file fails at once
+  # with one line instead of blocking on open (each command times out if it
+  # hangs).
+  fixtures
+  mkfifo fifo && mkdir dir
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" inspect fifo
+  expect 1 "kiln-run: error: dir: not a regular file (a directory)" timeout 20 "$kiln_run" inspect dir
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" ckpt-info fifo
+  expect 1 "kiln-run: error: /dev/zero: not a regular file (a character device)" timeout 20 "$kiln_run" ckpt-info /dev/zero
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train fifo --data t.bin --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 1 --batch 2 --seq 16 --weights fifo
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data t.bin --steps 1 --batch 2 --seq 16 --weights w.safetensors --resume fifo
+  expect 1 "kiln-run: error: fifo: not a regular file (a FIFO)" timeout 20 "$kiln_run" train a.kiln --data fifo --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  ;;
 train-guard)
   fixtures
   expect 4 "kiln-run: error: --batch/--seq: seq=12 violates seq % 8 == 0 (required by --dynamic seq=8..1024:8)" train --weights w.safetensors --seq 12
@@ -170,6 +245,15 @@ train-resume)
   grep -q '^resume ckpt.safetensors: step 7$' out.txt || fail "resume line"
   grep -q '^kiln-run: error: the artifact has no step program' err.txt || fail "no-step-program line"
   expect 1 "kiln-run: error: w.safetensors: not a kiln-run checkpoint (no integer metadata 'kiln.step')" train --weights w.safetensors --resume w.safetensors
+  # A checkpoint without the optimizer state the step reads is refused,
+  # naming the tensor; with it, validation passes (to the device).
+  "$test_files" gemm-step g --with-state && "$test_files" gemm-resume ok.safetensors &&
+    "$test_files" gemm-resume nostate.safetensors --drop-state || fail "fixture"
+  g() { "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 1 --batch 2 --seq 3 "$@"; }
+  expect 1 "kiln-run: error: nostate.safetensors: checkpoint lacks optimizer state 'state/w/momentum' (expected F32 [3, 2]); it was not saved for this step" g --resume nostate.safetensors
+  g --resume ok.safetensors >out.txt 2>err.txt
+  cat out.txt err.txt
+  grep -q '^resume ok.safetensors: step 2$' out.txt || fail "complete checkpoint not accepted"
   ;;
 train-data)
   fixtures

@@ -12,6 +12,8 @@
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
 #include "kiln/Pipelines/Pipelines.h"
+#include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/artifact/FileIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -175,6 +177,11 @@ cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
 } // namespace
 
 int runCompile(MLIRContext &context) {
+  // The artifact replaces only a regular file (never a device, a FIFO, a
+  // directory, /proc): refused now, not after compiling.
+  if (emit == Emit::Artifact && !output.empty() && output != "-")
+    if (runtime::Status status = artifact::checkReplaceableFile(output); !status)
+      return fail(status.getError());
   std::string weightsPath;
   OwningOpRef<ModuleOp> module = loadModule(context, model, {}, weightsPath);
   if (!module)

@@ -24,6 +24,7 @@
 #include "kiln/artifact/Crc32c.h"
 #include "kiln/artifact/FileIO.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -44,7 +45,7 @@ void putU64(std::string &out, uint64_t value) {
   for (int i = 0; i < 8; ++i)
     out += static_cast<char>(value >> (8 * i));
 }
-uint64_t getLE(const std::string &in, size_t at, int bytes) {
+uint64_t getLE(std::string_view in, size_t at, int bytes) {
   uint64_t value = 0;
   for (int i = bytes - 1; i >= 0; --i)
     value = value << 8 | static_cast<unsigned char>(in[at + i]);
@@ -56,7 +57,7 @@ uint64_t alignUp(uint64_t value) {
          kSectionAlignment;
 }
 
-uint32_t crcOf(const std::string &bytes, size_t offset, size_t size) {
+uint32_t crcOf(std::string_view bytes, size_t offset, size_t size) {
   return crc32c(0, bytes.data() + offset, size);
 }
 } // namespace
@@ -134,6 +135,31 @@ Status ArtifactWriter::write(const std::string &path) const {
       path, [&](FileWriter &writer) { return writer.write(*bytes); });
 }
 
+void kiln::artifact::resealArtifact(std::string &bytes) {
+  if (bytes.size() < kHeaderSize + kTrailerSize)
+    return;
+  auto put32 = [&](size_t at, uint32_t value) {
+    for (int i = 0; i < 4; ++i)
+      bytes[at + i] = static_cast<char>(value >> (8 * i));
+  };
+  uint64_t end = bytes.size() - kTrailerSize; // the file CRC's offset
+  uint64_t tableSize = getLE(bytes, 28, 4);
+  uint64_t tableEnd = std::min<uint64_t>(kHeaderSize + tableSize, end);
+  uint32_t count = static_cast<uint32_t>(getLE(bytes, 24, 4));
+  size_t cursor = kHeaderSize;
+  for (uint32_t i = 0; i < count && tableEnd - cursor >= kEntryFixedSize; ++i) {
+    uint64_t offset = getLE(bytes, cursor, 8), size = getLE(bytes, cursor + 8, 8);
+    if (offset <= end && size <= end - offset)
+      put32(cursor + 16, crc32c(0, bytes.data() + offset, size));
+    cursor += kEntryFixedSize + getLE(bytes, cursor + 20, 2);
+    if (cursor > tableEnd)
+      break;
+  }
+  put32(32, crc32c(0, bytes.data() + kHeaderSize, tableEnd - kHeaderSize));
+  put32(36, crc32c(0, bytes.data(), 36));
+  put32(end, crc32c(0, bytes.data(), end));
+}
+
 //===----------------------------------------------------------------------===//
 // Reader
 //===----------------------------------------------------------------------===//
@@ -142,11 +168,24 @@ Expected<Artifact> Artifact::open(const std::string &path) {
   Expected<MappedFile> file = MappedFile::open(path);
   if (!file)
     return file.takeError();
-  return parse(std::string(file->view()), path);
+  Artifact artifact;
+  artifact.mapped = std::make_shared<MappedFile>(std::move(*file));
+  if (Status status = validate(artifact.mapped->view(), path, artifact); !status)
+    return status.takeError();
+  return artifact;
 }
 
 Expected<Artifact> Artifact::parse(std::string bytes,
                                    const std::string &origin) {
+  Artifact artifact;
+  if (Status status = validate(bytes, origin, artifact); !status)
+    return status.takeError();
+  artifact.owned = std::move(bytes);
+  return artifact;
+}
+
+Status Artifact::validate(std::string_view bytes, const std::string &origin,
+                          Artifact &artifact) {
   auto fail = [&](const std::string &what) {
     return Error{origin + ": " + what};
   };
@@ -193,7 +232,6 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   if (crcOf(bytes, kHeaderSize, tableSize) != tableCrc)
     return corrupt("section table checksum mismatch");
 
-  Artifact artifact;
   artifact.formatVersion = version;
   std::set<std::string> names;
   size_t cursor = kHeaderSize, tableEnd = kHeaderSize + tableSize;
@@ -206,18 +244,29 @@ Expected<Artifact> Artifact::parse(std::string bytes,
     section.size = getLE(bytes, cursor + 8, 8);
     section.crc32c = static_cast<uint32_t>(getLE(bytes, cursor + 16, 4));
     size_t nameLength = getLE(bytes, cursor + 20, 2);
+    uint64_t reserved = getLE(bytes, cursor + 22, 2);
     cursor += kEntryFixedSize;
     if (nameLength == 0 || nameLength > kMaxSectionNameLength ||
         tableEnd - cursor < nameLength)
       return corrupt("bad name length in section table entry " +
                      std::to_string(i));
-    section.name = bytes.substr(cursor, nameLength);
+    if (reserved != 0)
+      return corrupt("section table entry " + std::to_string(i) +
+                     ": reserved field is " + std::to_string(reserved) + ", not 0");
+    section.name = std::string(bytes.substr(cursor, nameLength));
     cursor += nameLength;
-    // Sections are stored in table order without overlap, inside the file.
+    if (section.name.find('\0') != std::string::npos)
+      return corrupt("section table entry " + std::to_string(i) +
+                     ": the name contains a NUL byte");
+    // Sections are stored in table order without overlap, inside the file,
+    // each at a multiple of 64.
     uint64_t payloadEnd = fileSize - kTrailerSize;
     if (section.offset < previousEnd || section.offset > payloadEnd ||
         section.size > payloadEnd - section.offset)
       return corrupt("section '" + section.name + "' lies outside the file");
+    if (section.offset % kSectionAlignment != 0)
+      return corrupt("section '" + section.name + "' is not at a multiple of " +
+                     std::to_string(kSectionAlignment) + " bytes");
     previousEnd = section.offset + section.size;
     if (!names.insert(section.name).second)
       return corrupt("duplicate section '" + section.name + "'");
@@ -232,8 +281,22 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   artifact.fileCrc32c = crcOf(bytes, 0, fileSize - kTrailerSize);
   if (artifact.fileCrc32c != getLE(bytes, fileSize - kTrailerSize, 4))
     return corrupt("file checksum mismatch");
-  artifact.bytes = std::move(bytes);
-  return artifact;
+  // Between the table and the payloads, and between payloads, only zeros.
+  auto zeros = [&](uint64_t from, uint64_t to) {
+    for (uint64_t at = from; at < to; ++at)
+      if (bytes[at] != '\0')
+        return false;
+    return true;
+  };
+  uint64_t gap = tableEnd;
+  for (const Section &section : artifact.sections) {
+    if (!zeros(gap, section.offset))
+      return corrupt("non-zero padding before section '" + section.name + "'");
+    gap = section.offset + section.size;
+  }
+  if (!zeros(gap, fileSize - kTrailerSize))
+    return corrupt("non-zero padding before the trailer");
+  return Status::success();
 }
 
 const Section *Artifact::find(std::string_view name) const {
@@ -244,7 +307,7 @@ const Section *Artifact::find(std::string_view name) const {
 }
 
 std::string_view Artifact::contents(const Section &section) const {
-  return std::string_view(bytes).substr(section.offset, section.size);
+  return view().substr(section.offset, section.size);
 }
 
 std::string_view Artifact::contents(std::string_view name) const {

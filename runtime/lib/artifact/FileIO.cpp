@@ -10,11 +10,67 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 using namespace kiln::artifact;
+
+namespace {
+/// "a directory", "a FIFO", ... for a mode that is not a regular file.
+const char *describeFileType(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  return "not a file";
+}
+
+Error notRegular(const std::string &path, mode_t mode, const char *suffix = "") {
+  return Error{path + ": not a regular file (" + describeFileType(mode) + ")" + suffix};
+}
+} // namespace
+
+std::string kiln::artifact::parentDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+Status kiln::artifact::checkReplaceableFile(const std::string &path) {
+  if (path.empty())
+    return Error{"an empty output file name"};
+  if (path.back() == '/')
+    return Error{path + ": names a directory, not a file"};
+  std::string dir = parentDirectory(path);
+  struct statfs fs;
+  if (::statfs(dir.c_str(), &fs) != 0)
+    return errnoError(dir);
+  // Pseudo file systems: a "file" there is a kernel interface.
+  if (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC)
+    return Error{path + ": is under " +
+                 (fs.f_type == PROC_SUPER_MAGIC ? "/proc" : "/sys") +
+                 ", not a regular file system; refusing to write there"};
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (!S_ISREG(info.st_mode))
+      return notRegular(path, info.st_mode, "; refusing to replace it");
+  } else if (errno != ENOENT) {
+    return errnoError(path);
+  }
+  return Status::success();
+}
 
 Error kiln::artifact::errnoError(const std::string &path, const char *what) {
   std::string message = path + ": ";
@@ -24,7 +80,16 @@ Error kiln::artifact::errnoError(const std::string &path, const char *what) {
 }
 
 Expected<MappedFile> MappedFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // stat first: opening a FIFO blocks until a writer comes, and opening a
+  // device can have effects of its own.
+  struct stat before;
+  if (::stat(path.c_str(), &before) != 0)
+    return errnoError(path);
+  if (!S_ISREG(before.st_mode))
+    return notRegular(path, before.st_mode);
+  // Non-blocking, and checked again on the descriptor: the name may have
+  // been replaced (by a FIFO, say) since the stat.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return errnoError(path);
   struct stat info;
@@ -35,7 +100,7 @@ Expected<MappedFile> MappedFile::open(const std::string &path) {
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    return Error{path + ": not a regular file"};
+    return notRegular(path, info.st_mode);
   }
   MappedFile file;
   file.length = static_cast<size_t>(info.st_size);
@@ -93,16 +158,21 @@ Status FileWriter::write(const void *data, size_t size) {
 
 Status kiln::artifact::writeFileAtomically(
     const std::string &path, const std::function<Status(FileWriter &)> &fill) {
+  if (Status status = checkReplaceableFile(path); !status)
+    return status;
   size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  if (dir.empty())
-    dir = "/";
+  std::string dir = parentDirectory(path);
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   std::string temp =
       (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." +
       name + ".tmp-" + std::to_string(::getpid());
 
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Exclusively, never through a link: whatever a killed writer with the
+  // same pid (or anyone else) left under this name is removed, not opened.
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(temp.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(temp.c_str()) == 0)
+    fd = ::open(temp.c_str(), flags, 0644);
   if (fd < 0)
     return errnoError(temp, "cannot create");
   auto abandon = [&](Error error) {
@@ -122,6 +192,11 @@ Status kiln::artifact::writeFileAtomically(
     Error error = errnoError(temp, "close");
     ::unlink(temp.c_str());
     return error;
+  }
+  // The destination may have changed while \p fill ran.
+  if (Status status = checkReplaceableFile(path); !status) {
+    ::unlink(temp.c_str());
+    return status;
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     Error error = errnoError(path, "rename");

@@ -160,14 +160,12 @@ std::vector<std::string> SizeExpr::getSymbols() const {
 
 Expected<std::vector<Guard>>
 kiln::artifact::parseGuards(std::string_view json) {
-  Expected<Json> document = Json::parse(json);
-  if (!document)
-    return Error{"guards: " + document.getError()};
-  if (!document->isArray())
-    return Error{"guards: expected a JSON array"};
+  // One entry at a time: a long list never exists twice (as JSON and as
+  // guards).
   std::vector<Guard> guards;
-  for (size_t i = 0; i < document->getElements().size(); ++i) {
-    const Json &entry = document->getElements()[i];
+  bool semantic = false; // an entry's error, already worded
+  Status parsed = Json::forEachElement(json, [&](Json &entry, size_t i) -> Status {
+    semantic = true;
     std::string where = "guards[" + std::to_string(i) + "]";
     auto integer = [&](const char *key, int64_t &out) -> bool {
       const Json *value = entry.get(key);
@@ -202,8 +200,18 @@ kiln::artifact::parseGuards(std::string_view json) {
       return Error{where + ": unknown guard kind '" + kind->getString() + "'"};
     }
     guards.push_back(std::move(guard));
-  }
+    semantic = false;
+    return Status::success();
+  });
+  if (!parsed)
+    return Error{semantic ? parsed.getError() : "guards: " + parsed.getError()};
   return guards;
+}
+
+bool kiln::artifact::isSizeSymbol(std::string_view name) {
+  if (name.empty() || !isSymbolStart(name[0]))
+    return false;
+  return std::all_of(name.begin(), name.end(), isSymbolChar);
 }
 
 std::string kiln::artifact::describeGuard(const Guard &guard) {

@@ -6,13 +6,104 @@
 
 #include "kiln/artifact/Json.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <iterator>
+#include <new>
 
 using namespace kiln::artifact;
 using kiln::runtime::Error;
+using kiln::runtime::Status;
+
+//===----------------------------------------------------------------------===//
+// Value
+//===----------------------------------------------------------------------===//
+
+void Json::destroy() noexcept {
+  switch (kind) {
+  case Kind::String:
+    stringValue.~basic_string();
+    break;
+  case Kind::Array:
+    elements.~vector();
+    break;
+  case Kind::Object:
+    members.~vector();
+    break;
+  default:
+    break;
+  }
+  kind = Kind::Null;
+  integerValue = 0;
+}
+
+/// *this holds nothing (Null) on entry; \p other is Null on exit.
+void Json::moveFrom(Json &other) noexcept {
+  kind = other.kind;
+  switch (kind) {
+  case Kind::String:
+    new (&stringValue) std::string(std::move(other.stringValue));
+    break;
+  case Kind::Array:
+    new (&elements) std::vector<Json>(std::move(other.elements));
+    break;
+  case Kind::Object:
+    new (&members) std::vector<JsonMember>(std::move(other.members));
+    break;
+  default:
+    integerValue = other.integerValue; // the widest scalar: all of them
+    break;
+  }
+  other.destroy();
+}
+
+/// *this holds nothing (Null) on entry.
+void Json::copyFrom(const Json &other) {
+  switch (other.kind) {
+  case Kind::String:
+    new (&stringValue) std::string(other.stringValue);
+    break;
+  case Kind::Array:
+    new (&elements) std::vector<Json>(other.elements);
+    break;
+  case Kind::Object:
+    new (&members) std::vector<JsonMember>(other.members);
+    break;
+  default:
+    integerValue = other.integerValue;
+    break;
+  }
+  kind = other.kind;
+}
+
+Json::Json(const Json &other) : integerValue(0) { copyFrom(other); }
+
+Json::Json(Json &&other) noexcept : integerValue(0) { moveFrom(other); }
+
+Json &Json::operator=(const Json &other) {
+  if (this != &other) {
+    Json copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+Json &Json::operator=(Json &&other) noexcept {
+  if (this != &other) {
+    // \p other may live inside *this (json = json.getElements()[0]).
+    Json taken;
+    taken.moveFrom(other);
+    destroy();
+    moveFrom(taken);
+  }
+  return *this;
+}
 
 Json Json::boolean(bool value) {
   Json json;
@@ -37,37 +128,72 @@ Json Json::number(double value) {
 
 Json Json::string(std::string value) {
   Json json;
+  new (&json.stringValue) std::string(std::move(value));
   json.kind = Kind::String;
-  json.stringValue = std::move(value);
   return json;
 }
 
 Json Json::array(std::vector<Json> elements) {
   Json json;
+  new (&json.elements) std::vector<Json>(std::move(elements));
   json.kind = Kind::Array;
-  json.elements = std::move(elements);
   return json;
 }
 
-Json Json::object() {
+Json Json::object(std::vector<JsonMember> members) {
   Json json;
+  new (&json.members) std::vector<JsonMember>(std::move(members));
   json.kind = Kind::Object;
   return json;
 }
 
+const std::string &Json::getString() const {
+  static const std::string empty;
+  return kind == Kind::String ? stringValue : empty;
+}
+
+const std::vector<Json> &Json::getElements() const {
+  static const std::vector<Json> empty;
+  return kind == Kind::Array ? elements : empty;
+}
+
+std::vector<Json> &Json::getElements() {
+  if (kind != Kind::Array)
+    *this = array();
+  return elements;
+}
+
+const std::vector<JsonMember> &Json::getMembers() const {
+  static const std::vector<JsonMember> empty;
+  return kind == Kind::Object ? members : empty;
+}
+
 const Json *Json::get(std::string_view key) const {
-  for (const JsonMember &member : members)
+  for (const JsonMember &member : getMembers())
     if (member.key == key)
       return &member.value;
   return nullptr;
 }
 
 Json &Json::set(std::string key, Json value) {
-  for (JsonMember &member : members)
-    if (member.key == key)
-      return member.value = std::move(value);
+  if (kind == Kind::Object)
+    for (JsonMember &member : members)
+      if (member.key == key)
+        return member.value = std::move(value);
+  return append(std::move(key), std::move(value));
+}
+
+Json &Json::append(std::string key, Json value) {
+  if (kind != Kind::Object)
+    *this = object();
   members.push_back({std::move(key), std::move(value)});
   return members.back().value;
+}
+
+void Json::push(Json value) {
+  if (kind != Kind::Array)
+    *this = array();
+  elements.push_back(std::move(value));
 }
 
 const char *Json::kindName(Kind kind) {
@@ -95,6 +221,10 @@ const char *Json::kindName(Kind kind) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// Objects up to this size check duplicate keys as they go (quadratic, but
+/// small); larger ones sort their keys once at the end.
+constexpr size_t kLinearKeyCheck = 16;
+
 class Parser {
 public:
   Parser(std::string_view text, int maxDepth)
@@ -110,13 +240,126 @@ public:
     return true;
   }
 
+  /// The top-level array (or object) of the text, one element (member) at
+  /// a time: each is handed to \p each when complete and then dropped.
+  /// False on a syntax error (in `error`) or when \p each failed (its
+  /// error in \p stopped).
+  bool parseEachElement(const std::function<Status(Json &, size_t)> &each,
+                        Status &stopped) {
+    skipSpace();
+    if (pos >= text.size() || text[pos] != '[')
+      return notA("array");
+    ++pos;
+    skipSpace();
+    if (pos < text.size() && text[pos] == ']') {
+      ++pos;
+      return finishDocument();
+    }
+    for (size_t index = 0;; ++index) {
+      skipSpace();
+      Json value;
+      if (!parseValue(value, 1))
+        return false;
+      if (Status status = each(value, index); !status) {
+        stopped = std::move(status);
+        return false;
+      }
+      skipSpace();
+      if (pos < text.size() && text[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < text.size() && text[pos] == ']') {
+        ++pos;
+        return finishDocument();
+      }
+      return fail("expected ',' or ']'");
+    }
+  }
+
+  bool parseEachMember(const std::function<Status(const std::string &, Json &)> &each,
+                       Status &stopped) {
+    skipSpace();
+    if (pos >= text.size() || text[pos] != '{')
+      return notA("object");
+    ++pos;
+    skipSpace();
+    if (pos < text.size() && text[pos] == '}') {
+      ++pos;
+      return finishDocument();
+    }
+    // Only the keys are kept, for the duplicate check.
+    std::vector<JsonMember> &keys = memberStack;
+    while (true) {
+      skipSpace();
+      if (pos >= text.size() || text[pos] != '"')
+        return fail("expected a string key");
+      size_t keyPos = pos;
+      std::string key;
+      if (!parseString(key))
+        return false;
+      if (keys.size() < kLinearKeyCheck)
+        for (const JsonMember &seen : keys)
+          if (seen.key == key)
+            return failAt(keyPos, "duplicate key \"" + key + "\"");
+      skipSpace();
+      if (pos >= text.size() || text[pos] != ':')
+        return fail("expected ':'");
+      ++pos;
+      skipSpace();
+      Json value;
+      if (!parseValue(value, 1))
+        return false;
+      if (Status status = each(key, value); !status) {
+        stopped = std::move(status);
+        return false;
+      }
+      keys.push_back({std::move(key), Json()});
+      keyPositions.push_back(keyPos);
+      skipSpace();
+      if (pos < text.size() && text[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < text.size() && text[pos] == '}') {
+        ++pos;
+        break;
+      }
+      return fail("expected ',' or '}'");
+    }
+    if (keys.size() > kLinearKeyCheck && !checkDuplicateKeys(0))
+      return false;
+    return finishDocument();
+  }
+
   std::string error;
 
 private:
+  bool finishDocument() {
+    skipSpace();
+    if (pos != text.size())
+      return fail("unexpected text after the JSON value");
+    return true;
+  }
+
+  /// The document is not a \p kind: a syntax error if it is not JSON at
+  /// all, else exactly "expected a JSON <kind>" (callers add their name).
+  bool notA(const char *kind) {
+    Json whole;
+    pos = 0;
+    if (parseDocument(whole))
+      error = std::string("expected a JSON ") + kind;
+    return false;
+  }
+
   bool fail(const std::string &what) {
     if (error.empty())
       error = "invalid JSON at byte " + std::to_string(pos) + ": " + what;
     return false;
+  }
+  bool failAt(size_t at, const std::string &what) {
+    pos = at;
+    return fail(what);
   }
 
   void skipSpace() {
@@ -166,12 +409,17 @@ private:
     return fail("unexpected character");
   }
 
+  // Elements and members are parsed onto one stack each (shared by every
+  // nesting level) and moved into an exactly sized vector when their
+  // container closes: no container keeps spare capacity.
+
   bool parseObject(Json &out, int depth) {
     ++pos; // '{'
-    out = Json::object();
+    size_t first = memberStack.size();
     skipSpace();
     if (pos < text.size() && text[pos] == '}') {
       ++pos;
+      out = Json::object();
       return true;
     }
     while (true) {
@@ -182,10 +430,11 @@ private:
       std::string key;
       if (!parseString(key))
         return false;
-      if (out.get(key)) {
-        pos = keyPos;
-        return fail("duplicate key \"" + key + "\"");
-      }
+      size_t count = memberStack.size() - first;
+      if (count < kLinearKeyCheck)
+        for (size_t i = first; i < memberStack.size(); ++i)
+          if (memberStack[i].key == key)
+            return failAt(keyPos, "duplicate key \"" + key + "\"");
       skipSpace();
       if (pos >= text.size() || text[pos] != ':')
         return fail("expected ':'");
@@ -194,7 +443,8 @@ private:
       Json value;
       if (!parseValue(value, depth))
         return false;
-      out.set(std::move(key), std::move(value));
+      memberStack.push_back({std::move(key), std::move(value)});
+      keyPositions.push_back(keyPos);
       skipSpace();
       if (pos < text.size() && text[pos] == ',') {
         ++pos;
@@ -202,26 +452,60 @@ private:
       }
       if (pos < text.size() && text[pos] == '}') {
         ++pos;
-        return true;
+        break;
       }
       return fail("expected ',' or '}'");
     }
+    size_t count = memberStack.size() - first;
+    if (count > kLinearKeyCheck && !checkDuplicateKeys(first))
+      return false;
+    std::vector<JsonMember> members(
+        std::make_move_iterator(memberStack.begin() + first),
+        std::make_move_iterator(memberStack.end()));
+    memberStack.erase(memberStack.begin() + first, memberStack.end());
+    keyPositions.erase(keyPositions.begin() + first, keyPositions.end());
+    out = Json::object(std::move(members));
+    return true;
+  }
+
+  /// Sorts the keys of the object whose members start at \p first: the
+  /// earliest second occurrence of a key is the error, as a linear check
+  /// would have found it.
+  bool checkDuplicateKeys(size_t first) {
+    std::vector<size_t> order(memberStack.size() - first);
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = first + i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      int c = memberStack[a].key.compare(memberStack[b].key);
+      return c != 0 ? c < 0 : a < b;
+    });
+    size_t duplicate = SIZE_MAX;
+    for (size_t i = 1; i < order.size(); ++i)
+      if (memberStack[order[i]].key == memberStack[order[i - 1]].key &&
+          (duplicate == SIZE_MAX || order[i] < duplicate))
+        duplicate = order[i];
+    if (duplicate == SIZE_MAX)
+      return true;
+    return failAt(keyPositions[duplicate],
+                  "duplicate key \"" + memberStack[duplicate].key + "\"");
   }
 
   bool parseArray(Json &out, int depth) {
     ++pos; // '['
-    out = Json::array();
+    size_t first = elementStack.size();
     skipSpace();
     if (pos < text.size() && text[pos] == ']') {
       ++pos;
+      out = Json::array();
       return true;
     }
     while (true) {
       skipSpace();
+      // Into a local: a nested container grows the shared stack.
       Json value;
       if (!parseValue(value, depth))
         return false;
-      out.push(std::move(value));
+      elementStack.push_back(std::move(value));
       skipSpace();
       if (pos < text.size() && text[pos] == ',') {
         ++pos;
@@ -229,10 +513,16 @@ private:
       }
       if (pos < text.size() && text[pos] == ']') {
         ++pos;
-        return true;
+        break;
       }
       return fail("expected ',' or ']'");
     }
+    std::vector<Json> elements(
+        std::make_move_iterator(elementStack.begin() + first),
+        std::make_move_iterator(elementStack.end()));
+    elementStack.erase(elementStack.begin() + first, elementStack.end());
+    out = Json::array(std::move(elements));
+    return true;
   }
 
   bool parseHex4(uint32_t &value) {
@@ -272,9 +562,45 @@ private:
     }
   }
 
+  /// The length of the well-formed UTF-8 sequence at \p at (RFC 3629: no
+  /// overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+  size_t utf8Length(size_t at) const {
+    auto byte = [&](size_t i) {
+      return at + i < text.size() ? static_cast<unsigned char>(text[at + i]) : 0u;
+    };
+    auto continuation = [](unsigned b) { return (b & 0xC0) == 0x80; };
+    unsigned lead = byte(0);
+    if (lead >= 0xC2 && lead <= 0xDF)
+      return continuation(byte(1)) ? 2 : 0;
+    if (lead >= 0xE0 && lead <= 0xEF) {
+      unsigned second = byte(1);
+      unsigned low = lead == 0xE0 ? 0xA0 : 0x80, high = lead == 0xED ? 0x9F : 0xBF;
+      return second >= low && second <= high && continuation(byte(2)) ? 3 : 0;
+    }
+    if (lead >= 0xF0 && lead <= 0xF4) {
+      unsigned second = byte(1);
+      unsigned low = lead == 0xF0 ? 0x90 : 0x80, high = lead == 0xF4 ? 0x8F : 0xBF;
+      return second >= low && second <= high && continuation(byte(2)) &&
+                     continuation(byte(3))
+                 ? 4
+                 : 0;
+    }
+    return 0;
+  }
+
   bool parseString(std::string &out) {
     ++pos; // '"'
     while (true) {
+      // A run of plain characters, appended at once.
+      size_t run = pos;
+      while (run < text.size()) {
+        unsigned char c = text[run];
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+          break;
+        ++run;
+      }
+      out.append(text.data() + pos, run - pos);
+      pos = run;
       if (pos >= text.size())
         return fail("unterminated string");
       unsigned char c = text[pos];
@@ -284,9 +610,12 @@ private:
       }
       if (c < 0x20)
         return fail("control character in string");
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        ++pos;
+      if (c >= 0x80) {
+        size_t length = utf8Length(pos);
+        if (!length)
+          return fail("invalid UTF-8 in string");
+        out.append(text.data() + pos, length);
+        pos += length;
         continue;
       }
       if (++pos >= text.size())
@@ -367,29 +696,32 @@ private:
       if (digits() == 0)
         return fail("expected digits in exponent");
     }
-    std::string literal(text.substr(start, pos - start));
-    errno = 0;
+    const char *begin = text.data() + start, *end = text.data() + pos;
     if (isInteger) {
-      long long value = std::strtoll(literal.c_str(), nullptr, 10);
-      if (errno == ERANGE) {
-        pos = start;
-        return fail("integer out of range");
-      }
+      int64_t value = 0;
+      std::from_chars_result parsed = std::from_chars(begin, end, value);
+      if (parsed.ec != std::errc() || parsed.ptr != end)
+        return failAt(start, "integer out of range");
       out = Json::integer(value);
-    } else {
-      double value = std::strtod(literal.c_str(), nullptr);
-      if (errno == ERANGE && std::isinf(value)) {
-        pos = start;
-        return fail("number out of range");
-      }
-      out = Json::number(value);
+      return true;
     }
+    // strtod wants a terminated string; numbers with a fraction or an
+    // exponent are few.
+    std::string literal(begin, end);
+    errno = 0;
+    double value = std::strtod(literal.c_str(), nullptr);
+    if (errno == ERANGE && std::isinf(value))
+      return failAt(start, "number out of range");
+    out = Json::number(value);
     return true;
   }
 
   std::string_view text;
   int maxDepth;
   size_t pos = 0;
+  std::vector<Json> elementStack;
+  std::vector<JsonMember> memberStack;
+  std::vector<size_t> keyPositions; ///< Beside memberStack: where each key began.
 };
 } // namespace
 
@@ -399,6 +731,26 @@ Expected<Json> Json::parse(std::string_view text, int maxDepth) {
   if (!parser.parseDocument(result))
     return Error{parser.error};
   return result;
+}
+
+Status Json::forEachElement(std::string_view text,
+                            const std::function<Status(Json &, size_t)> &each,
+                            int maxDepth) {
+  Parser parser(text, maxDepth);
+  Status stopped;
+  if (!parser.parseEachElement(each, stopped))
+    return stopped ? Status(Error{parser.error}) : stopped;
+  return Status::success();
+}
+
+Status Json::forEachMember(std::string_view text,
+                           const std::function<Status(const std::string &, Json &)> &each,
+                           int maxDepth) {
+  Parser parser(text, maxDepth);
+  Status stopped;
+  if (!parser.parseEachMember(each, stopped))
+    return stopped ? Status(Error{parser.error}) : stopped;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,14 @@ namespace {
 size_t alignUp(size_t bytes, size_t alignment) {
   return (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
 }
+/// alignUp without wrapping around; false if it would.
+bool alignUpChecked(size_t bytes, size_t alignment, size_t &out) {
+  size_t sum;
+  if (__builtin_add_overflow(std::max<size_t>(bytes, 1), alignment - 1, &sum))
+    return false;
+  out = sum / alignment * alignment;
+  return true;
+}
 } // namespace
 
 Expected<size_t> kiln::runtime::persistentBytes(const StepProgram &program,
@@ -34,10 +42,11 @@ Expected<size_t> kiln::runtime::persistentBytes(const StepProgram &program,
       ids.push_back(op.result);
   size_t total = 0;
   for (int id : ids) {
-    Expected<int64_t> count = program.elementCount(id, sizes);
-    if (!count)
-      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
-    total += static_cast<size_t>(*count) * dtypeSize(program.buffers[id].dtype);
+    Expected<size_t> bytes = program.byteCount(id, sizes);
+    if (!bytes)
+      return Error{"buffer " + std::to_string(id) + ": " + bytes.getError()};
+    if (__builtin_add_overflow(total, *bytes, &total))
+      return Error{"the persistent bytes overflow"};
   }
   return total;
 }
@@ -127,6 +136,9 @@ Expected<StepMemoryPlan> kiln::runtime::decodeMemoryPlan(std::string_view json,
   int64_t number = 0;
   if (!count(root, "alignment", 1, number) || (number & (number - 1)))
     return fail("'alignment' must be a power of two");
+  if (number < static_cast<int64_t>(kArenaAlignment) || number > kMaxArenaAlignment)
+    return fail("'alignment' " + std::to_string(number) + " is outside " +
+                std::to_string(kArenaAlignment) + ".." + std::to_string(kMaxArenaAlignment));
   plan.alignment = static_cast<size_t>(number);
   for (auto [key, out] : {std::pair<const char *, size_t *>{"arena_bytes", &plan.arenaBytes},
                           {"persistent_bytes", &plan.persistentBytes},
@@ -141,6 +153,8 @@ Expected<StepMemoryPlan> kiln::runtime::decodeMemoryPlan(std::string_view json,
   for (const JsonMember &member : at->getMembers()) {
     if (!member.value.isInteger())
       return fail("'planned_at': '" + member.key + "' is not an integer");
+    if (member.value.getInteger() < 1)
+      return fail("'planned_at': '" + member.key + "' must be positive");
     plan.plannedAt[member.key] = member.value.getInteger();
   }
   const Json *buffers = root.get("buffers");
@@ -184,10 +198,10 @@ Expected<ArenaPlan> kiln::runtime::evaluateMemoryPlan(const StepMemoryPlan &plan
   arena.inArena.assign(n, false);
   arena.base.assign(n, -1);
   for (size_t id = 0; id < n; ++id) {
-    Expected<int64_t> count = program.elementCount(static_cast<int>(id), sizes);
-    if (!count)
-      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
-    arena.bytes[id] = static_cast<size_t>(*count) * dtypeSize(program.buffers[id].dtype);
+    Expected<size_t> bytes = program.byteCount(static_cast<int>(id), sizes);
+    if (!bytes)
+      return Error{"buffer " + std::to_string(id) + ": " + bytes.getError()};
+    arena.bytes[id] = *bytes;
   }
   if (plan.alignment < kArenaAlignment)
     return Error{"alignment " + std::to_string(plan.alignment) + " is below the executor's " +
@@ -206,12 +220,21 @@ Expected<ArenaPlan> kiln::runtime::evaluateMemoryPlan(const StepMemoryPlan &plan
       return Error{"buffer " + std::to_string(b.buffer) + ": " + size.getError()};
     if (*size < 0)
       return Error{"buffer " + std::to_string(b.buffer) + " has a negative size"};
+    if (b.base >= 0 && (static_cast<size_t>(b.base) >= n || !arena.inArena[b.base]))
+      return Error{"buffer " + std::to_string(b.buffer) + " sits on buffer " +
+                   std::to_string(b.base) + ", which is not placed before it"};
     size_t offset = b.base < 0 ? 0 : chainEnd[b.base];
     arena.offsets[b.buffer] = offset;
     arena.base[b.buffer] = b.base;
     arena.inArena[b.buffer] = true;
-    chainEnd[b.buffer] = offset + alignUp(static_cast<size_t>(*size), plan.alignment);
-    arena.size = std::max(arena.size, offset + alignUp(arena.bytes[b.buffer], plan.alignment));
+    // Hostile sizes must not wrap around into a plan that seems to fit.
+    size_t chainSize = 0, extent = 0;
+    if (!alignUpChecked(static_cast<size_t>(*size), plan.alignment, chainSize) ||
+        !alignUpChecked(arena.bytes[b.buffer], plan.alignment, extent) ||
+        __builtin_add_overflow(offset, chainSize, &chainEnd[b.buffer]) ||
+        __builtin_add_overflow(offset, extent, &extent))
+      return Error{"buffer " + std::to_string(b.buffer) + ": the arena offset overflows"};
+    arena.size = std::max(arena.size, extent);
   }
   for (size_t id = 0; id < n; ++id)
     if (isAlloc[id] && !arena.inArena[id])

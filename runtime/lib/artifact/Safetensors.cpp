@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 using namespace kiln::artifact;
 
@@ -117,17 +118,18 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                 std::to_string(fileSize - 8) + " bytes follow the length)");
   std::string_view headerText(reinterpret_cast<const char *>(bytes) + 8,
                               headerSize);
-  Expected<Json> header = Json::parse(headerText);
-  if (!header)
-    return fail("bad safetensors header: " + header.getError());
-  if (!header->isObject())
-    return fail("bad safetensors header: expected a JSON object");
   result.dataStart = bytes + 8 + headerSize;
   uint64_t dataSize = fileSize - 8 - headerSize;
 
-  for (const JsonMember &member : header->getMembers()) {
-    const std::string &name = member.key;
-    const Json &entry = member.value;
+  // Entry by entry: the header never exists twice (as JSON and as tensors).
+  bool semantic = false; // an entry's error, already worded
+  auto entryError = [&](const std::string &what) {
+    semantic = true;
+    return Error{path + ": " + what};
+  };
+  Status parsed = Json::forEachMember(headerText, [&](const std::string &name,
+                                                      Json &entry) -> Status {
+    auto fail = entryError;
     if (name == kMetadataKey) {
       if (!entry.isObject())
         return fail("bad safetensors header: __metadata__ is not an object");
@@ -137,7 +139,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                       item.key + "' is not a string");
         result.metadata[item.key] = item.value.getString();
       }
-      continue;
+      return Status::success();
     }
     auto bad = [&](const std::string &what) {
       return fail("tensor '" + name + "': " + what);
@@ -193,7 +195,11 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                   std::to_string(end) + "), but the file holds only " +
                   std::to_string(dataSize));
     result.tensors.push_back(std::move(tensor));
-  }
+    return Status::success();
+  });
+  if (!parsed)
+    return semantic ? parsed.takeError()
+                    : Error{path + ": bad safetensors header: " + parsed.getError()};
 
   // The data section is exactly the tensors, back to back.
   std::sort(result.tensors.begin(), result.tensors.end(),
@@ -214,6 +220,13 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   if (covered != dataSize)
     return fail(std::to_string(dataSize - covered) +
                 " bytes after the last tensor belong to no tensor");
+  // find() searches by name (a header may list 10^5 tensors).
+  result.byName.resize(result.tensors.size());
+  for (size_t i = 0; i < result.byName.size(); ++i)
+    result.byName[i] = static_cast<uint32_t>(i);
+  std::sort(result.byName.begin(), result.byName.end(), [&](uint32_t a, uint32_t b) {
+    return result.tensors[a].name < result.tensors[b].name;
+  });
 
   // Kiln's checksums: all tensors or none, each key naming a tensor.
   size_t checksums = 0;
@@ -245,10 +258,11 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
 }
 
 const TensorInfo *SafetensorsFile::find(std::string_view name) const {
-  for (const TensorInfo &tensor : tensors)
-    if (tensor.name == name)
-      return &tensor;
-  return nullptr;
+  auto it = std::lower_bound(byName.begin(), byName.end(), name,
+                             [&](uint32_t index, std::string_view key) {
+                               return tensors[index].name < key;
+                             });
+  return it != byName.end() && tensors[*it].name == name ? &tensors[*it] : nullptr;
 }
 
 //===----------------------------------------------------------------------===//
@@ -262,15 +276,21 @@ Status kiln::artifact::writeSafetensors(
   Json meta = Json::object();
   meta.set("format", Json::string("pt"));
   for (const auto &[key, value] : metadata)
-    meta.set(key, Json::string(value));
+    if (key != "format")
+      meta.append(key, Json::string(value));
+    else
+      meta.set(key, Json::string(value));
 
-  Json header = Json::object();
+  // The metadata first, then the tensors: keys are distinct (checked
+  // here), so members are appended, not looked up (linear in the tensors).
+  std::vector<JsonMember> document(1); // [0]: "__metadata__", filled last
   std::vector<uint64_t> sizes;
+  std::set<std::string_view> names;
   uint64_t offset = 0;
   for (const TensorData &tensor : tensors) {
     if (tensor.name.empty() || tensor.name == kMetadataKey)
       return Error{path + ": bad tensor name '" + tensor.name + "'"};
-    if (header.get(tensor.name))
+    if (!names.insert(tensor.name).second)
       return Error{path + ": tensor '" + tensor.name + "' given twice"};
     uint64_t size = dtypeSize(tensor.dtype);
     Json shape = Json::array();
@@ -288,18 +308,18 @@ Status kiln::artifact::writeSafetensors(
         "data_offsets",
         Json::array({Json::integer(static_cast<int64_t>(offset)),
                      Json::integer(static_cast<int64_t>(offset + size))}));
-    header.set(tensor.name, std::move(entry));
-    meta.set(kChecksumKeyPrefix + tensor.name,
-             Json::string(formatCrc32c(tensorChecksum(
-                 tensor.name, tensor.dtype, tensor.shape, tensor.data, size))));
+    document.push_back({tensor.name, std::move(entry)});
+    std::string checksumKey = kChecksumKeyPrefix + tensor.name;
+    if (metadata.count(checksumKey))
+      return Error{path + ": metadata key '" + checksumKey + "' is Kiln's checksum key"};
+    meta.append(std::move(checksumKey),
+                Json::string(formatCrc32c(tensorChecksum(
+                    tensor.name, tensor.dtype, tensor.shape, tensor.data, size))));
     sizes.push_back(size);
     offset += size;
   }
-  Json document = Json::object();
-  document.set(kMetadataKey, std::move(meta));
-  for (const JsonMember &member : header.getMembers())
-    document.set(member.key, member.value);
-  std::string text = document.print();
+  document[0] = {kMetadataKey, std::move(meta)};
+  std::string text = Json::object(std::move(document)).print();
   // Pad with spaces so the data starts 8-byte aligned, as the reference
   // writer does.
   text.append((8 - text.size() % 8) % 8, ' ');

@@ -11,6 +11,7 @@
 #include "kiln/artifact/Json.h"
 
 #include <algorithm>
+#include <climits>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -147,6 +148,17 @@ Expected<int64_t> StepProgram::elementCount(int id, const SymbolBindings &sizes)
     count *= *value;
   }
   return count;
+}
+
+Expected<size_t> StepProgram::byteCount(int id, const SymbolBindings &sizes) const {
+  Expected<int64_t> count = elementCount(id, sizes);
+  if (!count)
+    return count.takeError();
+  size_t bytes;
+  if (__builtin_mul_overflow(static_cast<size_t>(*count), dtypeSize(buffers[id].dtype), &bytes) ||
+      bytes > static_cast<size_t>(INT64_MAX))
+    return Error{"buffer " + std::to_string(id) + " overflows int64 bytes"};
+  return bytes;
 }
 
 Expected<StepProgram> StepProgram::decode(std::string_view json, const std::string &origin) {
@@ -382,10 +394,10 @@ Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t a
   plan.inArena.assign(n, false);
   plan.base.assign(n, -1);
   for (size_t id = 0; id < n; ++id) {
-    Expected<int64_t> count = elementCount(static_cast<int>(id), sizes);
-    if (!count)
-      return Error{"buffer " + std::to_string(id) + ": " + count.getError()};
-    plan.bytes[id] = static_cast<size_t>(*count) * dtypeSize(buffers[id].dtype);
+    Expected<size_t> bytes = byteCount(static_cast<int>(id), sizes);
+    if (!bytes)
+      return Error{"buffer " + std::to_string(id) + ": " + bytes.getError()};
+    plan.bytes[id] = *bytes;
   }
   LiveRanges live = liveRanges();
   struct Placed {
@@ -420,6 +432,9 @@ Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t a
         base = b.id;
       }
     }
+    // Buffers below 2^63 bytes each; the sum of live ones must still fit.
+    if (size > static_cast<size_t>(INT64_MAX) || offset > static_cast<size_t>(INT64_MAX) - size)
+      return Error{"buffer " + std::to_string(id) + ": the arena exceeds int64 bytes"};
     placed.push_back({begin, end, offset, size, static_cast<int>(id)});
     plan.offsets[id] = offset;
     plan.base[id] = base;

@@ -2,10 +2,12 @@
 
 #include "Profile.h"
 
+#include "kiln/artifact/FileIO.h"
+
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
+#include <sstream>
 
 using namespace kiln::runtime;
 
@@ -21,15 +23,16 @@ const char *category(const std::string &label) {
 
 Status kiln::run::writeProfile(const std::string &path, const std::vector<ActionTime> &times,
                                unsigned top) {
-  std::ofstream out(path);
-  if (!out)
-    return Error{path + ": cannot write the profile"};
+  std::ostringstream out;
   out << "op\tlabel\tms\n";
   for (size_t i = 0; i < times.size(); ++i)
     out << i << '\t' << times[i].label << '\t' << times[i].ms << '\n';
-  out.close();
-  if (!out)
-    return Error{path + ": write failed"};
+  // Like checkpoints: replaced atomically, and only a regular file.
+  std::string text = out.str();
+  if (Status status = kiln::artifact::writeFileAtomically(
+          path, [&](kiln::artifact::FileWriter &writer) { return writer.write(text); });
+      !status)
+    return status;
 
   double total = 0;
   std::map<std::string, double> byCategory;

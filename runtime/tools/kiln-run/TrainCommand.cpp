@@ -341,14 +341,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (std::optional<std::string> dir = args.get("save-adapters")) {
     // PEFT's layout: the trained lora_A/lora_B weights and the settings the
     // compiler recorded (meta "lora").
+    // Checked by runTrain before any device work.
     const Json *lora = artifact.getMeta().get("lora");
-    const Json *rank = lora ? lora->get("r") : nullptr;
-    const Json *alpha = lora ? lora->get("alpha") : nullptr;
-    if (!rank || !alpha)
-      return error(kExitBadInput, "--save-adapters: the artifact's meta has no LoRA r/alpha");
     LoraConfig config;
-    config.rank = static_cast<int64_t>(rank->getNumber());
-    config.alpha = alpha->getNumber();
+    config.rank = lora->get("r")->getInteger();
+    config.alpha = lora->get("alpha")->getNumber();
     std::vector<std::pair<std::string, NamedTensor *>> params, state;
     if (Status s = x.readTrainable(params, state); !s)
       return error(kExitNoDevice, s.getError());
@@ -439,7 +436,7 @@ int kiln::run::runTrain(int argc, char **argv) {
   }
   // Output paths: their directory must exist and be writable now, not
   // after hours of training.
-  for (const char *flag : {"save", "save-adapters"})
+  for (const char *flag : {"save", "save-adapters", "profile"})
     if (std::optional<std::string> path = args->get(flag)) {
       // --save-adapters names a directory (PEFT's layout), created if needed.
       if (!std::strcmp(flag, "save-adapters"))
@@ -455,6 +452,20 @@ int kiln::run::runTrain(int argc, char **argv) {
                                      ": cannot write there (directory '" + dir +
                                      "' is missing or read-only)");
     }
+  // ... and each replaces only a regular file: never a directory, a device,
+  // a FIFO, or anything under /proc.
+  if (std::optional<std::string> path = args->get("save"))
+    if (Status s = checkReplaceableFile(*path); !s)
+      return error(kExitUsage, "--save " + s.getError());
+  if (std::optional<std::string> path = args->get("profile"))
+    if (Status s = checkReplaceableFile(*path); !s)
+      return error(kExitUsage, "--profile " + s.getError());
+  if (std::optional<std::string> dir = args->get("save-adapters")) {
+    while (dir->size() > 1 && dir->back() == '/')
+      dir->pop_back();
+    if (Status s = checkPeftAdapterDir(*dir); !s)
+      return error(kExitUsage, "--save-adapters " + s.getError());
+  }
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
     if (!(tokenDType = parseTokenDType(*text)))
@@ -491,6 +502,21 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitGuard, "--batch/--seq" +
                                    (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
                                    ": " + status.getError());
+
+  // --save-adapters writes PEFT's config from meta "lora": it must be there
+  // now, not after training.
+  if (args->get("save-adapters")) {
+    const Json *lora = step->getMeta().get("lora");
+    if (!lora)
+      return error(kExitUsage, "--save-adapters: " + artifactPath +
+                                   " has no LoRA adapters (compile with kiln compile --lora)");
+    const Json *rank = lora->get("r");
+    const Json *alpha = lora->get("alpha");
+    if (!rank || !rank->isInteger() || rank->getInteger() < 1 || !alpha || !alpha->isNumber())
+      return error(kExitBadInput, artifactPath +
+                                      ": meta \"lora\" needs an integer \"r\" >= 1 and a "
+                                      "number \"alpha\" (for --save-adapters)");
+  }
 
   // Weights, then a resumed checkpoint.
   size_t trainable = 0;
@@ -613,9 +639,6 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (!gpu)
     return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
                                     "; nothing was trained");
-  if (args->get("save-adapters") && !step->getMeta().get("lora"))
-    return error(kExitUsage, "--save-adapters: " + artifactPath +
-                                 " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,

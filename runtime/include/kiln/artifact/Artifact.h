@@ -16,9 +16,11 @@
 #ifndef KILN_ARTIFACT_ARTIFACT_H
 #define KILN_ARTIFACT_ARTIFACT_H
 
+#include "kiln/artifact/FileIO.h"
 #include "kiln/runtime/Expected.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,13 +53,14 @@ struct Section {
 /// A validated artifact held in memory.
 class Artifact {
 public:
-  /// Reads and validates \p path. Errors are one line starting "<path>: ".
+  /// Maps and validates \p path (the mapping is kept: the file is not
+  /// copied). Errors are one line starting "<path>: ".
   static Expected<Artifact> open(const std::string &path);
   /// Validates \p bytes; \p origin names the source in errors.
   static Expected<Artifact> parse(std::string bytes, const std::string &origin);
 
   uint32_t getFormatVersion() const { return formatVersion; }
-  uint64_t getFileSize() const { return bytes.size(); }
+  uint64_t getFileSize() const { return view().size(); }
   uint32_t getFileCrc32c() const { return fileCrc32c; }
   const std::vector<Section> &getSections() const { return sections; }
 
@@ -70,11 +73,24 @@ public:
 
 private:
   Artifact() = default;
-  std::string bytes;
+  /// Checks \p bytes and fills the table; \p bytes become the artifact's
+  /// once the caller stores them.
+  static Status validate(std::string_view bytes, const std::string &origin,
+                         Artifact &artifact);
+  std::string_view view() const { return mapped ? mapped->view() : owned; }
+  std::string owned;                   ///< parse(): the bytes given
+  std::shared_ptr<MappedFile> mapped;  ///< open(): the file's mapping
   uint32_t formatVersion = 0;
   uint32_t fileCrc32c = 0;
   std::vector<Section> sections;
 };
+
+/// Recomputes every checksum of \p bytes (each section's as far as the
+/// table can be read, the table's, the header's, the file's) in place, so a
+/// deliberately damaged artifact reaches the checks after the checksums:
+/// for tests and the fuzzer's mutator. Does nothing to bytes too short to
+/// hold a header and a trailer.
+void resealArtifact(std::string &bytes);
 
 /// Collects sections, then writes them as one artifact.
 class ArtifactWriter {

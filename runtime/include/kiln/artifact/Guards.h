@@ -86,6 +86,10 @@ Status checkGuards(const std::vector<Guard> &guards,
 /// "1 <= seq <= 8192" or "seq % 8 == 0".
 std::string describeGuard(const Guard &guard);
 
+/// Whether \p name is a symbol as SizeExpr::parse reads one
+/// ([A-Za-z_][A-Za-z0-9_.]*).
+bool isSizeSymbol(std::string_view name);
+
 } // namespace kiln::artifact
 
 #endif // KILN_ARTIFACT_GUARDS_H

@@ -100,6 +100,7 @@ private:
   std::string path;
   const unsigned char *dataStart = nullptr;
   std::vector<TensorInfo> tensors;
+  std::vector<uint32_t> byName; ///< Indices into tensors, sorted by name.
   std::map<std::string, std::string> metadata;
   bool checksummed = false;
 };

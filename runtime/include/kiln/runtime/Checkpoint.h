@@ -32,8 +32,10 @@ Status writeCheckpoint(const std::string &path, int64_t step,
                        const std::vector<artifact::TensorData> &state,
                        const artifact::WriteProgress &progress = nullptr);
 
-/// Checks \p checkpoint against \p artifact's trainable parameters (present,
-/// same dtype and shape) and returns its step counter.
+/// Checks \p checkpoint against \p artifact's trainable parameters and,
+/// when it has a step program, the optimizer state the step reads (every
+/// "state/<param>/<slot>" present with the same dtype and shape, none
+/// extra), and returns its step counter.
 Expected<int64_t> checkCheckpoint(const StepArtifact &artifact,
                                   const artifact::SafetensorsFile &checkpoint);
 
@@ -50,6 +52,11 @@ struct LoraConfig {
 /// "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"); an
 /// error for a name that is not a LoRA weight.
 Expected<std::string> peftAdapterName(const std::string &name);
+
+/// Whether writePeftAdapters(\p dir) may write: \p dir is absent (and
+/// creatable as far as checkReplaceableFile sees) or a directory whose two
+/// files are absent or regular. kiln-run train checks before training.
+Status checkPeftAdapterDir(const std::string &dir);
 
 /// Writes \p dir/adapter_model.safetensors and \p dir/adapter_config.json
 /// (creating \p dir if needed). \p adapters are named as in the step.

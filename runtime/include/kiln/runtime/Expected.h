@@ -20,8 +20,27 @@
 
 namespace kiln::runtime {
 
+/// \p text with every control character (a newline in a hostile tensor or
+/// section name, say) written as \xHH: one line, whatever it quotes.
+inline std::string oneLine(std::string text) {
+  static const char digits[] = "0123456789abcdef";
+  size_t at = 0;
+  while (at < text.size()) {
+    unsigned char c = static_cast<unsigned char>(text[at]);
+    if (c >= 0x20 && c != 0x7f) {
+      ++at;
+      continue;
+    }
+    text.replace(at, 1, std::string{'\\', 'x', digits[c >> 4], digits[c & 15]});
+    at += 4;
+  }
+  return text;
+}
+
 /// A one-line, human-readable error message.
 struct Error {
+  Error() = default;
+  Error(std::string text) : message(oneLine(std::move(text))) {}
   std::string message;
 };
 

@@ -33,6 +33,8 @@ namespace kiln::runtime {
 
 /// Alignment of every arena buffer (the executor's and the compiler's plan).
 inline constexpr size_t kArenaAlignment = 256;
+/// The largest 'alignment' a memory_plan section may ask for.
+inline constexpr int64_t kMaxArenaAlignment = int64_t{1} << 20;
 /// The cuBLASLt workspace the executor allocates next to the arena.
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 

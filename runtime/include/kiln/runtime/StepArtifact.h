@@ -5,12 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // Decodes the sections kiln-run understands (docs/artifact.md): "meta"
-// (with its shape buckets), "guards", "params", "memory_plan" and the kernel
-// images, and checks run inputs against them: sizes against the guards, a
+// (with its shape buckets), "guards", "params", "memory_plan", the kernel
+// images and the "step", "step/<bucket>" and "init" programs, and checks
+// them against each other (symbols, parameter names, kernel modules), so
+// everything a run needs is validated on the CPU before any device work.
+// Then it checks run inputs against them: sizes against the guards, a
 // weights file against the parameter layout, the device's architecture
 // against the kernel images.
-// The "step", "step/<bucket>" and "init" programs are decoded by the
-// executor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +105,9 @@ public:
   /// meta "vocab_size", when the compiler recorded it.
   std::optional<int64_t> getVocabSize() const { return vocabSize; }
   bool hasStepProgram() const { return container.find("step") != nullptr; }
+  /// The decoded program of section \p section ("step", "step/<function>",
+  /// "init"), or null when the artifact has no such section.
+  const StepProgram *getProgram(const std::string &section) const;
   /// The compiler's arena plan of the step ("memory_plan"), if it wrote one.
   const std::optional<StepMemoryPlan> &getMemoryPlan() const { return memoryPlan; }
   /// The shape buckets (meta "buckets"), in the compiler's order; empty
@@ -142,6 +146,8 @@ public:
 private:
   StepArtifact(artifact::Artifact container)
       : container(std::move(container)) {}
+  /// The decoded sections against each other (StepArtifactCheck.cpp).
+  Status checkConsistency() const;
   artifact::Artifact container;
   artifact::Json meta;
   std::vector<std::string> targets, symbols;
@@ -151,6 +157,7 @@ private:
   std::optional<int64_t> vocabSize;
   std::optional<StepMemoryPlan> memoryPlan;
   std::vector<BucketSpec> buckets;
+  std::map<std::string, StepProgram> programs;
   std::string origin;
 };
 

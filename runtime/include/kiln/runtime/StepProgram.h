@@ -117,6 +117,9 @@ public:
   Expected<int64_t> elementCount(int id,
                                  const artifact::SymbolBindings &sizes) const;
 
+  /// Bytes of buffer \p id at \p sizes; an error if they overflow int64.
+  Expected<size_t> byteCount(int id, const artifact::SymbolBindings &sizes) const;
+
   /// Bytes of buffer \p id as an expression ("4096*batch*seq").
   Expected<artifact::SizeExpr> byteSize(int id) const;
 };
