@@ -432,6 +432,17 @@ LogicalResult importClip(NodeContext &ctx) {
   return success();
 }
 
+/// IsInf: which infinities count comes from detect_positive/_negative.
+LogicalResult importIsInf(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  bool positive = ctx.attrInt("detect_positive", 1) != 0;
+  bool negative = ctx.attrInt("detect_negative", 1) != 0;
+  return ctx.produce(ctx.create<IsInfOp>(*x, ctx.builder().getBoolAttr(positive),
+                                         ctx.builder().getBoolAttr(negative)));
+}
+
 } // namespace
 
 void registerElementwiseHandlers(HandlerMap &map) {
@@ -447,6 +458,8 @@ void registerElementwiseHandlers(HandlerMap &map) {
   map["Sin"] = importUnary<SinOp>;
   map["Cos"] = importUnary<CosOp>;
   map["Not"] = importUnary<NotOp>;
+  map["IsNaN"] = importUnary<IsNanOp>;
+  map["IsInf"] = importIsInf;
   map["Relu"] = importUnary<ReluOp>;
   map["Gelu"] = importGelu;
   map["Identity"] = importIdentity;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/MaskAnalysis.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
@@ -257,13 +258,43 @@ bool isCausalMask(Value mask) {
   return keep && drop && *keep == 0 && *drop <= -65504.0;
 }
 
+/// The softmax under PyTorch's guard of fully masked rows,
+/// select(is_nan(p), 0, p), or null when `probs` is not guarded.
+Value unguardedProbs(Value probs) {
+  auto select = probs.getDefiningOp<SelectOp>();
+  auto isNan = select ? select.getCondition().getDefiningOp<IsNanOp>() : IsNanOp();
+  if (!isNan || isNan.getInput() != select.getFalseValue() ||
+      splatValue(select.getTrueValue()) != 0.0 || select.getType() != select.getFalseValue().getType())
+    return {};
+  return select.getFalseValue();
+}
+
+/// The i1 condition of a float mask select(keep, 0, lowest), else null: the
+/// mask operand it stands for.
+Value boolOfFloatMask(Value mask) {
+  auto select = mask.getDefiningOp<SelectOp>();
+  if (!select || !tensorOf(select.getCondition()).getElementType().isInteger(1))
+    return {};
+  std::optional<double> keep = splatValue(select.getTrueValue());
+  std::optional<double> drop = splatValue(select.getFalseValue());
+  if (!keep || !drop || *keep != 0 || *drop > -65504.0)
+    return {};
+  return select.getCondition();
+}
+
 /// softmax(q k^T * scale + mask) v -> attention(q, k, v, mask).
 struct RaiseAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
     if (pv.getTransposeA() || pv.getTransposeB() || tensorOf(pv).getRank() != 4)
       return failure();
-    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    Value probs = pv.getLhs();
+    bool guarded = false;
+    if (Value inner = unguardedProbs(probs)) {
+      probs = inner;
+      guarded = true;
+    }
+    auto softmax = probs.getDefiningOp<SoftmaxOp>();
     if (!softmax || softmax.getAxis() != 3)
       return failure();
     Value scores = softmax.getInput();
@@ -320,14 +351,32 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
       key = strippedKey;
       value = strippedValue;
     }
-    bool causal = mask && isCausalMask(mask) &&
-                  getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
-    if (causal)
+    // A float mask that only selects 0 or -inf is its i1 condition: no
+    // S x S float tensor in the step.
+    if (mask)
+      if (Value keep = boolOfFloatMask(mask))
+        mask = keep;
+    bool sameLength = getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
+    MaskKind kind = !mask ? MaskKind::All
+                    : isCausalMask(mask) ? MaskKind::Causal
+                                         : classifyMask(mask);
+    bool causal = kind == MaskKind::Causal && sameLength;
+    if (causal || kind == MaskKind::All)
       mask = {};
-    auto attention = rewriter.create<AttentionOp>(
+    Value result = rewriter.create<AttentionOp>(
         pv.getLoc(), pv.getType(), query, key, value, mask, causal,
         rewriter.getF64FloatAttr(scale));
-    rewriter.replaceOp(pv, attention.getResult());
+    // The guard turns a fully masked row (NaN) into 0. Without a mask, or
+    // with the causal one, every row keeps a key: the guard is a no-op.
+    if (guarded && mask) {
+      Value nan = rewriter.create<IsNanOp>(pv.getLoc(), result);
+      Value zero = rewriter.create<ConstantOp>(
+          pv.getLoc(), DenseElementsAttr::get(
+                           RankedTensorType::get({}, tensorOf(result).getElementType()),
+                           rewriter.getFloatAttr(tensorOf(result).getElementType(), 0.0)));
+      result = rewriter.create<SelectOp>(pv.getLoc(), pv.getType(), nan, zero, result);
+    }
+    rewriter.replaceOp(pv, result);
     return success();
   }
 };

@@ -386,11 +386,37 @@ void Fuser::build(FuseStats &stats) {
 struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
   using FusePassBase::FusePassBase;
 
+  /// split(x) along an axis is one slice per piece: slices are loop
+  /// kernels (or fuse into their consumers), a multi-result split is not.
+  static void splitToSlices(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto split = dyn_cast<SplitOp>(op);
+      if (!split)
+        continue;
+      OpBuilder b(split);
+      auto type = cast<RankedTensorType>(split.getInput().getType());
+      int64_t axis = split.getAxis();
+      Dim offset = dimConst(b.getContext(), 0);
+      for (Value piece : split.getResults()) {
+        DimList starts(type.getRank(), dimConst(b.getContext(), 0));
+        starts[axis] = offset;
+        SmallVector<int64_t> steps(type.getRank(), 1);
+        Value slice = b.create<SliceOp>(split.getLoc(), piece.getType(), split.getInput(),
+                                        DimsAttr::get(b.getContext(), starts),
+                                        b.getDenseI64ArrayAttr(steps));
+        offset = dimAdd(offset, getDim(cast<RankedTensorType>(piece.getType()), axis));
+        piece.replaceAllUsesWith(slice);
+      }
+      split.erase();
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
     Block &block = func.getBody().front();
+    splitToSlices(block);
     for (Operation &op : block) {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
