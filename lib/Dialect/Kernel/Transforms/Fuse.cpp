@@ -163,10 +163,18 @@ struct Fuser {
         Dim rowSpace = numel(p->anchor->getOperand(0));
         if (numel(op->getResult(0)) != rowSpace)
           return false;
-        for (Operation *member : g->ops)
+        for (Operation *member : g->ops) {
+          // The row kernel has the row op's result only at the row it
+          // computes: an epilogue op that reads another element of it
+          // (per-head q/k norms feeding a head transpose) stays a kernel
+          // of its own.
+          if (isa<TransposeOp, SliceOp, ConcatOp, PadOp, GatherOp, GatherElementsOp,
+                  GatherNdOp>(member))
+            return false;
           for (Value r : member->getResults())
             if (numel(r) != rowSpace)
               return false;
+        }
         return true;
       }
       // Cross entropy and its gradient on the same rows: one kernel.
