@@ -67,8 +67,10 @@ def families():
         "gpt_neox": lambda: t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**common())),
         "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(
             vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-            tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)),
-        "bert": lambda: t.BertForMaskedLM(t.BertConfig(**common())),
+            tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+        "bert": lambda: t.BertForMaskedLM(t.BertConfig(
+            **common(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))),
     }
 
 
@@ -145,7 +147,7 @@ def save_tensor(array, path):
 def write_fixture(family, legacy, out_dir):
     torch.manual_seed(0)
     model = families()[family]()
-    model.eval()  # dropout off; every config here has dropout 0 anyway
+    model.eval()  # dropout off (the configs set it to 0 as well)
     with torch.no_grad():  # non-trivial norms and biases (HF inits 1 / 0)
         for p in model.parameters():
             if p.dim() == 1:
@@ -160,6 +162,7 @@ def write_fixture(family, legacy, out_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         export(wrapper, data[0], folder / "model.onnx", legacy)
+    wrapper.eval()  # the legacy exporter leaves the module in training mode
 
     graph = onnx.load(str(folder / "model.onnx"))
     inits = {i.name: numpy_helper.to_array(i) for i in graph.graph.initializer

@@ -103,3 +103,21 @@ func.func @data_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: ten
   %o = kiln.matmul %safe, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
   return %o : tensor<1x2x8x16xf32>
 }
+
+// -----
+
+// The legacy exporter writes k^T as transpose(0, 2, 3, 1) of k [B, L, H, D]
+// (the head transpose folded in): the key is its (0, 2, 1, 3) transpose.
+// CHECK-LABEL: func.func @legacy_key_transpose
+// CHECK: %[[K:.+]] = kiln.transpose %arg1 {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: kiln.attention %arg0, %[[K]], %arg2 {scale = 2.500000e-01 : f64}
+func.func @legacy_key_transpose(%q: tensor<1x2x8x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  %half = kiln.constant dense<0.5> : tensor<f32>
+  %kt = kiln.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x16x8xf32>
+  %qs = kiln.mul %q, %half : (tensor<1x2x8x16xf32>, tensor<f32>) -> tensor<1x2x8x16xf32>
+  %kts = kiln.mul %kt, %half : (tensor<1x2x16x8xf32>, tensor<f32>) -> tensor<1x2x16x8xf32>
+  %qk = kiln.matmul %qs, %kts : (tensor<1x2x8x16xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = kiln.softmax %qk {axis = 3 : i64} : tensor<1x2x8x8xf32>
+  %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  return %o : tensor<1x2x8x16xf32>
+}

@@ -205,9 +205,17 @@ Value stripScale(Value v, double &scale) {
 /// k [B, H, L, D] from its transpose k^T [B, H, D, L] spelled as
 /// transpose(0, 1, 3, 2), or as PyTorch's export spells it: reshape to
 /// [B*H, L, D], transpose(0, 2, 1), reshape to [B, H, D, L]. Null otherwise.
-Value keyOfTranspose(Value keyT) {
-  if (auto t = keyT.getDefiningOp<TransposeOp>())
-    return t.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2} ? t.getInput() : Value();
+Value keyOfTranspose(Value keyT, PatternRewriter &rewriter) {
+  if (auto t = keyT.getDefiningOp<TransposeOp>()) {
+    if (t.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2})
+      return t.getInput();
+    // The legacy exporter folds the head transpose of k [B, L, H, D] into
+    // k^T: transpose(0, 2, 3, 1). The key is its (0, 2, 1, 3) transpose.
+    if (t.getPerm() == ArrayRef<int64_t>{0, 2, 3, 1})
+      return rewriter.create<TransposeOp>(t.getLoc(), t.getInput(),
+                                          rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    return {};
+  }
   auto outer = keyT.getDefiningOp<ReshapeOp>();
   auto t = outer ? outer.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
   auto inner = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
@@ -332,11 +340,6 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     // PyTorch's export splits the scale as sqrt(scale) on q and on k^T.
     Value query = stripScale(qk.getLhs(), scale);
     Value key = stripScale(qk.getRhs(), scale);
-    if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
-      key = keyOfTranspose(key);
-      if (!key)
-        return failure();
-    }
     Value value = pv.getRhs();
     if (tensorOf(query).getRank() != 4 || tensorOf(key).getRank() != 4 ||
         tensorOf(value).getRank() != 4)
@@ -344,6 +347,12 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     if (mask) {
       Type element = tensorOf(mask).getElementType();
       if (!llvm::isa<FloatType>(element) && !element.isInteger(1))
+        return failure();
+    }
+    // Last, as it may build the key's transpose: nothing fails after it.
+    if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
+      key = keyOfTranspose(key, rewriter);
+      if (!key)
         return failure();
     }
     Value strippedKey = stripRepeatKv(key), strippedValue = stripRepeatKv(value);
