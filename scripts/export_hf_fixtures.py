@@ -69,9 +69,15 @@ def families():
             vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128,
             tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+        # Llama with a padding mask input: left-padded rows, some of whose
+        # queries see no key at all (the exporter's IsNaN guard gives 0).
+        "llama_padded": lambda: t.LlamaForCausalLM(t.LlamaConfig(**common(**gqa))),
         "bert": lambda: t.BertForMaskedLM(t.BertConfig(
             **common(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))),
     }
+
+
+PADDED = {"llama_padded"}  # families exported with an attention_mask input
 
 
 class WithLoss(torch.nn.Module):
@@ -85,6 +91,11 @@ class WithLoss(torch.nn.Module):
         return self.m(input_ids=input_ids, labels=labels).loss
 
 
+class WithMaskAndLoss(WithLoss):
+    def forward(self, input_ids, attention_mask, labels):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+
+
 def make_inputs(family, batch, seq, generator):
     ids = torch.randint(3, VOCAB, (batch, seq), generator=generator)
     if family == "bert":  # masked LM: predict ~1/3 of the positions
@@ -95,11 +106,16 @@ def make_inputs(family, batch, seq, generator):
     else:  # causal LM: labels are the inputs (shifted by the model)
         labels = ids.clone()
         labels[0, :2] = -100  # a prompt the loss ignores
+    if family in PADDED:  # the last row left-padded by a third
+        mask = torch.ones_like(ids)
+        mask[-1, :seq // 3] = 0
+        labels[mask == 0] = -100
+        return ids, mask, labels
     return ids, labels
 
 
 def export(wrapper, example, path, legacy):
-    names = ["input_ids", "labels"]
+    names = ["input_ids", "attention_mask", "labels"] if len(example) == 3 else ["input_ids", "labels"]
     if legacy:
         axes = {n: {0: "batch", 1: "seq"} for n in names}
         torch.onnx.export(wrapper, example, str(path), input_names=names,
@@ -152,7 +168,7 @@ def write_fixture(family, legacy, out_dir):
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn(p.shape))
-    wrapper = WithLoss(model)
+    wrapper = WithMaskAndLoss(model) if family in PADDED else WithLoss(model)
     name = f"hf_{family}_{'legacy' if legacy else 'dynamo'}"
     folder = out_dir / name
     shutil.rmtree(folder, ignore_errors=True)
@@ -174,13 +190,13 @@ def write_fixture(family, legacy, out_dir):
                 folded[i.name] = prop.value.strip("[]'\" ")
     params, taken = {}, set()
     losses = []
-    for index, (ids, labels) in enumerate(data):
+    for index, inputs in enumerate(data):
         wrapper.zero_grad()
-        loss = wrapper(ids, labels)
+        loss = wrapper(*inputs)
         losses.append(float(loss.detach()))
         sets = folder / f"test_data_set_{index}"
-        save_tensor(ids.numpy(), sets / "input_0.pb")
-        save_tensor(labels.numpy(), sets / "input_1.pb")
+        for k, tensor in enumerate(inputs):
+            save_tensor(tensor.numpy(), sets / f"input_{k}.pb")
         save_tensor(np.array(loss.detach().numpy(), dtype=np.float32), sets / "output_0.pb")
         if index != 0:
             continue
