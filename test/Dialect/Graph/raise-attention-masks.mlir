@@ -121,3 +121,21 @@ func.func @legacy_key_transpose(%q: tensor<1x2x8x16xf32>, %k: tensor<1x8x2x16xf3
   %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
   return %o : tensor<1x2x8x16xf32>
 }
+
+// -----
+
+// A finite lowest (torch.finfo.min) without the NaN guard: a fully dropped
+// row is uniform there, not NaN, so the float mask stays as it is.
+// CHECK-LABEL: func.func @finite_lowest_unguarded
+// CHECK: %[[M:.+]] = kiln.select
+// CHECK: kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[M]] {scale = 1.000000e+00 : f64} : {{.*}}tensor<1x1x8x8xf32>
+func.func @finite_lowest_unguarded(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>, %keep: tensor<1x1x8x8xi1>) -> tensor<1x2x8x16xf32> {
+  %zero = kiln.constant dense<0.0> : tensor<f32>
+  %lowest = kiln.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = kiln.select %keep, %zero, %lowest : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+  %qk = kiln.matmul %q, %k {transpose_b} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x8xf32>
+  %scores = kiln.add %qk, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = kiln.softmax %scores {axis = 3 : i64} : tensor<1x2x8x8xf32>
+  %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  return %o : tensor<1x2x8x16xf32>
+}

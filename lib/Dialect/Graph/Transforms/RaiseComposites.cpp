@@ -277,9 +277,14 @@ Value unguardedProbs(Value probs) {
   return select.getFalseValue();
 }
 
-/// The i1 condition of a float mask select(keep, 0, lowest), else null: the
-/// mask operand it stands for.
-Value boolOfFloatMask(Value mask) {
+/// The i1 condition of a float mask select(keep, 0, lowest), else null.
+/// `exact` says whether the mask is that condition everywhere: with -inf a
+/// row whose every key is dropped is NaN either way; with a finite lowest
+/// (torch.finfo(dtype).min) the softmax of such a row is uniform, so the
+/// condition stands for the mask only where no row is fully dropped, or
+/// where the exporter's NaN guard says those rows are meant to be 0 (SDPA's
+/// semantics for a boolean mask, which it spells with finfo.min).
+Value boolOfFloatMask(Value mask, bool &exact) {
   auto select = mask.getDefiningOp<SelectOp>();
   if (!select || !tensorOf(select.getCondition()).getElementType().isInteger(1))
     return {};
@@ -287,6 +292,7 @@ Value boolOfFloatMask(Value mask) {
   std::optional<double> drop = splatValue(select.getFalseValue());
   if (!keep || !drop || *keep != 0 || *drop > -65504.0)
     return {};
+  exact = std::isinf(*drop);
   return select.getCondition();
 }
 
@@ -362,13 +368,17 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     }
     // A float mask that only selects 0 or -inf is its i1 condition: no
     // S x S float tensor in the step.
-    if (mask)
-      if (Value keep = boolOfFloatMask(mask))
-        mask = keep;
     bool sameLength = getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
     MaskKind kind = !mask ? MaskKind::All
                     : isCausalMask(mask) ? MaskKind::Causal
                                          : classifyMask(mask);
+    bool exact = false;
+    if (Value keep = mask && kind == MaskKind::Unknown ? boolOfFloatMask(mask, exact)
+                                                      : Value()) {
+      kind = classifyMask(keep);
+      if (kind == MaskKind::Unknown && (exact || guarded))
+        mask = keep;
+    }
     bool causal = kind == MaskKind::Causal && sameLength;
     if (causal || kind == MaskKind::All)
       mask = {};
