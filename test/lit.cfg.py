@@ -25,6 +25,14 @@ try:
 except ImportError:
     pass
 
+# torch, transformers, onnxscript and safetensors (PyPI): scripts/export_hf.py runs.
+try:
+    import importlib.util
+    if all(importlib.util.find_spec(m) for m in ("torch", "transformers", "onnxscript", "safetensors")):
+        config.available_features.add("hf-export")
+except ImportError:
+    pass
+
 # kiln-fuzz-onnx exists (KILN_BUILD_FUZZER): test/Fuzz runs it.
 if getattr(config, "kiln_build_fuzzer", 0):
     config.available_features.add("fuzzer")

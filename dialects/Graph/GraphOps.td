@@ -93,6 +93,37 @@ def Kiln_NotOp : Kiln_UnaryOp<"not", Kiln_BoolTensor, "logical not">;
 def Kiln_StopGradientOp : Kiln_UnaryOp<"stop_gradient", Kiln_Tensor,
     "identity whose gradient is zero (cuts differentiation)">;
 
+// Float classification: a bool of the input's shape. `is_inf` tests +inf
+// and/or -inf (ONNX IsInf's detect_positive / detect_negative).
+class Kiln_FloatClassOp<string mnemonic, string semantics>
+    : Kiln_Op<mnemonic, [Pure, Elementwise,
+                         DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = semantics;
+  let results = (outs Kiln_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location>,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr,
+        ::mlir::OpaqueProperties, ::mlir::RegionRange,
+        ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      auto type = ::llvm::cast<::mlir::RankedTensorType>(operands[0].getType());
+      results.push_back(type.clone(::mlir::IntegerType::get(context, 1)));
+      return ::mlir::success();
+    }
+  }];
+}
+
+def Kiln_IsNanOp : Kiln_FloatClassOp<"is_nan", "x is NaN"> {
+  let arguments = (ins Kiln_FloatTensor:$input);
+}
+def Kiln_IsInfOp : Kiln_FloatClassOp<"is_inf",
+    "x is +inf (detect_positive) or -inf (detect_negative)"> {
+  let arguments = (ins Kiln_FloatTensor:$input,
+                       DefaultValuedAttr<BoolAttr, "true">:$detect_positive,
+                       DefaultValuedAttr<BoolAttr, "true">:$detect_negative);
+}
+
 def Kiln_GeluOp : Kiln_Op<"gelu",
     [Pure, Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "x * Phi(x); `approximate = tanh` uses the tanh formula";

@@ -28,6 +28,16 @@ def RaiseCompositesPass : Pass<"kiln-raise-composites", "::mlir::func::FuncOp"> 
       k^T as reshape to [B*H, L, D], transpose, reshape back, and a causal
       mask `select(trilu(ones) == 0, lowest, 0)` (lowest: -inf or the dtype's
       minimum), which becomes the `causal` attribute instead of a mask.
+    - A float mask `select(keep, 0, -inf)` becomes its i1 `keep` (with a
+      finite lowest only under the NaN guard, which says fully dropped rows
+      are meant to be 0; without it such rows are uniform). An i1
+      mask is evaluated symbolically (MaskAnalysis.cpp: positions from iota
+      compared, broadcast, and/or/not) as linear facts over the mask's
+      indices: exactly `j <= i` gives `causal`, always-true gives no mask,
+      anything else stays the mask operand (sliding windows, padding).
+    - The softmax guard `select(is_nan(p), 0, p)` (fully masked rows give 0)
+      is dropped where no row can be fully masked (causal or no mask) and
+      kept on the attention's output otherwise.
 
     Before:
     ```mlir

@@ -23,7 +23,9 @@ def FusePass : Pass<"kiln-fuse", "::mlir::func::FuncOp"> {
     - softmax, log_softmax, layer_norm, rms_norm, their gradients and
       cross_entropy (+ its gradient on the same logits, one kernel) start
       `row` fusions that absorb pointwise producers of their inputs and
-      pointwise consumers of the same shape;
+      pointwise consumers of the same shape (not index-mapping ones such as
+      a head transpose: the row kernel has its result only at its row);
+    - a `kiln.split` becomes one `kiln.slice` per piece before grouping;
     - reductions join a loop fusion as inner loops when they do not make a
       producer recompute more often;
     - attention / attention_grad are `attention` fusions (no S x S buffer),

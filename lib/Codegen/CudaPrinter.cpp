@@ -476,6 +476,18 @@ struct Printer {
           });
         })
         .Case<NotOp>([&](auto) { return unary([&](std::string x) { return "(!" + x + ")"; }); })
+        .Case<IsNanOp>([&](auto) { return unary([&](std::string x) { return "isnan(" + x + ")"; }); })
+        .Case<IsInfOp>([&](IsInfOp inf) {
+          return unary([&](std::string x) {
+            if (inf.getDetectPositive() && inf.getDetectNegative())
+              return "isinf(" + x + ")";
+            if (inf.getDetectPositive())
+              return "(isinf(" + x + ") && " + x + " > 0)";
+            if (inf.getDetectNegative())
+              return "(isinf(" + x + ") && " + x + " < 0)";
+            return std::string("false");
+          });
+        })
         .Case<StopGradientOp>([&](auto) { return operandAt(0); })
         .Case<CastOp>([&](auto) {
           std::string x = operandAt(0), converted = convert(x, inElement, element);

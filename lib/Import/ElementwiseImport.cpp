@@ -24,6 +24,64 @@ Type elementTypeOf(Value v) {
 // Known-tensor folding (shape arithmetic)
 //===----------------------------------------------------------------------===//
 
+/// Bounds of a size expression when every size symbol is >= 1 (the shape
+/// guards check positive sizes): each monomial is then >= 1, so with
+/// non-negative coefficients the value is >= the coefficient sum, with
+/// non-positive ones <= it.
+struct DimBounds {
+  std::optional<int64_t> low, high;
+};
+DimBounds boundsOf(Dim d) {
+  int64_t sum = 0;
+  bool anyPositive = false, anyNegative = false;
+  for (const SymTerm &t : d.getTerms()) {
+    sum += t.coeff;
+    if (t.degree() > 0) {
+      anyPositive |= t.coeff > 0;
+      anyNegative |= t.coeff < 0;
+    }
+  }
+  DimBounds b;
+  if (!anyNegative)
+    b.low = sum;
+  if (!anyPositive)
+    b.high = sum;
+  return b;
+}
+
+/// The truth of `a <op> b` for a comparison op, when the bounds decide it.
+std::optional<bool> compareDims(StringRef opType, Dim a, Dim b) {
+  DimBounds diff = boundsOf(dimSub(a, b));
+  auto positive = [&] { return diff.low && *diff.low > 0; };
+  auto nonNegative = [&] { return diff.low && *diff.low >= 0; };
+  auto negative = [&] { return diff.high && *diff.high < 0; };
+  auto nonPositive = [&] { return diff.high && *diff.high <= 0; };
+  if (opType == "Equal") {
+    if (a == b)
+      return true;
+    if (positive() || negative())
+      return false;
+  } else if (opType == "Less" || opType == "Greater") {
+    bool less = opType == "Less";
+    if (less ? negative() : positive())
+      return true;
+    if (less ? nonNegative() : nonPositive())
+      return false;
+  } else if (opType == "LessOrEqual" || opType == "GreaterOrEqual") {
+    bool lessEq = opType == "LessOrEqual";
+    if (lessEq ? nonPositive() : nonNegative())
+      return true;
+    if (lessEq ? positive() : negative())
+      return false;
+  }
+  return std::nullopt;
+}
+
+bool isComparison(StringRef opType) {
+  return llvm::is_contained({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
+                            opType);
+}
+
 std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
   if (!a || !b)
     return std::nullopt;
@@ -36,6 +94,18 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
     (void)takeDimOverflow(); // Handled: not the node's error.
     return std::nullopt;
   };
+  if (isComparison(opType)) {
+    std::optional<bool> truth = compareDims(opType, a, b);
+    if (!truth)
+      return std::nullopt;
+    return dimConst(ctx, *truth);
+  }
+  if (opType == "And" || opType == "Or" || opType == "Xor") {
+    if (!ca || !cb)
+      return std::nullopt;
+    bool x = *ca != 0, y = *cb != 0;
+    return dimConst(ctx, opType == "And" ? (x && y) : opType == "Or" ? (x || y) : (x != y));
+  }
   if (opType == "Add")
     return known(dimAdd(a, b));
   if (opType == "Sub")
@@ -51,19 +121,15 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
         return q;
     return std::nullopt;
   }
-  if (opType == "Equal") {
-    if (a == b)
-      return dimConst(ctx, 1);
-    if (ca && cb)
-      return dimConst(ctx, 0);
-    return std::nullopt;
-  }
   if (opType == "Max" || opType == "Min") {
     if (a == b)
       return a;
     if (ca && cb)
       return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb)
                                            : std::min(*ca, *cb));
+    // max(seq, 1) is seq when the bounds order the two.
+    if (std::optional<bool> aFirst = compareDims("GreaterOrEqual", a, b))
+      return (*aFirst == (opType == "Max")) ? a : b;
     return std::nullopt;
   }
   return std::nullopt;
@@ -78,7 +144,7 @@ foldKnownBinary(StringRef opType, const KnownTensor &a, const KnownTensor &b) {
       (b.elements.size() != n && b.elements.size() != 1) || n == 0)
     return std::nullopt;
   KnownTensor result;
-  result.dtype = opType == "Equal" ? DType::Bool : a.dtype;
+  result.dtype = isComparison(opType) ? DType::Bool : a.dtype;
   result.shape = a.shape.size() >= b.shape.size() ? a.shape : b.shape;
   MLIRContext *ctx = a.elements.front() ? a.elements.front().getContext()
                                         : b.elements.front().getContext();
@@ -100,6 +166,15 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 template <typename OpT> LogicalResult importUnary(NodeContext &ctx) {
+  if (const KnownTensor *k = ctx.known(0); k && std::is_same_v<OpT, NotOp>) {
+    if (std::optional<std::vector<int64_t>> values = k->constants()) {
+      KnownTensor result = *k;
+      for (size_t i = 0; i < values->size(); ++i)
+        result.elements[i] = dimConst(ctx.context(), (*values)[i] == 0);
+      ctx.setKnown(0, result);
+      return success();
+    }
+  }
   if (const KnownTensor *k = ctx.known(0); k && std::is_same_v<OpT, NegOp>) {
     KnownTensor result = *k;
     for (Dim &d : result.elements)
@@ -444,6 +519,17 @@ LogicalResult importClip(NodeContext &ctx) {
   return success();
 }
 
+/// IsInf: which infinities count comes from detect_positive/_negative.
+LogicalResult importIsInf(NodeContext &ctx) {
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  bool positive = ctx.attrInt("detect_positive", 1) != 0;
+  bool negative = ctx.attrInt("detect_negative", 1) != 0;
+  return ctx.produce(ctx.create<IsInfOp>(*x, ctx.builder().getBoolAttr(positive),
+                                         ctx.builder().getBoolAttr(negative)));
+}
+
 } // namespace
 
 void registerElementwiseHandlers(HandlerMap &map) {
@@ -459,6 +545,8 @@ void registerElementwiseHandlers(HandlerMap &map) {
   map["Sin"] = importUnary<SinOp>;
   map["Cos"] = importUnary<CosOp>;
   map["Not"] = importUnary<NotOp>;
+  map["IsNaN"] = importUnary<IsNanOp>;
+  map["IsInf"] = importIsInf;
   map["Relu"] = importUnary<ReluOp>;
   map["Gelu"] = importGelu;
   map["Identity"] = importIdentity;

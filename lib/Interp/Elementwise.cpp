@@ -255,6 +255,25 @@ absl::StatusOr<Tensors> runCast(CastOp op, const HostTensor &in) {
   return Tensors{std::move(*out)};
 }
 
+/// IsNaN / IsInf: a bool per element.
+absl::StatusOr<Tensors> runFloatClass(Operation *op, const HostTensor &in) {
+  absl::StatusOr<HostTensor> out = makeResult(op->getResult(0), in.shape);
+  if (!out.ok())
+    return out.status();
+  bool nan = isa<IsNanOp>(op), positive = true, negative = true;
+  if (auto inf = dyn_cast<IsInfOp>(op)) {
+    positive = inf.getDetectPositive();
+    negative = inf.getDetectNegative();
+  }
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    double x = in.isFloat() ? in.floats[i] : 0.0;
+    bool hit = nan ? std::isnan(x)
+                   : std::isinf(x) && (x > 0 ? positive : negative);
+    out->setInt(i, hit);
+  }
+  return Tensors{std::move(*out)};
+}
+
 } // namespace
 
 MaybeResults runElementwise(Operation *op, Operands args) {
@@ -270,6 +289,8 @@ MaybeResults runElementwise(Operation *op, Operands args) {
     return runSelect(select, args);
   if (auto cast = dyn_cast<CastOp>(op))
     return runCast(cast, *args[0]);
+  if (isa<IsNanOp, IsInfOp>(op))
+    return runFloatClass(op, *args[0]);
   return std::nullopt;
 }
 

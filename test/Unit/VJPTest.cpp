@@ -588,16 +588,12 @@ TEST_F(VJPTest, Slice) {
         o);
 }
 
-TEST_F(VJPTest, StridedSliceIsAnError) {
-  std::string error;
-  SmallVector<Value> g = gradients(
-      unaryArrow("slice", t("4x5"), t("2x5"),
-                 "{starts = #kiln.dims<[0, 0]>, steps = array<i64: 2, 1>}"),
-      {true}, &error);
-  EXPECT_TRUE(g.empty());
-  EXPECT_NE(error.find("gradient of a strided slice is not implemented"),
-            std::string::npos)
-      << error;
+TEST_F(VJPTest, StridedSlice) {
+  check(unaryArrow("slice", t("4x5"), t("2x5"),
+                   "{starts = #kiln.dims<[0, 0]>, steps = array<i64: 2, 1>}"));
+  // Rows 1, 3 and columns 4, 1 (a negative step walks backwards).
+  check(unaryArrow("slice", t("4x5"), t("2x2"),
+                   "{starts = #kiln.dims<[1, 4]>, steps = array<i64: 2, -3>}"));
 }
 
 TEST_F(VJPTest, Pad) {

@@ -58,6 +58,9 @@ mlir::FailureOr<BreakReport> analyzeModel(mlir::MLIRContext &context,
                                           llvm::StringRef train);
 void printBreakReport(llvm::StringRef source, const BreakReport &report,
                       llvm::raw_ostream &os);
+/// A dry run of the rest of the compile (train step, fusion, lowering, CUDA
+/// source; CompileCheck.cpp): the first op it stops at, as a graph break.
+std::optional<GraphBreak> findCompileFailure(mlir::ModuleOp module);
 
 int runImport(mlir::MLIRContext &context);
 int runInterp(mlir::MLIRContext &context);

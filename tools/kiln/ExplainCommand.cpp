@@ -67,7 +67,12 @@ FailureOr<BreakReport> analyzeModel(MLIRContext &context, ModuleOp module,
   pm.addPass(createSelectTrainablePass(options));
   if (failed(pm.run(func)))
     return failure();
-  return analyzeGraphBreaks(func);
+  BreakReport report = analyzeGraphBreaks(func);
+  // No break so far: "0 breaks" must mean the compile goes through.
+  if (report.breaks.empty())
+    if (std::optional<GraphBreak> late = findCompileFailure(module))
+      report.breaks.push_back(*late);
+  return report;
 }
 
 int runExplain(MLIRContext &context) {

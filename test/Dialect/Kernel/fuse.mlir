@@ -86,3 +86,36 @@ func.func @view(%x: tensor<?x4x16xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #ki
   %0 = kiln.reshape %x : tensor<?x4x16xf32, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
   return %0 : tensor<?x64xf32, #kiln.dims<[n]>>
 }
+
+// -----
+
+// A per-head norm (Qwen3's q_norm) feeding the head transpose: the row
+// kernel has the norm's result only at its own row, so the transpose is a
+// loop kernel of its own, not a row epilogue.
+// CHECK-LABEL: func.func @norm_then_transpose
+// CHECK: %[[R:.+]] = kiln_kernel.fusion <row>
+// CHECK: kiln.rms_norm
+// CHECK-NOT: kiln.transpose
+// CHECK: kiln_kernel.yield
+// CHECK: kiln_kernel.fusion <loop>(%[[R]])
+// CHECK: kiln.transpose
+func.func @norm_then_transpose(%x: tensor<?x?x4x16xf32, #kiln.dims<[b, s]>>, %w: tensor<16xf32>) -> tensor<?x4x?x16xf32, #kiln.dims<[b, s]>> {
+  %0 = kiln.rms_norm %x, %w {axis = 3 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x?x4x16xf32, #kiln.dims<[b, s]>>, tensor<16xf32>) -> tensor<?x?x4x16xf32, #kiln.dims<[b, s]>>
+  %1 = kiln.transpose %0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x16xf32, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>
+  return %1 : tensor<?x4x?x16xf32, #kiln.dims<[b, s]>>
+}
+
+// -----
+
+// A split (fused qkv) is one slice per piece before grouping: each slice
+// fuses with its consumer, no multi-result split reaches codegen.
+// CHECK-LABEL: func.func @split_pieces
+// CHECK-NOT: kiln.split
+// CHECK: kiln.slice %{{.+}} {starts = #kiln.dims<[0, 0]>
+// CHECK: kiln.slice %{{.+}} {starts = #kiln.dims<[0, 64]>
+// CHECK: kiln.slice %{{.+}} {starts = #kiln.dims<[0, 96]>
+func.func @split_pieces(%x: tensor<?x128xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>) {
+  %q, %k, %v = kiln.split %x {axis = 1 : i64} : (tensor<?x128xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>)
+  %e = kiln.exp %q : tensor<?x64xf32, #kiln.dims<[n]>>
+  return %e, %k, %v : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>
+}

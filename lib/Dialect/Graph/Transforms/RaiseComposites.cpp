@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/MaskAnalysis.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
@@ -204,9 +205,17 @@ Value stripScale(Value v, double &scale) {
 /// k [B, H, L, D] from its transpose k^T [B, H, D, L] spelled as
 /// transpose(0, 1, 3, 2), or as PyTorch's export spells it: reshape to
 /// [B*H, L, D], transpose(0, 2, 1), reshape to [B, H, D, L]. Null otherwise.
-Value keyOfTranspose(Value keyT) {
-  if (auto t = keyT.getDefiningOp<TransposeOp>())
-    return t.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2} ? t.getInput() : Value();
+Value keyOfTranspose(Value keyT, PatternRewriter &rewriter) {
+  if (auto t = keyT.getDefiningOp<TransposeOp>()) {
+    if (t.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2})
+      return t.getInput();
+    // The legacy exporter folds the head transpose of k [B, L, H, D] into
+    // k^T: transpose(0, 2, 3, 1). The key is its (0, 2, 1, 3) transpose.
+    if (t.getPerm() == ArrayRef<int64_t>{0, 2, 3, 1})
+      return rewriter.create<TransposeOp>(t.getLoc(), t.getInput(),
+                                          rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    return {};
+  }
   auto outer = keyT.getDefiningOp<ReshapeOp>();
   auto t = outer ? outer.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
   auto inner = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
@@ -257,13 +266,49 @@ bool isCausalMask(Value mask) {
   return keep && drop && *keep == 0 && *drop <= -65504.0;
 }
 
+/// The softmax under PyTorch's guard of fully masked rows,
+/// select(is_nan(p), 0, p), or null when `probs` is not guarded.
+Value unguardedProbs(Value probs) {
+  auto select = probs.getDefiningOp<SelectOp>();
+  auto isNan = select ? select.getCondition().getDefiningOp<IsNanOp>() : IsNanOp();
+  if (!isNan || isNan.getInput() != select.getFalseValue() ||
+      splatValue(select.getTrueValue()) != 0.0 || select.getType() != select.getFalseValue().getType())
+    return {};
+  return select.getFalseValue();
+}
+
+/// The i1 condition of a float mask select(keep, 0, lowest), else null.
+/// `exact` says whether the mask is that condition everywhere: with -inf a
+/// row whose every key is dropped is NaN either way; with a finite lowest
+/// (torch.finfo(dtype).min) the softmax of such a row is uniform, so the
+/// condition stands for the mask only where no row is fully dropped, or
+/// where the exporter's NaN guard says those rows are meant to be 0 (SDPA's
+/// semantics for a boolean mask, which it spells with finfo.min).
+Value boolOfFloatMask(Value mask, bool &exact) {
+  auto select = mask.getDefiningOp<SelectOp>();
+  if (!select || !tensorOf(select.getCondition()).getElementType().isInteger(1))
+    return {};
+  std::optional<double> keep = splatValue(select.getTrueValue());
+  std::optional<double> drop = splatValue(select.getFalseValue());
+  if (!keep || !drop || *keep != 0 || *drop > -65504.0)
+    return {};
+  exact = std::isinf(*drop);
+  return select.getCondition();
+}
+
 /// softmax(q k^T * scale + mask) v -> attention(q, k, v, mask).
 struct RaiseAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
     if (pv.getTransposeA() || pv.getTransposeB() || tensorOf(pv).getRank() != 4)
       return failure();
-    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    Value probs = pv.getLhs();
+    bool guarded = false;
+    if (Value inner = unguardedProbs(probs)) {
+      probs = inner;
+      guarded = true;
+    }
+    auto softmax = probs.getDefiningOp<SoftmaxOp>();
     if (!softmax || softmax.getAxis() != 3)
       return failure();
     Value scores = softmax.getInput();
@@ -301,11 +346,6 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     // PyTorch's export splits the scale as sqrt(scale) on q and on k^T.
     Value query = stripScale(qk.getLhs(), scale);
     Value key = stripScale(qk.getRhs(), scale);
-    if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
-      key = keyOfTranspose(key);
-      if (!key)
-        return failure();
-    }
     Value value = pv.getRhs();
     if (tensorOf(query).getRank() != 4 || tensorOf(key).getRank() != 4 ||
         tensorOf(value).getRank() != 4)
@@ -315,19 +355,47 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
       if (!llvm::isa<FloatType>(element) && !element.isInteger(1))
         return failure();
     }
+    // Last, as it may build the key's transpose: nothing fails after it.
+    if (!qk.getTransposeB()) { // k^T spelled as a transpose of k.
+      key = keyOfTranspose(key, rewriter);
+      if (!key)
+        return failure();
+    }
     Value strippedKey = stripRepeatKv(key), strippedValue = stripRepeatKv(value);
     if (tensorOf(strippedKey).getDimSize(1) == tensorOf(strippedValue).getDimSize(1)) {
       key = strippedKey;
       value = strippedValue;
     }
-    bool causal = mask && isCausalMask(mask) &&
-                  getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
-    if (causal)
+    // A float mask that only selects 0 or -inf is its i1 condition: no
+    // S x S float tensor in the step.
+    bool sameLength = getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
+    MaskKind kind = !mask ? MaskKind::All
+                    : isCausalMask(mask) ? MaskKind::Causal
+                                         : classifyMask(mask);
+    bool exact = false;
+    if (Value keep = mask && kind == MaskKind::Unknown ? boolOfFloatMask(mask, exact)
+                                                      : Value()) {
+      kind = classifyMask(keep);
+      if (kind == MaskKind::Unknown && (exact || guarded))
+        mask = keep;
+    }
+    bool causal = kind == MaskKind::Causal && sameLength;
+    if (causal || kind == MaskKind::All)
       mask = {};
-    auto attention = rewriter.create<AttentionOp>(
+    Value result = rewriter.create<AttentionOp>(
         pv.getLoc(), pv.getType(), query, key, value, mask, causal,
         rewriter.getF64FloatAttr(scale));
-    rewriter.replaceOp(pv, attention.getResult());
+    // The guard turns a fully masked row (NaN) into 0. Without a mask, or
+    // with the causal one, every row keeps a key: the guard is a no-op.
+    if (guarded && mask) {
+      Value nan = rewriter.create<IsNanOp>(pv.getLoc(), result);
+      Value zero = rewriter.create<ConstantOp>(
+          pv.getLoc(), DenseElementsAttr::get(
+                           RankedTensorType::get({}, tensorOf(result).getElementType()),
+                           rewriter.getFloatAttr(tensorOf(result).getElementType(), 0.0)));
+      result = rewriter.create<SelectOp>(pv.getLoc(), pv.getType(), nan, zero, result);
+    }
+    rewriter.replaceOp(pv, result);
     return success();
   }
 };

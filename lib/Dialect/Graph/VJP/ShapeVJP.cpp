@@ -72,6 +72,50 @@ struct ExpandVJP : MoveVJP<ExpandVJP, ExpandOp> {
   static FailureOr<Value> grad(ExpandOp, OpBuilder &, Value dy) { return dy; }
 };
 
+/// Along strided dim `d` (step k, n elements taken from `first`): dy
+/// interleaved with k - 1 zeros after each element, [.., n, ..] ->
+/// [.., n, 1, ..] ++ zeros [.., n, k - 1, ..] -> [.., n * k, ..], cut to the
+/// (n - 1) * k + 1 positions from the first taken one to the last. A
+/// negative step walks dy backwards from the lowest position. Updates
+/// `first` and `dims[d]` to the span the result covers.
+FailureOr<Value> spreadStrided(SliceOp op, OpBuilder &b, Value g, int64_t d, int64_t k,
+                               Dim &first, DimList &dims) {
+  Location loc = op.getLoc();
+  MLIRContext *context = op.getContext();
+  Type element = tensorOf(g).getElementType();
+  int64_t rank = dims.size();
+  Dim n = dims[d];
+  Dim last = dimMul(dimSub(n, dimConst(context, 1)), dimConst(context, k < 0 ? -k : k));
+  if (!n || !first || !last)
+    return op.emitOpError("has no gradient: the bounds of strided dim ")
+           << d << " are unknown";
+  SmallVector<int64_t> unit(rank, 1);
+  if (k < 0) { // Reverse dy along d: the lowest position comes first.
+    DimList reverseStarts(rank, dimConst(context, 0));
+    reverseStarts[d] = dimSub(n, dimConst(context, 1));
+    SmallVector<int64_t> backwards = unit;
+    backwards[d] = -1;
+    g = b.create<SliceOp>(loc, g.getType(), g, DimsAttr::get(context, reverseStarts),
+                          backwards);
+    first = dimSub(first, last);
+    k = -k;
+  }
+  DimList inserted = dims;
+  inserted.insert(inserted.begin() + d + 1, dimConst(context, k - 1));
+  Value spread = b.create<UnsqueezeOp>(loc, g, b.getDenseI64ArrayAttr({d + 1}));
+  Value zeros = splatLike(b, loc, 0.0, makeTensorType(inserted, element));
+  spread = b.create<ConcatOp>(loc, ValueRange{spread, zeros}, static_cast<uint64_t>(d + 1));
+  DimList flat = dims;
+  flat[d] = dimMul(n, dimConst(context, k));
+  spread = b.create<ReshapeOp>(loc, makeTensorType(flat, element), spread);
+  DimList span = dims;
+  span[d] = dimAdd(last, dimConst(context, 1));
+  spread = b.create<SliceOp>(loc, makeTensorType(span, element), spread,
+                             DimsAttr::get(context, DimList(rank, dimConst(context, 0))), unit);
+  dims = span;
+  return spread;
+}
+
 /// The elements a slice skipped get zero: dy is surrounded by zeros along
 /// every sliced dim, concat(zeros[start], dy, zeros[size - start - len]),
 /// which keeps symbolic bounds exact where a scatter would need indices.
@@ -84,10 +128,14 @@ struct SliceVJP : MoveVJP<SliceVJP, SliceOp> {
     ArrayRef<int64_t> steps = op.getSteps();
     Value g = dy;
     for (int64_t d = 0, rank = in.size(); d < rank; ++d) {
-      // With one element taken, the step never matters.
-      if (steps[d] != 1 && !isConst(dims[d], 1))
-        return op.emitOpError("gradient of a strided slice is not implemented");
       Dim before = starts[d];
+      // With one element taken, the step never matters.
+      if (steps[d] != 1 && !isConst(dims[d], 1)) {
+        FailureOr<Value> spread = spreadStrided(op, b, g, d, steps[d], before, dims);
+        if (failed(spread))
+          return failure();
+        g = *spread;
+      }
       // An untouched dim needs no zeros, even when its size is unknown.
       if (isConst(before, 0) && dims[d] == in[d])
         continue;

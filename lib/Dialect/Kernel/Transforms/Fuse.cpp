@@ -163,10 +163,18 @@ struct Fuser {
         Dim rowSpace = numel(p->anchor->getOperand(0));
         if (numel(op->getResult(0)) != rowSpace)
           return false;
-        for (Operation *member : g->ops)
+        for (Operation *member : g->ops) {
+          // The row kernel has the row op's result only at the row it
+          // computes: an epilogue op that reads another element of it
+          // (per-head q/k norms feeding a head transpose) stays a kernel
+          // of its own.
+          if (isa<TransposeOp, SliceOp, ConcatOp, PadOp, GatherOp, GatherElementsOp,
+                  GatherNdOp>(member))
+            return false;
           for (Value r : member->getResults())
             if (numel(r) != rowSpace)
               return false;
+        }
         return true;
       }
       // Cross entropy and its gradient on the same rows: one kernel.
@@ -386,11 +394,37 @@ void Fuser::build(FuseStats &stats) {
 struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
   using FusePassBase::FusePassBase;
 
+  /// split(x) along an axis is one slice per piece: slices are loop
+  /// kernels (or fuse into their consumers), a multi-result split is not.
+  static void splitToSlices(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto split = dyn_cast<SplitOp>(op);
+      if (!split)
+        continue;
+      OpBuilder b(split);
+      auto type = cast<RankedTensorType>(split.getInput().getType());
+      int64_t axis = split.getAxis();
+      Dim offset = dimConst(b.getContext(), 0);
+      for (Value piece : split.getResults()) {
+        DimList starts(type.getRank(), dimConst(b.getContext(), 0));
+        starts[axis] = offset;
+        SmallVector<int64_t> steps(type.getRank(), 1);
+        Value slice = b.create<SliceOp>(split.getLoc(), piece.getType(), split.getInput(),
+                                        DimsAttr::get(b.getContext(), starts),
+                                        b.getDenseI64ArrayAttr(steps));
+        offset = dimAdd(offset, getDim(cast<RankedTensorType>(piece.getType()), axis));
+        piece.replaceAllUsesWith(slice);
+      }
+      split.erase();
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
     Block &block = func.getBody().front();
+    splitToSlices(block);
     for (Operation &op : block) {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;

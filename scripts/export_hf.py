@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Exports a Hugging Face model as the ONNX training graph Kiln compiles.
+
+  scripts/export_hf.py MODEL --out DIR [--task causal-lm|masked-lm]
+                       [--attention-mask] [--batch 2 --seq 16] [--seed 0]
+
+MODEL is a Hugging Face model directory (config.json and weights: the
+weights are loaded) or a config.json alone (random init from --seed). DIR
+gets:
+
+  model.onnx          the graph: inputs input_ids [batch, seq] (and
+                      attention_mask with --attention-mask), labels
+                      [batch, seq] (-100 is ignored; by default already the
+                      next tokens, see --labels), output the model's own
+                      loss; dynamic batch and seq; torch.onnx.export
+                      (dynamo=True). Weights over 1 GiB go to model.onnx.data.
+  model.safetensors   the weights under their Hugging Face names (the
+                      graph's initializers keep those names, or record them
+                      in folded_from), for `kiln-run train --weights`
+  export.json         what was exported (class, task, inputs, versions)
+
+Then: kiln compile DIR/model.onnx --lora r=16,alpha=32 --precision=bf16
+--emit=artifact -o step.kiln; kiln-run train step.kiln --weights
+DIR/model.safetensors ... (docs/onnx-import.md, "Hugging Face families").
+Needs torch, transformers, onnx, onnxscript and safetensors.
+"""
+import argparse
+import json
+import pathlib
+import sys
+import warnings
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+TASKS = {"causal-lm": transformers.AutoModelForCausalLM,
+         "masked-lm": transformers.AutoModelForMaskedLM}
+
+
+def load_model(source, task, seed):
+    path = pathlib.Path(source)
+    if path.is_dir() and (any(path.glob("*.safetensors")) or any(path.glob("*.bin"))):
+        return TASKS[task].from_pretrained(path, dtype=torch.float32)
+    config_path = path / "config.json" if path.is_dir() else path
+    if not config_path.is_file():
+        sys.exit(f"export_hf: {source}: expected a model directory or a config.json")
+    config = transformers.AutoConfig.from_pretrained(config_path)
+    torch.manual_seed(seed)
+    return TASKS[task].from_config(config, dtype=torch.float32)
+
+
+def as_training_graph(model, with_mask, shifted):
+    """The model itself with forward(inputs..., labels) -> loss, so the
+    graph's initializers keep the Hugging Face parameter names. With
+    `shifted`, labels[t] is the token after input t (kiln-run's token
+    windows) and the loss does not shift them again."""
+    base = type(model)
+
+    def loss(self, input_ids, attention_mask, labels):
+        extra = {"shift_labels": labels} if shifted else {}
+        return base.forward(self, input_ids=input_ids, attention_mask=attention_mask,
+                            labels=labels, **extra).loss
+
+    class TrainingGraph(base):
+        if with_mask:
+            def forward(self, input_ids, attention_mask, labels):
+                return loss(self, input_ids, attention_mask, labels)
+        else:
+            def forward(self, input_ids, labels):
+                return loss(self, input_ids, None, labels)
+
+    model.__class__ = TrainingGraph
+    return model
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="model directory or config.json")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--task", choices=sorted(TASKS), default="causal-lm")
+    parser.add_argument("--attention-mask", action="store_true",
+                        help="add an attention_mask [batch, seq] input (padding)")
+    parser.add_argument("--labels", choices=["shifted", "unshifted"], default="shifted",
+                        help="causal-lm: labels[t] is the token after input t (shifted, "
+                        "what kiln-run's --data windows feed) or the input itself, "
+                        "which the model shifts (Hugging Face's convention)")
+    parser.add_argument("--batch", type=int, default=2, help="example batch to trace with")
+    parser.add_argument("--seq", type=int, default=16, help="example seq to trace with")
+    parser.add_argument("--seed", type=int, default=0, help="init seed for a config alone")
+    args = parser.parse_args()
+    if args.batch < 1 or args.seq < 2:
+        parser.error("--batch must be >= 1 and --seq >= 2")
+
+    model = load_model(args.model, args.task, args.seed)
+    model.eval()  # dropout off: the step is traced deterministic
+    class_name = type(model).__name__
+    config = model.config
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    shifted = args.task == "causal-lm" and args.labels == "shifted"
+    graph = as_training_graph(model, args.attention_mask, shifted)
+    vocab = config.vocab_size
+    ids = torch.randint(0, vocab, (args.batch, args.seq))
+    example = [ids]
+    names = ["input_ids"]
+    if args.attention_mask:
+        example.append(torch.ones_like(ids))
+        names.append("attention_mask")
+    example.append(ids.clone())
+    names.append("labels")
+    batch, seq = torch.export.Dim("batch", min=1), torch.export.Dim("seq", min=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(graph, tuple(example),
+                                    dynamic_shapes={n: {0: batch, 1: seq} for n in names},
+                                    input_names=names, output_names=["loss"], dynamo=True)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    program.save(str(out / "model.onnx"), external_data=weight_bytes > (1 << 30))
+
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    # Tied weights are one tensor under several names: safetensors keeps one.
+    seen, unique = {}, {}
+    for name, tensor in state.items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            continue
+        seen[key] = name
+        unique[name] = tensor
+    save_file(unique, str(out / "model.safetensors"))
+    info = {
+        "model_class": class_name,
+        "task": args.task,
+        "source": str(args.model),
+        "inputs": names,
+        "labels": "shifted" if shifted else "unshifted",
+        "tie_word_embeddings": bool(getattr(config, "tie_word_embeddings", False)),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "attn_implementation": config._attn_implementation,
+    }
+    (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
+    print(f"export_hf: {class_name} -> {out / 'model.onnx'}, {len(unique)} weights in "
+          f"{out / 'model.safetensors'}")
+    if info["tie_word_embeddings"]:
+        print("export_hf: note: input and output embeddings are tied; the exporter may "
+              "fold the output copy into an initializer of its own, which Kiln then "
+              "trains apart from the input one (LoRA leaves both frozen)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
