@@ -122,9 +122,10 @@ static int writeLaunchStep(const std::string &out) {
                          R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "," +
                          launch("main_k1_exp") + "," + launch("main_k0_silu") + "," +
                          launch("main_k0_silu") + "]}");
-  writer.add("init", R"({"format":"kiln-step-program","version":1,"function":"kiln_init",)" +
-                         buffers + R"("args":[{"role":"input","name":"x","buffer":0}],)"
-                         R"("results":[{"role":"param","name":"w","buffer":1}],"ops":[)" +
+  writer.add("init", std::string(R"({"format":"kiln-step-program","version":1,"function":"kiln_init",)"
+                                 R"("buffers":[{"dtype":"I64","shape":[]},{"dtype":"F32","shape":["4"]}],)"
+                                 R"("args":[{"role":"rng_seed","buffer":0}],)"
+                                 R"("results":[{"role":"param","name":"w","buffer":1}],"ops":[)") +
                          R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "]}");
   Status status = writer.write(out);
   return status ? 0 : fail(status.getError());
