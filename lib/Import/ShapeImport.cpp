@@ -309,6 +309,12 @@ LogicalResult importReshape(NodeContext &ctx) {
                                  : c.value_or(-2));
     }
     if (llvm::all_of(result.shape, [](int64_t d) { return d >= 0; })) {
+      int64_t count = 1;
+      for (int64_t d : result.shape)
+        count *= d;
+      if (count != static_cast<int64_t>(k->elements.size()))
+        return ctx.error("Reshape of " + Twine(k->elements.size()) +
+                         " elements into a shape of " + Twine(count));
       ctx.setKnown(0, result);
       return success();
     }
