@@ -1280,6 +1280,22 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     }
     if (Status s = device.synchronize(); !s)
       return s.takeError();
+    // What only the init program read (the bf16 weights NF4 codes are made
+    // from) is freed: QLoRA must not keep the weights it quantized.
+    std::set<std::string> needed;
+    std::vector<const StepProgram *> programs = {program};
+    for (const BucketSpec &bucket : artifact.getBuckets())
+      if (const StepProgram *p = artifact.getProgram(bucket.section))
+        programs.push_back(p);
+    for (const StepProgram *p : programs) {
+      for (const ProgramBinding &arg : p->args)
+        needed.insert(arg.name);
+      for (const ProgramOp &op : p->ops)
+        if (op.kind == ProgramOp::Kind::Weight)
+          needed.insert(op.name);
+    }
+    for (auto it = x->store.begin(); it != x->store.end();)
+      it = needed.count(it->first) ? std::next(it) : x->store.erase(it);
   }
 
   // One arena for every shape of the run: the largest plan.
