@@ -31,12 +31,11 @@ struct PlannedStep {
   std::string stepError;
 };
 
-/// The smallest --remat-budget the planner meets, bisected.
+/// The smallest --remat-budget kiln-remat meets (its budget=min).
 struct BudgetSearch {
   std::string error;
-  std::optional<int64_t> bytes; // the peak of the plan under that budget
-  int64_t infeasibleBytes = 0;  // a budget shown (or known) not to be met
-  unsigned runs = 0;
+  std::optional<int64_t> bytes; // the graph-level peak of that plan
+  int64_t recomputedOps = 0;
 };
 
 /// LoRA or QLoRA: the step at --remat-budget none and auto, and the search.
@@ -68,6 +67,7 @@ struct ReportRow {
   AttentionPath attention;
   std::string loraError;
   int64_t loraTargets = 0, adapterParameters = 0;
+  std::vector<std::string> loraKinds; // q_proj, k_proj, ...
   std::string nf4Error;
   int64_t nf4Weights = 0, nf4Parameters = 0;
   std::vector<Setup> setups;
@@ -78,7 +78,7 @@ struct ReportRow {
 struct ReportSettings {
   SymbolValues sizes;
   std::string precision, optimizer, lora, quant;
-  double budgetTolerance = 0;
+  bool budgetSearch = true;
 };
 
 void printMarkdownReport(const ReportSettings &settings, const std::vector<ReportRow> &rows,

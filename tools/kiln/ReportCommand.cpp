@@ -32,7 +32,6 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <chrono>
-#include <cstdio>
 #include <set>
 
 using namespace llvm;
@@ -74,11 +73,11 @@ cl::opt<std::string> precision("precision",
 cl::opt<std::string> optimizer("optimizer", cl::desc("Optimizer of the planned steps"),
                                cl::init("adamw"), cl::sub(reportCommand()),
                                cl::cat(category()));
-cl::opt<double> budgetTolerance(
-    "budget-tolerance",
-    cl::desc("The budget search stops when the smallest met budget is within this "
-             "fraction of one shown not to be met (0 skips the search)"),
-    cl::init(0.01), cl::sub(reportCommand()), cl::cat(category()));
+cl::opt<bool> budgetSearch(
+    "budget-search",
+    cl::desc("Find the smallest remat budget (kiln-remat's budget=min, the "
+             "slowest column; =false leaves it out)"),
+    cl::init(true), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<Format> format("format", cl::desc("Output format"),
                        cl::values(clEnumValN(Format::Markdown, "md", "a Markdown table"),
                                   clEnumValN(Format::Json, "json", "JSON, one object per row")),
@@ -199,62 +198,25 @@ void planStep(ModuleOp step, const SymbolValues &values, PlannedStep &planned,
     *lowered = std::move(program);
 }
 
-/// The smallest --remat-budget=GiB kiln-remat meets: a budget is met iff
-/// one of the plans it scans fits, so feasibility is monotone and a
-/// bisection finds it. A met budget's own plan peak (at most the budget)
-/// tightens the upper end at once.
-BudgetSearch searchBudget(ModuleOp module, bool nf4, const SymbolValues &values,
-                          const PlannedStep &none, const PlannedStep &automatic) {
+/// The smallest --remat-budget=GiB kiln-remat meets: its `min` budget runs
+/// the scan a GiB budget runs and applies the plan with the smallest peak;
+/// a budget is met exactly when one plan of that scan fits, so that peak is
+/// the answer (docs/memory.md, "Budgets").
+BudgetSearch searchBudget(ModuleOp module, bool nf4, const SymbolValues &values) {
   BudgetSearch search;
-  if (!none.error.empty() || !automatic.error.empty()) {
-    search.error = !none.error.empty() ? none.error : automatic.error;
+  OwningOpRef<ModuleOp> step =
+      runTrainStep(module, "step", true, nf4, "min", values, search.error);
+  if (!step)
+    return search;
+  auto remat = findMain(*step)->getAttrOfType<DictionaryAttr>("kiln.remat");
+  auto peak = remat ? remat.getAs<IntegerAttr>("peak_bytes") : nullptr;
+  auto recomputed = remat ? remat.getAs<IntegerAttr>("recomputed") : nullptr;
+  if (!peak || !recomputed) {
+    search.error = "kiln-remat recorded no plan";
     return search;
   }
-  // Below the persistent bytes no plan fits; the plan without remat fits
-  // any budget at or above its peak.
-  int64_t lo = none.persistentBytes, hi = std::min(none.graphPeakBytes, automatic.graphPeakBytes);
-  search.infeasibleBytes = lo;
-  auto tryBudget = [&](int64_t bytes) -> std::optional<int64_t> {
-    ++search.runs;
-    // Half a byte over, in full precision: kiln-remat truncates GiB * 2^30
-    // back to exactly `bytes`.
-    char budget[32];
-    std::snprintf(budget, sizeof(budget), "%.17g",
-                  (static_cast<double>(bytes) + 0.5) / (1024.0 * 1024 * 1024));
-    std::string error;
-    OwningOpRef<ModuleOp> step =
-        runTrainStep(module, "step", true, nf4, budget, values, error);
-    if (!step) {
-      if (!StringRef(error).contains("cannot be met"))
-        search.error = error;
-      return std::nullopt;
-    }
-    auto remat = findMain(*step)->getAttrOfType<DictionaryAttr>("kiln.remat");
-    auto peak = remat ? remat.getAs<IntegerAttr>("peak_bytes") : nullptr;
-    if (!peak) {
-      search.error = "kiln-remat recorded no plan";
-      return std::nullopt;
-    }
-    return peak.getInt();
-  };
-  std::optional<int64_t> met = tryBudget(hi);
-  if (!met) {
-    if (search.error.empty())
-      search.error = "no budget up to the plan without remat is met";
-    return search;
-  }
-  hi = *met;
-  while (static_cast<double>(hi - lo) > budgetTolerance * static_cast<double>(hi)) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (std::optional<int64_t> peak = tryBudget(mid))
-      hi = *peak;
-    else if (!search.error.empty())
-      return search;
-    else
-      lo = mid;
-  }
-  search.bytes = hi;
-  search.infeasibleBytes = lo;
+  search.bytes = peak.getInt();
+  search.recomputedOps = recomputed.getInt();
   return search;
 }
 
@@ -332,8 +294,15 @@ void countAdapters(ModuleOp module, const SymbolValues &values, ReportRow &row) 
   if (lora)
     findMain(*lora).walk([&](ParameterOp param) {
       StringRef name = param.getName();
-      if (name.ends_with(".lora_A.weight"))
+      if (name.ends_with(".lora_A.weight")) {
         ++row.loraTargets;
+        // The module's own name (q_proj), in order of first appearance.
+        StringRef module = name.drop_back(StringRef(".lora_A.weight").size());
+        std::string kind = module.rsplit('.').second.empty() ? module.str()
+                                                              : module.rsplit('.').second.str();
+        if (!llvm::is_contained(row.loraKinds, kind))
+          row.loraKinds.push_back(kind);
+      }
       if (name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight"))
         row.adapterParameters += param.getType().getNumElements();
     });
@@ -417,8 +386,12 @@ ReportRow reportModel(MLIRContext &context, const std::string &path,
         row.attention = attentionOf(findMain(*step), lowered ? *lowered : ModuleOp());
       }
     }
-    if (budgetTolerance > 0)
-      setup.budget = searchBudget(*module, nf4, values, setup.none, setup.automatic);
+    if (budgetSearch) {
+      if (!unbound.empty())
+        setup.budget.error = unbound;
+      else
+        setup.budget = searchBudget(*module, nf4, values);
+    }
     row.setups.push_back(std::move(setup));
   }
   // Without a compiled step, the attention as imported.
@@ -447,13 +420,11 @@ int runReport(MLIRContext &context) {
     return fail("--batch and --seq must be at least 1");
   if (quant != "none" && quant != "nf4")
     return fail("unknown --quant scheme '" + quant + "' (nf4 or none)");
-  if (budgetTolerance < 0 || budgetTolerance >= 1)
-    return fail("--budget-tolerance must be in [0, 1)");
   settings.precision = precision;
   settings.optimizer = optimizer;
   settings.lora = loraSpec;
   settings.quant = quant;
-  settings.budgetTolerance = budgetTolerance;
+  settings.budgetSearch = budgetSearch;
   // Settings errors are the user's, not a model's: checked once, up front.
   std::string invalid;
   PipelineOptions check;

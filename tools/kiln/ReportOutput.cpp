@@ -113,8 +113,8 @@ bool noLoraTargets(StringRef error) {
 
 std::string loraCell(const ReportRow &row) {
   if (row.loraError.empty())
-    return std::to_string(row.loraTargets) + " (" + formatCount(row.adapterParameters) +
-           " params)";
+    return std::to_string(row.loraTargets) + " (" + llvm::join(row.loraKinds, ", ") + "; " +
+           formatCount(row.adapterParameters) + " params)";
   if (!noLoraTargets(row.loraError))
     return "error: " + row.loraError;
   StringRef error = row.loraError;
@@ -145,8 +145,8 @@ std::string budgetCell(const BudgetSearch &search) {
 /// The two remat budgets of a setup (or their shared reason) in one cell.
 std::string setupPeaks(const Setup &setup) {
   std::string none = peakCell(setup.none), automatic = peakCell(setup.automatic);
-  if (none == automatic && !setup.none.error.empty())
-    return none;
+  if (none == automatic && !setup.none.stepPeakBytes)
+    return none; // one reason for both
   return none + " / " + automatic;
 }
 
@@ -184,8 +184,7 @@ json::Object budgetJson(const BudgetSearch &search) {
                  {"gib", search.bytes ? json::Value(static_cast<double>(*search.bytes) /
                                                     (1024.0 * 1024 * 1024))
                                       : json::Value(nullptr)},
-                 {"not_met_bytes", search.infeasibleBytes},
-                 {"runs", static_cast<int64_t>(search.runs)}};
+                 {"recomputed_ops", search.recomputedOps}};
   return o;
 }
 
@@ -247,6 +246,7 @@ json::Value rowJson(const ReportRow &row) {
       {"attention", std::move(attention)},
       {"lora", json::Object{{"error", orNull(row.loraError)},
                             {"targets", row.loraTargets},
+                            {"modules", json::Array(row.loraKinds)},
                             {"adapter_parameters", row.adapterParameters}}},
       {"nf4", json::Object{{"error", orNull(row.nf4Error)},
                            {"weights", row.nf4Weights},
@@ -267,10 +267,8 @@ void printMarkdownReport(const ReportSettings &settings, const std::vector<Repor
     os << "; QLoRA: the same adapters on " << settings.quant << " base weights";
   os << ". Peaks: the step program's plan (what kiln-run allocates, cuBLASLt "
         "workspace included), --remat-budget none / auto. Smallest budget: the "
-        "least --remat-budget kiln-remat meets (its graph-level plan";
-  if (settings.budgetTolerance > 0)
-    os << formatv(", within {0}%", settings.budgetTolerance * 100);
-  os << ").\n\n";
+        "least --remat-budget kiln-remat meets (its graph-level plan, no "
+        "workspace).\n\n";
   os << "| model | architecture | parameters | graph breaks | fullgraph | attention "
         "| LoRA targets | NF4 weights | LoRA peak";
   if (qlora)
@@ -329,7 +327,7 @@ void printJsonReport(const ReportSettings &settings, const std::vector<ReportRow
                                               {"optimizer", settings.optimizer},
                                               {"lora", settings.lora},
                                               {"quant", settings.quant},
-                                              {"budget_tolerance", settings.budgetTolerance}}},
+                                              {"budget_search", settings.budgetSearch}}},
                     {"rows", std::move(out)}};
   os << formatv("{0:2}", json::Value(std::move(root))) << "\n";
 }
