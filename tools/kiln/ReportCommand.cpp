@@ -28,6 +28,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -80,7 +81,7 @@ cl::opt<bool> budgetSearch(
     cl::init(true), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<Format> format("format", cl::desc("Output format"),
                        cl::values(clEnumValN(Format::Markdown, "md", "a Markdown table"),
-                                  clEnumValN(Format::Json, "json", "JSON, one object per row")),
+                                  clEnumValN(Format::Json, "json", "JSON: the settings and one object per row")),
                        cl::init(Format::Markdown), cl::sub(reportCommand()),
                        cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the report here (default: stdout)"),
@@ -97,10 +98,17 @@ double secondsSince(Clock::time_point start) {
 struct FirstError {
   std::string message;
   ScopedDiagnosticHandler handler;
-  explicit FirstError(MLIRContext *context)
-      : handler(context, [this](Diagnostic &diag) {
-          if (message.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
-            message = diag.str();
+  /// `located`: the message starts with the diagnostic's location.
+  explicit FirstError(MLIRContext *context, bool located = false)
+      : handler(context, [this, located](Diagnostic &diag) {
+          if (!message.empty() || diag.getSeverity() != DiagnosticSeverity::Error)
+            return success();
+          raw_string_ostream os(message);
+          if (located && !isa<UnknownLoc>(diag.getLocation())) {
+            diag.getLocation().print(os);
+            os << ": ";
+          }
+          os << diag.str();
           return success();
         }) {}
 };
@@ -108,13 +116,16 @@ struct FirstError {
 /// Like loadModule, but a failure is the row's reason, not a printed error.
 OwningOpRef<ModuleOp> load(MLIRContext &context, const std::string &path,
                            std::string &error) {
+  if (sys::fs::is_directory(path)) {
+    error = path + ": is a directory, not a model file";
+    return nullptr;
+  }
   if (StringRef(path).ends_with(".mlir")) {
-    FirstError first(&context);
+    FirstError first(&context, /*located=*/true); // loc("path":line:col)
     SourceMgr sourceMgr;
     OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, sourceMgr, &context);
     if (!module)
-      error = first.message.empty() ? path + ": cannot be parsed"
-                                    : path + ": " + first.message;
+      error = first.message.empty() ? path + ": cannot be read" : first.message;
     return module;
   }
   ImportOptions options;
@@ -136,9 +147,9 @@ void setStepOptions(PipelineOptions &options, StringRef until, bool withLora, bo
   if (withLora) {
     options.lora = loraSpec.getValue();
     options.loraSkip = loraSkip.getValue();
-  } else {
+  } else if (nf4) {
     options.train = "none"; // what QLoRA freezes: every base weight
-  }
+  } // else a full fine-tune: everything trains
   if (nf4)
     options.quant = quant.getValue();
   options.rematBudget = remat.str();
@@ -394,9 +405,17 @@ ReportRow reportModel(MLIRContext &context, const std::string &path,
     }
     row.setups.push_back(std::move(setup));
   }
-  // Without a compiled step, the attention as imported.
-  if (row.attention.sites == 0 && !row.arch.attention.empty())
-    row.attention = attentionOf(main, ModuleOp());
+  // Without a LoRA step (no targets), the attention of a full fine-tune
+  // step; without any step, as imported.
+  if (row.attention.sites == 0 && !row.arch.attention.empty()) {
+    std::string error;
+    OwningOpRef<ModuleOp> step = runTrainStep(*module, "step", false, false, "none", values, error);
+    OwningOpRef<ModuleOp> lowered;
+    if (step)
+      lowered = lowerStepProgram(*step, error);
+    row.attention = step ? attentionOf(findMain(*step), lowered ? *lowered : ModuleOp())
+                         : attentionOf(main, ModuleOp());
+  }
   row.reportSeconds = secondsSince(start);
   return row;
 }

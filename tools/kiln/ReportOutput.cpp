@@ -53,8 +53,12 @@ std::string cell(StringRef text) {
   for (char c : text)
     out += c == '|' ? std::string("\\|") : c == '\n' || c == '\r' ? std::string(" ")
                                                                    : std::string(1, c);
-  if (out.size() > 120)
-    out = out.substr(0, 117) + "...";
+  if (out.size() > 120) {
+    size_t cut = 117;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
+      --cut; // not inside a UTF-8 sequence
+    out = out.substr(0, cut) + "...";
+  }
   return out;
 }
 
@@ -161,13 +165,18 @@ json::Value optionalBytes(const std::optional<int64_t> &bytes) {
   return bytes ? json::Value(*bytes) : json::Value(nullptr);
 }
 
+/// Names and reasons come from the model: JSON strings must be UTF-8.
+std::string utf8(const std::string &text) {
+  return json::isUTF8(text) ? text : json::fixUTF8(text);
+}
+
 json::Value orNull(const std::string &text) {
-  return text.empty() ? json::Value(nullptr) : json::Value(text);
+  return text.empty() ? json::Value(nullptr) : json::Value(utf8(text));
 }
 
 json::Object stepJson(const PlannedStep &step) {
   if (!step.error.empty())
-    return json::Object{{"error", step.error}};
+    return json::Object{{"error", utf8(step.error)}};
   return json::Object{{"error", nullptr},
                       {"planned_peak_bytes", optionalBytes(step.stepPeakBytes)},
                       {"arena_bytes", optionalBytes(step.stepArenaBytes)},
@@ -190,7 +199,7 @@ json::Object budgetJson(const BudgetSearch &search) {
 
 json::Value rowJson(const ReportRow &row) {
   if (!row.error.empty())
-    return json::Object{{"model", row.model}, {"error", row.error}};
+    return json::Object{{"model", utf8(row.model)}, {"error", utf8(row.error)}};
   const ModelArchitecture &a = row.arch;
   json::Object arch{{"family", a.family},
                     {"head", orNull(a.head)},
@@ -207,8 +216,8 @@ json::Value rowJson(const ReportRow &row) {
   json::Value first = nullptr;
   if (!row.breaks.breaks.empty()) {
     const GraphBreak &b = row.breaks.breaks.front();
-    first = json::Object{{"code", b.code}, {"op_type", b.opType}, {"node", b.nodeName},
-                         {"reason", b.reason}};
+    first = json::Object{{"code", b.code}, {"op_type", utf8(b.opType)},
+                         {"node", utf8(b.nodeName)}, {"reason", utf8(b.reason)}};
   }
   json::Object breaks{{"count", static_cast<int64_t>(row.breaks.breaks.size())},
                       {"graphs", static_cast<int64_t>(row.breaks.opsPerGraph.size())},
@@ -230,13 +239,16 @@ json::Value rowJson(const ReportRow &row) {
                          {"cudnn", at.cudnn},
                          {"cudnn_reason", orNull(at.cudnnReason)},
                          {"implementations", std::move(implementations)}};
+  json::Array modules;
+  for (const std::string &kind : row.loraKinds)
+    modules.push_back(utf8(kind));
   json::Object memory;
   for (const Setup &setup : row.setups)
     memory[setup.name] = json::Object{{"remat_none", stepJson(setup.none)},
                                       {"remat_auto", stepJson(setup.automatic)},
                                       {"min_budget", budgetJson(setup.budget)}};
   return json::Object{
-      {"model", row.model},
+      {"model", utf8(row.model)},
       {"error", nullptr},
       {"architecture", std::move(arch)},
       {"parameters", a.parameters},
@@ -246,7 +258,7 @@ json::Value rowJson(const ReportRow &row) {
       {"attention", std::move(attention)},
       {"lora", json::Object{{"error", orNull(row.loraError)},
                             {"targets", row.loraTargets},
-                            {"modules", json::Array(row.loraKinds)},
+                            {"modules", std::move(modules)},
                             {"adapter_parameters", row.adapterParameters}}},
       {"nf4", json::Object{{"error", orNull(row.nf4Error)},
                            {"weights", row.nf4Weights},
