@@ -531,10 +531,13 @@ def RematerializePass : Pass<"kiln-remat", "::mlir::func::FuncOp"> {
       then matmuls and attentions join the recomputable set one at a time,
       fewest FLOPs per result byte first, until the peak fits. A budget that
       no plan meets is an error naming the smallest peak.
+    - `budget=min`: the same scan to its end; the plan with the smallest
+      peak is applied (the earliest of equal ones). Its `peak_bytes` is the
+      smallest GiB budget this pass can meet (`kiln report` shows it).
 
     Sizes come from `symbols` (`batch=4,seq=2048`), then the maxima of the
     `kiln.guards` range guards; `auto` sizes any other symbol at 1024,
-    a GiB budget refuses to guess. The function gets `kiln.remat` recording
+    a GiB budget (and `min`) refuses to guess. The function gets `kiln.remat` recording
     kept and recomputed counts, bytes and the extra FLOPs.
 
     Before (`budget=auto`; backward reads `%a` and `%b`):
@@ -559,7 +562,7 @@ def RematerializePass : Pass<"kiln-remat", "::mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"auto\"",
-           "none, auto, or the planned peak limit in GiB">,
+           "none, auto, min, or the planned peak limit in GiB">,
     Option<"symbols", "symbols", "std::string", /*default=*/"\"\"",
            "comma-separated symbol=value pairs that size the tensors">
   ];

@@ -28,6 +28,7 @@ llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &interpCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &explainCommand();
+llvm::cl::SubCommand &reportCommand();
 /// --raise-composites, shared by every command that imports.
 extern llvm::cl::opt<bool> raiseComposites;
 
@@ -66,6 +67,7 @@ int runImport(mlir::MLIRContext &context);
 int runInterp(mlir::MLIRContext &context);
 int runCompile(mlir::MLIRContext &context);
 int runExplain(mlir::MLIRContext &context);
+int runReport(mlir::MLIRContext &context);
 
 // Memory flags of kiln compile (MemoryOptions.cpp).
 /// --remat-budget.
@@ -88,6 +90,10 @@ std::optional<SymbolValues> memoryPlanValues(mlir::func::FuncOp main,
 
 // The kernel-level plan (StepMemory.cpp).
 artifact::SymbolBindings toBindings(const SymbolValues &values);
+/// A clone of `module` after the kernel pipeline (with a @main); null on
+/// failure, `error` then holding the first diagnostic.
+mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module,
+                                                   std::string &error);
 /// A clone of `module` fused and lowered, its @main planned at `values` as
 /// the runtime plans it; on failure `error` holds the first diagnostic.
 mlir::FailureOr<runtime::StepMemoryPlan>

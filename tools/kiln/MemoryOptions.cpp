@@ -46,9 +46,10 @@ cl::opt<std::string> memoryPlanFile(
 cl::opt<std::string> rematBudgetFlag(
     "remat-budget",
     cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
-             "auto (keep the fewest bytes, never recompute matmul/attention) "
-             "or a planned-peak limit in GiB"),
-    cl::value_desc("none|auto|GiB"), cl::init("none"), cl::sub(compileCommand()),
+             "auto (keep the fewest bytes, never recompute matmul/attention), "
+             "min (the smallest planned peak it can reach) or a planned-peak "
+             "limit in GiB"),
+    cl::value_desc("none|auto|min|GiB"), cl::init("none"), cl::sub(compileCommand()),
     cl::cat(category()));
 
 /// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.

@@ -27,8 +27,7 @@ artifact::SymbolBindings toBindings(const SymbolValues &values) {
   return bindings;
 }
 
-FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
-                                                   std::string &error) {
+OwningOpRef<ModuleOp> lowerStepProgram(ModuleOp module, std::string &error) {
   // On a clone: the command goes on with (or writes) the graph-level step.
   OwningOpRef<ModuleOp> lowered = module.clone();
   ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
@@ -39,13 +38,25 @@ FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const Symbol
   PassManager pm(module.getContext());
   buildKernelPipeline(pm, PipelineOptions());
   if (failed(pm.run(*lowered)))
-    return failure();
-  auto main = lowered->lookupSymbol<func::FuncOp>("main");
-  if (!main) {
+    return nullptr;
+  if (!lowered->lookupSymbol<func::FuncOp>("main")) {
     error = "no @main step function";
-    return failure();
+    return nullptr;
   }
-  return planLoweredStep(main, toBindings(values));
+  return lowered;
+}
+
+FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
+                                                   std::string &error) {
+  OwningOpRef<ModuleOp> lowered = lowerStepProgram(module, error);
+  if (!lowered)
+    return failure();
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+    if (error.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      error = diag.str();
+    return success();
+  });
+  return planLoweredStep(lowered->lookupSymbol<func::FuncOp>("main"), toBindings(values));
 }
 
 void printStepPlan(const runtime::StepMemoryPlan &plan, raw_ostream &os) {

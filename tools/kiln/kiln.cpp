@@ -44,6 +44,12 @@ cl::SubCommand &explainCommand() {
       "explain", "List the graph breaks of a model: what Kiln cannot compile and why");
   return command;
 }
+cl::SubCommand &reportCommand() {
+  static cl::SubCommand command(
+      "report", "One row per model: architecture, graph breaks, attention path, LoRA/NF4, "
+                "planned peak memory (Markdown or JSON)");
+  return command;
+}
 cl::SubCommand &interpCommand() {
   static cl::SubCommand command(
       "interp", "Run a model or graph-dialect IR on the CPU reference interpreter");
@@ -54,7 +60,8 @@ cl::opt<bool> raiseComposites(
     cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
              "spelling (--kiln-raise-composites); =false keeps the export's ops"),
     cl::init(true), cl::sub(importCommand()), cl::sub(interpCommand()),
-    cl::sub(compileCommand()), cl::sub(explainCommand()), cl::cat(category()));
+    cl::sub(compileCommand()), cl::sub(explainCommand()), cl::sub(reportCommand()),
+    cl::cat(category()));
 
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
@@ -142,7 +149,8 @@ int main(int argc, char **argv) {
   // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
   cl::HideUnrelatedOptions(category());
   for (cl::SubCommand *sub :
-       {&importCommand(), &compileCommand(), &explainCommand(), &interpCommand()})
+       {&importCommand(), &compileCommand(), &explainCommand(), &interpCommand(),
+        &reportCommand()})
     cl::HideUnrelatedOptions(category(), *sub);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -151,7 +159,8 @@ int main(int argc, char **argv) {
       "  kiln compile MODEL.onnx|IR.mlir --train=all|REGEX --emit=grads-mlir "
       "[-o OUT.mlir]\n"
       "  kiln explain MODEL.onnx [--format=json]\n"
-      "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n");
+      "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n"
+      "  kiln report MODEL... [--batch B --seq S] [--format=md|json]\n");
   MLIRContext context;
   context.loadDialect<kiln::GraphDialect, kiln::kernel::KernelDialect, func::FuncDialect>();
   if (importCommand())
@@ -162,6 +171,8 @@ int main(int argc, char **argv) {
     return runExplain(context);
   if (interpCommand())
     return runInterp(context);
+  if (reportCommand())
+    return runReport(context);
   errs() << "kiln: error: no command given (see 'kiln --help')\n";
   return 2;
 }

@@ -1,7 +1,9 @@
 // RUN: kiln-opt %s '--kiln-remat=budget=1 symbols=n=1024' | FileCheck %s --check-prefix=ROOMY
 // RUN: kiln-opt %s '--kiln-remat=budget=0.0115 symbols=n=1024' | FileCheck %s --check-prefix=TIGHT
 // RUN: not kiln-opt %s '--kiln-remat=budget=0.01 symbols=n=1024' 2>&1 | FileCheck %s --check-prefix=IMPOSSIBLE
+// RUN: kiln-opt %s '--kiln-remat=budget=min symbols=n=1024' | FileCheck %s --check-prefix=MIN
 // RUN: not kiln-opt %s --kiln-remat=budget=1 2>&1 | FileCheck %s --check-prefix=UNBOUND
+// RUN: not kiln-opt %s --kiln-remat=budget=min 2>&1 | FileCheck %s --check-prefix=MINUNBOUND
 // RUN: not kiln-opt %s --kiln-remat=budget=lots 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not kiln-opt %s '--kiln-remat=budget=auto symbols=n=x' 2>&1 | FileCheck %s --check-prefix=BADSYM
 
@@ -31,9 +33,17 @@
 // TIGHT: %[[V1R:.+]] = kiln.tanh %[[U1R]] {kiln.recomputed}
 // TIGHT: kiln.mul %[[DV1]], %[[V1R]] :
 
+// `min` scans as a GiB budget does, to the end, and applies the plan with
+// the smallest peak: the one TIGHT found, which the IMPOSSIBLE error names
+// as the smallest (11.0 MiB).
+// MIN-LABEL: func.func @layers
+// MIN-SAME: kiln.remat = {budget = "min", extra_flops = 537919488 : i64, peak_bytes = 11534340 : i64, peak_bytes_before = 12582916 : i64, recomputed = 2 : i64
+// MIN: kiln.matmul {{.+}} {kiln.recomputed}
+
 // IMPOSSIBLE: error: kiln-remat: budget 0.01 GiB cannot be met: the smallest plan needs 11.0 MiB (parameters, optimizer state and inputs alone: 3.00 MiB)
 // UNBOUND: error: kiln-remat: budget=1 needs a value for n (give --memory-report or --dynamic ranges, or symbols=)
-// BAD: error: kiln-remat: budget must be none, auto or a positive number of GiB, got 'lots'
+// MINUNBOUND: error: kiln-remat: budget=min needs a value for n
+// BAD: error: kiln-remat: budget must be none, auto, min or a positive number of GiB, got 'lots'
 // BADSYM: error: kiln-remat: bad symbol value 'n=x' (want name=N)
 func.func @layers(%x: tensor<?x256xf32, #kiln.dims<[n]>>) -> (tensor<f32>, tensor<256x1024xf32> {kiln.grad_of = "wu"}) {
   %wu = kiln.parameter "wu" trainable : tensor<256x1024xf32>

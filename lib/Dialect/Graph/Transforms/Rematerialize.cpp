@@ -25,6 +25,7 @@
 
 #include <functional>
 #include <limits>
+#include <optional>
 
 namespace kiln {
 #define GEN_PASS_DEF_REMATERIALIZEPASS
@@ -291,8 +292,10 @@ struct RematerializePass final
 
     double budgetGiB = 0;
     bool byBytes = budget != "auto";
-    if (byBytes && (StringRef(budget).getAsDouble(budgetGiB) || budgetGiB <= 0)) {
-      func.emitError("kiln-remat: budget must be none, auto or a positive "
+    // `min`: the scan a GiB budget makes, to its end; the smallest peak wins.
+    bool smallest = budget == "min";
+    if (byBytes && !smallest && (StringRef(budget).getAsDouble(budgetGiB) || budgetGiB <= 0)) {
+      func.emitError("kiln-remat: budget must be none, auto, min or a positive "
                      "number of GiB, got '")
           << budget << "'";
       return signalPassFailure();
@@ -355,20 +358,23 @@ struct RematerializePass final
       apply(solveCut(graph, banned, *values));
       return;
     }
-    auto limit = static_cast<int64_t>(budgetGiB * 1024 * 1024 * 1024);
-    if (before.peakBytes() <= limit) {
+    auto limit = smallest ? std::numeric_limits<int64_t>::min()
+                          : static_cast<int64_t>(budgetGiB * 1024 * 1024 * 1024);
+    auto keepAll = [&] {
       Cut none;
       none.recompute.assign(graph.ops.size(), false);
       none.savedTensors = before.savedActivations;
       none.savedBytes = before.savedActivationBytes;
       record(none, 0, 0, before.peakBytes());
-      return; // Fits as it is: recompute nothing.
-    }
+    };
+    if (before.peakBytes() <= limit)
+      return keepAll(); // Fits as it is: recompute nothing.
     // Contractions become recomputable one at a time, in FLOPs-per-byte
     // order; the first plan that fits is applied. A linear scan, not a
     // bisection: the peak is not monotone (once the cut may recompute whole
     // layers, their clones are all live at the start of the backward pass).
     int64_t best = before.peakBytes();
+    std::optional<Cut> bestCut; // none: keeping everything is the best
     Cut previous;
     for (size_t unbanned = 0;; ++unbanned) {
       if (unbanned > 0)
@@ -376,15 +382,25 @@ struct RematerializePass final
       Cut cut = solveCut(graph, banned, *values);
       if (unbanned == 0 || !(cut == previous)) {
         int64_t peak = peakWith(func, banned, *values);
-        best = std::min(best, peak);
         if (peak <= limit) {
           apply(cut);
           return;
+        }
+        if (peak < best) { // the first of equal peaks recomputes the least
+          best = peak;
+          bestCut = cut;
         }
       }
       previous = std::move(cut);
       if (unbanned == expensive.size())
         break;
+    }
+    if (smallest) {
+      if (bestCut)
+        apply(*bestCut);
+      else
+        keepAll();
+      return;
     }
     func.emitError("kiln-remat: budget ")
         << budget << " GiB cannot be met: the smallest plan needs "
