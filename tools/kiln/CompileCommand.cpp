@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -169,14 +170,22 @@ cl::opt<std::string> kernelCheck(
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
+cl::opt<bool> printTiming("timing", cl::desc("Print the time of every pass"),
                      cl::sub(compileCommand()), cl::cat(category()));
 
 } // namespace
 
-int runCompile(MLIRContext &context) {
+namespace {
+
+/// The compile itself; its pass managers, and the timing scopes they nest
+/// under, end before runCompile prints the report.
+int compileModel(MLIRContext &context, TimingScope &timing) {
   std::string weightsPath;
-  OwningOpRef<ModuleOp> module = loadModule(context, model, {}, weightsPath);
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope importTiming = timing.nest("import");
+    module = loadModule(context, model, {}, weightsPath);
+  }
   if (!module)
     return 1;
   if (!findMain(*module))
@@ -198,7 +207,7 @@ int runCompile(MLIRContext &context) {
     cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
                     : kernelCache == "none" ? std::string()
                                             : std::string(kernelCache);
-    cuda.verbose = timing;
+    cuda.verbose = printTiming;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
       std::string location;
       llvm::raw_string_ostream os(location);
@@ -225,6 +234,7 @@ int runCompile(MLIRContext &context) {
     }
   }
 
+  TimingScope stepTiming = timing.nest("train-step pipeline");
   PassManager pm(&context);
   if (printIrAfterAll || !dumpIrAfter.empty()) {
     context.disableMultithreading();
@@ -261,8 +271,7 @@ int runCompile(MLIRContext &context) {
       sizes[name.trim()] = v;
     }
   }
-  if (timing)
-    pm.enableTiming();
+  pm.enableTiming(stepTiming);
   bool trainStep = buildsStep || emit == Emit::Artifact;
   if (emit == Emit::Artifact && (output.empty() || output == "-"))
     return fail("--emit=artifact needs -o FILE.kiln");
@@ -301,6 +310,7 @@ int runCompile(MLIRContext &context) {
   });
   if (failed(pm.run(*module)))
     return 1;
+  stepTiming.stop();
   if (memoryReportRequested()) {
     if (int rc = reportMemory(*module, dynamicSymbols, trainStep))
       return rc;
@@ -328,6 +338,7 @@ int runCompile(MLIRContext &context) {
     std::vector<StepCounts> before;
     for (func::FuncOp func : module->getOps<func::FuncOp>())
       before.push_back(countUnfused(func));
+    TimingScope kernelTiming = timing.nest("kernel pipeline");
     PassManager lower(&context);
     if (printIrAfterAll || !dumpIrAfter.empty())
       lower.enableIRPrinting(
@@ -337,11 +348,11 @@ int runCompile(MLIRContext &context) {
                    llvm::is_contained(dumpIrAfter, pass->getArgument().str());
           },
           true, false);
-    if (timing)
-      lower.enableTiming();
+    lower.enableTiming(kernelTiming);
     buildKernelPipeline(lower, options);
     if (failed(lower.run(*module)))
       return 1;
+    kernelTiming.stop();
     if (fusionReport) {
       unsigned i = 0;
       for (func::FuncOp func : module->getOps<func::FuncOp>())
@@ -362,7 +373,7 @@ int runCompile(MLIRContext &context) {
       cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
                       : kernelCache == "none" ? std::string()
                                               : std::string(kernelCache);
-      cuda.verbose = timing;
+      cuda.verbose = printTiming;
       return writeArtifact(*module, std::move(artifactSections), output, cuda);
     }
     if (emit == Emit::Cuda) {
@@ -371,7 +382,7 @@ int runCompile(MLIRContext &context) {
       cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
                       : kernelCache == "none" ? std::string()
                                               : std::string(kernelCache);
-      cuda.verbose = timing;
+      cuda.verbose = printTiming;
       if (int rc = writeCuda(*module, output, cuda))
         return rc;
       if (!kernelCheck.empty())
@@ -387,6 +398,26 @@ int runCompile(MLIRContext &context) {
     return 1;
   module->print(file->os());
   return closeOutput(*file, output);
+}
+
+} // namespace
+
+int runCompile(MLIRContext &context) {
+  // The timing manager outlives every pass manager and scope that reports
+  // to it, also when a pass fails (MLIR's own, owned by the pass manager,
+  // is destroyed before the failed pass's timer: a crash).
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(printTiming);
+  int rc;
+  {
+    TimingScope root = timingManager.getRootScope();
+    rc = compileModel(context, root);
+  }
+  if (printTiming) {
+    timingManager.print();
+    timingManager.setEnabled(false); // printed once, not again on destruction
+  }
+  return rc;
 }
 
 } // namespace kiln::driver
