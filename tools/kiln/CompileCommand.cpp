@@ -8,6 +8,7 @@
 
 #include "CudaOutput.h"
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
@@ -170,8 +171,23 @@ cl::opt<std::string> kernelCheck(
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> printTiming("timing", cl::desc("Print the time of every pass"),
-                     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> printTiming(
+    "timing",
+    cl::desc("Print the time of the import, every pass, CUDA C++ emission, NVRTC and the "
+             "write (stderr)"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> quiet(
+    "quiet",
+    cl::desc("No progress lines (a line redrawn on a terminal; in a log, plain lines for "
+             "compiles that run NVRTC) and no final 'wrote FILE' line"),
+    cl::sub(compileCommand()), cl::cat(category()));
+
+/// The kernel cache directory --kernel-cache names.
+std::string kernelCacheDir() {
+  if (kernelCache.empty())
+    return codegen::defaultKernelCacheDir();
+  return kernelCache == "none" ? std::string() : std::string(kernelCache);
+}
 
 } // namespace
 
@@ -180,10 +196,22 @@ namespace {
 /// The compile itself; its pass managers, and the timing scopes they nest
 /// under, end before runCompile prints the report.
 int compileModel(MLIRContext &context, TimingScope &timing) {
+  bool runsNvrtc = (emit == Emit::Artifact || emit == Emit::Cuda) && archList != "none";
+  CompileProgress progress(CompileProgress::choose(quiet, runsNvrtc));
+  auto cudaOptions = [&](std::vector<std::string> archs) {
+    CudaOutputOptions cuda;
+    cuda.archs = std::move(archs);
+    cuda.cacheDir = kernelCacheDir();
+    cuda.verbose = printTiming;
+    cuda.progress = &progress;
+    cuda.timing = &timing;
+    return cuda;
+  };
   std::string weightsPath;
   OwningOpRef<ModuleOp> module;
   {
     TimingScope importTiming = timing.nest("import");
+    progress.stage((StringRef(model).ends_with(".mlir") ? "parse " : "import ") + model);
     module = loadModule(context, model, {}, weightsPath);
   }
   if (!module)
@@ -197,17 +225,14 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       return fail(model + " is a kernel-level step program: only --emit=cuda applies");
     if (output == "-")
       return fail("--emit=cuda needs -o DIR");
-    CudaOutputOptions cuda;
+    std::vector<std::string> archs;
     if (archList != "none") {
       Expected<std::vector<std::string>> parsed = codegen::parseArchList(archList);
       if (!parsed)
         return fail(toString(parsed.takeError()));
-      cuda.archs = *parsed;
+      archs = *parsed;
     }
-    cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                    : kernelCache == "none" ? std::string()
-                                            : std::string(kernelCache);
-    cuda.verbose = printTiming;
+    CudaOutputOptions cuda = cudaOptions(archs);
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
       std::string location;
       llvm::raw_string_ostream os(location);
@@ -222,6 +247,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     if (failed(report))
       return 1;
     if (explain) {
+      progress.clear();
       printBreakReport(model, *report, outs());
       return 0;
     }
@@ -272,6 +298,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     }
   }
   pm.enableTiming(stepTiming);
+  pm.addInstrumentation(progress.instrumentation());
   bool trainStep = buildsStep || emit == Emit::Artifact;
   if (emit == Emit::Artifact && (output.empty() || output == "-"))
     return fail("--emit=artifact needs -o FILE.kiln");
@@ -308,10 +335,14 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     fail(os.str() + ": " + diag.str());
     return success();
   });
+  progress.stage("train step");
   if (failed(pm.run(*module)))
     return 1;
   stepTiming.stop();
   if (memoryReportRequested()) {
+    TimingScope reportTiming = timing.nest("memory report");
+    progress.stage("memory report");
+    progress.clear(); // the report prints to stdout
     if (int rc = reportMemory(*module, dynamicSymbols, trainStep))
       return rc;
     if (output == "-")
@@ -319,6 +350,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   }
   std::vector<std::pair<std::string, std::string>> artifactSections;
   if (emit == Emit::Artifact) {
+    TimingScope sectionsTiming = timing.nest("artifact sections");
     // From the graph-level step: lowering replaces parameters by buffers.
     FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
         stepArtifactSections(*module, model, archs);
@@ -349,11 +381,14 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
           },
           true, false);
     lower.enableTiming(kernelTiming);
+    lower.addInstrumentation(progress.instrumentation());
     buildKernelPipeline(lower, options);
+    progress.stage("kernel pipeline");
     if (failed(lower.run(*module)))
       return 1;
     kernelTiming.stop();
     if (fusionReport) {
+      progress.clear();
       unsigned i = 0;
       for (func::FuncOp func : module->getOps<func::FuncOp>())
         printFusionReport(func.getName(), before[i++], countLowered(func), sizes, outs());
@@ -362,28 +397,18 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     if (emit == Emit::Artifact) {
       // Without values for every symbol the runtime plans at load time.
       if (planValues) {
+        TimingScope planTiming = timing.nest("memory plan");
+        progress.stage("memory plan");
         FailureOr<runtime::StepMemoryPlan> plan =
             planLoweredStep(findMain(*module), toBindings(*planValues));
         if (failed(plan))
           return 1;
         artifactSections.push_back({"memory_plan", runtime::encodeMemoryPlan(*plan)});
       }
-      CudaOutputOptions cuda;
-      cuda.archs = archs;
-      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                      : kernelCache == "none" ? std::string()
-                                              : std::string(kernelCache);
-      cuda.verbose = printTiming;
-      return writeArtifact(*module, std::move(artifactSections), output, cuda);
+      return writeArtifact(*module, std::move(artifactSections), output, cudaOptions(archs));
     }
     if (emit == Emit::Cuda) {
-      CudaOutputOptions cuda;
-      cuda.archs = archs;
-      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                      : kernelCache == "none" ? std::string()
-                                              : std::string(kernelCache);
-      cuda.verbose = printTiming;
-      if (int rc = writeCuda(*module, output, cuda))
+      if (int rc = writeCuda(*module, output, cudaOptions(archs)))
         return rc;
       if (!kernelCheck.empty())
         return writeKernelChecks(*module, output, kernelCheck,
@@ -393,6 +418,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       return 0;
     }
   }
+  progress.clear();
   std::unique_ptr<ToolOutputFile> file = openOutput(output);
   if (!file)
     return 1;

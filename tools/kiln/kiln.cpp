@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
@@ -58,6 +59,7 @@ cl::opt<bool> raiseComposites(
 
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
+  CompileProgress::clearCurrent();
   std::string line;
   for (char c : message.str())
     line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
@@ -94,6 +96,7 @@ int closeOutput(ToolOutputFile &file, StringRef path) {
 }
 
 void reportUnsupported(const ImportResult &result) {
+  CompileProgress::clearCurrent();
   for (const UnsupportedNode &node : result.unsupported)
     errs() << "kiln: warning: unsupported op " << node.opType << " (node '"
            << node.nodeName << "'): " << node.reason << "\n";
