@@ -131,6 +131,9 @@ ckpt-garbage)
 train-usage)
   fixtures
   expect 0 "" "$kiln_run" train --help
+  # --seed seeds more than the data order.
+  tr '\n' ' ' <out.txt | grep -q -- '--seed S  *seed of the data order, of the init program  *(LoRA.s A matrices) and of dropout (default 0);' ||
+    fail "--seed help"
   expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3

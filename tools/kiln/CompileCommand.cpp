@@ -64,8 +64,11 @@ cl::opt<Emit> emit(
     cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
-    cl::desc("With --emit=step-mlir: adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
-             "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=]"),
+    cl::desc("The optimizer of the train step (--emit=step-mlir and what is built from "
+             "it: kernel-mlir, cuda, artifact): adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
+             "(PyTorch's defaults: lr=1e-3, weight_decay=0.01, betas=0.9/0.999, eps=1e-8) "
+             "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=] (lr=1e-3, "
+             "the rest 0)"),
     cl::init("adamw"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> precision(
     "precision",
@@ -141,8 +144,10 @@ cl::opt<std::string> quantSkip("quant-skip",
                                cl::cat(category()));
 cl::opt<std::string> archList(
     "arch",
-    cl::desc("With --emit=cuda: GPU archs to compile cubins for (sm_90,sm_80); "
-             "PTX of the oldest is kept for JIT elsewhere; `none` writes sources only"),
+    cl::desc("GPU archs the kernels are compiled for: the kernel images of "
+             "--emit=artifact, the cubins of --emit=cuda (sm_90,sm_80); PTX of the "
+             "oldest is kept for JIT on newer GPUs; `none` (--emit=cuda) writes "
+             "sources only"),
     cl::init("sm_90"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> kernelCache(
     "kernel-cache",

@@ -31,6 +31,12 @@ llvm::cl::SubCommand &explainCommand();
 /// --raise-composites, shared by every command that imports.
 extern llvm::cl::opt<bool> raiseComposites;
 
+/// `kiln --version`: Kiln's version and commit, LLVM/MLIR's and NVRTC's.
+void printVersion(llvm::raw_ostream &os);
+/// `kiln --list-options` (hidden): "SUBCOMMAND OPTION" per line, every
+/// option each subcommand accepts, for the test that --help lists them.
+int printOptionTable(llvm::raw_ostream &os);
+
 /// Prints `kiln: error: <message>` as one line and returns exit code 1.
 int fail(const llvm::Twine &message);
 /// Opens `path` ("-": stdout) for writing; errors are reported (null).

@@ -37,7 +37,8 @@ cl::SubCommand &importCommand() {
 }
 cl::SubCommand &compileCommand() {
   static cl::SubCommand command(
-      "compile", "Build the training step of a model (gradients today) and print it");
+      "compile", "Compile a model's training step (forward, backward, optimizer; LoRA, NF4, "
+                 "bf16) to IR, CUDA C++ or a .kiln artifact for kiln-run");
   return command;
 }
 cl::SubCommand &explainCommand() {
@@ -56,6 +57,25 @@ cl::opt<bool> raiseComposites(
              "spelling (--kiln-raise-composites); =false keeps the export's ops"),
     cl::init(true), cl::sub(importCommand()), cl::sub(interpCommand()),
     cl::sub(compileCommand()), cl::sub(explainCommand()), cl::cat(category()));
+
+namespace {
+cl::opt<bool> listOptions("list-options",
+                          cl::desc("Print every subcommand's options (for the help test)"),
+                          cl::ReallyHidden);
+} // namespace
+
+int printOptionTable(raw_ostream &os) {
+  // What the parser accepts: every named option of each subcommand that is
+  // in Kiln's category (LLVM's own are hidden from --help).
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands()) {
+    if (sub->getName().empty())
+      continue;
+    for (auto &[name, option] : sub->OptionsMap)
+      if (llvm::is_contained(option->Categories, &category()))
+        os << sub->getName() << " " << name << "\n";
+  }
+  return 0;
+}
 
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
@@ -144,17 +164,26 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
   cl::HideUnrelatedOptions(category());
-  for (cl::SubCommand *sub :
-       {&importCommand(), &compileCommand(), &explainCommand(), &interpCommand()})
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
     cl::HideUnrelatedOptions(category(), *sub);
+  cl::SetVersionPrinter(printVersion);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "Kiln: an ahead-of-time training compiler for fine-tuning\n\n"
-      "  kiln import MODEL.onnx [-o OUT.mlir]\n"
-      "  kiln compile MODEL.onnx|IR.mlir --train=all|REGEX --emit=grads-mlir "
+      "Kiln: an ahead-of-time training compiler for fine-tuning. It compiles a\n"
+      "model's whole training step (forward, backward, optimizer, LoRA/NF4) into\n"
+      "CUDA kernels in a .kiln artifact that kiln-run trains on the GPU.\n\n"
+      "  kiln compile MODEL.onnx --lora r=16,alpha=32,targets=q_proj,v_proj "
+      "--precision=bf16\n"
+      "      --emit=artifact -o STEP.kiln     (then: kiln-run train STEP.kiln ...)\n"
+      "  kiln compile MODEL.onnx|IR.mlir --emit=mlir|grads-mlir|step-mlir|kernel-mlir "
       "[-o OUT.mlir]\n"
+      "  kiln compile MODEL.onnx --emit=cuda -o DIR\n"
+      "  kiln import MODEL.onnx [-o OUT.mlir]\n"
       "  kiln explain MODEL.onnx [--format=json]\n"
-      "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n");
+      "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n\n"
+      "'kiln <command> --help' lists a command's options.\n");
+  if (listOptions)
+    return printOptionTable(outs());
   MLIRContext context;
   context.loadDialect<kiln::GraphDialect, kiln::kernel::KernelDialect, func::FuncDialect>();
   if (importCommand())
