@@ -156,7 +156,8 @@ cl::opt<std::string> kernelCache(
     cl::sub(compileCommand()), cl::cat(category()));
 cl::list<std::string> dumpIrAfter(
     "dump-ir-after",
-    cl::desc("Print the IR after these passes (stderr), e.g. kiln-fuse"),
+    cl::desc("Print the IR after these passes (stderr): their arguments, e.g. "
+             "kiln-lora,kiln-fuse (a wrong name is an error listing them)"),
     cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> fusionReport(
     "fusion-report",
@@ -201,6 +202,10 @@ namespace {
 /// The compile itself; its pass managers, and the timing scopes they nest
 /// under, end before runCompile prints the report.
 int compileModel(MLIRContext &context, TimingScope &timing) {
+  std::string badPass;
+  if (failed(checkPassNames(std::vector<std::string>(dumpIrAfter.begin(), dumpIrAfter.end()),
+                            "--dump-ir-after", badPass)))
+    return fail(badPass);
   bool runsNvrtc = (emit == Emit::Artifact || emit == Emit::Cuda) && archList != "none";
   CompileProgress progress(CompileProgress::choose(quiet, runsNvrtc));
   auto cudaOptions = [&](std::vector<std::string> archs) {

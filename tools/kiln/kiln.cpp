@@ -11,6 +11,7 @@
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/InitAll.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -162,6 +163,8 @@ func::FuncOp findMain(ModuleOp module) {
 int main(int argc, char **argv) {
   using namespace kiln::driver;
   InitLLVM init(argc, argv);
+  // The pass registry names the passes --dump-ir-after may ask for.
+  kiln::registerAllPasses();
   // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
   cl::HideUnrelatedOptions(category());
   for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
