@@ -120,9 +120,14 @@ cl::opt<bool> explain("explain",
                       cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> loraSpec(
     "lora",
-    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=REGEX "
-             "(targets last: the regex runs to the end). Without --train only "
-             "the adapters train"),
+    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj. "
+             "PEFT's names work too (lora_alpha, lora_dropout, target_modules). "
+             "Defaults: r=16, alpha=8 (PEFT's lora_alpha), dropout=0, targets the "
+             "attention and MLP projections of common models. targets lists module "
+             "names, each matching whole name components as PEFT's target_modules "
+             "(q_proj matches ...self_attn.q_proj.weight); targets_regex=REGEX or "
+             "targets=re:REGEX searches the weight names instead (last: the regex "
+             "runs to the end). Without --train only the adapters train"),
     cl::value_desc("spec"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> loraSkip("lora-skip",
                               cl::desc("Regex of weights that get no adapter"),
@@ -317,6 +322,9 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.staticSymbols = staticSymbols.getValue();
   if (train.getNumOccurrences() > 0)
     options.train = train.getValue();
+  if (loraSpec.getNumOccurrences() && StringRef(loraSpec).trim().empty())
+    return fail("--lora needs settings, e.g. --lora r=16,alpha=32,targets=q_proj,v_proj "
+                "(without --lora every parameter trains)");
   options.lora = loraSpec.getValue();
   options.loraSkip = loraSkip.getValue();
   options.precision = precision.getValue();
