@@ -248,13 +248,6 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       archs = *parsed;
     }
     CudaOutputOptions cuda = cudaOptions(archs);
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      std::string location;
-      llvm::raw_string_ostream os(location);
-      diag.getLocation().print(os);
-      fail(os.str() + ": " + diag.str());
-      return success();
-    });
     return writeCuda(*module, output, cuda);
   }
   if (fullgraph || explain) {
@@ -344,15 +337,9 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     return fail(invalid);
   if (failed(setRematSymbols(options, dynamicSymbols)))
     return 1;
+  // Pass errors are located diagnostics: kiln's handler (Diagnostics.h)
+  // prints each as one line.
   buildTrainStepPipeline(pm, options);
-  // Pass errors are located diagnostics; print them as one line each.
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    std::string location;
-    llvm::raw_string_ostream os(location);
-    diag.getLocation().print(os);
-    fail(os.str() + ": " + diag.str());
-    return success();
-  });
   progress.stage("train step");
   if (failed(pm.run(*module)))
     return 1;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Diagnostics.h"
 #include "Driver.h"
 #include "Progress.h"
 
@@ -126,6 +127,7 @@ void reportUnsupported(const ImportResult &result) {
 OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &path,
                                  ImportOptions options, std::string &weightsPath,
                                  bool quiet) {
+  setDiagnosticInput(path);
   if (StringRef(path).ends_with(".mlir")) {
     SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -189,6 +191,7 @@ int main(int argc, char **argv) {
     return printOptionTable(outs());
   MLIRContext context;
   context.loadDialect<kiln::GraphDialect, kiln::kernel::KernelDialect, func::FuncDialect>();
+  CommandDiagnostics diagnostics(context);
   if (importCommand())
     return runImport(context);
   if (compileCommand())
