@@ -615,9 +615,8 @@ int kiln::run::runTrain(int argc, char **argv) {
                      "data and guards are valid; " + deviceNote +
                      "); recompile with kiln compile --emit=artifact; nothing "
                      "was trained");
-  if (!gpu)
-    return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
-                                    "; nothing was trained");
+  if (!gpu) // The loader's message already says there is no driver.
+    return error(kExitNoDevice, driver.getError() + "; nothing was trained");
   if (args->get("save-adapters") && !step->getMeta().get("lora"))
     return error(kExitUsage, "--save-adapters: " + artifactPath +
                                  " has no LoRA adapters (compile with kiln compile --lora)");
