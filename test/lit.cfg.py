@@ -46,6 +46,7 @@ llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["kiln-opt", "not", "count", "split-file"], tool_dirs)
 
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
+config.substitutions.append(("%kiln_version", config.kiln_version))
 # Debian's libonnx-testdata: the ONNX backend node tests.
 onnx_node_tests = "/usr/share/libonnx-testdata/data/node"
 if os.path.isdir(onnx_node_tests):

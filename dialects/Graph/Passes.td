@@ -411,7 +411,7 @@ def LoraPass : Pass<"kiln-lora", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"rank", "rank", "int64_t", /*default=*/"16", "adapter rank r">,
-    Option<"alpha", "alpha", "double", /*default=*/"32", "scaling numerator (scale = alpha / r)">,
+    Option<"alpha", "alpha", "double", /*default=*/"8", "scaling numerator (scale = alpha / r; PEFT's default 8)">,
     Option<"dropout", "dropout", "double", /*default=*/"0", "dropout on the adapter input">,
     Option<"targets", "targets", "std::string",
            /*default=*/"\"(^|[./])(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|qkv_proj|gate_up_proj|query|key|value|query_key_value|c_attn|c_proj|c_fc|out_proj|fc1|fc2|wq|wk|wv|wo|w1|w2|w3)([./]weight)?$\"",

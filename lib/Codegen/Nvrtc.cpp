@@ -205,6 +205,8 @@ Expected<std::vector<CompiledKernel>> compileKernels(const std::vector<KernelSou
       lowest = t;
   StdThreadPool pool(options.threads ? hardware_concurrency(options.threads)
                                      : hardware_concurrency());
+  std::vector<size_t> targetsLeft(kernels.size(), options.archs.size());
+  size_t kernelsDone = 0;
   for (size_t i = 0; i < kernels.size(); ++i) {
     results[i].name = kernels[i].name;
     results[i].cubins.resize(options.archs.size());
@@ -224,6 +226,9 @@ Expected<std::vector<CompiledKernel>> compileKernels(const std::vector<KernelSou
         results[i].cubins[t] = {target, std::move(*out)};
         if (t == lowest)
           results[i].ptx = std::move(ptx);
+        if (--targetsLeft[i] == 0 && options.onKernelDone)
+          options.onKernelDone(++kernelsDone, kernels.size(), kernels[i].name,
+                               results[i].compiles == 0);
       });
   }
   pool.wait();

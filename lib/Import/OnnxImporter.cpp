@@ -480,8 +480,12 @@ GraphImporter::inlineConstantIf(const onnx::NodeProto &node,
 absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   std::string nodeName =
       node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
-  Location loc = NameLoc::get(StringAttr::get(context_, nodeName),
-                              FileLineColLoc::get(context_, path_, 0, 0));
+  // The op type rides along as metadata, so an error from a later pass can
+  // say "node 'n' (Slice)" (tools/kiln/Diagnostics.cpp).
+  Location loc = NameLoc::get(
+      StringAttr::get(context_, nodeName),
+      FusedLoc::get(context_, {FileLineColLoc::get(context_, path_, 0, 0)},
+                    StringAttr::get(context_, node.op_type())));
   auto nodeError = [&](const Twine &message) {
     return fail("node '" + nodeName + "' (" + node.op_type() + "): " + message);
   };

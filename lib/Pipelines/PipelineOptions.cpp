@@ -1,7 +1,7 @@
 //===- PipelineOptions.cpp - The specs of kiln compile's pipelines --------===//
 //
 // The optimizer and LoRA specs are the CLI's compact strings
-// (`adamw:lr=1e-4,betas=0.9/0.95`, `r=16,alpha=32,targets=REGEX`); they are
+// (`adamw:lr=1e-4,betas=0.9/0.95`, `r=16,alpha=32,targets=q_proj,v_proj`); they are
 // parsed here so kiln compile and kiln-opt's pipelines read them alike.
 //
 //===----------------------------------------------------------------------===//
@@ -69,20 +69,89 @@ FailureOr<TrainStepPassOptions> parseOptimizerSpec(StringRef spec, double clipGr
   return options;
 }
 
+namespace {
+
+/// PEFT's target_modules list as the pass's regex: each name matches a
+/// whole dotted component sequence at the end of the module name (PEFT:
+/// `key == name or key.endswith("." + name)`), the weight's `.weight` after
+/// it; `/` also separates, for names from ONNX node scopes.
+FailureOr<std::string> moduleNamesRegex(ArrayRef<StringRef> names, std::string &error) {
+  std::string alternatives;
+  for (StringRef name : names) {
+    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                               "0123456789_.") != StringRef::npos ||
+        name.front() == '.' || name.back() == '.') {
+      error = ("--lora targets entry '" + name +
+               "' is not a module name (targets=q_proj,v_proj lists names, as PEFT's "
+               "target_modules; a regex is targets_regex=REGEX or targets=re:REGEX)")
+                  .str();
+      return failure();
+    }
+    if (!alternatives.empty())
+      alternatives += '|';
+    for (char c : name) {
+      if (c == '.')
+        alternatives += '\\';
+      alternatives += c;
+    }
+  }
+  return "(^|[./])(" + alternatives + ")([./]weight)?$";
+}
+
+} // namespace
+
 FailureOr<LoraPassOptions> parseLoraSpec(StringRef spec, StringRef skip, std::string &error) {
-  // PEFT's names; `rank` is accepted for r. The regex may hold commas, so
-  // targets= runs to the end.
+  // PEFT's LoraConfig names (r, lora_alpha, lora_dropout, target_modules)
+  // and short ones (rank, alpha, dropout, targets). PEFT's defaults except
+  // r: Kiln's is the common 16.
   LoraPassOptions options;
-  options.alpha = 32; // PEFT's LoraConfig default is alpha 8 with r 8;
-  options.rank = 16;  // Kiln's default is the common r=16, alpha=32.
+  options.rank = 16;
+  options.alpha = 8;
   options.skip = skip.str();
-  auto [settingsText, targets] = spec.split("targets=");
-  if (spec.contains("targets="))
-    options.targets = targets.str();
-  SmallVector<StringRef> settings;
-  settingsText.split(settings, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef setting : settings) {
+  StringRef rest = spec.trim();
+  if (rest.empty()) {
+    error = "--lora needs settings, e.g. r=16,alpha=32,targets=q_proj,v_proj";
+    return failure();
+  }
+  SmallVector<StringRef> names; // targets= / target_modules=
+  bool listing = false;         // the last setting was such a list
+  bool namesGiven = false, regexGiven = false;
+  while (!(rest = rest.ltrim()).empty()) {
+    // A regex may hold commas: it runs to the end.
+    for (StringRef prefix : {"targets_regex=", "targets=re:", "target_modules=re:"})
+      if (rest.starts_with(prefix)) {
+        options.targets = rest.drop_front(prefix.size()).str();
+        regexGiven = true;
+        if (options.targets.empty()) {
+          error = ("--lora " + prefix + " needs a regex").str();
+          return failure();
+        }
+        rest = "";
+        listing = false;
+      }
+    if (rest.empty())
+      break;
+    auto [setting, tail] = rest.split(',');
+    rest = tail;
+    setting = setting.trim();
+    if (setting.empty())
+      continue;
     auto [key, value] = setting.split('=');
+    if (!setting.contains('=')) {
+      if (!listing) {
+        error = ("--lora setting '" + setting + "' needs KEY=VALUE").str();
+        return failure();
+      }
+      names.push_back(setting); // targets=q_proj,v_proj: the next name
+      continue;
+    }
+    listing = key == "targets" || key == "target_modules";
+    if (listing) {
+      namesGiven = true;
+      if (!value.empty())
+        names.push_back(value);
+      continue;
+    }
     double number;
     if (value.trim().getAsDouble(number)) {
       error = ("--lora setting '" + setting + "' needs a number").str();
@@ -94,14 +163,30 @@ FailureOr<LoraPassOptions> parseLoraSpec(StringRef spec, StringRef skip, std::st
         return failure();
       }
       options.rank = static_cast<int64_t>(number);
-    } else if (key == "alpha") {
+    } else if (key == "alpha" || key == "lora_alpha") {
       options.alpha = number;
-    } else if (key == "dropout") {
+    } else if (key == "dropout" || key == "lora_dropout") {
       options.dropout = number;
     } else {
-      error = ("unknown --lora setting '" + key + "' (r, alpha, dropout, targets)").str();
+      error = ("unknown --lora setting '" + key +
+               "' (r, alpha, dropout, targets, targets_regex)")
+                  .str();
       return failure();
     }
+  }
+  if (namesGiven && regexGiven) {
+    error = "--lora takes targets= (names) or a regex, not both";
+    return failure();
+  }
+  if (namesGiven) {
+    if (names.empty()) {
+      error = "--lora targets= needs module names, e.g. targets=q_proj,v_proj";
+      return failure();
+    }
+    FailureOr<std::string> regex = moduleNamesRegex(names, error);
+    if (failed(regex))
+      return failure();
+    options.targets = *regex;
   }
   return options;
 }

@@ -6,6 +6,8 @@
 set(args)
 if(CASE STREQUAL "help")
   set(args --help)
+elseif(CASE STREQUAL "version")
+  set(args --version)
 elseif(CASE STREQUAL "unknown-command")
   set(args frobnicate)
 elseif(CASE MATCHES "^devices")
@@ -41,6 +43,17 @@ if(CASE STREQUAL "help")
      NOT out MATCHES "^USAGE: kiln-run <command> \\[arguments\\]\n" OR
      NOT out MATCHES "\nCOMMANDS:\n  devices +List the visible CUDA devices\n  inspect ")
     fail("expected usage on stdout and exit 0")
+  endif()
+elseif(CASE STREQUAL "version")
+  # The project's version, the commit (or "unknown" outside a checkout),
+  # the toolkit it was built with, and what loads here.
+  string(REPLACE "." "\\." version "${KILN_VERSION}")
+  if(NOT rc EQUAL 0 OR NOT err STREQUAL "" OR
+     NOT out MATCHES "^kiln-run \\(Kiln ${version}, git ([0-9a-f]+(-dirty)?|unknown)\\)\n" OR
+     NOT out MATCHES "\n  CUDA toolkit [0-9]+\\.[0-9]+ \\(built with\\)\n" OR
+     NOT out MATCHES "\n  cuBLASLt ([0-9]+\\.[0-9]+\\.[0-9]+ \\([^)]+\\)|not found)\n" OR
+     NOT out MATCHES "\n  CUDA driver ([0-9]+\\.[0-9]+|not found)\n$")
+    fail("expected the version lines and exit 0")
   endif()
 elseif(CASE STREQUAL "no-command")
   if(NOT rc EQUAL 2 OR NOT out STREQUAL "" OR NOT err MATCHES "^USAGE: kiln-run")

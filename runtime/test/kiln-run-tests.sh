@@ -176,6 +176,9 @@ ckpt-garbage)
 train-usage)
   fixtures
   expect 0 "" "$kiln_run" train --help
+  # --seed seeds more than the data order.
+  tr '\n' ' ' <out.txt | grep -q -- '--seed S  *seed of the data order, of the init program  *(LoRA.s A matrices) and of dropout (default 0);' ||
+    fail "--seed help"
   expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
@@ -312,7 +315,10 @@ train-gemm-step | train-gemm-step-gpu)
     expect 1 "kiln-run: error: short.bin: 12 bytes; input 'x' needs 6 F32 elements (24 bytes)" "$kiln_run" train g.kiln --weights g.safetensors --input x=short.bin --steps 1 --batch 2 --seq 3
   else
     [ $rc = 3 ] || fail "exit $rc, expected 3"
-    grep -q '^kiln-run: error: no CUDA driver: ' err.txt || fail "no-driver line"
+    # One sentence, said once.
+    grep -q '^kiln-run: error: no CUDA driver found (libcuda\.so\.1: .*); kiln-run needs an NVIDIA GPU and driver; nothing was trained$' err.txt ||
+      fail "no-driver line"
+    [ "$(grep -o 'CUDA driver' err.txt | wc -l)" = 1 ] || fail "the no-driver line repeats itself"
   fi
   ;;
 train-init-only | train-init-only-gpu)
@@ -357,7 +363,10 @@ PY
     grep -q '^step 1 loss 0.3750000 step_ms' out.txt || fail "step 1 loss"
   else
     [ $rc = 3 ] || fail "exit $rc, expected 3"
-    grep -q '^kiln-run: error: no CUDA driver: ' err.txt || fail "no-driver line"
+    # One sentence, said once.
+    grep -q '^kiln-run: error: no CUDA driver found (libcuda\.so\.1: .*); kiln-run needs an NVIDIA GPU and driver; nothing was trained$' err.txt ||
+      fail "no-driver line"
+    [ "$(grep -o 'CUDA driver' err.txt | wc -l)" = 1 ] || fail "the no-driver line repeats itself"
   fi
   ;;
 train-device-gpu)

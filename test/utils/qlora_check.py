@@ -52,7 +52,7 @@ def main():
 
     step = f"{work}/qlora.mlir"
     run([args.kiln, "compile", model_path, "--emit=mlir", "--quant", "nf4", "--lora",
-         f"r={args.rank},alpha={args.alpha},targets={args.targets}", "-o", step])
+         f"r={args.rank},alpha={args.alpha},targets_regex={args.targets}", "-o", step])
     run([args.kiln, "interp", step, "--inputs", data, "--outputs", f"{work}/init-run",
          "--write-init", f"{work}/init"])
     quantized = sorted(f[:-len(".nf4_codes.pb")] for f in os.listdir(f"{work}/init")

@@ -10,11 +10,13 @@
 
 #include "CudaOutput.h"
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/InitProgram.h"
 #include "kiln/Import/OnnxWeightSource.h"
 #include "kiln/artifact/Artifact.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -142,11 +144,40 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
       return 1;
     sections.push_back({"init", *initProgram});
   }
+  mlir::TimingScope none;
+  mlir::TimingScope writeTiming = (options.timing ? *options.timing : none).nest("write");
+  if (options.progress)
+    options.progress->stage("write " + path);
+  // What the last line reports: the parameters and how many train.
+  size_t params = 0, trainable = 0;
+  for (auto &[name, payload] : sections) {
+    if (name != "params")
+      continue;
+    Expected<json::Value> parsed = json::parse(payload);
+    if (!parsed) {
+      consumeError(parsed.takeError());
+      continue;
+    }
+    if (const json::Array *entries = parsed->getAsArray())
+      for (const json::Value &entry : *entries) {
+        ++params;
+        if (const json::Object *object = entry.getAsObject())
+          trainable += object->getBoolean("trainable").value_or(false);
+      }
+  }
   artifact::ArtifactWriter writer;
   for (auto &[name, payload] : sections)
     writer.add(name, payload);
   if (runtime::Status status = writer.write(path.str()); !status)
     return fail(status.getError());
+  writeTiming.stop();
+  uint64_t size = 0;
+  sys::fs::file_size(path, size);
+  if (options.progress)
+    options.progress->finish("wrote " + path + " (" + formatFileSize(size) + ", " +
+                             Twine(build.sources.size()) + " kernels in " +
+                             Twine(build.modules.size()) + " modules, " + Twine(params) +
+                             " params, " + Twine(trainable) + " trainable)");
   return 0;
 }
 

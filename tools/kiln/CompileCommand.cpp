@@ -8,6 +8,7 @@
 
 #include "CudaOutput.h"
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
@@ -18,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -64,8 +66,11 @@ cl::opt<Emit> emit(
     cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
-    cl::desc("With --emit=step-mlir: adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
-             "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=]"),
+    cl::desc("The optimizer of the train step (--emit=step-mlir and what is built from "
+             "it: kernel-mlir, cuda, artifact): adamw[:lr=,weight_decay=,betas=B1/B2,eps=] "
+             "(PyTorch's defaults: lr=1e-3, weight_decay=0.01, betas=0.9/0.999, eps=1e-8) "
+             "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=] (lr=1e-3, "
+             "the rest 0)"),
     cl::init("adamw"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> precision(
     "precision",
@@ -117,9 +122,14 @@ cl::opt<bool> explain("explain",
                       cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> loraSpec(
     "lora",
-    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=REGEX "
-             "(targets last: the regex runs to the end). Without --train only "
-             "the adapters train"),
+    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj. "
+             "PEFT's names work too (lora_alpha, lora_dropout, target_modules). "
+             "Defaults: r=16, alpha=8 (PEFT's lora_alpha), dropout=0, targets the "
+             "attention and MLP projections of common models. targets lists module "
+             "names, each matching whole name components as PEFT's target_modules "
+             "(q_proj matches ...self_attn.q_proj.weight); targets_regex=REGEX or "
+             "targets=re:REGEX searches the weight names instead (last: the regex "
+             "runs to the end). Without --train only the adapters train"),
     cl::value_desc("spec"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> loraSkip("lora-skip",
                               cl::desc("Regex of weights that get no adapter"),
@@ -141,8 +151,10 @@ cl::opt<std::string> quantSkip("quant-skip",
                                cl::cat(category()));
 cl::opt<std::string> archList(
     "arch",
-    cl::desc("With --emit=cuda: GPU archs to compile cubins for (sm_90,sm_80); "
-             "PTX of the oldest is kept for JIT elsewhere; `none` writes sources only"),
+    cl::desc("GPU archs the kernels are compiled for: the kernel images of "
+             "--emit=artifact, the cubins of --emit=cuda (sm_90,sm_80); PTX of the "
+             "oldest is kept for JIT on newer GPUs; `none` (--emit=cuda) writes "
+             "sources only"),
     cl::init("sm_90"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> kernelCache(
     "kernel-cache",
@@ -151,7 +163,8 @@ cl::opt<std::string> kernelCache(
     cl::sub(compileCommand()), cl::cat(category()));
 cl::list<std::string> dumpIrAfter(
     "dump-ir-after",
-    cl::desc("Print the IR after these passes (stderr), e.g. kiln-fuse"),
+    cl::desc("Print the IR after these passes (stderr): their arguments, e.g. "
+             "kiln-lora,kiln-fuse (a wrong name is an error listing them)"),
     cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> fusionReport(
     "fusion-report",
@@ -171,19 +184,58 @@ cl::opt<std::string> kernelCheck(
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> timing("timing", cl::desc("Print the time of every pass"),
-                     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> printTiming(
+    "timing",
+    cl::desc("Print the time of the import, every pass, CUDA C++ emission, NVRTC and the "
+             "write (stderr)"),
+    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> quiet(
+    "quiet",
+    cl::desc("No progress lines (a line redrawn on a terminal; in a log, plain lines for "
+             "compiles that run NVRTC) and no final 'wrote FILE' line"),
+    cl::sub(compileCommand()), cl::cat(category()));
+
+/// The kernel cache directory --kernel-cache names.
+std::string kernelCacheDir() {
+  if (kernelCache.empty())
+    return codegen::defaultKernelCacheDir();
+  return kernelCache == "none" ? std::string() : std::string(kernelCache);
+}
 
 } // namespace
 
-int runCompile(MLIRContext &context) {
+namespace {
+
+/// The compile itself; its pass managers, and the timing scopes they nest
+/// under, end before runCompile prints the report.
+int compileModel(MLIRContext &context, TimingScope &timing) {
+  std::string badPass;
+  if (failed(checkPassNames(std::vector<std::string>(dumpIrAfter.begin(), dumpIrAfter.end()),
+                            "--dump-ir-after", badPass)))
+    return fail(badPass);
   // The artifact replaces only a regular file (never a device, a FIFO, a
   // directory, /proc): refused now, not after compiling.
   if (emit == Emit::Artifact && !output.empty() && output != "-")
     if (runtime::Status status = artifact::checkReplaceableFile(output); !status)
       return fail(status.getError());
+  bool runsNvrtc = (emit == Emit::Artifact || emit == Emit::Cuda) && archList != "none";
+  CompileProgress progress(CompileProgress::choose(quiet, runsNvrtc));
+  auto cudaOptions = [&](std::vector<std::string> archs) {
+    CudaOutputOptions cuda;
+    cuda.archs = std::move(archs);
+    cuda.cacheDir = kernelCacheDir();
+    cuda.verbose = printTiming;
+    cuda.progress = &progress;
+    cuda.timing = &timing;
+    return cuda;
+  };
   std::string weightsPath;
-  OwningOpRef<ModuleOp> module = loadModule(context, model, {}, weightsPath);
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope importTiming = timing.nest("import");
+    progress.stage((StringRef(model).ends_with(".mlir") ? "parse " : "import ") + model);
+    module = loadModule(context, model, {}, weightsPath);
+  }
   if (!module)
     return 1;
   if (!findMain(*module))
@@ -195,24 +247,14 @@ int runCompile(MLIRContext &context) {
       return fail(model + " is a kernel-level step program: only --emit=cuda applies");
     if (output == "-")
       return fail("--emit=cuda needs -o DIR");
-    CudaOutputOptions cuda;
+    std::vector<std::string> archs;
     if (archList != "none") {
       Expected<std::vector<std::string>> parsed = codegen::parseArchList(archList);
       if (!parsed)
         return fail(toString(parsed.takeError()));
-      cuda.archs = *parsed;
+      archs = *parsed;
     }
-    cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                    : kernelCache == "none" ? std::string()
-                                            : std::string(kernelCache);
-    cuda.verbose = timing;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      std::string location;
-      llvm::raw_string_ostream os(location);
-      diag.getLocation().print(os);
-      fail(os.str() + ": " + diag.str());
-      return success();
-    });
+    CudaOutputOptions cuda = cudaOptions(archs);
     return writeCuda(*module, output, cuda);
   }
   if (fullgraph || explain) {
@@ -220,6 +262,7 @@ int runCompile(MLIRContext &context) {
     if (failed(report))
       return 1;
     if (explain) {
+      progress.clear();
       printBreakReport(model, *report, outs());
       return 0;
     }
@@ -232,6 +275,7 @@ int runCompile(MLIRContext &context) {
     }
   }
 
+  TimingScope stepTiming = timing.nest("train-step pipeline");
   PassManager pm(&context);
   if (printIrAfterAll || !dumpIrAfter.empty()) {
     context.disableMultithreading();
@@ -268,8 +312,8 @@ int runCompile(MLIRContext &context) {
       sizes[name.trim()] = v;
     }
   }
-  if (timing)
-    pm.enableTiming();
+  pm.enableTiming(stepTiming);
+  pm.addInstrumentation(progress.instrumentation());
   bool trainStep = buildsStep || emit == Emit::Artifact;
   if (emit == Emit::Artifact && (output.empty() || output == "-"))
     return fail("--emit=artifact needs -o FILE.kiln");
@@ -278,6 +322,9 @@ int runCompile(MLIRContext &context) {
   options.staticSymbols = staticSymbols.getValue();
   if (train.getNumOccurrences() > 0)
     options.train = train.getValue();
+  if (loraSpec.getNumOccurrences() && StringRef(loraSpec).trim().empty())
+    return fail("--lora needs settings, e.g. --lora r=16,alpha=32,targets=q_proj,v_proj "
+                "(without --lora every parameter trains)");
   options.lora = loraSpec.getValue();
   options.loraSkip = loraSkip.getValue();
   options.precision = precision.getValue();
@@ -297,18 +344,17 @@ int runCompile(MLIRContext &context) {
     return fail(invalid);
   if (failed(setRematSymbols(options, dynamicSymbols)))
     return 1;
+  // Pass errors are located diagnostics: kiln's handler (Diagnostics.h)
+  // prints each as one line.
   buildTrainStepPipeline(pm, options);
-  // Pass errors are located diagnostics; print them as one line each.
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    std::string location;
-    llvm::raw_string_ostream os(location);
-    diag.getLocation().print(os);
-    fail(os.str() + ": " + diag.str());
-    return success();
-  });
+  progress.stage("train step");
   if (failed(pm.run(*module)))
     return 1;
+  stepTiming.stop();
   if (memoryReportRequested()) {
+    TimingScope reportTiming = timing.nest("memory report");
+    progress.stage("memory report");
+    progress.clear(); // the report prints to stdout
     if (int rc = reportMemory(*module, dynamicSymbols, trainStep))
       return rc;
     if (output == "-")
@@ -316,6 +362,7 @@ int runCompile(MLIRContext &context) {
   }
   std::vector<std::pair<std::string, std::string>> artifactSections;
   if (emit == Emit::Artifact) {
+    TimingScope sectionsTiming = timing.nest("artifact sections");
     // From the graph-level step: lowering replaces parameters by buffers.
     FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
         stepArtifactSections(*module, model, archs);
@@ -335,6 +382,7 @@ int runCompile(MLIRContext &context) {
     std::vector<StepCounts> before;
     for (func::FuncOp func : module->getOps<func::FuncOp>())
       before.push_back(countUnfused(func));
+    TimingScope kernelTiming = timing.nest("kernel pipeline");
     PassManager lower(&context);
     if (printIrAfterAll || !dumpIrAfter.empty())
       lower.enableIRPrinting(
@@ -344,12 +392,15 @@ int runCompile(MLIRContext &context) {
                    llvm::is_contained(dumpIrAfter, pass->getArgument().str());
           },
           true, false);
-    if (timing)
-      lower.enableTiming();
+    lower.enableTiming(kernelTiming);
+    lower.addInstrumentation(progress.instrumentation());
     buildKernelPipeline(lower, options);
+    progress.stage("kernel pipeline");
     if (failed(lower.run(*module)))
       return 1;
+    kernelTiming.stop();
     if (fusionReport) {
+      progress.clear();
       unsigned i = 0;
       for (func::FuncOp func : module->getOps<func::FuncOp>())
         printFusionReport(func.getName(), before[i++], countLowered(func), sizes, outs());
@@ -358,28 +409,18 @@ int runCompile(MLIRContext &context) {
     if (emit == Emit::Artifact) {
       // Without values for every symbol the runtime plans at load time.
       if (planValues) {
+        TimingScope planTiming = timing.nest("memory plan");
+        progress.stage("memory plan");
         FailureOr<runtime::StepMemoryPlan> plan =
             planLoweredStep(findMain(*module), toBindings(*planValues));
         if (failed(plan))
           return 1;
         artifactSections.push_back({"memory_plan", runtime::encodeMemoryPlan(*plan)});
       }
-      CudaOutputOptions cuda;
-      cuda.archs = archs;
-      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                      : kernelCache == "none" ? std::string()
-                                              : std::string(kernelCache);
-      cuda.verbose = timing;
-      return writeArtifact(*module, std::move(artifactSections), output, cuda);
+      return writeArtifact(*module, std::move(artifactSections), output, cudaOptions(archs));
     }
     if (emit == Emit::Cuda) {
-      CudaOutputOptions cuda;
-      cuda.archs = archs;
-      cuda.cacheDir = kernelCache.empty() ? codegen::defaultKernelCacheDir()
-                      : kernelCache == "none" ? std::string()
-                                              : std::string(kernelCache);
-      cuda.verbose = timing;
-      if (int rc = writeCuda(*module, output, cuda))
+      if (int rc = writeCuda(*module, output, cudaOptions(archs)))
         return rc;
       if (!kernelCheck.empty())
         return writeKernelChecks(*module, output, kernelCheck,
@@ -389,11 +430,32 @@ int runCompile(MLIRContext &context) {
       return 0;
     }
   }
+  progress.clear();
   std::unique_ptr<ToolOutputFile> file = openOutput(output);
   if (!file)
     return 1;
   module->print(file->os());
   return closeOutput(*file, output);
+}
+
+} // namespace
+
+int runCompile(MLIRContext &context) {
+  // The timing manager outlives every pass manager and scope that reports
+  // to it, also when a pass fails (MLIR's own, owned by the pass manager,
+  // is destroyed before the failed pass's timer: a crash).
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(printTiming);
+  int rc;
+  {
+    TimingScope root = timingManager.getRootScope();
+    rc = compileModel(context, root);
+  }
+  if (printTiming) {
+    timingManager.print();
+    timingManager.setEnabled(false); // printed once, not again on destruction
+  }
+  return rc;
 }
 
 } // namespace kiln::driver

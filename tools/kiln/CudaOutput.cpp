@@ -7,12 +7,14 @@
 
 #include "CudaOutput.h"
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/Codegen/Cuda.h"
 #include "kiln/Codegen/Nvrtc.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/OpClassification.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -129,6 +131,11 @@ std::string isolateFailures(ArrayRef<codegen::CudaSource> kernels,
 int buildKernels(ModuleOp module, const CudaOutputOptions &options, KernelBuild &build) {
   std::vector<codegen::CudaSource> &sources = build.sources;
   std::vector<kernel::KernelOp> &kernelOps = build.kernelOps;
+  mlir::TimingScope none;
+  mlir::TimingScope &timing = options.timing ? *options.timing : none;
+  mlir::TimingScope emitTiming = timing.nest("CUDA C++ emission");
+  if (options.progress)
+    options.progress->stage("CUDA C++ emission");
   for (auto kernel : module.getOps<kernel::KernelOp>()) {
     FailureOr<codegen::CudaSource> source = codegen::emitCudaKernel(kernel);
     if (failed(source))
@@ -156,12 +163,22 @@ int buildKernels(ModuleOp module, const CudaOutputOptions &options, KernelBuild 
     modules.push_back({"module" + std::to_string(modules.size()), std::move(text)});
     ranges.push_back({begin, end});
   }
+  emitTiming.stop();
   std::vector<codegen::CompiledKernel> &compiled = build.compiled;
   double &seconds = build.seconds;
   codegen::NvrtcOptions nvrtc;
   nvrtc.archs = options.archs;
   nvrtc.cacheDir = options.cacheDir;
+  if (CompileProgress *progress = options.progress)
+    nvrtc.onKernelDone = [progress](size_t done, size_t total, const std::string &name,
+                                    bool cached) {
+      progress->nvrtcModule(done, total, name, cached);
+    };
   if (!options.archs.empty()) {
+    mlir::TimingScope nvrtcTiming = timing.nest("NVRTC");
+    if (options.progress)
+      options.progress->stage("NVRTC: " + Twine(modules.size()) + " modules for " +
+                              llvm::join(options.archs, ","));
     auto start = std::chrono::steady_clock::now();
     Expected<std::vector<codegen::CompiledKernel>> result = codegen::compileKernels(modules, nvrtc);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -193,6 +210,10 @@ int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) 
   const std::vector<std::pair<size_t, size_t>> &ranges = build.ranges;
   const std::vector<codegen::CompiledKernel> &compiled = build.compiled;
   double seconds = build.seconds;
+  mlir::TimingScope none;
+  mlir::TimingScope writeTiming = (options.timing ? *options.timing : none).nest("write");
+  if (options.progress)
+    options.progress->stage("write " + dir);
   if (std::error_code ec = sys::fs::create_directories(dir))
     return fail("cannot create " + dir + ": " + ec.message());
   auto path = [&](const Twine &file) {
@@ -261,6 +282,10 @@ int writeCuda(ModuleOp module, StringRef dir, const CudaOutputOptions &options) 
   os << formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
   if (Error e = writeFile(path("manifest.json"), text))
     return fail(toString(std::move(e)));
+  if (options.progress)
+    options.progress->finish("wrote " + dir + " (" + Twine(sources.size()) + " kernels in " +
+                             Twine(modules.size()) + " modules, " + Twine(gemms) + " GEMMs" +
+                             (compiled.empty() ? ", sources only" : "") + ")");
   if (options.verbose) {
     errs() << "kiln: " << sources.size() << " kernels in " << modules.size() << " modules, "
            << gemms << " GEMMs -> " << dir;

@@ -9,6 +9,7 @@
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
@@ -17,10 +18,14 @@
 
 namespace kiln::driver {
 
+class CompileProgress;
+
 struct CudaOutputOptions {
   std::vector<std::string> archs; // empty: sources only
   std::string cacheDir;
   bool verbose = false;
+  CompileProgress *progress = nullptr;  // stage and NVRTC module lines
+  mlir::TimingScope *timing = nullptr;  // --timing: emission, NVRTC, write
 };
 
 /// The kernels of a lowered module, emitted and (for options.archs)

@@ -32,6 +32,18 @@ llvm::cl::SubCommand &reportCommand();
 /// --raise-composites, shared by every command that imports.
 extern llvm::cl::opt<bool> raiseComposites;
 
+/// `kiln --version`: Kiln's version and commit, LLVM/MLIR's and NVRTC's.
+void printVersion(llvm::raw_ostream &os);
+/// `kiln --list-options` (hidden): "SUBCOMMAND OPTION" per line, every
+/// option each subcommand accepts, for the test that --help lists them.
+int printOptionTable(llvm::raw_ostream &os);
+
+/// Every name must be the argument of a pass kiln compile's pipelines run
+/// (kiln-lora, cse); else `error` names the bad one (and, for a class name
+/// like LoraPass, its argument) and lists the valid ones.
+mlir::LogicalResult checkPassNames(llvm::ArrayRef<std::string> names, llvm::StringRef flag,
+                                   std::string &error);
+
 /// Prints `kiln: error: <message>` as one line and returns exit code 1.
 int fail(const llvm::Twine &message);
 /// Opens `path` ("-": stdout) for writing; errors are reported (null).

@@ -6,10 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Diagnostics.h"
 #include "Driver.h"
+#include "Progress.h"
 
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/InitAll.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -36,7 +39,8 @@ cl::SubCommand &importCommand() {
 }
 cl::SubCommand &compileCommand() {
   static cl::SubCommand command(
-      "compile", "Build the training step of a model (gradients today) and print it");
+      "compile", "Compile a model's training step (forward, backward, optimizer; LoRA, NF4, "
+                 "bf16) to IR, CUDA C++ or a .kiln artifact for kiln-run");
   return command;
 }
 cl::SubCommand &explainCommand() {
@@ -63,8 +67,28 @@ cl::opt<bool> raiseComposites(
     cl::sub(compileCommand()), cl::sub(explainCommand()), cl::sub(reportCommand()),
     cl::cat(category()));
 
+namespace {
+cl::opt<bool> listOptions("list-options",
+                          cl::desc("Print every subcommand's options (for the help test)"),
+                          cl::ReallyHidden);
+} // namespace
+
+int printOptionTable(raw_ostream &os) {
+  // What the parser accepts: every named option of each subcommand that is
+  // in Kiln's category (LLVM's own are hidden from --help).
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands()) {
+    if (sub->getName().empty())
+      continue;
+    for (auto &[name, option] : sub->OptionsMap)
+      if (llvm::is_contained(option->Categories, &category()))
+        os << sub->getName() << " " << name << "\n";
+  }
+  return 0;
+}
+
 int fail(const Twine &message) {
   // One line, even when names from the model hold line breaks.
+  CompileProgress::clearCurrent();
   std::string line;
   for (char c : message.str())
     line += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
@@ -101,6 +125,7 @@ int closeOutput(ToolOutputFile &file, StringRef path) {
 }
 
 void reportUnsupported(const ImportResult &result) {
+  CompileProgress::clearCurrent();
   for (const UnsupportedNode &node : result.unsupported)
     errs() << "kiln: warning: unsupported op " << node.opType << " (node '"
            << node.nodeName << "'): " << node.reason << "\n";
@@ -109,6 +134,7 @@ void reportUnsupported(const ImportResult &result) {
 OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &path,
                                  ImportOptions options, std::string &weightsPath,
                                  bool quiet) {
+  setDiagnosticInput(path);
   if (StringRef(path).ends_with(".mlir")) {
     SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -146,23 +172,34 @@ func::FuncOp findMain(ModuleOp module) {
 int main(int argc, char **argv) {
   using namespace kiln::driver;
   InitLLVM init(argc, argv);
+  // The pass registry names the passes --dump-ir-after may ask for.
+  kiln::registerAllPasses();
   // libLLVM registers hundreds of codegen flags; `kiln --help` shows ours.
   cl::HideUnrelatedOptions(category());
-  for (cl::SubCommand *sub :
-       {&importCommand(), &compileCommand(), &explainCommand(), &interpCommand(),
-        &reportCommand()})
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
     cl::HideUnrelatedOptions(category(), *sub);
+  cl::SetVersionPrinter(printVersion);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "Kiln: an ahead-of-time training compiler for fine-tuning\n\n"
-      "  kiln import MODEL.onnx [-o OUT.mlir]\n"
-      "  kiln compile MODEL.onnx|IR.mlir --train=all|REGEX --emit=grads-mlir "
+      "Kiln: an ahead-of-time training compiler for fine-tuning. It compiles a\n"
+      "model's whole training step (forward, backward, optimizer, LoRA/NF4) into\n"
+      "CUDA kernels in a .kiln artifact that kiln-run trains on the GPU.\n\n"
+      "  kiln compile MODEL.onnx --lora r=16,alpha=32,targets=q_proj,v_proj "
+      "--precision=bf16\n"
+      "      --emit=artifact -o STEP.kiln     (then: kiln-run train STEP.kiln ...)\n"
+      "  kiln compile MODEL.onnx|IR.mlir --emit=mlir|grads-mlir|step-mlir|kernel-mlir "
       "[-o OUT.mlir]\n"
+      "  kiln compile MODEL.onnx --emit=cuda -o DIR\n"
+      "  kiln import MODEL.onnx [-o OUT.mlir]\n"
       "  kiln explain MODEL.onnx [--format=json]\n"
       "  kiln interp IR.mlir|MODEL.onnx --inputs DIR --outputs DIR\n"
-      "  kiln report MODEL... [--batch B --seq S] [--format=md|json]\n");
+      "  kiln report MODEL... [--batch B --seq S] [--format=md|json]\n\n"
+      "'kiln <command> --help' lists a command's options.\n");
+  if (listOptions)
+    return printOptionTable(outs());
   MLIRContext context;
   context.loadDialect<kiln::GraphDialect, kiln::kernel::KernelDialect, func::FuncDialect>();
+  CommandDiagnostics diagnostics(context);
   if (importCommand())
     return runImport(context);
   if (compileCommand())

@@ -42,7 +42,9 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                             llvm::cl::desc("Parameters that train: all, none or a regex; empty: "
                                            "all, or only the adapters with lora")};
   Option<std::string> lora{*this, "lora",
-                           llvm::cl::desc("LoRA adapters: r=16,alpha=32,dropout=0.05,targets=REGEX")};
+                           llvm::cl::desc("LoRA adapters: r=16,alpha=32,dropout=0.05,"
+                                          "targets=q_proj,v_proj (or targets_regex=REGEX, "
+                                          "last); as kiln compile --lora")};
   Option<std::string> loraSkip{*this, "lora-skip",
                                llvm::cl::desc("Regex of weights that get no adapter")};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),

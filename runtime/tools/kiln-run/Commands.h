@@ -38,6 +38,13 @@ struct Arguments {
   const std::vector<std::string> &getAll(const std::string &name) const;
 };
 
+/// `COMMAND -h` or `COMMAND --help` (the only argument).
+bool isHelp(int argc, char **argv);
+
+/// The flags each command accepts (kiln-run --list-options prints them).
+extern const std::vector<std::string> kNoFlags;
+extern const std::vector<std::string> kTrainFlags;
+
 int runDevices(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCkptInfo(int argc, char **argv);

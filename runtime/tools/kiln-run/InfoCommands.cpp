@@ -19,7 +19,14 @@ using namespace kiln::run;
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
-int kiln::run::runDevices(int argc, char **) {
+const std::vector<std::string> kiln::run::kNoFlags;
+
+int kiln::run::runDevices(int argc, char **argv) {
+  if (isHelp(argc, argv)) {
+    std::printf("USAGE: kiln-run devices\n\nLists the CUDA devices the driver "
+                "sees: name, arch, memory, SMs.\n");
+    return 0;
+  }
   if (argc > 0)
     return error(kExitUsage, "'devices' takes no arguments");
   Expected<CudaDriver> driver = CudaDriver::load();

@@ -54,7 +54,9 @@ constexpr const char *kTrainUsage =
     "                          comma lists (e.g. --seq 512,1024,2048) give\n"
     "                          several shapes, used in turn: step t runs\n"
     "                          shape (t-1) mod N (a list of 1 repeats)\n"
-    "  --seed S                data-order seed (default 0)\n"
+    "  --seed S                seed of the data order, of the init program\n"
+    "                          (LoRA's A matrices) and of dropout (default 0);\n"
+    "                          --init random:SEED seeds the random parameters\n"
     "  --lr LR                 learning rate (default: the artifact's)\n"
     "  --log-every K           print loss, step ms, tokens/s, peak memory "
     "every K "
@@ -80,6 +82,14 @@ constexpr const char *kTrainUsage =
     "all ops to FILE\n"
     "                          (TSV), the costliest kernels to stdout\n";
 
+} // namespace
+
+const std::vector<std::string> kiln::run::kTrainFlags = {
+    "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
+    "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
+    "input", "graphs", "graph-cache", "profile", "progress", "attention"};
+
+namespace {
 /// Parses a non-negative integer flag; false with a message otherwise.
 bool parseCount(const std::string &flag, const std::string &text,
                 int64_t minimum, int64_t &out, std::string &message) {
@@ -381,12 +391,7 @@ int kiln::run::runTrain(int argc, char **argv) {
     return 0;
   }
   std::string message;
-  std::optional<Arguments> args = Arguments::parse(
-      argc, argv,
-      {"weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-       "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-       "input", "graphs", "graph-cache", "profile", "progress", "attention"},
-      message);
+  std::optional<Arguments> args = Arguments::parse(argc, argv, kTrainFlags, message);
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run train --help')");
   if (args->positional.size() != 1)
@@ -636,9 +641,11 @@ int kiln::run::runTrain(int argc, char **argv) {
                      "data and guards are valid; " + deviceNote +
                      "); recompile with kiln compile --emit=artifact; nothing "
                      "was trained");
-  if (!gpu)
-    return error(kExitNoDevice, "no CUDA driver: " + driver.getError() +
-                                    "; nothing was trained");
+  if (!gpu) // The loader's message already says there is no driver.
+    return error(kExitNoDevice, driver.getError() + "; nothing was trained");
+  if (args->get("save-adapters") && !step->getMeta().get("lora"))
+    return error(kExitUsage, "--save-adapters: " + artifactPath +
+                                 " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,

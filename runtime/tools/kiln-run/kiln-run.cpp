@@ -11,6 +11,12 @@
 
 #include "Commands.h"
 
+#include "KilnVersion.h"
+#include "kiln/runtime/CublasLt.h"
+#include "kiln/runtime/CudaDriver.h"
+
+#include <cuda.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -29,8 +35,38 @@ constexpr const char *kUsage =
     "              (see 'kiln-run train --help')\n"
     "\n"
     "OPTIONS:\n"
-    "  -h, --help  Show this help\n";
+    "  -h, --help  Show this help ('kiln-run COMMAND --help': the command's)\n"
+    "  --version   Show the Kiln version and commit, the CUDA toolkit kiln-run\n"
+    "              was built with, and the cuBLASLt and driver found now\n";
+
+/// "13.0" from CUDA's 13000.
+std::string cudaVersionString(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+int printVersion() {
+  using namespace kiln::runtime;
+  std::printf("kiln-run (Kiln " KILN_VERSION ", git " KILN_GIT_HASH ")\n");
+  std::printf("  CUDA toolkit %s (built with)\n", cudaVersionString(CUDA_VERSION).c_str());
+  // Both are loaded at run time; neither needs a GPU to report a version.
+  Expected<CublasLt> lt = CublasLt::load();
+  if (lt)
+    std::printf("  cuBLASLt %s (%s)\n", lt->getVersionString().c_str(),
+                lt->getLibrary().c_str());
+  else
+    std::printf("  cuBLASLt not found\n");
+  Expected<CudaDriver> driver = CudaDriver::load();
+  if (driver)
+    std::printf("  CUDA driver %s\n", cudaVersionString(driver->getDriverVersion()).c_str());
+  else
+    std::printf("  CUDA driver not found\n");
+  return 0;
+}
 } // namespace
+
+bool kiln::run::isHelp(int argc, char **argv) {
+  return argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"));
+}
 
 int kiln::run::error(int exitCode, const std::string &message) {
   std::fprintf(stderr, "kiln-run: error: %s\n", message.c_str());
@@ -101,13 +137,27 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (!std::strcmp(command, "--version"))
+    return printVersion();
   struct {
     const char *name;
     int (*run)(int, char **);
-  } commands[] = {{"devices", runDevices},
-                  {"inspect", runInspect},
-                  {"ckpt-info", runCkptInfo},
-                  {"train", runTrain}};
+    const std::vector<std::string> &flags;
+  } commands[] = {{"devices", runDevices, kNoFlags},
+                  {"inspect", runInspect, kNoFlags},
+                  {"ckpt-info", runCkptInfo, kNoFlags},
+                  {"train", runTrain, kTrainFlags}};
+  if (!std::strcmp(command, "--list-options")) {
+    // Hidden: every command and the flags it accepts, for the test that
+    // each --help lists them.
+    for (const auto &entry : commands) {
+      std::printf("%s", entry.name);
+      for (const std::string &flag : entry.flags)
+        std::printf(" --%s", flag.c_str());
+      std::printf("\n");
+    }
+    return 0;
+  }
   for (const auto &entry : commands)
     if (!std::strcmp(command, entry.name))
       return entry.run(argc - 2, argv + 2);
