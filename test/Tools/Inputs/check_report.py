@@ -174,11 +174,12 @@ def check_fixtures(report, fixtures, work, src):
             want = dict(family="encoder", head=f"classifier ({classes} classes)", layers=len(layers),
                         hidden=embeddings[1], heads=4, kv_heads=4, head_dim=16, vocab=embeddings[0],
                         norm="LayerNorm", activation="GELU", uniform_attention=True)
-            # Exported as softmax(q kT * scale + mask), the mask all-keep
-            # (BERT without an attention_mask input).
-            attention = dict(sites=2, raised=0, path="not raised (mask: all-keep)", head_dim=16,
-                             element="bf16", kernel=None, cudnn=False,
-                             cudnn_reason="attention not raised (softmax of q kT)", implementations=[])
+            # Exported as softmax(q kT * scale + mask) with an all-keep mask
+            # (BERT without an attention_mask input): the mask analysis drops
+            # it, so the attention is raised unmasked and cuDNN may take it.
+            attention = dict(sites=2, raised=2, path="unmasked", head_dim=16,
+                             element="bf16", kernel="tiled", cudnn=True,
+                             cudnn_reason=None, implementations=["tiled", "cudnn"])
         else:
             l1 = meta["params"]["l1.weight"]["shape"]
             l2 = meta["params"]["l2.weight"]["shape"]
