@@ -23,11 +23,13 @@
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
+#include "kiln/runtime/BatchSource.h"
 #include "kiln/runtime/TokenData.h"
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +155,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const CublasLt &lt, const std::vector<std::string> &weightPaths,
                  const Arguments &args, const std::vector<SymbolBindings> &shapes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
-                 uint64_t seed, const TokenFile *tokens,
+                 uint64_t seed, BatchSource *data,
                  std::optional<uint64_t> randomInitSeed) {
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
@@ -251,42 +253,45 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     fixed.insert(name);
   }
 
-  std::vector<uint32_t> windows, row;
+  MicroBatch batchData;
   std::vector<ActionTime> profile;
   double peak = 0;
   std::string progressMode = args.get("progress").value_or("auto");
   ProgressBar progress(startStep, steps,
                        progressMode == "on" || (progressMode == "auto" && ::isatty(STDOUT_FILENO)));
+  // The data order continues where the checkpoint's step left it.
+  if (data)
+    if (Status s = data->seek(static_cast<uint64_t>(startStep)); !s)
+      return error(kExitBadInput, s.getError());
   for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
-    // Step t's shape depends on t alone, so a resumed run continues the
-    // schedule.
-    const SymbolBindings &sizes = shapes[static_cast<size_t>(t - 1) % shapes.size()];
-    int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
-    if (shapes.size() > 1)
-      if (Status s = x.selectShape(sizes); !s)
-        return error(kExitBadInput, "step " + std::to_string(t) + ": " + s.getError());
+    // Without a data source, step t's shape depends on t alone, so a
+    // resumed run continues the schedule; a source picks the shape of each
+    // micro-batch (its bucket) the same way from its cursor.
+    const SymbolBindings *sizes = &shapes[static_cast<size_t>(t - 1) % shapes.size()];
     auto begin = std::chrono::steady_clock::now();
-    bool sampled = false;
+    bool needsData = false;
+    for (const std::string &name : x.getDataInputs())
+      needsData |= !fixed.count(name);
+    if (needsData) {
+      if (!data)
+        return error(kExitUsage, "the step's data inputs need --data or --input");
+      if (Status s = data->next(batchData); !s)
+        return error(kExitBadInput, s.getError());
+      sizes = &batchData.sizes;
+    }
+    int64_t batch = sizes->at("batch"), seq = sizes->at("seq");
+    if (shapes.size() > 1)
+      if (Status s = x.selectShape(*sizes); !s)
+        return error(kExitBadInput, "step " + std::to_string(t) + ": " + s.getError());
     for (const std::string &name : x.getDataInputs()) {
       if (fixed.count(name))
         continue;
-      if (!tokens)
-        return error(kExitUsage, "input '" + name + "' needs --data or --input");
-      if (!sampled) {
-        if (Status s = tokens->sampleBatch(seed, static_cast<uint64_t>(t - 1),
-                                           batch, seq, windows);
-            !s)
-          return error(kExitBadInput, s.getError());
-        sampled = true;
-      }
-      // Labels are the windows shifted by one token; the rest read the
-      // window's first seq tokens.
-      bool labels = name == "labels" || name == "targets" || name == "target";
-      row.clear();
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t i = 0; i < seq; ++i)
-          row.push_back(windows[b * (seq + 1) + i + (labels ? 1 : 0)]);
-      if (Status s = x.setInput(name, row.data(), DType::U32, row.size()); !s)
+      auto values = batchData.inputs.find(name);
+      if (values == batchData.inputs.end())
+        return error(kExitUsage, "input '" + name + "' is not made by the data (" +
+                                     data->describe() + "); feed it with --input");
+      if (Status s = x.setInput(name, values->second.data(), DType::I64, values->second.size());
+          !s)
         return error(kExitBadInput, s.getError());
     }
     std::optional<std::string> profilePath = args.get("profile");
@@ -309,7 +314,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s\n",
                   static_cast<long long>(t), *loss, ms,
                   static_cast<double>(batch * seq) / (ms / 1000.0), peak,
-                  shapes.size() > 1 ? (" shape " + formatShape(sizes)).c_str() : "");
+                  shapes.size() > 1 ? (" shape " + formatShape(*sizes)).c_str() : "");
     }
     progress.update(t, *loss, ms);
     std::fflush(stdout);
@@ -563,31 +568,35 @@ int kiln::run::runTrain(int argc, char **argv) {
                 static_cast<long long>(startStep));
   }
 
-  // Data: the first step's windows, so a bad file fails now (--input alone
-  // feeds fixed tensors instead).
+  // Data: the first step's micro-batches (one per shape), so a bad file
+  // fails now (--input alone feeds fixed tensors instead).
   std::optional<TokenFile> tokens;
+  std::unique_ptr<BatchSource> data;
   if (args->get("data")) {
+    std::set<std::string> fixedNames;
+    for (const std::string &spec : args->getAll("input"))
+      fixedNames.insert(spec.substr(0, spec.find('=')));
+    std::vector<std::string> inputs;
+    if (const StepProgram *program = step->getProgram("step")) {
+      for (const ProgramBinding &arg : program->args)
+        if (arg.role == "input" && !fixedNames.count(arg.name))
+          inputs.push_back(arg.name);
+    } else {
+      inputs = {"input_ids", "labels"};
+    }
+    uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
     Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
     if (!opened)
       return error(kExitBadInput, opened.getError());
     tokens.emplace(std::move(*opened));
-    std::vector<uint32_t> windows;
-    uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
-    for (const SymbolBindings &sizes : shapes)
-      if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
-                                              static_cast<uint64_t>(startStep),
-                                              sizes.at("batch"), sizes.at("seq"), windows, vocab);
-          !status)
+    data = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
+                                               static_cast<uint64_t>(seed), vocab);
+    MicroBatch first;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      if (Status status = data->seek(static_cast<uint64_t>(startStep) + i); !status ||
+          !(status = data->next(first)))
         return error(kExitBadInput, status.getError());
-    const SymbolBindings &first = shapes.front();
-    std::printf("data %s: %llu tokens, %lld windows of %lld per step%s (seed "
-                "%lld)\n",
-                args->get("data")->c_str(),
-                static_cast<unsigned long long>(tokens->getTokenCount()),
-                static_cast<long long>(first.at("batch")),
-                static_cast<long long>(first.at("seq") + 1),
-                shapes.size() > 1 ? " at the first shape" : "",
-                static_cast<long long>(seed));
+    std::printf("%s\n", data->describe().c_str());
   }
 
   // The device, where there is a driver: every kernel's image must load
@@ -649,6 +658,6 @@ int kiln::run::runTrain(int argc, char **argv) {
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,
-                      static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
+                      static_cast<uint64_t>(seed), data.get(),
                       randomInitSeed);
 }
