@@ -231,7 +231,7 @@ DocumentSource::create(const DocumentFile &file, std::vector<SymbolBindings> sha
       return Error{path + ": a dataset's micro-batches have one --batch (its --seq list gives "
                           "the buckets)"};
   if (batching.mode == DocumentBatching::Mode::Pack && shapes.size() > 1)
-    return Error{"--pack fills rows of one length: give one --seq"};
+    return Error{"--batching pack fills rows of one length: give one --seq"};
   bool hasPositions = false, hasMask = false;
   for (const std::string &name : inputs) {
     if (name != "input_ids" && !isLabelInput(name) && name != "attention_mask" &&
@@ -244,10 +244,10 @@ DocumentSource::create(const DocumentFile &file, std::vector<SymbolBindings> sha
   }
   if (batching.mode == DocumentBatching::Mode::Pack) {
     if (!hasPositions)
-      return Error{"--pack: the step has no position_ids input, so packed documents would "
+      return Error{"--batching pack: the step has no position_ids input, so packed documents would "
                    "attend to each other (export with scripts/export_hf.py --position-ids)"};
     if (hasMask)
-      return Error{"--pack: the step has an attention_mask input; a Hugging Face export "
+      return Error{"--batching pack: the step has an attention_mask input; a Hugging Face export "
                    "restricts attention to each packed document only without one (export "
                    "with --position-ids alone)"};
   }

@@ -334,15 +334,15 @@ static void testCreateErrors() {
   std::vector<SymbolBindings> one = {{{"batch", 1}, {"seq", 8}}};
   CHECK(DocumentSource::create(*file, one, {"input_ids", "labels"}, pack)
             .getError()
-            .find("--pack: the step has no position_ids input") == 0);
+            .find("--batching pack: the step has no position_ids input") == 0);
   CHECK(DocumentSource::create(*file, one, {"input_ids", "attention_mask", "position_ids", "labels"},
                                pack)
             .getError()
-            .find("--pack: the step has an attention_mask input") == 0);
+            .find("--batching pack: the step has an attention_mask input") == 0);
   std::vector<SymbolBindings> two = {{{"batch", 1}, {"seq", 8}}, {{"batch", 1}, {"seq", 16}}};
   CHECK_EQ(DocumentSource::create(*file, two, {"input_ids", "position_ids", "labels"}, pack)
                .getError(),
-           "--pack fills rows of one length: give one --seq");
+           "--batching pack fills rows of one length: give one --seq");
   std::vector<SymbolBindings> batches = {{{"batch", 1}, {"seq", 8}}, {{"batch", 2}, {"seq", 8}}};
   CHECK(DocumentSource::create(*file, batches, {"input_ids", "labels"}, {})
             .getError()
