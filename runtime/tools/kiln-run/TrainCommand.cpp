@@ -21,6 +21,7 @@
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/DocumentData.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/BatchSource.h"
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,8 +49,18 @@ constexpr const char *kTrainUsage =
     "\n"
     "  --weights FILE          safetensors weights (repeat for shards)\n"
     "  --init random:SEED      random parameters instead of --weights\n"
-    "  --data FILE             raw little-endian token ids\n"
-    "  --token-dtype T         uint16 (default) or uint32\n"
+    "  --data FILE             a fine-tuning dataset (scripts/kiln_dataset.py;\n"
+    "                          docs/data.md) or raw little-endian token ids\n"
+    "  --token-dtype T         raw token ids: uint16 (default) or uint32\n"
+    "  --batching pad|pack     a dataset's rows: a document each, padded to the\n"
+    "                          smallest --seq bucket holding the micro-batch's\n"
+    "                          longest (pad, default), or documents packed into\n"
+    "                          rows of one --seq (pack: needs a position_ids input)\n"
+    "  --labels shifted|unshifted\n"
+    "                          a dataset's labels: the next tokens (default, as\n"
+    "                          scripts/export_hf.py exports) or the inputs\n"
+    "  --shuffle on|off        a dataset's documents in a seeded order per epoch\n"
+    "                          (default on) or in file order\n"
     "  --steps N               optimizer steps to run (0: load, run the init "
     "program,\n"
     "                          save with --save/--save-adapters; no step)\n"
@@ -89,7 +101,8 @@ constexpr const char *kTrainUsage =
 const std::vector<std::string> kiln::run::kTrainFlags = {
     "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
     "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-    "input", "graphs", "graph-cache", "profile", "progress", "attention"};
+    "input", "graphs", "graph-cache", "profile", "progress", "attention",
+    "batching", "labels", "shuffle"};
 
 namespace {
 /// Parses a non-negative integer flag; false with a message otherwise.
@@ -476,6 +489,12 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (Status s = checkPeftAdapterDir(*dir); !s)
       return error(kExitUsage, "--save-adapters " + s.getError());
   }
+  for (auto [flag, a, b] : {std::tuple<const char *, const char *, const char *>{"batching", "pad", "pack"},
+                            {"labels", "shifted", "unshifted"},
+                            {"shuffle", "on", "off"}})
+    if (std::optional<std::string> value = args->get(flag); value && *value != a && *value != b)
+      return error(kExitUsage, std::string("--") + flag + " must be " + a + " or " + b +
+                                   ", got '" + *value + "'");
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
     if (!(tokenDType = parseTokenDType(*text)))
@@ -571,6 +590,7 @@ int kiln::run::runTrain(int argc, char **argv) {
   // Data: the first step's micro-batches (one per shape), so a bad file
   // fails now (--input alone feeds fixed tensors instead).
   std::optional<TokenFile> tokens;
+  std::optional<DocumentFile> documents;
   std::unique_ptr<BatchSource> data;
   if (args->get("data")) {
     std::set<std::string> fixedNames;
@@ -585,12 +605,44 @@ int kiln::run::runTrain(int argc, char **argv) {
       inputs = {"input_ids", "labels"};
     }
     uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
-    Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
-    if (!opened)
-      return error(kExitBadInput, opened.getError());
-    tokens.emplace(std::move(*opened));
-    data = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
-                                               static_cast<uint64_t>(seed), vocab);
+    std::string path = *args->get("data");
+    bool dataset = isDocumentFile(path);
+    for (const char *flag : {"batching", "labels", "shuffle"})
+      if (!dataset && args->get(flag))
+        return error(kExitUsage, std::string("--") + flag + " is for a fine-tuning dataset; " +
+                                     path + " is raw token ids (scripts/kiln_dataset.py writes one)");
+    if (dataset) {
+      Expected<DocumentFile> opened = DocumentFile::open(path);
+      if (!opened)
+        return error(kExitBadInput, opened.getError());
+      documents.emplace(std::move(*opened));
+      TokenDType fileDType = documents->getHeader().dtype;
+      if (args->get("token-dtype") && *tokenDType != fileDType)
+        return error(kExitUsage, path + ": the dataset holds " +
+                                     (fileDType == TokenDType::U16 ? "uint16" : "uint32") +
+                                     " tokens; --token-dtype " + *args->get("token-dtype") +
+                                     " does not apply (drop it)");
+      DocumentBatching batching;
+      batching.mode = args->get("batching").value_or("pad") == "pack"
+                          ? DocumentBatching::Mode::Pack
+                          : DocumentBatching::Mode::Pad;
+      batching.shiftedLabels = args->get("labels").value_or("shifted") == "shifted";
+      batching.shuffle = args->get("shuffle").value_or("on") == "on";
+      batching.seed = static_cast<uint64_t>(seed);
+      batching.vocabSize = vocab;
+      Expected<std::unique_ptr<DocumentSource>> made =
+          DocumentSource::create(*documents, shapes, inputs, batching);
+      if (!made)
+        return error(kExitBadInput, made.getError());
+      data = std::move(*made);
+    } else {
+      Expected<TokenFile> opened = TokenFile::open(path, *tokenDType);
+      if (!opened)
+        return error(kExitBadInput, opened.getError());
+      tokens.emplace(std::move(*opened));
+      data = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
+                                                 static_cast<uint64_t>(seed), vocab);
+    }
     MicroBatch first;
     for (size_t i = 0; i < shapes.size(); ++i)
       if (Status status = data->seek(static_cast<uint64_t>(startStep) + i); !status ||
