@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -86,6 +87,18 @@ cl::opt<std::string> evalInputsDir(
     "eval-inputs",
     cl::desc("With --steps and --loop-programs: after each step, run "
              "@main__eval on this folder's input_K.pb and print its loss"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+
+cl::opt<std::string> saveDir(
+    "save",
+    cl::desc("With --steps: after the last step write the trained parameters, "
+             "the optimizer state and the step count to <dir> (params/, state/, "
+             "step.txt), which --resume continues from"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> resumeDir(
+    "resume",
+    cl::desc("With --steps: start from a --save folder's parameters and "
+             "optimizer state, numbering steps after its step count"),
     cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
 cl::opt<std::string> writeInitDir(
@@ -327,6 +340,94 @@ int loadParamOverrides(OverlayWeightSource &weights) {
   return 0;
 }
 
+/// A state name ("w/exp_avg") as a file name and back.
+std::string stateFileName(const std::string &name) {
+  std::string out;
+  for (char c : name)
+    out += c == '/' ? std::string("%2F") : c == '%' ? std::string("%25") : std::string(1, c);
+  return out + ".pb";
+}
+std::string stateName(StringRef file) {
+  std::string out;
+  for (size_t i = 0; i < file.size(); ++i) {
+    if (file[i] == '%' && file.substr(i, 3) == "%2F")
+      out += '/', i += 2;
+    else if (file[i] == '%' && file.substr(i, 3) == "%25")
+      out += '%', i += 2;
+    else
+      out += file[i];
+  }
+  return out;
+}
+
+/// --save: the parameters, optimizer state and completed steps.
+int saveTrainState(const std::map<std::string, HostTensor> &params,
+                   const std::map<std::string, HostTensor> &state, unsigned completed) {
+  if (saveDir.empty())
+    return 0;
+  for (const char *sub : {"params", "state"}) {
+    SmallString<256> dir(saveDir);
+    sys::path::append(dir, sub);
+    if (std::error_code ec = sys::fs::create_directories(dir))
+      return fail(saveDir + ": " + ec.message());
+  }
+  for (auto [list, sub] : {std::pair{&params, "params"}, std::pair{&state, "state"}})
+    for (const auto &[name, tensor] : *list) {
+      SmallString<256> path(saveDir);
+      sys::path::append(path, sub, list == &params ? name + ".pb" : stateFileName(name));
+      if (absl::Status status = writeTensorFile(path.str().str(), tensor, name); !status.ok())
+        return fail(std::string(status.message()));
+    }
+  SmallString<256> stepPath(saveDir);
+  sys::path::append(stepPath, "step.txt");
+  std::error_code ec;
+  raw_fd_ostream out(stepPath, ec);
+  if (ec)
+    return fail(stepPath.str().str() + ": " + ec.message());
+  out << completed << "\n";
+  return 0;
+}
+
+/// --resume: overwrites the tensors --save wrote (each must be one the
+/// step has) and returns the completed steps in `start`.
+int loadTrainState(std::map<std::string, HostTensor> &params,
+                   std::map<std::string, HostTensor> &state, unsigned &start) {
+  start = 0;
+  if (resumeDir.empty())
+    return 0;
+  SmallString<256> stepPath(resumeDir);
+  sys::path::append(stepPath, "step.txt");
+  auto text = MemoryBuffer::getFile(stepPath);
+  unsigned completed = 0;
+  if (!text || StringRef((*text)->getBuffer()).trim().getAsInteger(10, completed))
+    return fail(stepPath.str().str() + ": no step count (not a kiln interp --save folder)");
+  start = completed;
+  for (auto [list, sub] : {std::pair{&params, "params"}, std::pair{&state, "state"}}) {
+    SmallString<256> dir(resumeDir);
+    sys::path::append(dir, sub);
+    if (!sys::fs::is_directory(dir))
+      continue; // nothing of that kind saved (zeros stay)
+    std::error_code ec;
+    for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+      StringRef path = it->path();
+      if (!path.ends_with(".pb"))
+        continue;
+      std::string name = list == &params ? sys::path::stem(path).str()
+                                         : stateName(sys::path::stem(path));
+      if (!list->count(name))
+        return fail(path.str() + ": the step has no " +
+                    (list == &params ? "parameter '" : "optimizer state '") + name + "'");
+      absl::StatusOr<HostTensor> tensor = readTensorFile(path.str());
+      if (!tensor.ok())
+        return fail(std::string(tensor.status().message()));
+      (*list)[name] = std::move(*tensor);
+    }
+    if (ec)
+      return fail(dir.str().str() + ": " + ec.message());
+  }
+  return 0;
+}
+
 /// Runs the train step `steps` times: parameters start from the weight
 /// source, optimizer state from zeros, and each step feeds the next.
 int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weights) {
@@ -354,7 +455,10 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
     }
   }
   HostTensor loss;
-  for (unsigned step = 1; step <= steps; ++step) {
+  unsigned start;
+  if (int rc = loadTrainState(params, state, start))
+    return rc;
+  for (unsigned step = start + 1; step <= start + steps; ++step) {
     std::vector<HostTensor> inputs;
     size_t nextData = 0;
     unsigned nextSeed = 0;
@@ -387,6 +491,8 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
     }
     outs() << "step " << step << ": loss " << format("%.7f", loss.getDouble(0)) << "\n";
   }
+  if (int rc = saveTrainState(params, state, start + steps))
+    return rc;
   if (std::error_code ec = sys::fs::create_directories(outputsDir + "/params"))
     return fail(outputsDir + ": " + ec.message());
   for (auto &[name, tensor] : params) {
@@ -511,7 +617,10 @@ int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSou
                 std::to_string(perMicro * k) + " input files (" + std::to_string(perMicro) +
                 " per micro-batch), found " + std::to_string(data.size()));
   std::map<std::string, double> last;
-  for (unsigned step = 1; step <= steps; ++step) {
+  unsigned start;
+  if (int rc = loadTrainState(params, state, start))
+    return rc;
+  for (unsigned step = start + 1; step <= start + steps; ++step) {
     for (unsigned m = 0; m < k; ++m) {
       std::map<std::string, double> micro;
       if (int rc = run(accum, ArrayRef<HostTensor>(data).slice(m * perMicro, perMicro), step,
@@ -534,6 +643,8 @@ int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSou
              << " tokens " << format("%.0f", evaluated["tokens"]) << "\n";
     }
   }
+  if (int rc = saveTrainState(params, state, start + steps))
+    return rc;
   if (std::error_code ec = sys::fs::create_directories(outputsDir + "/params"))
     return fail(outputsDir + ": " + ec.message());
   for (auto &[name, tensor] : params) {
