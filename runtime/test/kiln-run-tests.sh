@@ -190,6 +190,7 @@ train-usage)
   expect 2 "kiln-run: error: --grad-accum needs an integer >= 1, got '0'" train --init random:1 --grad-accum 0
   expect 2 "kiln-run: error: --profile times the fused step; it does not run with --grad-accum 4" train --init random:1 --grad-accum 4 --profile p.tsv
   expect 2 "kiln-run: error: --eval-data needs --eval-every (how many steps apart to evaluate)" train --init random:1 --eval-data t.bin
+  expect 2 "kiln-run: error: --grad-accum and --eval-data need the loop programs, which a.kiln lacks (compile with kiln compile --emit=artifact --loop-programs)" train --init random:1 --grad-accum 2 --eval-data t.bin --eval-every 2
   expect 2 "kiln-run: error: --log-file no/dir/log.jsonl: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --log-file no/dir/log.jsonl
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
