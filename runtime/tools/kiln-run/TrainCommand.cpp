@@ -21,6 +21,7 @@
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/PeftAdapterInit.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/TokenData.h"
@@ -64,6 +65,9 @@ constexpr const char *kTrainUsage =
     "  --save FILE             write params + optimizer state + step "
     "(safetensors)\n"
     "  --resume FILE           continue from a --save checkpoint\n"
+    "  --adapters DIR          start the LoRA adapters from a PEFT adapter\n"
+    "                          directory (e.g. PEFT's own init) instead of the\n"
+    "                          init program's; optimizer state starts at zero\n"
     "  --save-adapters DIR     write LoRA weights as a PEFT adapter directory\n"
     "  --device N              CUDA device ordinal (default 0)\n"
     "  --input NAME=FILE       a data input's raw elements, the same every "
@@ -86,7 +90,7 @@ constexpr const char *kTrainUsage =
 
 const std::vector<std::string> kiln::run::kTrainFlags = {
     "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-    "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
+    "seed", "lr", "log-every", "save", "resume", "adapters", "save-adapters", "device",
     "input", "graphs", "graph-cache", "profile", "progress", "attention"};
 
 namespace {
@@ -154,7 +158,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const Arguments &args, const std::vector<SymbolBindings> &shapes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
                  uint64_t seed, const TokenFile *tokens,
-                 std::optional<uint64_t> randomInitSeed) {
+                 std::optional<uint64_t> randomInitSeed, const PeftAdapterInit *adapters) {
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
     for (const std::string &path : weightPaths) {
@@ -189,6 +193,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (!made)
     return error(kExitBadInput, made.getError());
   StepExecutor &x = **made;
+  if (adapters)
+    if (Status s = uploadPeftAdapters(*adapters, x, gpu); !s)
+      return error(kExitBadInput, s.getError());
   if (std::optional<std::string> resume = args.get("resume")) {
     Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
     if (!ckpt)
@@ -439,6 +446,9 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitUsage,
                    "--lr needs a positive number, got '" + *lr + "'");
   }
+  if (args->get("adapters") && args->get("resume"))
+    return error(kExitUsage, "--adapters and --resume exclude each other (a checkpoint holds "
+                             "the adapters)");
   // Output paths: their directory must exist and be writable now, not
   // after hours of training.
   for (const char *flag : {"save", "save-adapters", "profile"})
@@ -562,6 +572,15 @@ int kiln::run::runTrain(int argc, char **argv) {
     std::printf("resume %s: step %lld\n", resume->c_str(),
                 static_cast<long long>(startStep));
   }
+  std::optional<PeftAdapterInit> adapters;
+  if (std::optional<std::string> dir = args->get("adapters")) {
+    Expected<PeftAdapterInit> opened = openPeftAdapters(*step, *dir);
+    if (!opened)
+      return error(kExitBadInput, opened.getError());
+    adapters.emplace(std::move(*opened));
+    std::printf("adapters %s: %zu LoRA tensors (PEFT), replacing the init program's\n",
+                dir->c_str(), adapters->tensors.size());
+  }
 
   // Data: the first step's windows, so a bad file fails now (--input alone
   // feeds fixed tensors instead).
@@ -650,5 +669,5 @@ int kiln::run::runTrain(int argc, char **argv) {
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
-                      randomInitSeed);
+                      randomInitSeed, adapters ? &*adapters : nullptr);
 }
