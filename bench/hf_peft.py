@@ -13,6 +13,10 @@ bench.py's `--model hf` rows and scripts/gpu-hf-peft-check.sh use it.
       DIR/model.safetensors (fp32, Hugging Face names: what `kiln-run train
       --weights` reads) and DIR/init_adapters (PEFT's own LoRA init,
       save_pretrained: what `kiln-run train --adapters` reads)
+  hf_peft.py weights --config small --seed 0 --out DIR
+      DIR/weights.safetensors (fp32, what bench.py --model hf trains from the
+      same seed) and DIR/tokens.bin (bench/tokens.py's Markov stream), for
+      the Kiln column of the HF rows
   hf_peft.py train --config curve --dir DIR --data tokens.bin --steps 100 --json OUT
       PyTorch + PEFT from DIR's weights and init adapters on kiln-run's token
       windows: per-step losses (loss_curve.py compare reads the JSON)
@@ -164,6 +168,22 @@ def cmd_init(args):
     return 0
 
 
+def cmd_weights(args):
+    from safetensors.torch import save_file
+    from tokens import markov_tokens, write_tokens
+
+    cfg = CONFIGS[args.config]
+    os.makedirs(args.out, exist_ok=True)
+    model = build_model(cfg, args.seed)
+    save_file({n: t.detach().contiguous() for n, t in model.state_dict().items()},
+              os.path.join(args.out, "weights.safetensors"), metadata={"format": "pt"})
+    dtype = write_tokens(os.path.join(args.out, "tokens.bin"),
+                         markov_tokens(cfg.vocab, min(cfg.tokens * 64, 1 << 22), args.seed),
+                         cfg.vocab)
+    print(f"wrote {args.out}/weights.safetensors (seed {args.seed}) and tokens.bin ({dtype})")
+    return 0
+
+
 def load_peft(cfg, weights, adapters, device, trainable):
     import torch
     from peft import PeftModel
@@ -268,6 +288,10 @@ def parse_args(argv=None):
     i.add_argument("--config", default="curve", choices=sorted(CONFIGS))
     i.add_argument("--seed", type=int, default=0)
     i.add_argument("--out", required=True)
+    w = sub.add_parser("weights", help="weights and tokens for the bench's Kiln column")
+    w.add_argument("--config", default="small", choices=sorted(CONFIGS))
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--out", required=True)
     t = sub.add_parser("train", help="PyTorch + PEFT on kiln-run's windows")
     t.add_argument("--config", default="curve", choices=sorted(CONFIGS))
     t.add_argument("--dir", required=True, help="what `init` wrote")
@@ -295,7 +319,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    handler = {"config": cmd_config, "init": cmd_init, "train": cmd_train,
+    handler = {"config": cmd_config, "init": cmd_init, "weights": cmd_weights, "train": cmd_train,
                "eval": cmd_eval}[args.command]
     try:
         return handler(args)
