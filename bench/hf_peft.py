@@ -98,6 +98,7 @@ def add_lora(model, cfg, seed, dropout=0.0):
 def causal_lm_loss(model, inputs, labels):
     """The model's own loss with labels already the next tokens (what the
     export's `--labels shifted` graph computes: HF's loss, not shifted again)."""
+    labels = labels.contiguous()  # HF views shift_labels flat
     return model(input_ids=inputs, labels=labels, shift_labels=labels).loss
 
 

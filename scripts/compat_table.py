@@ -306,8 +306,9 @@ def render(doc, measured, planned_only=None):
         label = f"{row['model']} (`{name}`)"
         rep = row.get("report")
         if rep is None:
+            reason = str(row["error"]).replace("|", "\\|")
             lines.append(f"| {label} | {count(row.get('parameters_full', 0))} | "
-                         f"{row['stage']} failed: {row['error']} | | | | | | | | | | |")
+                         f"{row['stage']} failed: {reason} | | | | | | | | | | |")
             continue
         breaks = rep["graph_breaks"]
         first = breaks.get("first")
