@@ -26,7 +26,7 @@ static)
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
           "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
-          "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
+          "attention.py", "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
           "../scripts/test_compat_table.py"):
     ast.parse(open(f).read(), f)
 PY
@@ -37,6 +37,7 @@ PY
   bash -n ../scripts/gpu-hf-peft-check.sh
   bash -n ../scripts/compat-table.sh
   python3 bench.py --help >/dev/null
+  python3 attention.py --help >/dev/null
   for c in kiln-weights pytorch compare; do python3 loss_curve.py $c --help >/dev/null; done
   for c in config init weights train eval; do python3 hf_peft.py $c --help >/dev/null; done
   ;;
