@@ -220,6 +220,10 @@ Measured measure(const StepArtifact &step, const SymbolBindings &sizes, const De
       m.error = "step " + std::to_string(t) + ": " + loss.getError();
       return m;
     }
+    if (!std::isfinite(*loss)) { // JSON has no inf/nan; the row says so instead
+      m.error = "step " + std::to_string(t) + ": the loss is " + std::to_string(*loss);
+      return m;
+    }
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
