@@ -121,7 +121,7 @@ PY
   fi
   verdict() { [ "$1" = 0 ] && echo PASS || echo "FAIL (exit $1)"; }
   echo "== Summary"
-  echo "kiln-run 100 steps from PEFT's init: $(verdict "$kiln_rc")"
+  echo "kiln-run $steps steps from PEFT's init: $(verdict "$kiln_rc")"
   echo "loss curve within $tolerance of PyTorch+PEFT: $(verdict "$curve_rc")"
   echo "kiln-run step $last from the checkpoint: $(verdict "$eval_rc")"
   echo "PEFT reloads Kiln's adapters, loss within $reload_tolerance: $(verdict "$reload_rc")"
