@@ -214,9 +214,12 @@ def cmd_cpu(args):
             row.update(stage=row["stage"] or "compile", error=row["error"] or last_line(log))
         else:
             row["artifact_bytes"] = (d / "step.kiln").stat().st_size
-        # Only the artifact and the small files travel; the weights stay out.
+        # Only the artifact and the small files travel: the weights (and a
+        # model.onnx that holds them inline, under 1 GiB of weights) stay out.
         for f in ("model.onnx.data", "model.safetensors"):
             (d / "export" / f).unlink(missing_ok=True)
+        if onnx.exists() and onnx.stat().st_size > (4 << 20):
+            onnx.unlink()
         doc["rows"][name] = row
         planned_path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"compat_table: {name}: {row['error'] or 'ok'}", flush=True)
@@ -267,6 +270,12 @@ def count(n):
     return str(n)
 
 
+def short(text, limit=160):
+    """A reason for a table cell: paths relative to the repository."""
+    text = str(text).replace(str(ROOT) + "/", "")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def peak_cell(memory):
     none, auto = memory.get("remat_none", {}), memory.get("remat_auto", {})
     if none.get("error") or none.get("step_program_error"):
@@ -306,7 +315,7 @@ def render(doc, measured, planned_only=None):
         label = f"{row['model']} (`{name}`)"
         rep = row.get("report")
         if rep is None:
-            reason = str(row["error"]).replace("|", "\\|")
+            reason = short(row["error"]).replace("|", "\\|")
             lines.append(f"| {label} | {count(row.get('parameters_full', 0))} | "
                          f"{row['stage']} failed: {reason} | | | | | | | | | | |")
             continue
@@ -327,17 +336,17 @@ def render(doc, measured, planned_only=None):
                  peak_cell(mem.get("qlora", {})), budget]
         m = (measured or {}).get(name)
         if row.get("error") and "artifact_bytes" not in row:
-            cells += [f"no artifact: {row['error'][:80]}", "", "", "", ""]
+            cells += [f"no artifact: {short(row['error'])}", "", "", "", ""]
         elif measured is None:
             p = ((planned_only or {}).get(name) or {}).get("planned") or {}
             cells += [gib(p.get("peak_bytes")) if p.get("peak_bytes") else "pending",
                       "pending", "pending", "pending", "pending"]
         elif m is None or m.get("error"):
-            cells += [(m or {}).get("error") or "not run", "", "", "", ""]
+            cells += [short((m or {}).get("error") or "not run"), "", "", "", ""]
         else:
             p, meas = m["planned"], m["measured"]
             if meas.get("error"):
-                cells += [gib(p.get("peak_bytes")), f"not measured: {meas['error'][:80]}", "",
+                cells += [gib(p.get("peak_bytes")), f"not measured: {short(meas['error'])}", "",
                           "", ""]
             else:
                 ratio = meas["peak_vs_planned"]
