@@ -47,7 +47,10 @@ from configs import CONFIGS; c = CONFIGS['$config']; print(c.batch, c.seq)")
       --emit=artifact -o "$d/step.kiln" >"$d/compile.log"
     python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
       "$start" "$(date +%s.%N)" >"$d/compile_seconds"
-    rm -f "$d/export/model.onnx.data" "$d/export/model.safetensors"  # weights are made there
+    # The weights are made there: only the artifact travels (a model.onnx
+    # holding its weights inline, under 1 GiB of them, goes too).
+    rm -f "$d/export/model.onnx.data" "$d/export/model.safetensors"
+    find "$d/export" -name model.onnx -size +4M -delete
     echo "bench/run.sh: $d/step.kiln ($(cat "$d/compile_seconds") s to compile)"
   done
   exit 0
