@@ -85,6 +85,7 @@ struct Printer {
   void open(const Twine &header);
   void close(StringRef tail = "}");
   std::string key(ArrayRef<std::string> idx) { return llvm::join(idx, ","); }
+  std::string valueKey(Value v, ArrayRef<std::string> idx);
   void remember(Value v, ArrayRef<std::string> idx, std::string name);
   const std::string *recall(Value v, ArrayRef<std::string> idx);
   void fail(Operation *op, const Twine &message);
@@ -182,7 +183,7 @@ struct Printer {
   void scanKernel();
   void scatterKernel();
 
-  /// bf16/f16 attention: the tiled tensor-core kernels of FlashAttention.cpp
+  /// bf16/f16 attention: the tiled tensor-core kernels of cuda/FlashAttention.cuh
   /// read q, k, v (and dout) as dense kernel inputs; the mask (maybe a fused
   /// producer) and the result stores are lambdas.
   void flashAttentionKernel(bool backward);
