@@ -54,6 +54,9 @@ prepare)
 from configs import CONFIGS; from hf_peft import kiln_lora_spec; print(kiln_lora_spec(CONFIGS["curve"]))')
   "$kiln" compile "$dir/export/model.onnx" --lora "$lora" --precision=bf16 \
     --optimizer "$adamw" --arch=sm_90,sm_80 --emit=artifact -o "$dir/step.kiln"
+  # The weights are made on the GPU machine from the same seed: they stay here.
+  rm -f "$dir/export/model.safetensors" "$dir/export/model.onnx.data"
+  find "$dir/export" -name model.onnx -size +4M -delete
   echo "prepared $dir/step.kiln: carry it (and build-rt/tools/kiln-run/kiln-run) to the GPU machine"
   ;;
 run)
