@@ -430,6 +430,122 @@ PY
     [ "$(grep -o 'CUDA driver' err.txt | wc -l)" = 1 ] || fail "the no-driver line repeats itself"
   fi
   ;;
+train-adapters | train-adapters-gpu)
+  # --adapters DIR: the LoRA adapters start from a PEFT adapter directory
+  # instead of the init program. lora-step's loss is (x A^T)[0, 0]: with
+  # A = [[1, 2, 3]] (stored as BF16, converted to the step's F32) and
+  # x = [[1,2,3],[4,5,6]] it is 14, where the init program's A gives 0.375.
+  "$test_files" lora-step l || fail "fixture"
+  peft_dir() { # DIR R ALPHA TENSOR:DTYPE:SHAPE:VALUES...
+    local dir=$1 r=$2 alpha=$3; shift 3
+    mkdir -p "$dir"
+    printf '{"peft_type": "LORA", "r": %s, "lora_alpha": %s, "target_modules": ["m"]}\n' "$r" "$alpha" \
+      >"$dir/adapter_config.json"
+    python3 - "$dir/adapter_model.safetensors" "$@" <<'PY' || fail "adapter fixture"
+import json, struct, sys
+header, data = {}, b""
+for spec in sys.argv[2:]:
+    name, dtype, shape, values = spec.split(":")
+    values = [float(v) for v in values.split(",")] if values else []
+    if dtype == "F32":
+        raw = struct.pack("<%df" % len(values), *values)
+    else:  # BF16: the upper half of the fp32 bits (exact for these values)
+        raw = b"".join(struct.pack("<f", v)[2:] for v in values)
+    header["base_model.model." + name] = {"dtype": dtype, "shape": [int(d) for d in shape.split("x")],
+                                          "data_offsets": [len(data), len(data) + len(raw)]}
+    data += raw
+text = json.dumps(header).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+  }
+  A=m.lora_A.weight:BF16:1x3:1,2,3 B=m.lora_B.weight:F32:2x1:0,0
+  peft_dir good 1 2 "$A" "$B"
+  peft_dir missing 1 2 "$A"
+  peft_dir shape 1 2 m.lora_A.weight:F32:3x1:1,2,3 "$B"
+  peft_dir extra 1 2 "$A" "$B" m.other.lora_A.weight:F32:1x1:1
+  peft_dir rank 4 8 "$A" "$B"
+  mkdir noconfig && cp good/adapter_model.safetensors noconfig/
+  lt() { "$kiln_run" train l.kiln --init random:0 --input x=l.x.bin --batch 2 --seq 3 --log-every 1 "$@"; }
+  expect 1 "kiln-run: error: missing/adapter_model.safetensors: lacks 'base_model.model.m.lora_B.weight' (F32 [2, 1]), the step's adapter 'm.lora_B.weight'" lt --steps 1 --adapters missing
+  expect 1 "kiln-run: error: shape/adapter_model.safetensors: 'base_model.model.m.lora_A.weight' is F32 [3, 1], but the step's adapter is F32 [1, 3]" lt --steps 1 --adapters shape
+  expect 1 "kiln-run: error: extra/adapter_model.safetensors: holds 'base_model.model.m.other.lora_A.weight', which is no LoRA parameter of the step (adapters of another model, or other target modules?)" lt --steps 1 --adapters extra
+  expect 1 "kiln-run: error: rank/adapter_config.json: r 4, lora_alpha 8; the artifact was compiled with r=1,alpha=2" lt --steps 1 --adapters rank
+  lt --steps 1 --adapters noconfig >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 1 ] && grep -q "^kiln-run: error: noconfig/adapter_config.json: " err.txt || fail "missing config not refused"
+  expect 2 "kiln-run: error: --adapters and --resume exclude each other (a checkpoint holds the adapters)" lt --steps 1 --adapters good --resume ck.safetensors
+  fixtures
+  expect 1 "kiln-run: error: --adapters: the artifact has no LoRA adapters (compile with kiln compile --lora)" train --weights w.safetensors --adapters good
+  lt --steps 1 --adapters good >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  grep -q "^adapters good: 2 LoRA tensors (PEFT), replacing the init program's$" out.txt || fail "adapters line"
+  if [ "$case_name" = train-adapters-gpu ] || ! grep -q "no CUDA driver" err.txt; then
+    [ $rc = 0 ] || fail "exit $rc, expected 0"
+    grep -q '^step 1 loss 14.0000000 step_ms' out.txt || fail "step 1 loss is not the given adapters'"
+  else
+    [ $rc = 3 ] || fail "exit $rc, expected 3"
+  fi
+  ;;
+report | report-gpu)
+  # kiln-run report: the planned peak of an artifact at --batch/--seq (the
+  # memory plan's persistent + arena bytes, as inspect prints them, plus the
+  # 32 MiB cuBLASLt workspace); on a GPU the measured columns.
+  "$test_files" gemm-step g || fail "fixture"
+  "$test_files" artifact a.kiln || fail "fixture"
+  printf 'not an artifact' >garbage.kiln
+  expect 2 "kiln-run: error: 'report' takes one or more artifact files (see 'kiln-run report --help')" "$kiln_run" report --batch 2 --seq 3
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run report --help')" "$kiln_run" report g.kiln --batch 2
+  expect 2 "kiln-run: error: --batch needs an integer >= 1, got '0'" "$kiln_run" report g.kiln --batch 0 --seq 3
+  expect 2 "kiln-run: error: --format must be md or json, got 'csv'" "$kiln_run" report g.kiln --batch 2 --seq 3 --format csv
+  expect 2 "kiln-run: error: --steps needs an integer >= 1, got '0'" "$kiln_run" report g.kiln --batch 2 --seq 3 --steps 0
+  expect 2 "kiln-run: error: --output /dev/null: not a regular file (a character device); refusing to replace it" "$kiln_run" report g.kiln --batch 2 --seq 3 --output /dev/null
+  "$kiln_run" report --bogus 1 g.kiln >out.txt 2>err.txt && fail "an unknown flag was accepted"
+  grep -q "^kiln-run: error: .*bogus.* (see 'kiln-run report --help')$" err.txt || fail "unknown-flag line"
+  "$kiln_run" inspect g.kiln >inspect.txt || fail "inspect"
+  read -r persistent arena < <(sed -n 's/^memory plan at batch=2, seq=3: \([0-9]*\) bytes persistent + \([0-9]*\) arena.*/\1 \2/p' inspect.txt)
+  [ -n "$persistent" ] || fail "no memory plan line in inspect"
+  args=(report g.kiln garbage.kiln a.kiln --batch 2 --seq 3)
+  [ "$case_name" = report ] && args+=(--plan-only)
+  expect 0 "" "$kiln_run" "${args[@]}" --format json --steps 2 --warmup 1 --output r.json
+  [ ! -s out.txt ] || fail "--output also wrote to stdout"
+  python3 - r.json "$persistent" "$arena" "$case_name" <<'PY' || fail "report JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+persistent, arena, gpu = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "report-gpu"
+assert doc["format"] == "kiln-run-report" and doc["version"] == 1, doc
+assert doc["settings"] == {"batch": 2, "seq": 3, "steps": 2, "warmup": 1, "seed": 0,
+                           "device": doc["settings"]["device"]}, doc["settings"]
+g, garbage, a = doc["rows"]
+p = g["planned"]
+assert g["error"] is None and g["program"] == "step", g
+assert p == {"error": None, "peak_bytes": persistent + arena + (32 << 20),
+             "persistent_bytes": persistent, "arena_bytes": arena,
+             "workspace_bytes": 32 << 20, "source": "the artifact's memory plan"}, p
+m = g["measured"]
+if gpu:
+    assert m["error"] is None and m["steps"] == 2, m
+    assert m["step_ms_median"] > 0 and m["tokens_per_second"] > 0, m
+    # The gemm step's first loss from random w is finite; the measured peak
+    # holds at least the planned bytes' workspace.
+    assert m["peak_bytes"] >= 32 << 20, m
+    assert abs(m["peak_vs_planned"] - (m["peak_bytes"] / p["peak_bytes"] - 1)) < 1e-9, m
+else:
+    assert m["error"] == "--plan-only" and m["peak_bytes"] is None, m
+assert garbage["error"].startswith("garbage.kiln: ") and "planned" not in garbage, garbage
+# A guard the sizes violate is the row's reason, not an exit.
+assert a["planned"]["error"] == ("--batch/--seq: seq=3 violates 8 <= seq <= 1024 "
+                                 "(required by --dynamic seq=8..1024:8)"), a
+assert a["measured"]["error"] == a["planned"]["error"], a
+PY
+  # Markdown: one row per artifact, the reasons in their cells.
+  expect 0 "" "$kiln_run" report g.kiln garbage.kiln --batch 2 --seq 3 --plan-only
+  grep -q "^| g.kiln | $(python3 -c "print('%.1f' % (($persistent + $arena + (32 << 20)) / 2**20))") MiB (" out.txt || fail "md planned peak"
+  grep -q "^| g.kiln | .* | not measured: --plan-only |" out.txt || fail "md measured cell"
+  grep -q "^| garbage.kiln | error: garbage.kiln: " out.txt || fail "md error row"
+  # The sample artifact has no step program: the row says so.
+  expect 0 "" "$kiln_run" report a.kiln --batch 2 --seq 16
+  grep -q "^| a.kiln | not planned: no step program (compile with kiln compile --emit=artifact) | not measured: no step program" out.txt || fail "no-step-program row"
+  ;;
 train-device-gpu)
   # On the GPU machine: the device checks run and pass.
   fixtures

@@ -45,12 +45,14 @@ bool isHelp(int argc, char **argv);
 extern const std::vector<std::string> kNoFlags;
 extern const std::vector<std::string> kTrainFlags;
 extern const std::vector<std::string> kDataStatsFlags;
+extern const std::vector<std::string> kReportFlags;
 
 int runDevices(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCkptInfo(int argc, char **argv);
 int runTrain(int argc, char **argv);
 int runDataStats(int argc, char **argv);
+int runReport(int argc, char **argv);
 
 } // namespace kiln::run
 

@@ -24,6 +24,7 @@
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/DocumentData.h"
+#include "kiln/runtime/PeftAdapterInit.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/BatchSource.h"
@@ -101,6 +102,9 @@ constexpr const char *kTrainUsage =
     "  --keep-last K           keep only the newest K of those\n"
     "  --resume FILE           continue from a --save checkpoint: step, lr\n"
     "                          schedule and data order\n"
+    "  --adapters DIR          start the LoRA adapters from a PEFT adapter\n"
+    "                          directory (e.g. PEFT's own init) instead of the\n"
+    "                          init program's; optimizer state starts at zero\n"
     "  --save-adapters DIR     write LoRA weights as a PEFT adapter directory\n"
     "  --device N              CUDA device ordinal (default 0)\n"
     "  --input NAME=FILE       a data input's raw elements, the same every "
@@ -123,7 +127,7 @@ constexpr const char *kTrainUsage =
 
 const std::vector<std::string> kiln::run::kTrainFlags = {
     "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-    "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
+    "seed", "lr", "log-every", "save", "resume", "adapters", "save-adapters", "device",
     "input", "graphs", "graph-cache", "profile", "progress", "attention",
     "batching", "labels", "shuffle", "lr-schedule", "warmup", "min-lr-ratio",
     "grad-accum", "eval-data", "eval-every", "eval-batches", "save-every", "keep-last",
@@ -181,7 +185,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  int64_t startStep, int64_t steps, int64_t logEvery,
                  uint64_t seed, BatchSource *data,
                  std::optional<uint64_t> randomInitSeed, const LoopOptions &loop,
-                 BatchSource *evalData, uint64_t startCursor) {
+                 BatchSource *evalData, uint64_t startCursor,
+                 const PeftAdapterInit *adapters) {
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
     for (const std::string &path : weightPaths) {
@@ -216,6 +221,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (!made)
     return error(kExitBadInput, made.getError());
   StepExecutor &x = **made;
+  if (adapters)
+    if (Status s = uploadPeftAdapters(*adapters, x, gpu); !s)
+      return error(kExitBadInput, s.getError());
   if (std::optional<std::string> resume = args.get("resume")) {
     Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
     if (!ckpt)
@@ -595,6 +603,9 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (lr->empty() || *end || !(value > 0))
       problems.push_back("--lr needs a positive number, got '" + *lr + "'");
   }
+  if (args->get("adapters") && args->get("resume"))
+    return error(kExitUsage, "--adapters and --resume exclude each other (a checkpoint holds "
+                             "the adapters)");
   // Output paths: their directory must exist and be writable now, not
   // after hours of training.
   for (const char *flag : {"save", "save-adapters", "profile"})
@@ -746,6 +757,15 @@ int kiln::run::runTrain(int argc, char **argv) {
   // the steps it counts, each --grad-accum micro-batches).
   uint64_t startCursor = resumed_loop.dataCursor.value_or(
       static_cast<uint64_t>(startStep) * static_cast<uint64_t>(loop.gradAccum));
+  std::optional<PeftAdapterInit> adapters;
+  if (std::optional<std::string> dir = args->get("adapters")) {
+    Expected<PeftAdapterInit> opened = openPeftAdapters(*step, *dir);
+    if (!opened)
+      return error(kExitBadInput, opened.getError());
+    adapters.emplace(std::move(*opened));
+    std::printf("adapters %s: %zu LoRA tensors (PEFT), replacing the init program's\n",
+                dir->c_str(), adapters->tensors.size());
+  }
 
   // Data: the first step's micro-batches (one per shape), so a bad file
   // fails now (--input alone feeds fixed tensors instead).
@@ -890,5 +910,6 @@ int kiln::run::runTrain(int argc, char **argv) {
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), data.get(),
-                      randomInitSeed, loop, evalData.get(), startCursor);
+                      randomInitSeed, loop, evalData.get(), startCursor,
+                      adapters ? &*adapters : nullptr);
 }

@@ -35,6 +35,8 @@ constexpr const char *kUsage =
     "              (see 'kiln-run train --help')\n"
     "  data-stats  Check a fine-tuning dataset and report its padding waste:\n"
     "              DATA.kdocs --seq S (see 'kiln-run data-stats --help')\n"
+    "  report      Planned and measured peak memory, step time and tokens/s of\n"
+    "              artifacts: STEP.kiln... --batch B --seq S (see 'kiln-run report --help')\n"
     "\n"
     "OPTIONS:\n"
     "  -h, --help  Show this help ('kiln-run COMMAND --help': the command's)\n"
@@ -149,7 +151,8 @@ int main(int argc, char **argv) {
                   {"inspect", runInspect, kNoFlags},
                   {"ckpt-info", runCkptInfo, kNoFlags},
                   {"train", runTrain, kTrainFlags},
-                  {"data-stats", runDataStats, kDataStatsFlags}};
+                  {"data-stats", runDataStats, kDataStatsFlags},
+                  {"report", runReport, kReportFlags}};
   if (!std::strcmp(command, "--list-options")) {
     // Hidden: every command and the flags it accepts, for the test that
     // each --help lists them.
