@@ -20,20 +20,22 @@
 # seed and order) and the eval set's, writes Kiln's initial adapters
 # (--steps 0 --save-adapters), trains PyTorch + PEFT from them on exactly
 # those batches (sft_reference.py pytorch: bf16 autocast, AdamW, cosine
-# schedule with 10 warmup steps, eval every 20), then kiln-run for 100 steps
+# schedule with 10 warmup steps, eval every 20 on the first 8 eval
+# micro-batches), then kiln-run for 100 steps
 # with the same schedule and eval, and compares: every step's loss within
 # 1% (and the eval losses and learning rates where kiln-run's --log-file
 # records them). Results (logs, JSON, and the loss-curve picture kiln-run
 # writes beside its log file) go to OUT/results and to $OUT when set.
 #
-# The loop flags (--lr-schedule/--warmup-steps, --eval-data/--eval-every,
-# --log-file) belong to the loop half of issue #19 (branch sft-loop): when
-# kiln-run does not know them, set SFT_LOOP_FLAGS to what it accepts (e.g.
-# SFT_LOOP_FLAGS= for a constant-lr run, which then fails the comparison
-# against PyTorch's cosine schedule unless SFT_SCHEDULE=constant).
+# The loop flags (kiln compile --loop-programs; kiln-run train
+# --lr-schedule/--warmup, --eval-data/--eval-every/--eval-batches,
+# --log-file) belong to the loop half of issue #19 (branch sft-loop): on a
+# tree without them set SFT_COMPILE_FLAGS= and SFT_LOOP_FLAGS= (and
+# SFT_SCHEDULE=constant SFT_WARMUP=0, so PyTorch runs the same constant lr).
 # Environment: KILN (build/bin/kiln), SFT_STEPS (100), SFT_LR (2e-4),
-# SFT_WARMUP (10), SFT_EVAL_EVERY (20), SFT_BATCH (4), SFT_SEQ (256),
-# SFT_TOLERANCE (0.01), SFT_SCHEDULE (cosine | constant).
+# SFT_WARMUP (10), SFT_EVAL_EVERY (20), SFT_EVAL_BATCHES (8), SFT_BATCH (4),
+# SFT_SEQ (256), SFT_TOLERANCE (0.01), SFT_SCHEDULE (cosine | constant),
+# SFT_COMPILE_FLAGS (--loop-programs), SFT_LOOP_FLAGS (the flags above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -42,6 +44,8 @@ steps=${SFT_STEPS:-100}
 lr=${SFT_LR:-2e-4}
 warmup=${SFT_WARMUP:-10}
 eval_every=${SFT_EVAL_EVERY:-20}
+eval_batches=${SFT_EVAL_BATCHES:-8}
+compile_flags=${SFT_COMPILE_FLAGS---loop-programs}
 batch=${SFT_BATCH:-4}
 seq=${SFT_SEQ:-256}
 tolerance=${SFT_TOLERANCE:-0.01}
@@ -65,7 +69,7 @@ PY
   python3 scripts/kiln_dataset.py "$out/data/eval.jsonl" -o "$out/eval.kdocs" --vocab-size 2048
   "$kiln" compile "$out/export/model.onnx" --lora=r=16,alpha=32,dropout=0 --precision=bf16 \
     --optimizer=adamw:lr=$lr,weight_decay=0,betas=0.9/0.999,eps=1e-8 \
-    --emit=artifact --arch=sm_90 -o "$out/step.kiln"
+    $compile_flags --emit=artifact --arch=sm_90 -o "$out/step.kiln"
   du -sh "$out"
   ;;
 run)
@@ -81,7 +85,7 @@ run)
   "$kiln_run" data-stats "$out/train.kdocs" "${shape[@]}" --batching pack --seed 0 \
     --dump "$results/batches" --count "$steps" >/dev/null
   "$kiln_run" data-stats "$out/eval.kdocs" "${shape[@]}" --batching pack --shuffle off \
-    --dump "$results/eval_batches" >/dev/null
+    --dump "$results/eval_batches" --count "$eval_batches" >/dev/null
   common=(--weights "$out/export/model.safetensors" --data "$out/train.kdocs" --batching pack
           "${shape[@]}" --seed 0)
   echo "== Kiln's initial adapters"
@@ -96,8 +100,9 @@ run)
     --steps "$steps" --lr "$lr" --warmup "$warmup_ref" --schedule "$schedule" \
     --json "$results/pytorch.json" |
     tee "$results/pytorch.log"
-  default_flags="--lr-schedule $schedule --warmup-steps $warmup_ref --eval-data $out/eval.kdocs"
-  default_flags+=" --eval-every $eval_every --log-file $results/kiln.jsonl"
+  default_flags="--lr-schedule $schedule --warmup $warmup_ref --eval-data $out/eval.kdocs"
+  default_flags+=" --eval-every $eval_every --eval-batches $eval_batches"
+  default_flags+=" --log-file $results/kiln.jsonl"
   loop_flags=${SFT_LOOP_FLAGS-$default_flags}
   echo "== Kiln, $steps steps ($loop_flags)"
   set +e

@@ -156,14 +156,13 @@ def cmd_compare(args):
                       f"{rel:.2e}")
                 if rel > args.tolerance:
                     problems.append(f"eval at step {step}: relative difference {rel:.3g}")
-            if "lr" in r and isinstance(step, int) and 1 <= step <= len(reference["lr"]) and \
-                    "eval_loss" not in r:
+            if "lr" in r and isinstance(step, int) and 1 <= step <= len(reference["lr"]):
                 want = reference["lr"][step - 1]
                 if not math.isclose(r["lr"], want, rel_tol=1e-5, abs_tol=1e-12):
                     problems.append(f"step {step}: kiln's lr {r['lr']} is not transformers' "
                                     f"cosine-with-warmup {want}")
         if not seen:
-            print("note: no eval_loss in Kiln's log file (is --eval-every built?)")
+            problems.append("no eval_loss in Kiln's log file (--eval-data/--eval-every given?)")
     else:
         print("note: no Kiln --log-file to compare eval losses and learning rates with")
     for p in problems:
