@@ -180,7 +180,18 @@ train-usage)
   # --seed seeds more than the data order.
   tr '\n' ' ' <out.txt | grep -q -- '--seed S  *seed of the data order, of the init program  *(LoRA.s A matrices) and of dropout (default 0);' ||
     fail "--seed help"
-  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  # Every missing or conflicting flag at once, in one line.
+  expect 2 "kiln-run: error: 4 problems with the flags: missing --data; missing --batch; missing --seq; no weights: pass --weights FILE or --init random:SEED (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: 6 problems with the flags: --steps needs an integer >= 0, got '-1'; --lr needs a positive number, got 'fast'; --init and --weights exclude each other; --lr-schedule must be constant, linear or cosine, got 'step'; --eval-every needs --eval-data (the held-out data); --save-every needs --save (the checkpoint name the periodic ones are named after) (see 'kiln-run train --help')" train --steps -1 --lr fast --init random:1 --weights w.safetensors --lr-schedule step --eval-every 5 --save-every 10
+  expect 2 "kiln-run: error: --keep-last needs --save-every (it rotates the periodic checkpoints)" train --init random:1 --keep-last 2
+  expect 2 "kiln-run: error: --min-lr-ratio needs --lr-schedule linear or cosine (a constant schedule does not decay)" train --init random:1 --min-lr-ratio 0.1
+  expect 2 "kiln-run: error: --min-lr-ratio needs a number from 0 to 1, got '2'" train --init random:1 --lr-schedule cosine --min-lr-ratio 2
+  expect 2 "kiln-run: error: --grad-accum needs an integer >= 1, got '0'" train --init random:1 --grad-accum 0
+  expect 2 "kiln-run: error: --profile times the fused step; it does not run with --grad-accum 4" train --init random:1 --grad-accum 4 --profile p.tsv
+  expect 2 "kiln-run: error: --eval-data needs --eval-every (how many steps apart to evaluate)" train --init random:1 --eval-data t.bin
+  expect 2 "kiln-run: error: --grad-accum and --eval-data need the loop programs, which a.kiln lacks (compile with kiln compile --emit=artifact --loop-programs)" train --init random:1 --grad-accum 2 --eval-data t.bin --eval-every 2
+  expect 2 "kiln-run: error: --log-file no/dir/log.jsonl: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --log-file no/dir/log.jsonl
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" train
