@@ -257,8 +257,11 @@ DocumentSource::create(const DocumentFile &file, std::vector<SymbolBindings> sha
       new DocumentSource(file, std::move(shapes), std::move(inputs), batching));
   for (const SymbolBindings &sizes : source->shapes)
     source->maxSeq = std::max(source->maxSeq, sizes.at("seq"));
-  for (uint64_t d = 0; d < file.getDocumentCount(); ++d)
-    source->usable += source->positionsOf(file.getDocumentLength(d)) > 0;
+  for (uint64_t d = 0; d < file.getDocumentCount(); ++d) {
+    uint64_t positions = source->positionsOf(file.getDocumentLength(d));
+    source->usable += positions > 0;
+    source->cut += positions > static_cast<uint64_t>(source->maxSeq);
+  }
   if (!source->usable)
     return Error{path + ": no document has a position to train on (each needs " +
                  std::string(batching.shiftedLabels ? "2 tokens" : "1 token") + " or more)"};
@@ -403,7 +406,10 @@ std::string DocumentSource::describe() const {
               : " padded rows per micro-batch, seq " +
                     std::string(shapes.size() > 1 ? "buckets " : "") + seqs) +
          (batching.shuffle ? ", shuffled (seed " + std::to_string(batching.seed) + ")"
-                           : ", in file order");
+                           : ", in file order") +
+         (cut ? "; " + std::to_string(cut) + " documents longer than " +
+                    std::to_string(maxSeq) + " positions are cut to it"
+              : "");
 }
 
 Expected<BatchingStats> kiln::runtime::measureBatching(const DocumentFile &file,

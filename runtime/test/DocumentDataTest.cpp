@@ -159,6 +159,8 @@ static void testPadding() {
   Expected<std::unique_ptr<DocumentSource>> cut =
       DocumentSource::create(*file, small, {"input_ids", "labels"}, batching);
   CHECK(cut && (*cut)->next(b));
+  CHECK((*cut)->describe().find("; 2 documents longer than 3 positions are cut to it") !=
+        std::string::npos);
   CHECK_EQ(row(b.inputs.at("input_ids"), 0, 3), "11 12 13");
   CHECK_EQ(row(b.inputs.at("labels"), 0, 3), "-100 13 14");
 }

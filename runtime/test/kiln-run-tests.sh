@@ -325,6 +325,17 @@ data-stats)
   expect 0 "" "$kiln_run" data-stats s.kdocs --seq 4
   grep -q '^at seq 4, batch 1, labels shifted: 11 positions from 3 documents (1 truncated, 1 positions cut)$' out.txt || fail "truncation"
   expect 1 "kiln-run: error: s.kdocs: document 2 position 0: token 12 is outside the vocabulary (12 ids)" "$kiln_run" data-stats s.kdocs --seq 8 --vocab-size 12
+  # --dump writes what train would feed: the second packed micro-batch is
+  # documents 1 and 2 (positions 4 + 3) and one padding slot.
+  mkdir dump
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 8 --dump dump --batching pack --shuffle off
+  grep -q '^wrote 2 micro-batches to dump$' out.txt || fail "dump count"
+  dumped() { python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read(); print(*struct.unpack(f"<{len(d) // 8}q", d))' "$1"; }
+  [ "$(dumped dump/1.input_ids.bin)" = "7 8 9 10 12 13 14 0" ] || fail "dumped input_ids"
+  [ "$(dumped dump/1.position_ids.bin)" = "0 1 2 3 0 1 2 0" ] || fail "dumped position_ids"
+  [ "$(dumped dump/1.labels.bin)" = "-100 -100 10 11 13 14 15 -100" ] || fail "dumped labels"
+  [ "$(sed -n 2p dump/batches.jsonl)" = '{"index": 1, "batch": 1, "seq": 8, "counted": 5}' ] || fail "batches.jsonl"
+  expect 2 "kiln-run: error: --batching is for --dump DIR" "$kiln_run" data-stats s.kdocs --seq 8 --batching pack
   expect 2 "kiln-run: error: missing --seq (see 'kiln-run data-stats --help')" "$kiln_run" data-stats s.kdocs
   expect 1 "kiln-run: error: s.jsonl: not a Kiln dataset (no KILNDOCS magic; scripts/kiln_dataset.py writes one)" "$kiln_run" data-stats s.jsonl --seq 8
   ;;

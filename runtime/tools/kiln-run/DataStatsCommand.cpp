@@ -17,6 +17,10 @@
 
 #include "kiln/runtime/DocumentData.h"
 
+#include "kiln/artifact/FileIO.h"
+
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +43,18 @@ constexpr const char *kDataStatsUsage =
     "  --labels shifted|unshifted\n"
     "                          labels are the next tokens (default) or the\n"
     "                          inputs, as the model was exported\n"
-    "  --vocab-size N          also reject token ids >= N\n";
+    "  --vocab-size N          also reject token ids >= N\n"
+    "\n"
+    "Writing micro-batches (what train would feed, for a reference run):\n"
+    "  --dump DIR              write micro-batches 0..N-1 to DIR: K.<input>.bin\n"
+    "                          (int64, [batch, seq]) and batches.jsonl (shapes,\n"
+    "                          counted labels)\n"
+    "  --count N               micro-batches to write (default: one epoch)\n"
+    "  --batching pad|pack     as train (default pad)\n"
+    "  --inputs NAMES          inputs to write (default input_ids,labels, plus\n"
+    "                          position_ids with pack)\n"
+    "  --seed S, --shuffle on|off\n"
+    "                          the document order, as train (default 0, on)\n";
 
 bool parsePositive(const std::string &text, int64_t &out) {
   char *end = nullptr;
@@ -65,8 +80,44 @@ void printBatching(const char *name, const BatchingStats &s, const std::string &
 }
 } // namespace
 
-const std::vector<std::string> kiln::run::kDataStatsFlags = {"seq", "batch", "labels",
-                                                             "vocab-size"};
+const std::vector<std::string> kiln::run::kDataStatsFlags = {
+    "seq", "batch", "labels", "vocab-size", "dump", "count", "batching", "inputs", "seed",
+    "shuffle"};
+
+namespace {
+/// Writes micro-batches 0..count-1 of \p source to \p dir.
+int dumpBatches(BatchSource &source, const std::string &dir, uint64_t count) {
+  std::string index;
+  for (uint64_t k = 0; k < count; ++k) {
+    MicroBatch batch;
+    if (Status s = source.next(batch); !s)
+      return error(kExitBadInput, s.getError());
+    for (const auto &[name, values] : batch.inputs) {
+      std::string path = dir + "/" + std::to_string(k) + "." + name + ".bin";
+      std::string bytes;
+      bytes.reserve(values.size() * 8);
+      for (int64_t v : values)
+        for (int b = 0; b < 8; ++b)
+          bytes += static_cast<char>(static_cast<uint64_t>(v) >> (8 * b));
+      if (Status s = kiln::artifact::writeFileAtomically(
+              path, [&](kiln::artifact::FileWriter &w) { return w.write(bytes); });
+          !s)
+        return error(kExitBadInput, s.getError());
+    }
+    index += "{\"index\": " + std::to_string(k) + ", \"batch\": " +
+             std::to_string(batch.sizes.at("batch")) + ", \"seq\": " +
+             std::to_string(batch.sizes.at("seq")) + ", \"counted\": " +
+             std::to_string(batch.countedTokens) + "}\n";
+  }
+  if (Status s = kiln::artifact::writeFileAtomically(
+          dir + "/batches.jsonl", [&](kiln::artifact::FileWriter &w) { return w.write(index); });
+      !s)
+    return error(kExitBadInput, s.getError());
+  std::printf("wrote %llu micro-batches to %s\n", static_cast<unsigned long long>(count),
+              dir.c_str());
+  return 0;
+}
+} // namespace
 
 int kiln::run::runDataStats(int argc, char **argv) {
   if (isHelp(argc, argv)) {
@@ -147,5 +198,48 @@ int kiln::run::runDataStats(int argc, char **argv) {
   printBatching("packing", *packed,
                 "of " + std::to_string(longest.at("seq")) + ", " +
                     std::to_string(packed->documents) + " documents");
-  return 0;
+
+  std::optional<std::string> dump = args->get("dump");
+  if (!dump) {
+    for (const char *flag : {"count", "batching", "inputs", "seed", "shuffle"})
+      if (args->get(flag))
+        return error(kExitUsage, std::string("--") + flag + " is for --dump DIR");
+    return 0;
+  }
+  std::string mode = args->get("batching").value_or("pad");
+  std::string shuffle = args->get("shuffle").value_or("on");
+  if (mode != "pad" && mode != "pack")
+    return error(kExitUsage, "--batching must be pad or pack, got '" + mode + "'");
+  if (shuffle != "on" && shuffle != "off")
+    return error(kExitUsage, "--shuffle must be on or off, got '" + shuffle + "'");
+  int64_t seed = 0, count = 0;
+  if (std::optional<std::string> text = args->get("seed");
+      text && !(parsePositive(*text, seed) || *text == "0"))
+    return error(kExitUsage, "--seed needs an integer >= 0, got '" + *text + "'");
+  if (std::optional<std::string> text = args->get("count"); text && !parsePositive(*text, count))
+    return error(kExitUsage, "--count needs an integer >= 1, got '" + *text + "'");
+  batching.mode = mode == "pack" ? DocumentBatching::Mode::Pack : DocumentBatching::Mode::Pad;
+  batching.shuffle = shuffle == "on";
+  batching.seed = static_cast<uint64_t>(seed);
+  batching.vocabSize = static_cast<uint32_t>(vocab);
+  std::vector<std::string> inputs;
+  std::string names = args->get("inputs").value_or(
+      mode == "pack" ? "input_ids,position_ids,labels" : "input_ids,labels");
+  for (size_t start = 0;;) {
+    size_t comma = names.find(',', start);
+    inputs.push_back(names.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  Expected<std::unique_ptr<DocumentSource>> source =
+      DocumentSource::create(*file, shapes, inputs, batching);
+  if (!source)
+    return error(kExitBadInput, source.getError());
+  struct stat info;
+  if (::stat(dump->c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    return error(kExitUsage, "--dump " + *dump + ": not a directory");
+  const BatchingStats &epoch = mode == "pack" ? *packed : *padded;
+  return dumpBatches(**source, *dump,
+                     count ? static_cast<uint64_t>(count) : epoch.microBatches);
 }

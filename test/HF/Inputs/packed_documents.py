@@ -10,10 +10,11 @@ end):
                           block of its own, labels -100)
   OUT/doc_D/input_K.pb    each document alone, one row of its own length
   OUT/counts.txt          the counted labels of each document
+  OUT/docs.jsonl          the documents for scripts/kiln_dataset.py
 
-This is the layout docs/data.md specifies and kiln-run's DocumentSource
-writes (runtime/test/DocumentDataTest.cpp checks the runtime's element by
-element)."""
+This is the layout docs/data.md specifies; runtime/test/check_packed_dump.py
+checks that kiln-run's packing of OUT/docs.jsonl is exactly OUT/packed."""
+import json
 import pathlib
 import sys
 
@@ -56,3 +57,7 @@ for d, doc in enumerate(docs):
     write(out / f"doc_{d}", ids, positions, labels)
     counts.append(int((labels != -100).sum()))
 (out / "counts.txt").write_text(" ".join(map(str, counts)) + "\n")
+with open(out / "docs.jsonl", "w") as f:
+    for tokens, prompt in docs:
+        f.write(json.dumps({"input_ids": tokens.tolist(),
+                            "labels": [-100] * prompt + tokens[prompt:].tolist()}) + "\n")

@@ -145,6 +145,7 @@ private:
   uint64_t cursor = 0;   ///< micro-batches drawn
   uint64_t position = 0; ///< documents of the data order consumed
   uint64_t usable = 0;   ///< documents with at least one position
+  uint64_t cut = 0;      ///< documents longer than the largest seq
   int64_t maxSeq = 0;
 };
 
