@@ -248,6 +248,11 @@ struct SharedMemory {
   /// cuDNN's fused attention for the launches that allow it; null: the
   /// generated kernels.
   const CudnnAttention *cudnn = nullptr;
+  /// `kiln-run tune`'s choices for this machine ("Tuning" below).
+  const TuningDb *tuning = nullptr;
+  const TuningKey *tuningKey = nullptr;
+  /// --attention kernels|cudnn: the database does not choose attention.
+  bool attentionFixed = false;
 };
 
 class ProgramRunner {
@@ -279,6 +284,20 @@ public:
   size_t cudnnAttention = 0, kernelAttention = 0;
   /// Why the first attention launch that cuDNN could not take stayed a kernel.
   std::string attentionNote;
+  /// GEMMs and attention launches chosen by the tuning database, those at
+  /// the defaults, and why a matching entry was not used (the first).
+  size_t tunedOps = 0, defaultOps = 0;
+  std::string tuningNote;
+
+  // For kiln-run tune (StepExecutor's GemmSite, AttentionSite).
+  std::vector<StepExecutor::GemmSite> getGemmSites() const;
+  Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t gemm, int topK) const;
+  Status enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a, CUdeviceptr b,
+                     CUstream stream) const;
+  /// record() calling \p beforeAction(i) before op i.
+  Status recordWithHook(CUstream stream, const std::function<Status(size_t)> &beforeAction) const;
+  /// The attention launches' database hash (empty: none) and label.
+  std::string attentionHash, attentionLabel;
 
 private:
   struct Launch {
@@ -295,6 +314,10 @@ private:
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
     std::string label; // "gemm MxNxK" for profiles
+    // The tuning database's view: the signature's hash, "m=..,n=..,k=..,batch=..".
+    std::string hash, shape;
+    size_t action = 0, cBytes = 0;
+    DType cType = DType::F32;
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -316,6 +339,14 @@ private:
       : device(&device), lt(&lt), program(std::move(program)) {}
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
   Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  /// The database's algorithm for \p g, when it has one and cuBLASLt still
+  /// offers it among its top-K ("Tuning" below).
+  Status applyTunedGemm(Gemm &g, const SharedMemory &memory);
+  /// Who runs this program's attention at \p sizes: memory.cudnn, or null
+  /// where the tuning database chose the kernels; sets attentionHash.
+  const CudnnAttention *chooseAttention(const StepProgram &p,
+                                        const std::vector<std::vector<int64_t>> &shapes,
+                                        const SymbolBindings &sizes, const SharedMemory &memory);
   Status recordResultCopies(CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
@@ -482,6 +513,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   // fills they replace come before them. A backward runs on cuDNN only
   // after a forward on cuDNN wrote the row statistics it reads.
   r->cudnn = memory.cudnn;
+  const CudnnAttention *cudnnFor = r->chooseAttention(p, shapes, sizes, memory);
   std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
   std::vector<bool> replaced(p.ops.size(), false);
   std::map<int, CUdeviceptr> statsOfOutput;
@@ -493,9 +525,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       continue;
     Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
     Expected<std::shared_ptr<CudnnAttention::Plan>> plan =
-        !memory.cudnn ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
-        : !shape      ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
-                      : memory.cudnn->build(*shape);
+        !cudnnFor ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
+        : !shape  ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
+                  : cudnnFor->build(*shape);
     if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
       plan = Error{"its forward did not run on cuDNN"};
     if (!plan) {
@@ -767,6 +799,19 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       if (found == 0)
         return Error{origin + ": " + where + ": cuBLASLt has no algorithm for this GEMM"};
       g.algo = heuristic.algo;
+      // What cuBLASLt is asked, nothing else: two GEMMs with equal
+      // signatures share their tuned algorithm.
+      std::string signature =
+          gemmSignature(p.buffers[op.a].dtype, p.buffers[op.c].dtype, op.transB, op.transA,
+                        op.epilogue, op.bias >= 0, M, N, K, count, layoutStrides);
+      g.hash = hashSignature(signature);
+      g.shape = "m=" + std::to_string(M) + ",n=" + std::to_string(N) + ",k=" + std::to_string(K) +
+                ",batch=" + std::to_string(count);
+      g.cBytes = r->bytes[op.c];
+      g.cType = p.buffers[op.c].dtype;
+      g.action = r->actions.size();
+      if (Status s = r->applyTunedGemm(g, memory); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
       r->actions.push_back({Action::Gemm, r->gemmList.size()});
       r->gemmList.push_back(g);
       ++r->gemms;
@@ -795,6 +840,17 @@ Status ProgramRunner::record(CUstream stream) const {
   return recordResultCopies(stream);
 }
 
+Status ProgramRunner::recordWithHook(CUstream stream,
+                                     const std::function<Status(size_t)> &beforeAction) const {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (Status s = beforeAction(i); !s)
+      return s;
+    if (Status s = recordAction(actions[i], stream); !s)
+      return s;
+  }
+  return recordResultCopies(stream);
+}
+
 Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream stream) const {
   const CudaDriver &driver = device->getDriver();
   auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
@@ -813,15 +869,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
-      float alpha = 1.f, beta = 0.f;
-      cublasStatus_t status = lt->cublasLtMatmul(
-          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
-          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
-          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
-          kWorkspaceBytes, stream);
-      if (status != CUBLAS_STATUS_SUCCESS)
-        return fail("cublasLtMatmul failed: " + lt->describe(status));
-      break;
+      return enqueueGemm(index, g.algo, g.a, g.b, stream);
     }
     case Action::Fill:
       return recordFill(fillList[index], stream);
@@ -1016,6 +1064,40 @@ Status uploadTo(const Device &device, NamedTensor &t, const std::string &bytes) 
   return device.synchronize();
 }
 
+/// A start and a stop event on the device's stream: the device time between.
+class DeviceEvents {
+public:
+  explicit DeviceEvents(const Device &device) : device(device) {}
+  ~DeviceEvents() {
+    for (CUevent e : {begin, end})
+      if (e)
+        device.getDriver().cuEventDestroy_v2(e);
+  }
+  Status start(CUstream stream) {
+    const CudaDriver &d = device.getDriver();
+    for (CUevent *e : {&begin, &end})
+      if (!*e)
+        if (Status s = device.check(d.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+          return s;
+    return device.check(d.cuEventRecord(begin, stream), "cuEventRecord");
+  }
+  Expected<double> stop(CUstream stream) {
+    const CudaDriver &d = device.getDriver();
+    if (Status s = device.check(d.cuEventRecord(end, stream), "cuEventRecord"); !s)
+      return s.takeError();
+    if (Status s = device.check(d.cuEventSynchronize(end), "cuEventSynchronize"); !s)
+      return s.takeError();
+    float ms = 0;
+    if (Status s = device.check(d.cuEventElapsedTime_v2(&ms, begin, end), "cuEventElapsedTime"); !s)
+      return s.takeError();
+    return static_cast<double>(ms);
+  }
+
+private:
+  const Device &device;
+  CUevent begin = nullptr, end = nullptr;
+};
+
 std::string scalarBytes(DType dtype, double value) {
   unsigned char bits[8] = {};
   if (isFloat(dtype))
@@ -1028,6 +1110,7 @@ std::string scalarBytes(DType dtype, double value) {
 
 StepExecutor::~StepExecutor() {
   graphs.reset();
+  variants.clear();
   shapes.clear();
   if (handle)
     lt->cublasLtDestroy(handle);
@@ -1101,6 +1184,15 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   } else if (hasAttention) {
     x->cudnnNote = "--attention kernels";
   }
+  // The machine's tuning key: a database entry applies only where it equals.
+  x->tuningKey.gpu = info.name;
+  x->tuningKey.smCount = info.multiprocessorCount;
+  x->tuningKey.ccMajor = info.computeCapabilityMajor;
+  x->tuningKey.ccMinor = info.computeCapabilityMinor;
+  x->tuningKey.driver = device.getDriver().getDriverVersion();
+  x->tuningKey.cuda = CUDA_VERSION;
+  x->tuningKey.cublasLt = static_cast<int64_t>(lt.getVersion());
+  x->tuningKey.cudnn = x->cudnn ? x->cudnn->getVersionString() : "none";
 
   // Named tensors from the weights file: by the artifact's parameter list.
   std::map<std::string, const ParamSpec *> specs;
@@ -1378,28 +1470,44 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   Expected<const StepProgram *> program = programFor(sizes, section);
   if (!program)
     return program.takeError();
-  std::string note;
-  Expected<ArenaPlan> plan = planFor(sizes, note);
-  if (!plan)
-    return plan.takeError();
-  if (!note.empty())
-    std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
-  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get()};
   Expected<std::unique_ptr<ProgramRunner>> runner =
-      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
-                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+      prepareRunner(sizes, loadWeight, options.tuning, cudnn.get(), /*printNote=*/true);
   if (!runner)
     return runner.takeError();
   if (options.attention == Options::Attention::Cudnn && (*runner)->kernelAttention)
     return Error{"--attention cudnn: " + key + ": " + (*runner)->attentionNote};
-  (*runner)->usedArtifactPlan = plan->fromArtifact;
   Shape &shape = shapes[key];
   shape.program = section;
   shape.key = key;
   shape.sizes = sizes;
   shape.runner = std::move(*runner);
+  shape.graphKey = key;
   return &shape;
+}
+
+Expected<std::unique_ptr<ProgramRunner>>
+StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loadWeight,
+                            const TuningDb *tuning, const CudnnAttention *cudnnFor,
+                            bool printNote) {
+  std::string section;
+  Expected<const StepProgram *> program = programFor(sizes, section);
+  if (!program)
+    return program.takeError();
+  std::string note;
+  Expected<ArenaPlan> plan = planFor(sizes, note);
+  if (!plan)
+    return plan.takeError();
+  if (!note.empty() && printNote)
+    std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), shapeKey(sizes).c_str());
+  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
+                      cudnnFor, tuning, &tuningKey, options.attention != Options::Attention::Auto};
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
+                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+  if (!runner)
+    return runner.takeError();
+  (*runner)->usedArtifactPlan = plan->fromArtifact;
+  return runner;
 }
 
 Status StepExecutor::selectShape(const SymbolBindings &sizes) {
@@ -1485,7 +1593,9 @@ Expected<double> StepExecutor::runProfiledStep(int64_t stepNumber, double lr,
 }
 
 Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
-                                           std::vector<ActionTime> *times) {
+                                           std::vector<ActionTime> *times,
+                                           const std::function<Status(size_t)> *hook,
+                                           double *deviceMs) {
   ProgramRunner *step = current->runner.get();
   const StepProgram &p = step->getProgram();
   CUstream stream = device->getStream();
@@ -1510,18 +1620,30 @@ Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
       return s.takeError();
   }
   Status ran = Status::success();
-  if (times) {
+  DeviceEvents events(*device);
+  if (deviceMs)
+    if (Status s = events.start(stream); !s)
+      return s.takeError();
+  if (hook) {
+    ran = step->recordWithHook(stream, *hook);
+  } else if (times) {
     Expected<std::vector<ActionTime>> profiled = step->profile(stream);
     if (!profiled)
       return profiled.takeError();
     *times = std::move(*profiled);
   } else {
-    ran = graphs ? graphs->run(current->program, current->key,
+    ran = graphs ? graphs->run(current->program, current->graphKey,
                                [&](CUstream s) { return step->record(s); })
                  : step->record(stream);
   }
   if (!ran)
     return ran.takeError();
+  if (deviceMs) {
+    Expected<double> ms = events.stop(stream);
+    if (!ms)
+      return ms.takeError();
+    *deviceMs = *ms;
+  }
   for (const ProgramBinding &result : p.results)
     if (result.role == "loss") {
       Expected<std::string> bytes = step->downloadBuffer(result.buffer);
@@ -1593,4 +1715,258 @@ std::string StepExecutor::getAttentionSummary() const {
   else if (!r.attentionNote.empty())
     line += " (" + r.attentionNote + ")";
   return line;
+}
+
+//===----------------------------------------------------------------------===//
+// Tuning: the database's choices at prepare, and kiln-run tune's hooks
+//===----------------------------------------------------------------------===//
+
+namespace {
+static_assert(sizeof(cublasLtMatmulAlgo_t) == 64, "the database stores 64 algorithm bytes");
+
+/// "batch=4,seq=512" (shapeKey's spelling).
+std::string sizesText(const SymbolBindings &sizes) {
+  std::string text;
+  for (const auto &[symbol, value] : sizes)
+    text += (text.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
+  return text;
+}
+
+/// cuBLASLt's best \p topK algorithms for \p g within the GEMM workspace.
+Expected<std::vector<cublasLtMatmulAlgo_t>>
+queryHeuristics(const CublasLt &lt, cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                cublasLtMatrixLayout_t first, cublasLtMatrixLayout_t second,
+                cublasLtMatrixLayout_t result, int topK) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (cublasStatus_t s = lt.cublasLtMatmulPreferenceCreate(&preference); s != CUBLAS_STATUS_SUCCESS)
+    return Error{"cublasLtMatmulPreferenceCreate failed: " + lt.describe(s)};
+  uint64_t workspaceBytes = kWorkspaceBytes;
+  lt.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                          &workspaceBytes, sizeof(workspaceBytes));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(1, topK)));
+  int found = 0;
+  cublasStatus_t status =
+      lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, first, second, result, result, preference,
+                                        static_cast<int>(results.size()), results.data(), &found);
+  lt.cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return Error{"cublasLtMatmulAlgoGetHeuristic failed: " + lt.describe(status)};
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      algos.push_back(results[i].algo);
+  return algos;
+}
+} // namespace
+
+Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
+  const TuningEntry *entry =
+      memory.tuning ? memory.tuning->find(*memory.tuningKey, "gemm", g.hash, g.shape) : nullptr;
+  if (!entry) {
+    ++defaultOps;
+    return Status::success();
+  }
+  cublasLtMatmulAlgo_t wanted;
+  // Checked when the database was parsed.
+  fromHex(entry->algo, &wanted, sizeof(wanted));
+  Expected<std::vector<cublasLtMatmulAlgo_t>> candidates = queryHeuristics(
+      *lt, handle, g.desc, g.first, g.second, g.result, static_cast<int>(entry->candidates));
+  if (!candidates)
+    return candidates.takeError();
+  for (const cublasLtMatmulAlgo_t &algo : *candidates)
+    if (!std::memcmp(&algo, &wanted, sizeof(wanted))) {
+      g.algo = algo;
+      ++tunedOps;
+      return Status::success();
+    }
+  // Never trusted blindly: an algorithm cuBLASLt does not offer for this
+  // problem now is not run.
+  ++defaultOps;
+  if (tuningNote.empty())
+    tuningNote = g.label + ": its tuned algorithm is not among cuBLASLt's " +
+                 std::to_string(entry->candidates) + " candidates now (default kept)";
+  return Status::success();
+}
+
+const CudnnAttention *ProgramRunner::chooseAttention(const StepProgram &p,
+                                                     const std::vector<std::vector<int64_t>> &shapes,
+                                                     const SymbolBindings &sizes,
+                                                     const SharedMemory &memory) {
+  size_t launches = 0;
+  std::string signature = origin;
+  for (const ProgramOp &op : p.ops)
+    if (op.kind == ProgramOp::Kind::Launch && op.attention) {
+      ++launches;
+      Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
+      signature += ";" + (shape ? shape->describe() : op.name);
+    }
+  if (!launches)
+    return memory.cudnn;
+  attentionHash = hashSignature(signature);
+  attentionLabel = "attention (" + origin + ", " + std::to_string(launches) + " launches)";
+  const TuningEntry *entry =
+      memory.tuning && !memory.attentionFixed
+          ? memory.tuning->find(*memory.tuningKey, "attention", attentionHash, sizesText(sizes))
+          : nullptr;
+  if (!entry) {
+    defaultOps += launches;
+    return memory.cudnn;
+  }
+  if (entry->impl == "cudnn" && !memory.cudnn) {
+    defaultOps += launches;
+    if (tuningNote.empty())
+      tuningNote = attentionLabel + ": tuned for cuDNN, which is not loaded (kernels kept)";
+    return nullptr;
+  }
+  tunedOps += launches;
+  return entry->impl == "cudnn" ? memory.cudnn : nullptr;
+}
+
+std::vector<StepExecutor::GemmSite> ProgramRunner::getGemmSites() const {
+  std::vector<StepExecutor::GemmSite> sites;
+  for (const Gemm &g : gemmList)
+    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType});
+  return sites;
+}
+
+Expected<std::vector<cublasLtMatmulAlgo_t>> ProgramRunner::getGemmCandidates(size_t gemm,
+                                                                            int topK) const {
+  const Gemm &g = gemmList.at(gemm);
+  return queryHeuristics(*lt, handle, g.desc, g.first, g.second, g.result, topK);
+}
+
+Status ProgramRunner::enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
+                                  CUdeviceptr b, CUstream stream) const {
+  const Gemm &g = gemmList.at(gemm);
+  float alpha = 1.f, beta = 0.f;
+  // Row-major C = A B is column-major C^T = B^T A^T: B goes first.
+  cublasStatus_t status = lt->cublasLtMatmul(
+      handle, g.desc, &alpha, reinterpret_cast<void *>(b), g.first, reinterpret_cast<void *>(a),
+      g.second, &beta, reinterpret_cast<void *>(g.c), g.result, reinterpret_cast<void *>(g.c),
+      g.result, &algo, reinterpret_cast<void *>(workspace), kWorkspaceBytes, stream);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return fail(g.label + ": cublasLtMatmul failed: " + lt->describe(status));
+  return Status::success();
+}
+
+size_t StepExecutor::getTunedOpCount() const {
+  size_t n = 0;
+  for (const auto &entry : shapes)
+    n += entry.second.runner->tunedOps;
+  return n;
+}
+
+size_t StepExecutor::getDefaultOpCount() const {
+  size_t n = 0;
+  for (const auto &entry : shapes)
+    n += entry.second.runner->defaultOps;
+  return n;
+}
+
+std::string StepExecutor::getTuningNote() const {
+  for (const auto &entry : shapes)
+    if (!entry.second.runner->tuningNote.empty())
+      return entry.second.key + ": " + entry.second.runner->tuningNote;
+  return "";
+}
+
+std::vector<StepExecutor::GemmSite> StepExecutor::getGemmSites() const {
+  return current->runner->getGemmSites();
+}
+
+Expected<std::vector<cublasLtMatmulAlgo_t>> StepExecutor::getGemmCandidates(size_t site,
+                                                                           int topK) const {
+  return current->runner->getGemmCandidates(site, topK);
+}
+
+Status StepExecutor::enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
+                                 CUdeviceptr b) const {
+  return current->runner->enqueueGemm(site, algo, a, b, device->getStream());
+}
+
+std::optional<StepExecutor::AttentionSite> StepExecutor::getAttentionSite() const {
+  const ProgramRunner &r = *current->runner;
+  if (r.attentionHash.empty())
+    return std::nullopt;
+  return AttentionSite{r.attentionHash, sizesText(current->sizes), r.attentionLabel,
+                       r.cudnnAttention, r.kernelAttention};
+}
+
+Status StepExecutor::prepareVariant(const std::string &name, const TuningDb *tuning,
+                                    std::optional<bool> attentionOnCudnn) {
+  const Shape &base = shapes.at(current->key);
+  if (attentionOnCudnn && *attentionOnCudnn && !cudnn)
+    return Error{"cuDNN is not loaded" + (cudnnNote.empty() ? "" : " (" + cudnnNote + ")")};
+  WeightLoader existing = [&](const std::string &weight, DType,
+                              const std::vector<int64_t> &) -> Expected<NamedTensor *> {
+    auto it = store.find(weight);
+    if (it == store.end())
+      return Error{"weight '" + weight + "' was not loaded"};
+    return &it->second;
+  };
+  const CudnnAttention *cudnnFor = attentionOnCudnn && !*attentionOnCudnn ? nullptr : cudnn.get();
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      prepareRunner(base.sizes, existing, tuning, cudnnFor, /*printNote=*/false);
+  if (!runner)
+    return runner.takeError();
+  Shape &variant = variants[base.key + "#" + name];
+  variant.program = base.program;
+  variant.key = base.key;
+  variant.sizes = base.sizes;
+  variant.runner = std::move(*runner);
+  // A new graph key: a graph captured from a replaced variant is never replayed.
+  variant.graphKey = base.key + "#" + name + "#" + std::to_string(++variantGeneration);
+  current = &shapes.at(base.key);
+  return Status::success();
+}
+
+Status StepExecutor::selectVariant(const std::string &name) {
+  if (name.empty()) {
+    current = &shapes.at(current->key);
+    return Status::success();
+  }
+  auto it = variants.find(current->key + "#" + name);
+  if (it == variants.end())
+    return Error{current->key + ": no variant '" + name + "'"};
+  current = &it->second;
+  return Status::success();
+}
+
+Expected<double> StepExecutor::runStepWithHook(int64_t stepNumber, double lr,
+                                               const std::function<Status(size_t)> &beforeAction) {
+  return runStepWith(stepNumber, lr, nullptr, &beforeAction, nullptr);
+}
+
+Expected<double> StepExecutor::runTimedStep(int64_t stepNumber, double lr, double &deviceMs) {
+  return runStepWith(stepNumber, lr, nullptr, nullptr, &deviceMs);
+}
+
+Status StepExecutor::snapshotTrainable() {
+  snapshot.clear();
+  const CudaDriver &driver = device->getDriver();
+  for (const std::vector<std::string> *names : {&paramNames, &stateNames})
+    for (const std::string &name : *names) {
+      NamedTensor &t = store.at(name);
+      Expected<DeviceBuffer> copy = DeviceBuffer::allocate(*device, t.memory.size());
+      if (!copy)
+        return Error{"a copy of '" + name + "' to restore after measuring: " + copy.getError()};
+      if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(copy->get(), t.memory.get(),
+                                                               t.memory.size(), device->getStream()),
+                                   "cuMemcpyDtoDAsync");
+          !s)
+        return s;
+      snapshot.emplace_back(&t, std::move(*copy));
+    }
+  return device->synchronize();
+}
+
+Status StepExecutor::restoreTrainable() {
+  const CudaDriver &driver = device->getDriver();
+  for (auto &[tensor, copy] : snapshot)
+    if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(tensor->memory.get(), copy.get(),
+                                                             copy.size(), device->getStream()),
+                                 "cuMemcpyDtoDAsync");
+        !s)
+      return s;
+  return device->synchronize();
 }

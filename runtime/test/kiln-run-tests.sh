@@ -413,6 +413,92 @@ kill-during-save)
     "$test_files" checkpoint ckpt.safetensors --megabytes 32 --generation 1 || fail "rewrite"
   done
   ;;
+tune-usage)
+  # kiln-run tune: flags and the database path are checked before anything loads.
+  fixtures
+  expect 0 "" "$kiln_run" tune --help
+  grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default 8)' out.txt || fail "--tune-topk help"
+  tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
+  expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
+  expect 2 "kiln-run: error: --tune-topk needs an integer >= 1, got '0'" tune --init random:1 --tune-topk 0
+  expect 2 "kiln-run: error: --tune-topk needs an integer from 1 to 64, got 65" tune --init random:1 --tune-topk 65
+  expect 2 "kiln-run: error: --reps needs an integer >= 1, got 'x'" tune --init random:1 --reps x
+  expect 2 "kiln-run: error: --attention must be auto, kernels or cudnn, got 'xla'" tune --init random:1 --attention xla
+  expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" tune
+  expect 2 "kiln-run: error: unknown option '--steps' (see 'kiln-run tune --help')" tune --init random:1 --steps 3
+  mkdir dbdir && mkfifo fifo
+  expect 2 "kiln-run: error: --db dbdir: not a regular file (a directory); refusing to replace it" tune --init random:1 --db dbdir
+  expect 2 "kiln-run: error: --db fifo: not a regular file (a FIFO); refusing to replace it" tune --init random:1 --db fifo
+  expect 2 "kiln-run: error: no --db and neither XDG_CACHE_HOME nor HOME is set" env -u HOME -u XDG_CACHE_HOME "$kiln_run" tune a.kiln --batch 2 --seq 16 --init random:1
+  # A database of another format version is never replaced.
+  printf 'kiln-tuning-db 2 crc32c=0x00000000 bytes=2\n{}' >v2.db
+  expect 1 "kiln-run: error: v2.db: a tuning database of format version 2 (this kiln-run writes 1); not replaced: pass another --db" tune --init random:1 --db v2.db
+  # The artifact comes next: a.kiln has no step program.
+  expect 5 "kiln-run: error: a.kiln: the artifact has no step program (recompile with kiln compile --emit=artifact)" tune --init random:1 --db new.db
+  [ ! -e new.db ] || fail "nothing tuned, yet a database was written"
+  # A damaged one is reported, then (after tuning) replaced.
+  printf 'garbage' >bad.db
+  tune --init random:1 --db bad.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  [ "$(head -1 err.txt)" = 'kiln-run: note: bad.db: not a Kiln tuning database (no "kiln-tuning-db" header line); ignored, it will be replaced' ] || fail "not the damaged-database note"
+  ;;
+train-tuning)
+  # train --tuning/--db: a bad value is a usage error; a damaged or missing
+  # database is one note, never trusted, and training goes on (here to the
+  # not-built error: the fixture has no step program).
+  fixtures
+  expect 2 "kiln-run: error: --tuning must be on or off, got 'auto'" train --init random:1 --tuning auto
+  "$test_files" tuning-db good.db --entries 3 --generation 1 || fail "fixture"
+  cp good.db flipped.db && "$test_files" flip flipped.db 200 0 || fail "fixture"
+  check() { # WANT-NOTE ARGS...: exit 5, the note (or none), then the not-built line
+    local note=$1; shift
+    train --init random:1 "$@" >out.txt 2>err.txt; rc=$?
+    cat out.txt err.txt
+    [ $rc = 5 ] || fail "exit $rc, expected 5"
+    if [ -n "$note" ]; then
+      [ "$(wc -l <err.txt)" = 2 ] || fail "expected the note and the error"
+      [ "$(head -1 err.txt)" = "$note" ] || fail "note is '$(head -1 err.txt)', expected '$note'"
+    else
+      [ "$(wc -l <err.txt)" = 1 ] || fail "expected the error alone"
+    fi
+  }
+  check "kiln-run: note: tuning database flipped.db: fails its CRC-32C check (damaged); ignored, defaults used" --db flipped.db
+  check "kiln-run: note: no tuning database at none.db (write one with kiln-run tune); defaults used" --db none.db
+  check "" --db good.db
+  check "" --db flipped.db --tuning off
+  # Without --db the per-user cache is read; a missing one is no note.
+  HOME=$PWD/nohome XDG_CACHE_HOME= check ""
+  XDG_CACHE_HOME=$PWD/cache check ""
+  mkdir -p cache/kiln && cp flipped.db cache/kiln/tuning.db
+  XDG_CACHE_HOME=$PWD/cache train --init random:1 >out.txt 2>err.txt
+  grep -q "^kiln-run: note: tuning database $PWD/cache/kiln/tuning.db: fails its CRC-32C check (damaged); ignored, defaults used\$" err.txt ||
+    fail "the cache database was not read"
+  ;;
+kill-during-tune-db)
+  # A tuning database being replaced is never damaged: SIGKILL the writer in
+  # the middle of the new one; the old one must load intact.
+  "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "first database"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "first database unreadable"
+  "$test_files" tuning-db t.db --entries 20000 --generation 2 --pause-at-kb 2048 --marker writing &
+  writer=$!
+  for _ in $(seq 300); do [ -e writing ] && break; sleep 0.1; done
+  [ -e writing ] || { kill -9 $writer; fail "writer never reached 2 MiB"; }
+  kill -9 $writer; wait $writer 2>/dev/null
+  ls -la
+  [ "$(ls -A | grep -c '^\.t\.db\.tmp-')" = 1 ] || fail "expected the killed writer's temporary file"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "previous database damaged"
+  # Unpaused writers killed at varying moments: always one whole database.
+  for delay in 0.01 0.05 0.1 0.2 0.4; do
+    "$test_files" tuning-db t.db --entries 20000 --generation 3 &
+    writer=$!; sleep $delay; kill -9 $writer 2>/dev/null; wait $writer 2>/dev/null
+    "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 ||
+      "$test_files" verify-tuning-db t.db --entries 20000 --generation 3 ||
+      fail "database damaged after a kill at ${delay}s"
+    "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "rewrite"
+  done
+  ;;
 *)
   fail "unknown case" ;;
 esac
