@@ -82,8 +82,19 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
       x.getGemmCandidates(sites.front(), options.topK);
   if (!candidates)
     return candidates.takeError();
-  if (candidates->empty())
-    return Error{site.label + ": cuBLASLt offers no algorithm"};
+  // The algorithm the step runs now is the default, candidate 0 (cuBLASLt
+  // ranks it first too; kept first even if its top-K order differed).
+  auto same = [](const cublasLtMatmulAlgo_t &p, const cublasLtMatmulAlgo_t &q) {
+    return !std::memcmp(&p, &q, sizeof(p));
+  };
+  for (size_t j = 0; j < candidates->size(); ++j)
+    if (same((*candidates)[j], site.algo)) {
+      candidates->erase(candidates->begin() + static_cast<std::ptrdiff_t>(j));
+      break;
+    }
+  candidates->insert(candidates->begin(), site.algo);
+  if (candidates->size() > static_cast<size_t>(options.topK))
+    candidates->resize(static_cast<size_t>(options.topK));
   size_t count = candidates->size();
   // The output before: restored before every run, so a GEMM that reads its
   // output (accumulation) sees the same values each time, and the step
@@ -242,8 +253,8 @@ groupGemms(const std::vector<StepExecutor::GemmSite> &sites) {
 }
 } // namespace
 
-size_t kiln::runtime::countTuningOps(const StepExecutor &x) {
-  return groupGemms(x.getGemmSites()).size() + (x.getAttentionSite() ? 1 : 0);
+size_t kiln::runtime::countTuningOps(const StepExecutor &x, bool tuneAttention) {
+  return groupGemms(x.getGemmSites()).size() + (tuneAttention && x.getAttentionSite() ? 1 : 0);
 }
 
 Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &device, TuningDb &db,
@@ -296,7 +307,10 @@ Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &dev
     return s.takeError();
 
   // Attention: cuDNN and the kernels, when both can run it.
-  if (std::optional<StepExecutor::AttentionSite> site = x.getAttentionSite()) {
+  std::optional<StepExecutor::AttentionSite> site;
+  if (options.tuneAttention)
+    site = x.getAttentionSite();
+  if (site) {
     TunedOp row;
     row.label = site->label;
     row.calls = site->cudnnLaunches + site->kernelLaunches;

@@ -294,6 +294,9 @@ public:
   Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t gemm, int topK) const;
   Status enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a, CUdeviceptr b,
                      CUstream stream) const;
+  /// Copies the data inputs (role "input") of \p other, a runner of the same
+  /// program at the same sizes, into this one's.
+  Status copyInputsFrom(const ProgramRunner &other, CUstream stream) const;
   /// record() calling \p beforeAction(i) before op i.
   Status recordWithHook(CUstream stream, const std::function<Status(size_t)> &beforeAction) const;
   /// The attention launches' database hash (empty: none) and label.
@@ -1769,6 +1772,10 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
   cublasLtMatmulAlgo_t wanted;
   // Checked when the database was parsed.
   fromHex(entry->algo, &wanted, sizeof(wanted));
+  if (!std::memcmp(&g.algo, &wanted, sizeof(wanted))) { // the default won
+    ++tunedOps;
+    return Status::success();
+  }
   Expected<std::vector<cublasLtMatmulAlgo_t>> candidates = queryHeuristics(
       *lt, handle, g.desc, g.first, g.second, g.result, static_cast<int>(entry->candidates));
   if (!candidates)
@@ -1825,7 +1832,7 @@ const CudnnAttention *ProgramRunner::chooseAttention(const StepProgram &p,
 std::vector<StepExecutor::GemmSite> ProgramRunner::getGemmSites() const {
   std::vector<StepExecutor::GemmSite> sites;
   for (const Gemm &g : gemmList)
-    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType});
+    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType, g.algo});
   return sites;
 }
 
@@ -1846,6 +1853,18 @@ Status ProgramRunner::enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo,
       g.result, &algo, reinterpret_cast<void *>(workspace), kWorkspaceBytes, stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     return fail(g.label + ": cublasLtMatmul failed: " + lt->describe(status));
+  return Status::success();
+}
+
+Status ProgramRunner::copyInputsFrom(const ProgramRunner &other, CUstream stream) const {
+  for (const ProgramBinding &arg : program.args)
+    if (arg.role == "input" && bytes[arg.buffer])
+      if (Status s = device->check(device->getDriver().cuMemcpyDtoDAsync_v2(
+                                       pointers[arg.buffer], other.pointers[arg.buffer],
+                                       bytes[arg.buffer], stream),
+                                   "cuMemcpyDtoDAsync");
+          !s)
+        return s;
   return Status::success();
 }
 
@@ -1916,6 +1935,9 @@ Status StepExecutor::prepareVariant(const std::string &name, const TuningDb *tun
   variant.runner = std::move(*runner);
   // A new graph key: a graph captured from a replaced variant is never replayed.
   variant.graphKey = base.key + "#" + name + "#" + std::to_string(++variantGeneration);
+  // The data inputs setInput gave the shape (arguments are per runner).
+  if (Status s = variant.runner->copyInputsFrom(*base.runner, device->getStream()); !s)
+    return s;
   current = &shapes.at(base.key);
   return Status::success();
 }

@@ -152,7 +152,12 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
                       where + ": \"hash\" must be 16 hex digits");
       !s)
     return s.takeError();
-  if (Status s = need(e.candidates >= 1 && e.choice >= 0 && e.choice < e.candidates,
+  if (Status s = need(e.candidates >= 1 && e.candidates <= kMaxTuningCandidates,
+                      where + ": \"candidates\" must be from 1 to " +
+                          std::to_string(kMaxTuningCandidates));
+      !s)
+    return s.takeError();
+  if (Status s = need(e.choice >= 0 && e.choice < e.candidates,
                       where + ": \"choice\" must index the candidates");
       !s)
     return s.takeError();

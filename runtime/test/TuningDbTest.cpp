@@ -174,6 +174,9 @@ static void testCorrupt() {
   std::string badChoice = entryText;
   badChoice.replace(badChoice.find("\"choice\": 1"), 11, "\"choice\": 9");
   expectCorrupt(withBody(badChoice), "\"choice\" must index the candidates");
+  std::string manyCandidates = entryText;
+  manyCandidates.replace(manyCandidates.find("\"candidates\": 8"), 15, "\"candidates\": 1000000000");
+  expectCorrupt(withBody(manyCandidates), "\"candidates\" must be from 1 to 64");
   std::string badAlgo = entryText;
   badAlgo.replace(badAlgo.find("\"algo\": \"") + 9, 2, "zz");
   expectCorrupt(withBody(badAlgo), "\"algo\" must be 128 hex digits");

@@ -476,6 +476,38 @@ train-tuning)
   grep -q "^kiln-run: note: tuning database $PWD/cache/kiln/tuning.db: fails its CRC-32C check (damaged); ignored, defaults used\$" err.txt ||
     fail "the cache database was not read"
   ;;
+tune-gemm-step-gpu)
+  # On the GPU: tune the GEMM-only fixture, then train from the database
+  # (same losses: the numerics bound holds) and from a foreign one.
+  "$test_files" gemm-step g || fail "fixture"
+  tune() { "$kiln_run" tune g.kiln --weights g.safetensors --input x=g.x.bin --batch 2 --seq 3 --reps 5 --progress off "$@"; }
+  tune --db t.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 0 ] || fail "exit $rc, expected 0"
+  grep -q '^tune g.kiln on .* (sm_[0-9]*, [0-9]* SMs), driver [0-9]*, CUDA [0-9]*, cuBLASLt [0-9]*, cuDNN none$' out.txt || fail "key line"
+  grep -q '^step batch=2,seq=3: default [0-9.]* ms, tuned [0-9.]* ms ([-+][0-9.]*%), loss rel. difference [0-9.e+-]*; 3 ops measured$' out.txt || fail "step line"
+  grep -q '^tune: [0-3] of 3 ops changed in [0-9.]* s; wrote t.db$' out.txt || fail "summary line"
+  head -1 t.db | grep -q '^kiln-tuning-db 1 crc32c=0x[0-9a-f]\{8\} bytes=[0-9]*$' || fail "database header"
+  [ "$(grep -c '"kind": "gemm"' t.db)" = 3 ] || fail "expected 3 GEMM entries"
+  run() { "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 "$@"; }
+  run --db t.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "train with the database"; }
+  cat out.txt
+  grep -q '^tuning: 3 ops from t.db, 0 defaults$' out.txt || fail "ops from the database"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with the database"
+  run --db t.db --tuning off >out.txt 2>err.txt || fail "--tuning off"
+  ! grep -q '^tuning:' out.txt || fail "--tuning off read the database"
+  # Tuning again keeps the other entries and replaces this machine's.
+  "$test_files" tuning-db t2.db --entries 2 || fail "fixture"
+  tune --db t2.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "second tune"; }
+  [ "$(grep -c '"kind": "gemm"' t2.db)" = 5 ] || fail "the other machine's entries were not kept"
+  # A database of another machine: every op at its default, with a note.
+  "$test_files" tuning-db other.db --entries 2 || fail "fixture"
+  run --db other.db >out.txt 2>err.txt || fail "train with a foreign database"
+  cat out.txt
+  grep -q '^tuning: 0 ops from other.db, 3 defaults (no entries for this machine, .*; the database holds 2 for others: run kiln-run tune here)$' out.txt ||
+    fail "key mismatch note"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with a foreign database"
+  ;;
 kill-during-tune-db)
   # A tuning database being replaced is never damaged: SIGKILL the writer in
   # the middle of the new one; the old one must load intact.

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ constexpr const char *kTuneUsage =
     "  --data FILE             token ids for the measured steps (default: random\n"
     "                          ids below the vocabulary size, from --seed)\n"
     "  --token-dtype T         uint16 (default) or uint32\n"
+    "  --input NAME=FILE       a data input's raw elements (one shape only)\n"
     "  --seed S                data, init program and dropout seed (default 0)\n"
     "  --lr LR                 learning rate (default: the artifact's)\n"
     "  --device N              CUDA device ordinal (default 0)\n"
@@ -64,9 +66,33 @@ constexpr const char *kTuneUsage =
     "                          kernels or cudnn fixes it and tunes only the GEMMs\n"
     "  --progress on|off|auto  redraw one progress line (auto: stderr is a terminal)\n";
 
-/// Feeds the step's data inputs one batch of windows (labels shifted by one).
+/// Feeds the step's data inputs one batch of windows (labels shifted by
+/// one), except those --input fixes (\p fixed: name -> file).
 Status feedInputs(StepExecutor &x, const SymbolBindings &sizes, const TokenFile *tokens,
-                  uint64_t seed, int64_t vocab) {
+                  uint64_t seed, int64_t vocab, const std::map<std::string, std::string> &fixed) {
+  for (const auto &[name, path] : fixed) {
+    Expected<std::pair<DType, int64_t>> input = x.getInputSpec(name);
+    if (!input)
+      return Error{"--input " + name + ": " + input.getError()};
+    Expected<MappedFile> file = MappedFile::open(path);
+    if (!file)
+      return file.takeError();
+    size_t want = static_cast<size_t>(input->second) * dtypeSize(input->first);
+    if (file->size() != want)
+      return Error{path + ": " + std::to_string(file->size()) + " bytes; input '" + name +
+                   "' needs " + std::to_string(input->second) + " " + dtypeName(input->first) +
+                   " elements (" + std::to_string(want) + " bytes)"};
+    if (Status s = x.setInput(name, file->data(), input->first, static_cast<size_t>(input->second));
+        !s)
+      return s;
+  }
+  bool needed = false;
+  for (const std::string &name : x.getDataInputs())
+    needed |= !fixed.count(name);
+  if (!needed)
+    return Status::success();
+  if (!tokens && vocab <= 0)
+    return Error{"the artifact records no vocabulary size for random token ids; pass --data"};
   int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
   std::vector<uint32_t> windows;
   if (tokens) {
@@ -85,6 +111,8 @@ Status feedInputs(StepExecutor &x, const SymbolBindings &sizes, const TokenFile 
   }
   std::vector<uint32_t> row;
   for (const std::string &name : x.getDataInputs()) {
+    if (fixed.count(name))
+      continue;
     bool labels = name == "labels" || name == "targets" || name == "target";
     row.clear();
     for (int64_t b = 0; b < batch; ++b)
@@ -105,7 +133,7 @@ std::string formatMs(double ms) {
 
 const std::vector<std::string> kiln::run::kTuneFlags = {
     "db",   "tune-topk", "reps", "warmup", "batch",  "seq",       "weights",
-    "init", "data",      "token-dtype",    "seed",   "lr",        "device",
+    "init", "data",      "token-dtype",    "seed",   "lr",        "device", "input",
     "attention", "progress"};
 
 int kiln::run::runTune(int argc, char **argv) {
@@ -131,7 +159,7 @@ int kiln::run::runTune(int argc, char **argv) {
       (args->get("seed") && !parseCount("seed", *args->get("seed"), 0, seed, message)) ||
       (args->get("device") && !parseCount("device", *args->get("device"), 0, device, message)))
     return error(kExitUsage, message);
-  if (topK > 64)
+  if (topK > kMaxTuningCandidates)
     return error(kExitUsage, "--tune-topk needs an integer from 1 to 64, got " +
                                  std::to_string(topK));
   std::vector<SymbolBindings> shapes;
@@ -240,10 +268,16 @@ int kiln::run::runTune(int argc, char **argv) {
                                          sizes.at("seq"), windows, static_cast<uint32_t>(vocab));
           !s)
         return error(kExitBadInput, s.getError());
-  } else if (vocab <= 0) {
-    return error(kExitUsage, artifactPath + " records no vocabulary size for random token ids; "
-                                            "pass --data");
   }
+  std::map<std::string, std::string> fixed;
+  for (const std::string &spec : args->getAll("input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return error(kExitUsage, "--input needs NAME=FILE, got '" + spec + "'");
+    fixed[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  if (!fixed.empty() && shapes.size() > 1)
+    return error(kExitUsage, "--input feeds one shape; give one --batch and --seq with it");
 
   // The device.
   Expected<CudaDriver> driver = CudaDriver::load();
@@ -273,12 +307,6 @@ int kiln::run::runTune(int argc, char **argv) {
     return error(kExitUsage, "the step has no compiled learning rate; pass --lr");
   std::printf("tune %s on %s\n", artifactPath.c_str(), x.getTuningKey().describe().c_str());
 
-  size_t total = 0;
-  for (const SymbolBindings &sizes : shapes) {
-    if (Status s = x.selectShape(sizes); !s)
-      return error(kExitBadInput, s.getError());
-    total += countTuningOps(x);
-  }
   std::string progressMode = args->get("progress").value_or("auto");
   bool redraw = progressMode == "on" || (progressMode == "auto" && ::isatty(STDERR_FILENO));
   TuneOptions tune;
@@ -287,6 +315,8 @@ int kiln::run::runTune(int argc, char **argv) {
   tune.stepReps = static_cast<int>(reps);
   tune.warmup = static_cast<int>(warmup);
   tune.lr = lr;
+  // --attention kernels|cudnn fixes attention: only the GEMMs are tuned.
+  tune.tuneAttention = options.attention == StepExecutor::Options::Attention::Auto;
   tune.progress = [&](size_t done, size_t all, const std::string &label, double eta) {
     if (progressMode == "off")
       return;
@@ -294,6 +324,12 @@ int kiln::run::runTune(int argc, char **argv) {
                  all, std::ceil(eta), label.c_str(), redraw ? "" : "\n");
     std::fflush(stderr);
   };
+  size_t total = 0;
+  for (const SymbolBindings &sizes : shapes) {
+    if (Status s = x.selectShape(sizes); !s)
+      return error(kExitBadInput, s.getError());
+    total += countTuningOps(x, tune.tuneAttention);
+  }
   auto begin = std::chrono::steady_clock::now();
   size_t done = 0;
   std::vector<TuneResult> results;
@@ -301,7 +337,7 @@ int kiln::run::runTune(int argc, char **argv) {
     if (Status s = x.selectShape(sizes); !s)
       return error(kExitBadInput, s.getError());
     if (Status s = feedInputs(x, sizes, tokens ? &*tokens : nullptr, static_cast<uint64_t>(seed),
-                              vocab);
+                              vocab, fixed);
         !s)
       return error(kExitBadInput, s.getError());
     Expected<TuneResult> result = tuneShape(x, *gpu, db, tune, done, total);

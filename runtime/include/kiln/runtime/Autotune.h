@@ -41,6 +41,7 @@ struct TuneOptions {
   int stepReps = 20;  ///< timed whole steps per variant
   int64_t step = 1;   ///< the step number measured steps run as
   double lr = 0;
+  bool tuneAttention = true; ///< false: --attention fixed it
   /// After each op: ops done, ops in all, what was measured, seconds left
   /// (estimated from the time per op so far).
   std::function<void(size_t done, size_t total, const std::string &label, double etaSeconds)>
@@ -74,7 +75,7 @@ Expected<TuneResult> tuneShape(StepExecutor &x, const Device &device, TuningDb &
 
 /// The ops tuneShape measures for the current shape: distinct GEMM
 /// signatures plus one for attention, if any.
-size_t countTuningOps(const StepExecutor &x);
+size_t countTuningOps(const StepExecutor &x, bool tuneAttention);
 
 } // namespace kiln::runtime
 

@@ -189,6 +189,7 @@ public:
     CUdeviceptr a = 0, b = 0, c = 0;
     size_t cBytes = 0;
     artifact::DType cType = artifact::DType::F32;
+    cublasLtMatmulAlgo_t algo{}; ///< the one it runs now
   };
   std::vector<GemmSite> getGemmSites() const;
   /// cuBLASLt's heuristic best \p topK algorithms for GEMM \p site (the

@@ -31,6 +31,8 @@
 namespace kiln::runtime {
 
 constexpr int kTuningDbVersion = 1;
+/// The most candidates one op may have (kiln-run tune --tune-topk).
+constexpr int64_t kMaxTuningCandidates = 64;
 
 /// The machine and libraries a choice was measured with: a choice is used
 /// only where every field is equal.
