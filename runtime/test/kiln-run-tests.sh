@@ -417,7 +417,7 @@ tune-usage)
   # kiln-run tune: flags and the database path are checked before anything loads.
   fixtures
   expect 0 "" "$kiln_run" tune --help
-  grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default 8)' out.txt || fail "--tune-topk help"
+  grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
   tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
   expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
   expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
@@ -437,6 +437,10 @@ tune-usage)
   # The artifact comes next: a.kiln has no step program.
   expect 5 "kiln-run: error: a.kiln: the artifact has no step program (recompile with kiln compile --emit=artifact)" tune --init random:1 --db new.db
   [ ! -e new.db ] || fail "nothing tuned, yet a database was written"
+  # The artifact's search space (meta "tuning") is checked like the rest of it.
+  "$test_files" get-section a.kiln meta | python3 -c 'import json,sys; m=json.load(sys.stdin); m["tuning"]={"gemm_topk":1000000000}; print(json.dumps(m))' >meta.json
+  cp a.kiln big-topk.kiln && "$test_files" set-section big-topk.kiln meta "$(cat meta.json)" || fail "set-section"
+  expect 1 'kiln-run: error: big-topk.kiln: meta "tuning" needs "gemm_topk", an integer from 1 to 64' "$kiln_run" tune big-topk.kiln --batch 2 --seq 16 --init random:1 --db new.db
   # A damaged one is reported, then (after tuning) replaced.
   printf 'garbage' >bad.db
   tune --init random:1 --db bad.db >out.txt 2>err.txt; rc=$?

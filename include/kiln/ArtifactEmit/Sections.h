@@ -43,7 +43,8 @@ mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
 
 /// The "meta" section: format, creator, targets (the kernel architectures;
 /// none until codegen), the size symbols of \p step's inputs, the source
-/// model.
+/// model, LoRA's settings (module attribute kiln.lora) and the tuning search
+/// space (kiln.tuning: "tuning": {"gemm_topk": K, "attention": [...]}).
 std::string emitMetaSection(mlir::func::FuncOp step,
                             llvm::StringRef sourceModel,
                             const std::vector<std::string> &targets = {});

@@ -14,6 +14,7 @@
 #include "Commands.h"
 
 #include "kiln/artifact/FileIO.h"
+#include "kiln/artifact/Json.h"
 #include "kiln/runtime/Autotune.h"
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
@@ -48,7 +49,8 @@ constexpr const char *kTuneUsage =
     "  --db FILE               the database (default $XDG_CACHE_HOME/kiln/tuning.db,\n"
     "                          else ~/.cache/kiln/tuning.db); entries of other\n"
     "                          machines and ops in it are kept\n"
-    "  --tune-topk K           cuBLASLt candidates per GEMM (default 8)\n"
+    "  --tune-topk K           cuBLASLt candidates per GEMM (default: the artifact's\n"
+    "                          meta \"tuning\", from kiln compile --tune-topk; else 8)\n"
     "  --reps N                timed runs per candidate, the median counts (default 20)\n"
     "  --warmup N              untimed runs per candidate first (default 3)\n"
     "  --batch B, --seq S      the shapes to tune (comma lists, as for train)\n"
@@ -236,6 +238,18 @@ int kiln::run::runTune(int argc, char **argv) {
     if (!shapes.front().count(symbol))
       return error(kExitBadInput, artifactPath + ": the step has size symbol '" + symbol +
                                       "'; kiln-run binds only batch and seq");
+  // The search space the compiler recorded (kiln compile --tune-topk);
+  // --tune-topk here overrides it.
+  if (const Json *tuning = step->getMeta().get("tuning")) {
+    const Json *recorded = tuning->get("gemm_topk");
+    if (!tuning->isObject() || !recorded || !recorded->isInteger() || recorded->getInteger() < 1 ||
+        recorded->getInteger() > kMaxTuningCandidates)
+      return error(kExitBadInput, artifactPath + ": meta \"tuning\" needs \"gemm_topk\", an "
+                                                 "integer from 1 to " +
+                                      std::to_string(kMaxTuningCandidates));
+    if (!args->get("tune-topk"))
+      topK = recorded->getInteger();
+  }
   for (const SymbolBindings &sizes : shapes)
     if (Status status = checkGuards(step->getGuards(), sizes); !status)
       return error(kExitGuard, "--batch/--seq" +
