@@ -183,7 +183,7 @@ def run_kernel_check(tool, directory, inputs, dump, kernels, launches):
 
 
 def rel_l2(x, ref):
-    x = x.double()
+    x = x.detach().double()
     return float((x - ref).norm() / ref.norm())
 
 

@@ -169,8 +169,9 @@ Error writeBytes(const Twine &path, StringRef bytes) {
 
 /// ‖out − ref‖ / ‖ref‖ a bf16/f16 attention kernel may have against the
 /// interpreter: the policy of docs/codegen.md ("Numerics policy"), 1.5× the
-/// worst error of PyTorch's flash backend measured by bench/attention.py.
-constexpr const char *kAttentionL2Tolerance = "1.2e-2";
+/// worst error of PyTorch's flash backend measured by bench/attention.py
+/// (2.99e-3 on the H200, 2026-12-01).
+constexpr const char *kAttentionL2Tolerance = "4.5e-3";
 
 /// Which kernel arguments and results are an attention's q, k, v, dout, out
 /// and dq, dk, dv (empty where none): harnesses feed and read them by name.
