@@ -122,6 +122,8 @@ const CudnnAttention *ProgramRunner::chooseAttention(const std::vector<std::vect
     return nullptr;
   }
   tunedOps += launches;
+  if (entry->impl == "kernels" && memory.cudnn)
+    attentionNote = "the tuning database chose the kernels";
   return entry->impl == "cudnn" ? memory.cudnn : nullptr;
 }
 

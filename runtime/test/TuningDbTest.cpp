@@ -230,6 +230,14 @@ static void testNumerics() {
   double bf = relativeL2(b, a, DType::BF16, 2);
   CHECK(std::fabs(bf - 0.0078125 / std::sqrt(5.0)) < 1e-9);
   CHECK(bf < numericsBound(DType::BF16));
+  // bf16 NaN (0x7fc0) and Inf (0x7f80): reproduced is fine, anything else is not.
+  uint16_t n1[3] = {0x3f80, 0x7fc0, 0x4000}, n2[3] = {0x3f80, 0x7fc0, 0x4000},
+           n3[3] = {0x3f80, 0x3f80, 0x4000}, inf[3] = {0x3f80, 0x7f80, 0x4000};
+  CHECK(relativeL2(n2, n1, DType::BF16, 3) == 0);
+  CHECK(std::isinf(relativeL2(n3, n1, DType::BF16, 3)));
+  CHECK(std::isinf(relativeL2(n1, n3, DType::BF16, 3)));
+  CHECK(std::isinf(relativeL2(inf, n3, DType::BF16, 3)));
+  CHECK(relativeL2(inf, inf, DType::BF16, 3) == 0);
   // f16 1.0 = 0x3c00, 2.0 = 0x4000.
   uint16_t h[2] = {0x3c00, 0x4000}, h2[2] = {0x3c00, 0x4000};
   CHECK(relativeL2(h2, h, DType::F16, 2) == 0);
