@@ -380,6 +380,19 @@ size_t TuningDb::countOtherDevices(const TuningKey &key) const {
   return n;
 }
 
+std::string kiln::runtime::describeTuningUse(const TuningDb &db, const std::string &path,
+                                             const TuningKey &key, size_t tuned, size_t defaults,
+                                             const std::string &note) {
+  std::string line = "tuning: " + std::to_string(tuned) + " ops from " + path + ", " +
+                     std::to_string(defaults) + " defaults";
+  if (!db.findDevice(key))
+    line += " (no entries for this machine, " + key.describe() + "; the database holds " +
+            std::to_string(db.countOtherDevices(key)) + " for others: run kiln-run tune here)";
+  else if (!note.empty())
+    line += " (" + note + ")";
+  return line;
+}
+
 std::string kiln::runtime::defaultTuningDbPath() {
   if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
     return std::string(xdg) + "/kiln/tuning.db";

@@ -118,6 +118,14 @@ static void testKeyMismatch() {
   // Another shape or hash: nothing either.
   CHECK(!db.find(h200(), "gemm", hash, "m=8,n=8,k=16,batch=1"));
   CHECK(!db.find(h200(), "attention", hash, "m=8,n=8,k=8,batch=1"));
+  // train's line: every op at its default, and why.
+  CHECK_EQ(describeTuningUse(db, "t.db", other, 0, 371, ""),
+           "tuning: 0 ops from t.db, 371 defaults (no entries for this machine, NVIDIA H200 "
+           "(sm_90, 114 SMs), driver 12080, CUDA 12080, cuBLASLt 120804, cuDNN 9.19.0; the "
+           "database holds 1 for others: run kiln-run tune here)");
+  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 32, "a note"),
+           "tuning: 339 ops from t.db, 32 defaults (a note)");
+  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 0, ""), "tuning: 339 ops from t.db, 0 defaults");
   // Two devices in one file.
   other = h200();
   other.gpu = "NVIDIA A100-SXM4-80GB";

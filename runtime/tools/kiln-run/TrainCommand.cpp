@@ -218,15 +218,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
         return error(kExitBadInput, s.getError());
     if (Status s = x.selectShape(shapes.front()); !s)
       return error(kExitBadInput, s.getError());
-    std::string line = "tuning: " + std::to_string(x.getTunedOpCount()) + " ops from " + dbPath +
-                       ", " + std::to_string(x.getDefaultOpCount()) + " defaults";
-    if (!tuning->findDevice(x.getTuningKey()))
-      line += " (no entries for this machine, " + x.getTuningKey().describe() + "; the database " +
-              "holds " + std::to_string(tuning->countOtherDevices(x.getTuningKey())) +
-              " for others: run kiln-run tune here)";
-    else if (std::string note = x.getTuningNote(); !note.empty())
-      line += " (" + note + ")";
-    std::printf("%s\n", line.c_str());
+    std::printf("%s\n", describeTuningUse(*tuning, dbPath, x.getTuningKey(), x.getTunedOpCount(),
+                                         x.getDefaultOpCount(), x.getTuningNote())
+                           .c_str());
   }
   if (shapes.size() > 1) {
     // The arena is sized for the largest shape; each runs its program.

@@ -96,6 +96,12 @@ public:
   std::vector<TuningDevice> devices;
 };
 
+/// train's line about \p db at \p path: "tuning: N ops from PATH, M
+/// defaults", with why nothing matched when \p db has no entries for \p key
+/// (a note naming the machine), else \p note if any.
+std::string describeTuningUse(const TuningDb &db, const std::string &path, const TuningKey &key,
+                              size_t tuned, size_t defaults, const std::string &note);
+
 /// $XDG_CACHE_HOME/kiln/tuning.db, else $HOME/.cache/kiln/tuning.db; empty
 /// when neither variable is set.
 std::string defaultTuningDbPath();
