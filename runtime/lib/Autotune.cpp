@@ -28,15 +28,16 @@ public:
   }
   Status create() {
     for (CUevent &e : events)
-      if (Status s = device.check(device.getDriver().cuEventCreate(&e, CU_EVENT_DEFAULT),
-                                  "cuEventCreate");
+      if (Status s =
+              device.check(device.getDriver().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
           !s)
         return s;
     return Status::success();
   }
   Status record(size_t pair, bool end) {
-    return device.check(device.getDriver().cuEventRecord(events[2 * pair + end], device.getStream()),
-                        "cuEventRecord");
+    return device.check(
+        device.getDriver().cuEventRecord(events[2 * pair + end], device.getStream()),
+        "cuEventRecord");
   }
   Expected<double> elapsed(size_t pair) {
     float ms = 0;
@@ -191,8 +192,8 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   row.eligible = timed.size();
   row.defaultMs = ms[0];
   row.tunedMs = ms[winner];
-  row.choice = winner ? "algo " + std::to_string(winner + 1) + "/" + std::to_string(count)
-                      : "default";
+  row.choice =
+      winner ? "algo " + std::to_string(winner + 1) + "/" + std::to_string(count) : "default";
   row.error = error[winner];
   row.changed = winner != 0;
   return entry;

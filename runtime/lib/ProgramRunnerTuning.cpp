@@ -91,9 +91,9 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
   return Status::success();
 }
 
-const CudnnAttention *ProgramRunner::chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
-                                                     const SymbolBindings &sizes,
-                                                     const SharedMemory &memory) {
+const CudnnAttention *
+ProgramRunner::chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
+                               const SymbolBindings &sizes, const SharedMemory &memory) {
   const StepProgram &p = program;
   size_t launches = 0;
   std::string signature = origin;
@@ -135,7 +135,7 @@ std::vector<StepExecutor::GemmSite> ProgramRunner::getGemmSites() const {
 }
 
 Expected<std::vector<cublasLtMatmulAlgo_t>> ProgramRunner::getGemmCandidates(size_t gemm,
-                                                                            int topK) const {
+                                                                             int topK) const {
   const Gemm &g = gemmList.at(gemm);
   return queryHeuristics(*lt, handle, g.desc, g.first, g.second, g.result, topK);
 }
@@ -157,12 +157,11 @@ Status ProgramRunner::enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo,
 Status ProgramRunner::copyInputsFrom(const ProgramRunner &other, CUstream stream) const {
   for (const ProgramBinding &arg : program.args)
     if (arg.role == "input" && bytes[arg.buffer])
-      if (Status s = device->check(device->getDriver().cuMemcpyDtoDAsync_v2(
-                                       pointers[arg.buffer], other.pointers[arg.buffer],
-                                       bytes[arg.buffer], stream),
-                                   "cuMemcpyDtoDAsync");
+      if (Status s = device->check(
+              device->getDriver().cuMemcpyDtoDAsync_v2(
+                  pointers[arg.buffer], other.pointers[arg.buffer], bytes[arg.buffer], stream),
+              "cuMemcpyDtoDAsync");
           !s)
         return s;
   return Status::success();
 }
-

@@ -86,7 +86,8 @@ Expected<TuningKey> parseKey(const Json &json, const std::string &where) {
   if (!json.isObject())
     return Error{where + " must be an object"};
   TuningKey key;
-  Expected<std::string> gpu = stringField(json, "gpu", where), cudnn = stringField(json, "cudnn", where);
+  Expected<std::string> gpu = stringField(json, "gpu", where),
+                        cudnn = stringField(json, "cudnn", where);
   if (!gpu)
     return gpu.takeError();
   if (!cudnn)
@@ -98,7 +99,7 @@ Expected<TuningKey> parseKey(const Json &json, const std::string &where) {
     int64_t *field;
   } numbers[] = {{"sm_count", &key.smCount}, {"cc_major", &key.ccMajor},
                  {"cc_minor", &key.ccMinor}, {"driver", &key.driver},
-                 {"cuda", &key.cuda},         {"cublaslt", &key.cublasLt}};
+                 {"cuda", &key.cuda},        {"cublaslt", &key.cublasLt}};
   for (auto &n : numbers) {
     Expected<int64_t> v = integerField(json, n.name, where);
     if (!v)
@@ -147,8 +148,8 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
                       where + ": \"kind\" must be \"gemm\" or \"attention\"");
       !s)
     return s.takeError();
-  if (Status s = need(e.hash.size() == 16 && e.hash.find_first_not_of("0123456789abcdef") ==
-                                                 std::string::npos,
+  if (Status s = need(e.hash.size() == 16 &&
+                          e.hash.find_first_not_of("0123456789abcdef") == std::string::npos,
                       where + ": \"hash\" must be 16 hex digits");
       !s)
     return s.takeError();
@@ -273,8 +274,8 @@ Expected<TuningDb> TuningDb::parse(std::string_view text, const std::string &ori
       if (!entry)
         return entry.takeError();
       if (!seen.insert(entry->kind + " " + entry->hash + " " + entry->shape).second)
-          return Error{where + ".entries[" + std::to_string(i) + "]: a second entry for " +
-                       entry->kind + " " + entry->hash + " at " + entry->shape};
+        return Error{where + ".entries[" + std::to_string(i) + "]: a second entry for " +
+                     entry->kind + " " + entry->hash + " at " + entry->shape};
       out.entries.push_back(std::move(*entry));
     }
     db.devices.push_back(std::move(out));
@@ -311,9 +312,9 @@ std::string TuningDb::serialize() const {
   Json root = Json::object();
   root.append("devices", std::move(devicesJson));
   std::string body = root.print(true) + "\n";
-  return std::string(kMagic) + " " + std::to_string(kTuningDbVersion) + " crc32c=" +
-         formatCrc32c(crc32c(0, body.data(), body.size())) + " bytes=" +
-         std::to_string(body.size()) + "\n" + body;
+  return std::string(kMagic) + " " + std::to_string(kTuningDbVersion) +
+         " crc32c=" + formatCrc32c(crc32c(0, body.data(), body.size())) +
+         " bytes=" + std::to_string(body.size()) + "\n" + body;
 }
 
 Status TuningDb::write(const std::string &path,

@@ -85,9 +85,8 @@ static void testRoundTrip() {
     return std::fprintf(stderr, "%s\n", back.getError().c_str()), void();
   CHECK(back->devices.size() == 1);
   CHECK(back->devices[0].entries.size() == 2);
-  const TuningEntry *g =
-      back->find(h200(), "gemm", gemmEntry("m=4096,n=2048,k=16,batch=1", 0).hash,
-                 "m=4096,n=2048,k=16,batch=1");
+  const TuningEntry *g = back->find(h200(), "gemm", gemmEntry("m=4096,n=2048,k=16,batch=1", 0).hash,
+                                    "m=4096,n=2048,k=16,batch=1");
   CHECK(g && g->choice == 5 && g->algo == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).algo);
   CHECK(g && g->defaultMs == 0.25 && g->tunedMs == 0.125 && g->error == 0.00390625);
   const TuningEntry *a = back->find(h200(), "attention", attention.hash, "batch=4,seq=2048");
@@ -125,7 +124,8 @@ static void testKeyMismatch() {
            "database holds 1 for others: run kiln-run tune here)");
   CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 32, "a note"),
            "tuning: 339 ops from t.db, 32 defaults (a note)");
-  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 0, ""), "tuning: 339 ops from t.db, 0 defaults");
+  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 0, ""),
+           "tuning: 339 ops from t.db, 0 defaults");
   // Two devices in one file.
   other = h200();
   other.gpu = "NVIDIA A100-SXM4-80GB";
@@ -183,7 +183,8 @@ static void testCorrupt() {
   badChoice.replace(badChoice.find("\"choice\": 1"), 11, "\"choice\": 9");
   expectCorrupt(withBody(badChoice), "\"choice\" must index the candidates");
   std::string manyCandidates = entryText;
-  manyCandidates.replace(manyCandidates.find("\"candidates\": 8"), 15, "\"candidates\": 1000000000");
+  manyCandidates.replace(manyCandidates.find("\"candidates\": 8"), 15,
+                         "\"candidates\": 1000000000");
   expectCorrupt(withBody(manyCandidates), "\"candidates\" must be from 1 to 64");
   std::string badAlgo = entryText;
   badAlgo.replace(badAlgo.find("\"algo\": \"") + 9, 2, "zz");

@@ -134,9 +134,8 @@ std::string formatMs(double ms) {
 } // namespace
 
 const std::vector<std::string> kiln::run::kTuneFlags = {
-    "db",   "tune-topk", "reps", "warmup", "batch",  "seq",       "weights",
-    "init", "data",      "token-dtype",    "seed",   "lr",        "device", "input",
-    "attention", "progress"};
+    "db",   "tune-topk",   "reps", "warmup", "batch",  "seq",   "weights",   "init",
+    "data", "token-dtype", "seed", "lr",     "device", "input", "attention", "progress"};
 
 int kiln::run::runTune(int argc, char **argv) {
   if (isHelp(argc, argv)) {
@@ -155,15 +154,16 @@ int kiln::run::runTune(int argc, char **argv) {
       return error(kExitUsage,
                    std::string("missing --") + required + " (see 'kiln-run tune --help')");
   int64_t topK = 8, reps = 20, warmup = 3, seed = 0, device = 0;
-  if ((args->get("tune-topk") && !parseCount("tune-topk", *args->get("tune-topk"), 1, topK, message)) ||
+  if ((args->get("tune-topk") &&
+       !parseCount("tune-topk", *args->get("tune-topk"), 1, topK, message)) ||
       (args->get("reps") && !parseCount("reps", *args->get("reps"), 1, reps, message)) ||
       (args->get("warmup") && !parseCount("warmup", *args->get("warmup"), 0, warmup, message)) ||
       (args->get("seed") && !parseCount("seed", *args->get("seed"), 0, seed, message)) ||
       (args->get("device") && !parseCount("device", *args->get("device"), 0, device, message)))
     return error(kExitUsage, message);
   if (topK > kMaxTuningCandidates)
-    return error(kExitUsage, "--tune-topk needs an integer from 1 to 64, got " +
-                                 std::to_string(topK));
+    return error(kExitUsage,
+                 "--tune-topk needs an integer from 1 to 64, got " + std::to_string(topK));
   std::vector<SymbolBindings> shapes;
   if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))
     return error(kExitUsage, message);
@@ -244,18 +244,19 @@ int kiln::run::runTune(int argc, char **argv) {
     const Json *recorded = tuning->get("gemm_topk");
     if (!tuning->isObject() || !recorded || !recorded->isInteger() || recorded->getInteger() < 1 ||
         recorded->getInteger() > kMaxTuningCandidates)
-      return error(kExitBadInput, artifactPath + ": meta \"tuning\" needs \"gemm_topk\", an "
-                                                 "integer from 1 to " +
+      return error(kExitBadInput, artifactPath +
+                                      ": meta \"tuning\" needs \"gemm_topk\", an "
+                                      "integer from 1 to " +
                                       std::to_string(kMaxTuningCandidates));
     if (!args->get("tune-topk"))
       topK = recorded->getInteger();
   }
   for (const SymbolBindings &sizes : shapes)
     if (Status status = checkGuards(step->getGuards(), sizes); !status)
-      return error(kExitGuard, "--batch/--seq" +
-                                   (shapes.size() > 1 ? " (" + formatShape(sizes) + ")"
-                                                      : std::string()) +
-                                   ": " + status.getError());
+      return error(kExitGuard,
+                   "--batch/--seq" +
+                       (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
+                       ": " + status.getError());
   if (!step->hasStepProgram())
     return error(kExitNotBuilt, artifactPath + ": the artifact has no step program "
                                                "(recompile with kiln compile --emit=artifact)");
@@ -378,8 +379,8 @@ int kiln::run::runTune(int argc, char **argv) {
         char error[32];
         std::snprintf(error, sizeof error, "%.1e", op.error);
         std::printf("%-44s %5zu %11s %11s %-22s %s\n", op.label.c_str(), op.calls,
-                    formatMs(op.defaultMs).c_str(), formatMs(op.tunedMs).c_str(),
-                    op.choice.c_str(), error);
+                    formatMs(op.defaultMs).c_str(), formatMs(op.tunedMs).c_str(), op.choice.c_str(),
+                    error);
       }
   if (!changed)
     std::printf("(none: every default held or won within the %.0f%% noise margin)\n",
@@ -388,13 +389,11 @@ int kiln::run::runTune(int argc, char **argv) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "
                 "%zu ops measured\n",
-                r.shape.c_str(), formatMs(r.defaultStepMs).c_str(),
-                formatMs(r.tunedStepMs).c_str(),
+                r.shape.c_str(), formatMs(r.defaultStepMs).c_str(), formatMs(r.tunedStepMs).c_str(),
                 r.defaultStepMs > 0 ? (r.tunedStepMs / r.defaultStepMs - 1) * 100 : 0.0,
                 r.stepLossError, ops);
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   std::printf("tune: %zu of %zu ops changed in %.1f s; wrote %s\n", changed, total, seconds,
               dbPath.c_str());
   return 0;

@@ -35,11 +35,11 @@
 namespace kiln::runtime {
 
 struct TuneOptions {
-  int topK = 8;       ///< cuBLASLt candidates per GEMM
-  int warmup = 3;     ///< untimed runs of each candidate first
-  int reps = 20;      ///< timed runs; the median counts
-  int stepReps = 20;  ///< timed whole steps per variant
-  int64_t step = 1;   ///< the step number measured steps run as
+  int topK = 8;      ///< cuBLASLt candidates per GEMM
+  int warmup = 3;    ///< untimed runs of each candidate first
+  int reps = 20;     ///< timed runs; the median counts
+  int stepReps = 20; ///< timed whole steps per variant
+  int64_t step = 1;  ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
   /// After each op: ops done, ops in all, what was measured, seconds left
@@ -51,12 +51,12 @@ struct TuneOptions {
 /// One measured op of the final table.
 struct TunedOp {
   std::string label;
-  size_t calls = 0;        ///< ops of the step sharing it
-  size_t candidates = 0;   ///< measured, eligible or not
-  size_t eligible = 0;     ///< within the numerics bound
+  size_t calls = 0;      ///< ops of the step sharing it
+  size_t candidates = 0; ///< measured, eligible or not
+  size_t eligible = 0;   ///< within the numerics bound
   double defaultMs = 0, tunedMs = 0;
-  std::string choice;      ///< "algo 3/8", "kernels", "default"
-  double error = 0;        ///< the winner's relative error against the default
+  std::string choice; ///< "algo 3/8", "kernels", "default"
+  double error = 0;   ///< the winner's relative error against the default
   bool changed = false;
 };
 
@@ -64,7 +64,7 @@ struct TuneResult {
   std::string shape;
   std::vector<TunedOp> ops;
   double defaultStepMs = 0, tunedStepMs = 0; ///< medians, same run
-  double stepLossError = 0; ///< tuned vs default loss, relative, same parameters
+  double stepLossError = 0;                  ///< tuned vs default loss, relative, same parameters
 };
 
 /// Measures the current shape of \p x (its inputs already set) and writes

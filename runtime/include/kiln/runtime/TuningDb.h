@@ -37,13 +37,13 @@ constexpr int64_t kMaxTuningCandidates = 64;
 /// The machine and libraries a choice was measured with: a choice is used
 /// only where every field is equal.
 struct TuningKey {
-  std::string gpu;          ///< "NVIDIA H200"
+  std::string gpu; ///< "NVIDIA H200"
   int64_t smCount = 0;
   int64_t ccMajor = 0, ccMinor = 0;
-  int64_t driver = 0;       ///< cuDriverGetVersion, e.g. 12080
-  int64_t cuda = 0;         ///< the toolkit kiln-run was built with
-  int64_t cublasLt = 0;     ///< cublasLtGetVersion
-  std::string cudnn;        ///< "9.19.0", or "none"
+  int64_t driver = 0;   ///< cuDriverGetVersion, e.g. 12080
+  int64_t cuda = 0;     ///< the toolkit kiln-run was built with
+  int64_t cublasLt = 0; ///< cublasLtGetVersion
+  std::string cudnn;    ///< "9.19.0", or "none"
   bool operator==(const TuningKey &other) const;
   bool operator!=(const TuningKey &other) const { return !(*this == other); }
   /// "NVIDIA H200 (sm_90, 132 SMs), driver 12080, CUDA 12080, cuBLASLt 120804, cuDNN 9.19.0".
@@ -52,10 +52,10 @@ struct TuningKey {
 
 /// One tuned op: a GEMM problem or the attention of one shape.
 struct TuningEntry {
-  std::string kind;  ///< "gemm" or "attention"
-  std::string hash;  ///< hashSignature() of the op's signature
-  std::string shape; ///< "m=4096,n=2048,k=16,batch=1" or "batch=4,seq=2048"
-  std::string label; ///< for people: "gemm 4096x2048x16 BF16"
+  std::string kind;       ///< "gemm" or "attention"
+  std::string hash;       ///< hashSignature() of the op's signature
+  std::string shape;      ///< "m=4096,n=2048,k=16,batch=1" or "batch=4,seq=2048"
+  std::string label;      ///< for people: "gemm 4096x2048x16 BF16"
   int64_t candidates = 0; ///< the search space measured (top-K, implementations)
   int64_t choice = 0;     ///< the winner's index among them; 0 is the default
   std::string algo;       ///< gemm: the winner's cublasLtMatmulAlgo_t, hex
@@ -114,9 +114,9 @@ std::string hashSignature(std::string_view signature);
 /// bias, sizes, batch count and strides. Two GEMMs with the same signature
 /// are one tuning problem. A descriptor attribute that changes which
 /// algorithms apply (e.g. accumulating into C) belongs in it.
-std::string gemmSignature(artifact::DType ab, artifact::DType c, bool transFirst,
-                          bool transSecond, const std::string &epilogue, bool bias, uint64_t m,
-                          uint64_t n, uint64_t k, int64_t batch, const int64_t strides[3]);
+std::string gemmSignature(artifact::DType ab, artifact::DType c, bool transFirst, bool transSecond,
+                          const std::string &epilogue, bool bias, uint64_t m, uint64_t n,
+                          uint64_t k, int64_t batch, const int64_t strides[3]);
 
 /// Bytes as lowercase hex and back (false on a bad digit or odd length).
 std::string toHex(const void *data, size_t size);
