@@ -92,12 +92,26 @@ void Printer::close(StringRef tail) {
   line(tail);
 }
 
+/// The index of a unit dimension is 0 whatever names it: broadcasts spell it
+/// "0", a row kernel's delinearized rows a variable. Keyed alike, a value
+/// bound at one spelling is found at the other.
+std::string Printer::valueKey(Value v, ArrayRef<std::string> idx) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getRank() != (int64_t)idx.size())
+    return key(idx);
+  SmallVector<std::string> canonical(idx.begin(), idx.end());
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (type.getDimSize(i) == 1)
+      canonical[i] = "0";
+  return key(canonical);
+}
+
 void Printer::remember(Value v, ArrayRef<std::string> idx, std::string name) {
-  scopes.back()[{v.getAsOpaquePointer(), key(idx)}] = std::move(name);
+  scopes.back()[{v.getAsOpaquePointer(), valueKey(v, idx)}] = std::move(name);
 }
 
 const std::string *Printer::recall(Value v, ArrayRef<std::string> idx) {
-  auto k = std::make_pair(v.getAsOpaquePointer(), key(idx));
+  auto k = std::make_pair(v.getAsOpaquePointer(), valueKey(v, idx));
   for (auto it = scopes.rbegin(); it != scopes.rend(); ++it)
     if (auto found = it->find(k); found != it->end())
       return &found->second;

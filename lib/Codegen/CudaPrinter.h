@@ -85,6 +85,7 @@ struct Printer {
   void open(const Twine &header);
   void close(StringRef tail = "}");
   std::string key(ArrayRef<std::string> idx) { return llvm::join(idx, ","); }
+  std::string valueKey(Value v, ArrayRef<std::string> idx);
   void remember(Value v, ArrayRef<std::string> idx, std::string name);
   const std::string *recall(Value v, ArrayRef<std::string> idx);
   void fail(Operation *op, const Twine &message);
