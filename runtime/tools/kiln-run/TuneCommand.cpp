@@ -393,6 +393,12 @@ int kiln::run::runTune(int argc, char **argv) {
                 r.defaultStepMs > 0 ? (r.tunedStepMs / r.defaultStepMs - 1) * 100 : 0.0,
                 r.stepLossError, ops);
   }
+  for (const TuneResult &r : results)
+    if (!(r.stepLossError <= numericsBound(DType::BF16)))
+      std::fprintf(stderr,
+                   "kiln-run: note: %s: the tuned step's loss differs from the default's by "
+                   "%.1e, over the bf16 bound %.0e (each op passed its own check)\n",
+                   r.shape.c_str(), r.stepLossError, numericsBound(DType::BF16));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   std::printf("tune: %zu of %zu ops changed in %.1f s; wrote %s\n", changed, total, seconds,
               dbPath.c_str());
