@@ -160,6 +160,19 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
         settings.set("dropout", Json::number(dropout.getValueAsDouble()));
       meta.set("lora", std::move(settings));
     }
+  // What kiln-run tune may measure (docs/tuning.md): cuBLASLt's top K per
+  // GEMM, and the attention implementations the runtime has.
+  if (auto module = step->getParentOfType<ModuleOp>())
+    if (auto tuning = module->getAttrOfType<DictionaryAttr>("kiln.tuning"))
+      if (auto topK = tuning.getAs<IntegerAttr>("gemm_topk")) {
+        Json settings = Json::object();
+        settings.set("gemm_topk", Json::integer(topK.getInt()));
+        Json implementations = Json::array();
+        implementations.push(Json::string("cudnn"));
+        implementations.push(Json::string("kernels"));
+        settings.set("attention", std::move(implementations));
+        meta.set("tuning", std::move(settings));
+      }
   return meta.print(/*pretty=*/true) + "\n";
 }
 

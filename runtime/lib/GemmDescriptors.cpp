@@ -125,5 +125,14 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   if (found == 0)
     return Error{origin + ": " + where + ": cuBLASLt has no algorithm for this GEMM"};
   g.algo = heuristic.algo;
+  // What cuBLASLt is asked, nothing else: two GEMMs with equal signatures
+  // share their tuned algorithm (ProgramRunnerTuning.cpp).
+  g.hash = hashSignature(gemmSignature(p.buffers[op.a].dtype, p.buffers[op.c].dtype, op.transB,
+                                       op.transA, op.epilogue, op.bias >= 0, M, N, K, count,
+                                       layoutStrides));
+  g.shape = "m=" + std::to_string(M) + ",n=" + std::to_string(N) + ",k=" + std::to_string(K) +
+            ",batch=" + std::to_string(count);
+  g.cBytes = bytes[op.c];
+  g.cType = p.buffers[op.c].dtype;
   return g;
 }

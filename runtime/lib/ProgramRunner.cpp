@@ -14,12 +14,9 @@
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
-namespace {
-/// The shape of an attention launch at the run's sizes, from its buffers:
-/// q and o [B, H, S, D], k and v [B, Hkv, L, D], gradients like their
-/// operands, all of one dtype.
-Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRoles &a,
-                                        const std::vector<std::vector<int64_t>> &shapes) {
+Expected<AttentionShape>
+kiln::runtime::attentionShape(const StepProgram &p, const AttentionRoles &a,
+                              const std::vector<std::vector<int64_t>> &shapes) {
   const std::vector<int64_t> &q = shapes[a.q], &k = shapes[a.k];
   if (q.size() != 4 || k.size() != 4)
     return Error{"attention operands are not rank 4"};
@@ -49,7 +46,6 @@ Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRol
     return Error{"attention key does not match the query"};
   return s;
 }
-} // namespace
 
 ProgramRunner::~ProgramRunner() {
   for (Gemm &g : gemmList) {
@@ -142,6 +138,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   // fills they replace come before them. A backward runs on cuDNN only
   // after a forward on cuDNN wrote the row statistics it reads.
   r->cudnn = memory.cudnn;
+  const CudnnAttention *cudnnFor = r->chooseAttention(shapes, sizes, memory);
   std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
   std::vector<bool> replaced(p.ops.size(), false);
   std::map<int, CUdeviceptr> statsOfOutput;
@@ -153,9 +150,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       continue;
     Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
     Expected<std::shared_ptr<CudnnAttention::Plan>> plan =
-        !memory.cudnn ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
-        : !shape      ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
-                      : memory.cudnn->build(*shape);
+        !cudnnFor ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
+        : !shape  ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
+                  : cudnnFor->build(*shape);
     if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
       plan = Error{"its forward did not run on cuDNN"};
     if (!plan) {
@@ -328,6 +325,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       Expected<Gemm> g = r->buildGemm(op, sizes, where);
       if (!g)
         return g.takeError();
+      g->action = r->actions.size();
+      if (Status s = r->applyTunedGemm(*g, memory); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
       r->actions.push_back({Action::Gemm, r->gemmList.size()});
       r->gemmList.push_back(*g);
       ++r->gemms;
@@ -356,6 +356,17 @@ Status ProgramRunner::record(CUstream stream) const {
   return recordResultCopies(stream);
 }
 
+Status ProgramRunner::recordWithHook(CUstream stream,
+                                     const std::function<Status(size_t)> &beforeAction) const {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (Status s = beforeAction(i); !s)
+      return s;
+    if (Status s = recordAction(actions[i], stream); !s)
+      return s;
+  }
+  return recordResultCopies(stream);
+}
+
 Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream stream) const {
   const CudaDriver &driver = device->getDriver();
   auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
@@ -374,15 +385,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
-      float alpha = 1.f, beta = 0.f;
-      cublasStatus_t status = lt->cublasLtMatmul(
-          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
-          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
-          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
-          kWorkspaceBytes, stream);
-      if (status != CUBLAS_STATUS_SUCCESS)
-        return fail("cublasLtMatmul failed: " + lt->describe(status));
-      break;
+      return enqueueGemm(index, g.algo, g.a, g.b, stream);
     }
     case Action::Fill:
       return recordFill(fillList[index], stream);

@@ -601,6 +601,128 @@ kill-during-save)
     "$test_files" checkpoint ckpt.safetensors --megabytes 32 --generation 1 || fail "rewrite"
   done
   ;;
+tune-usage)
+  # kiln-run tune: flags and the database path are checked before anything loads.
+  fixtures
+  expect 0 "" "$kiln_run" tune --help
+  grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
+  tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
+  expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
+  expect 2 "kiln-run: error: --tune-topk needs an integer >= 1, got '0'" tune --init random:1 --tune-topk 0
+  expect 2 "kiln-run: error: --tune-topk needs an integer from 1 to 64, got 65" tune --init random:1 --tune-topk 65
+  expect 2 "kiln-run: error: --reps needs an integer >= 1, got 'x'" tune --init random:1 --reps x
+  expect 2 "kiln-run: error: --attention must be auto, kernels or cudnn, got 'xla'" tune --init random:1 --attention xla
+  expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" tune
+  expect 2 "kiln-run: error: unknown option '--steps' (see 'kiln-run tune --help')" tune --init random:1 --steps 3
+  mkdir dbdir && mkfifo fifo
+  expect 2 "kiln-run: error: --db dbdir: not a regular file (a directory); refusing to replace it" tune --init random:1 --db dbdir
+  expect 2 "kiln-run: error: --db fifo: not a regular file (a FIFO); refusing to replace it" tune --init random:1 --db fifo
+  expect 2 "kiln-run: error: no --db and neither XDG_CACHE_HOME nor HOME is set" env -u HOME -u XDG_CACHE_HOME "$kiln_run" tune a.kiln --batch 2 --seq 16 --init random:1
+  # A database of another format version is never replaced.
+  printf 'kiln-tuning-db 2 crc32c=0x00000000 bytes=2\n{}' >v2.db
+  expect 1 "kiln-run: error: v2.db: a tuning database of format version 2 (this kiln-run writes 1); not replaced: pass another --db" tune --init random:1 --db v2.db
+  # The artifact comes next: a.kiln has no step program.
+  expect 5 "kiln-run: error: a.kiln: the artifact has no step program (recompile with kiln compile --emit=artifact)" tune --init random:1 --db new.db
+  [ ! -e new.db ] || fail "nothing tuned, yet a database was written"
+  # The artifact's search space (meta "tuning") is checked like the rest of it.
+  "$test_files" get-section a.kiln meta | python3 -c 'import json,sys; m=json.load(sys.stdin); m["tuning"]={"gemm_topk":1000000000}; print(json.dumps(m))' >meta.json
+  cp a.kiln big-topk.kiln && "$test_files" set-section big-topk.kiln meta "$(cat meta.json)" || fail "set-section"
+  expect 1 'kiln-run: error: big-topk.kiln: meta "tuning" needs "gemm_topk", an integer from 1 to 64' "$kiln_run" tune big-topk.kiln --batch 2 --seq 16 --init random:1 --db new.db
+  # A damaged one is reported, then (after tuning) replaced.
+  printf 'garbage' >bad.db
+  tune --init random:1 --db bad.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  [ "$(head -1 err.txt)" = 'kiln-run: note: bad.db: not a Kiln tuning database (no "kiln-tuning-db" header line); ignored, it will be replaced' ] || fail "not the damaged-database note"
+  ;;
+train-tuning)
+  # train --tuning/--db: a bad value is a usage error; a damaged or missing
+  # database is one note, never trusted, and training goes on (here to the
+  # not-built error: the fixture has no step program).
+  fixtures
+  expect 2 "kiln-run: error: --tuning must be on or off, got 'auto'" train --init random:1 --tuning auto
+  "$test_files" tuning-db good.db --entries 3 --generation 1 || fail "fixture"
+  cp good.db flipped.db && "$test_files" flip flipped.db 200 0 || fail "fixture"
+  check() { # WANT-NOTE ARGS...: exit 5, the note (or none), then the not-built line
+    local note=$1; shift
+    train --init random:1 "$@" >out.txt 2>err.txt; rc=$?
+    cat out.txt err.txt
+    [ $rc = 5 ] || fail "exit $rc, expected 5"
+    if [ -n "$note" ]; then
+      [ "$(wc -l <err.txt)" = 2 ] || fail "expected the note and the error"
+      [ "$(head -1 err.txt)" = "$note" ] || fail "note is '$(head -1 err.txt)', expected '$note'"
+    else
+      [ "$(wc -l <err.txt)" = 1 ] || fail "expected the error alone"
+    fi
+  }
+  check "kiln-run: note: tuning database flipped.db: fails its CRC-32C check (damaged); ignored, defaults used" --db flipped.db
+  check "kiln-run: note: no tuning database at none.db (write one with kiln-run tune); defaults used" --db none.db
+  check "" --db good.db
+  check "" --db flipped.db --tuning off
+  # Without --db the per-user cache is read; a missing one is no note.
+  HOME=$PWD/nohome XDG_CACHE_HOME= check ""
+  XDG_CACHE_HOME=$PWD/cache check ""
+  mkdir -p cache/kiln && cp flipped.db cache/kiln/tuning.db
+  XDG_CACHE_HOME=$PWD/cache train --init random:1 >out.txt 2>err.txt
+  grep -q "^kiln-run: note: tuning database $PWD/cache/kiln/tuning.db: fails its CRC-32C check (damaged); ignored, defaults used\$" err.txt ||
+    fail "the cache database was not read"
+  ;;
+tune-gemm-step-gpu)
+  # On the GPU: tune the GEMM-only fixture, then train from the database
+  # (same losses: the numerics bound holds) and from a foreign one.
+  "$test_files" gemm-step g || fail "fixture"
+  tune() { "$kiln_run" tune g.kiln --weights g.safetensors --input x=g.x.bin --batch 2 --seq 3 --reps 5 --progress off "$@"; }
+  tune --db t.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 0 ] || fail "exit $rc, expected 0"
+  grep -q '^tune g.kiln on .* (sm_[0-9]*, [0-9]* SMs), driver [0-9]*, CUDA [0-9]*, cuBLASLt [0-9]*, cuDNN none$' out.txt || fail "key line"
+  grep -q '^step batch=2,seq=3: default [0-9.]* ms, tuned [0-9.]* ms ([-+][0-9.]*%), loss rel. difference [0-9.e+-]*; 3 ops measured$' out.txt || fail "step line"
+  grep -q '^tune: [0-3] of 3 ops changed in [0-9.]* s; wrote t.db$' out.txt || fail "summary line"
+  head -1 t.db | grep -q '^kiln-tuning-db 1 crc32c=0x[0-9a-f]\{8\} bytes=[0-9]*$' || fail "database header"
+  [ "$(grep -c '"kind": "gemm"' t.db)" = 3 ] || fail "expected 3 GEMM entries"
+  run() { "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 "$@"; }
+  run --db t.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "train with the database"; }
+  cat out.txt
+  grep -q '^tuning: 3 ops from t.db, 0 defaults$' out.txt || fail "ops from the database"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with the database"
+  run --db t.db --tuning off >out.txt 2>err.txt || fail "--tuning off"
+  ! grep -q '^tuning:' out.txt || fail "--tuning off read the database"
+  # Tuning again keeps the other entries and replaces this machine's.
+  "$test_files" tuning-db t2.db --entries 2 || fail "fixture"
+  tune --db t2.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "second tune"; }
+  [ "$(grep -c '"kind": "gemm"' t2.db)" = 5 ] || fail "the other machine's entries were not kept"
+  # A database of another machine: every op at its default, with a note.
+  "$test_files" tuning-db other.db --entries 2 || fail "fixture"
+  run --db other.db >out.txt 2>err.txt || fail "train with a foreign database"
+  cat out.txt
+  grep -q '^tuning: 0 ops from other.db, 3 defaults (no entries for this machine, .*; the database holds 2 for others: run kiln-run tune here)$' out.txt ||
+    fail "key mismatch note"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with a foreign database"
+  ;;
+kill-during-tune-db)
+  # A tuning database being replaced is never damaged: SIGKILL the writer in
+  # the middle of the new one; the old one must load intact.
+  "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "first database"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "first database unreadable"
+  "$test_files" tuning-db t.db --entries 20000 --generation 2 --pause-at-kb 2048 --marker writing &
+  writer=$!
+  for _ in $(seq 300); do [ -e writing ] && break; sleep 0.1; done
+  [ -e writing ] || { kill -9 $writer; fail "writer never reached 2 MiB"; }
+  kill -9 $writer; wait $writer 2>/dev/null
+  ls -la
+  [ "$(ls -A | grep -c '^\.t\.db\.tmp-')" = 1 ] || fail "expected the killed writer's temporary file"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "previous database damaged"
+  # Unpaused writers killed at varying moments: always one whole database.
+  for delay in 0.01 0.05 0.1 0.2 0.4; do
+    "$test_files" tuning-db t.db --entries 20000 --generation 3 &
+    writer=$!; sleep $delay; kill -9 $writer 2>/dev/null; wait $writer 2>/dev/null
+    "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 ||
+      "$test_files" verify-tuning-db t.db --entries 20000 --generation 3 ||
+      fail "database damaged after a kill at ${delay}s"
+    "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "rewrite"
+  done
+  ;;
 *)
   fail "unknown case" ;;
 esac

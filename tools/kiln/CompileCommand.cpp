@@ -17,6 +17,7 @@
 #include "kiln/artifact/FileIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
@@ -193,6 +194,11 @@ cl::opt<std::string> kernelCheck(
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int> tuneTopK(
+    "tune-topk",
+    cl::desc("The search space the artifact records for kiln-run tune: cuBLASLt's "
+             "best K algorithms per GEMM (1 to 64, default 8)"),
+    cl::init(8), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> printTiming(
     "timing",
     cl::desc("Print the time of the import, every pass, CUDA C++ emission, NVRTC and the "
@@ -219,6 +225,8 @@ namespace {
 /// under, end before runCompile prints the report.
 int compileModel(MLIRContext &context, TimingScope &timing) {
   std::string badPass;
+  if (tuneTopK < 1 || tuneTopK > 64)
+    return fail("--tune-topk must be from 1 to 64, got " + std::to_string(tuneTopK));
   if (failed(checkPassNames(std::vector<std::string>(dumpIrAfter.begin(), dumpIrAfter.end()),
                             "--dump-ir-after", badPass)))
     return fail(badPass);
@@ -380,6 +388,11 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   std::vector<std::pair<std::string, std::string>> artifactSections;
   if (emit == Emit::Artifact) {
     TimingScope sectionsTiming = timing.nest("artifact sections");
+    // The search space kiln-run tune measures (meta "tuning"), never a choice.
+    Builder b(&context);
+    (*module)->setAttr("kiln.tuning",
+                       b.getDictionaryAttr({b.getNamedAttr("gemm_topk",
+                                                           b.getI64IntegerAttr(tuneTopK))}));
     // From the graph-level step: lowering replaces parameters by buffers.
     FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
         stepArtifactSections(*module, model, archs);

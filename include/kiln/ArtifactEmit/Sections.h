@@ -49,7 +49,9 @@ std::optional<int64_t> stepVocabularySize(mlir::func::FuncOp step);
 
 /// The "meta" section: format, creator, targets (the kernel architectures;
 /// none until codegen), the size symbols of \p step's inputs, the source
-/// model, the vocabulary (vocab_size) when stepVocabularySize finds one.
+/// model, LoRA's settings (module attribute kiln.lora) and the tuning search
+/// space (kiln.tuning: "tuning": {"gemm_topk": K, "attention": [...]}), and
+/// the vocabulary (vocab_size) when stepVocabularySize finds one.
 std::string emitMetaSection(mlir::func::FuncOp step,
                             llvm::StringRef sourceModel,
                             const std::vector<std::string> &targets = {});

@@ -30,6 +30,7 @@
 #include "kiln/runtime/BatchSource.h"
 #include "kiln/runtime/TokenData.h"
 #include "kiln/runtime/TrainMetrics.h"
+#include "kiln/runtime/TuningDb.h"
 
 #include <cerrno>
 #include <chrono>
@@ -119,6 +120,11 @@ constexpr const char *kTrainUsage =
     "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
     "                          and takes the shape, else the generated kernels\n"
     "                          (auto, default); only the kernels; cuDNN or fail\n"
+    "  --tuning on|off         use the tuning database's choices where its key\n"
+    "                          matches this machine (default: on when the database\n"
+    "                          exists; written by 'kiln-run tune')\n"
+    "  --db FILE               the tuning database (default\n"
+    "                          $XDG_CACHE_HOME/kiln/tuning.db, else ~/.cache/kiln/tuning.db)\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
     "                          (TSV), the costliest kernels to stdout\n";
@@ -131,13 +137,11 @@ const std::vector<std::string> kiln::run::kTrainFlags = {
     "input", "graphs", "graph-cache", "profile", "progress", "attention",
     "batching", "labels", "shuffle", "lr-schedule", "warmup", "min-lr-ratio",
     "grad-accum", "eval-data", "eval-every", "eval-batches", "save-every", "keep-last",
-    "log-file"};
-
-namespace {
+    "log-file", "tuning", "db"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
-bool parseShapes(const std::string &batchText, const std::string &seqText,
+bool kiln::run::parseShapes(const std::string &batchText, const std::string &seqText,
                  std::vector<SymbolBindings> &shapes, std::string &message) {
   auto parseList = [&](const std::string &flag, const std::string &text,
                        std::vector<int64_t> &out) {
@@ -171,13 +175,14 @@ bool parseShapes(const std::string &batchText, const std::string &seqText,
 }
 
 /// "batch=4,seq=512".
-std::string formatShape(const SymbolBindings &sizes) {
+std::string kiln::run::formatShape(const SymbolBindings &sizes) {
   std::string text;
   for (const auto &[symbol, value] : sizes)
     text += (text.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
   return text;
 }
 
+namespace {
 /// The training loop on the GPU (docs/runtime.md, train).
 int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const CublasLt &lt, const std::vector<std::string> &weightPaths,
@@ -186,7 +191,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  uint64_t seed, BatchSource *data,
                  std::optional<uint64_t> randomInitSeed, const LoopOptions &loop,
                  BatchSource *evalData, uint64_t startCursor,
-                 const PeftAdapterInit *adapters) {
+                 const PeftAdapterInit *adapters, const TuningDb *tuning,
+                 const std::string &dbPath) {
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
     for (const std::string &path : weightPaths) {
@@ -199,6 +205,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   options.shapes = shapes;
   options.seed = seed;
   options.randomInitSeed = randomInitSeed;
+  options.tuning = tuning;
   if (std::optional<std::string> graphs = args.get("graphs")) {
     if (*graphs != "on" && *graphs != "off")
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
@@ -238,6 +245,17 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   if (std::string attention = x.getAttentionSummary(); !attention.empty())
     std::printf("%s\n", attention.c_str());
+  if (tuning) {
+    // Shapes beyond the first are counted once they are prepared.
+    for (const SymbolBindings &sizes : shapes)
+      if (Status s = x.selectShape(sizes); !s)
+        return error(kExitBadInput, s.getError());
+    if (Status s = x.selectShape(shapes.front()); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("%s\n", describeTuningUse(*tuning, dbPath, x.getTuningKey(), x.getTunedOpCount(),
+                                         x.getDefaultOpCount(), x.getTuningNote())
+                           .c_str());
+  }
   if (shapes.size() > 1) {
     // The arena is sized for the largest shape; each runs its program.
     std::printf("shapes:");
@@ -597,6 +615,28 @@ int kiln::run::runTrain(int argc, char **argv) {
     problems.push_back("--attention must be auto, kernels or cudnn, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("graphs"); mode && *mode != "on" && *mode != "off")
     problems.push_back("--graphs must be on or off, got '" + *mode + "'");
+  // The tuning database: used when it exists (or --tuning on), never
+  // trusted when damaged.
+  std::optional<std::string> tuningMode = args->get("tuning");
+  if (tuningMode && *tuningMode != "on" && *tuningMode != "off")
+    problems.push_back("--tuning must be on or off, got '" + *tuningMode + "'");
+  std::string dbPath = args->get("db").value_or(defaultTuningDbPath());
+  std::optional<TuningDb> tuning;
+  if (tuningMode.value_or("on") == "on" && !dbPath.empty()) {
+    bool explicitly = tuningMode || args->get("db");
+    if (::access(dbPath.c_str(), F_OK) == 0) {
+      Expected<TuningDb> loaded = TuningDb::load(dbPath);
+      if (loaded)
+        tuning.emplace(std::move(*loaded));
+      else
+        std::fprintf(stderr, "kiln-run: note: tuning database %s; ignored, defaults used\n",
+                     loaded.getError().c_str());
+    } else if (explicitly) {
+      std::fprintf(stderr, "kiln-run: note: no tuning database at %s (write one with kiln-run "
+                           "tune); defaults used\n",
+                   dbPath.c_str());
+    }
+  }
   if (std::optional<std::string> lr = args->get("lr")) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);
@@ -911,5 +951,5 @@ int kiln::run::runTrain(int argc, char **argv) {
                       *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), data.get(),
                       randomInitSeed, loop, evalData.get(), startCursor,
-                      adapters ? &*adapters : nullptr);
+                      adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr, dbPath);
 }

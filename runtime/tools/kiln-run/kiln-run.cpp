@@ -37,6 +37,9 @@ constexpr const char *kUsage =
     "              DATA.kdocs --seq S (see 'kiln-run data-stats --help')\n"
     "  report      Planned and measured peak memory, step time and tokens/s of\n"
     "              artifacts: STEP.kiln... --batch B --seq S (see 'kiln-run report --help')\n"
+    "  tune        Measure the step's candidates on this GPU and write the\n"
+    "              tuning database: STEP.kiln --batch B --seq S\n"
+    "              (see 'kiln-run tune --help')\n"
     "\n"
     "OPTIONS:\n"
     "  -h, --help  Show this help ('kiln-run COMMAND --help': the command's)\n"
@@ -152,7 +155,8 @@ int main(int argc, char **argv) {
                   {"ckpt-info", runCkptInfo, kNoFlags},
                   {"train", runTrain, kTrainFlags},
                   {"data-stats", runDataStats, kDataStatsFlags},
-                  {"report", runReport, kReportFlags}};
+                  {"report", runReport, kReportFlags},
+                  {"tune", runTune, kTuneFlags}};
   if (!std::strcmp(command, "--list-options")) {
     // Hidden: every command and the flags it accepts, for the test that
     // each --help lists them.

@@ -28,6 +28,7 @@
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
+#include "kiln/runtime/TuningDb.h"
 
 #include <functional>
 #include <map>
@@ -103,6 +104,11 @@ public:
     /// implementation: cuDNN where it loads and supports the shape (auto),
     /// always the generated kernels, or cuDNN or fail.
     enum class Attention { Auto, Kernels, Cudnn } attention = Attention::Auto;
+    /// Choices measured by `kiln-run tune` (docs/tuning.md): used for the
+    /// ops whose entry matches this machine's key (getTuningKey); the others
+    /// keep the defaults. An explicit --attention kernels|cudnn wins over
+    /// the database.
+    const TuningDb *tuning = nullptr;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
@@ -181,6 +187,65 @@ public:
   /// for the current shape, with the reason where cuDNN took none.
   std::string getAttentionSummary() const;
 
+  //===--------------------------------------------------------------------===//
+  // Tuning (docs/tuning.md)
+  //===--------------------------------------------------------------------===//
+
+  /// This machine's key: the device, the driver, the CUDA toolkit kiln-run
+  /// was built with, the cuBLASLt loaded and cuDNN (loaded now if the step
+  /// has attention it may run, else "none").
+  const TuningKey &getTuningKey() const { return tuningKey; }
+  /// Over every prepared shape: GEMMs and attention launches whose choice
+  /// came from the tuning database, and those left at the defaults.
+  size_t getTunedOpCount() const;
+  size_t getDefaultOpCount() const;
+  /// Why a matching database entry was not used (the first such), if any.
+  std::string getTuningNote() const;
+
+  /// One GEMM of the current shape, as `kiln-run tune` measures it.
+  struct GemmSite {
+    size_t action = 0;           ///< its index among the step's ops
+    std::string hash, shape, label;
+    CUdeviceptr a = 0, b = 0, c = 0;
+    size_t cBytes = 0;
+    artifact::DType cType = artifact::DType::F32;
+    cublasLtMatmulAlgo_t algo{}; ///< the one it runs now
+  };
+  std::vector<GemmSite> getGemmSites() const;
+  /// cuBLASLt's heuristic best \p topK algorithms for GEMM \p site (the
+  /// first is the default).
+  Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t site, int topK) const;
+  /// Enqueues GEMM \p site with \p algo, reading \p a and \p b (another
+  /// site's operands of the same signature: rotated inputs) into its own c.
+  Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
+                     CUdeviceptr b) const;
+  /// The attention of the current shape: its database hash and shape, a
+  /// label, and how many launches cuDNN and the kernels run.
+  struct AttentionSite {
+    std::string hash, shape, label;
+    size_t cudnnLaunches = 0, kernelLaunches = 0;
+  };
+  std::optional<AttentionSite> getAttentionSite() const;
+  bool hasCudnn() const { return cudnn != nullptr; }
+
+  /// Prepares the current shape again as variant \p name, with the choices
+  /// of \p tuning (null: the defaults) and, if set, attention forced onto
+  /// cuDNN (true) or the kernels (false); selectVariant switches to it ("":
+  /// the shape as first prepared). Variants share the arena.
+  Status prepareVariant(const std::string &name, const TuningDb *tuning,
+                        std::optional<bool> attentionOnCudnn);
+  Status selectVariant(const std::string &name);
+  /// runStep without the graph, calling \p beforeAction(i) before op i
+  /// (it may enqueue work of its own on the device's stream).
+  Expected<double> runStepWithHook(int64_t step, double lr,
+                                   const std::function<Status(size_t)> &beforeAction);
+  /// runStep, also returning the step's device time (events around it).
+  Expected<double> runTimedStep(int64_t step, double lr, double &deviceMs);
+  /// Device copies of the trainable parameters and optimizer state, and
+  /// putting them back (so measured steps leave the model as it was).
+  Status snapshotTrainable();
+  Status restoreTrainable();
+
 private:
   /// One shape: the program serving it, resolved at its sizes.
   struct Shape {
@@ -190,9 +255,12 @@ private:
     std::unique_ptr<ProgramRunner> runner;
     /// The loop programs at this shape (null without them).
     std::unique_ptr<ProgramRunner> accum, eval;
+    std::string graphKey; ///< key, plus "#variant" for a tuning variant
   };
   StepExecutor() = default;
-  Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times);
+  Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times,
+                               const std::function<Status(size_t)> *hook = nullptr,
+                               double *deviceMs = nullptr);
   /// The program serving \p sizes, decoded once.
   Expected<const StepProgram *> programFor(const artifact::SymbolBindings &sizes,
                                            std::string &section);
@@ -201,6 +269,10 @@ private:
   Expected<ArenaPlan> planFor(const artifact::SymbolBindings &sizes, std::string &note);
   Expected<Shape *> prepareShape(const artifact::SymbolBindings &sizes,
                                  const WeightLoader &loadWeight);
+  /// The runner of \p sizes with \p tuning's choices and cuDNN \p cudnnFor.
+  Expected<std::unique_ptr<ProgramRunner>>
+  prepareRunner(const artifact::SymbolBindings &sizes, const WeightLoader &loadWeight,
+                const TuningDb *tuning, const CudnnAttention *cudnnFor, bool printNote);
   /// The loader of the persistent tensors programs name: from \p weights
   /// by the artifact's parameter list, --init random, or the artifact's own
   /// values (WeightLoading.cpp).
@@ -227,6 +299,10 @@ private:
   std::unique_ptr<GraphCache> graphs;
   std::unique_ptr<CudnnAttention> cudnn;
   std::string cudnnNote; ///< why cuDNN was not loaded, if it was not
+  std::map<std::string, Shape> variants; ///< tuning variants, by graph key
+  std::vector<std::pair<NamedTensor *, DeviceBuffer>> snapshot;
+  TuningKey tuningKey;
+  size_t variantGeneration = 0;
   Options options;
   std::optional<double> defaultLr;
   std::optional<double> lastGradNorm;
