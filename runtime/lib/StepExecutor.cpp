@@ -6,6 +6,8 @@
 
 #include "kiln/runtime/StepExecutor.h"
 
+#include "LinearCrossEntropyRun.h"
+
 #include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 
@@ -248,6 +250,8 @@ struct SharedMemory {
   /// cuDNN's fused attention for the launches that allow it; null: the
   /// generated kernels.
   const CudnnAttention *cudnn = nullptr;
+  /// The support kernels' module (the fused LM head's kernels); null: none.
+  const KernelModule *support = nullptr;
 };
 
 class ProgramRunner {
@@ -294,6 +298,7 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
+    float beta = 0;    // 1: accumulate into C (the fused LM head's weight gradient)
     std::string label; // "gemm MxNxK" for profiles
   };
   struct Fill {
@@ -316,6 +321,9 @@ private:
       : device(&device), lt(&lt), program(std::move(program)) {}
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
   Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  /// The fused LM head's launches and GEMMs at these sizes (LinearCrossEntropyRun.h).
+  Status prepareHead(const LinearCrossEntropy &head,
+                     const std::vector<std::vector<int64_t>> &shapes, const SharedMemory &memory);
   Status recordResultCopies(CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
@@ -772,6 +780,10 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       ++r->gemms;
       break;
     }
+    case ProgramOp::Kind::LinearCrossEntropy:
+      if (Status s = r->prepareHead(*op.head, shapes, memory); !s)
+        return Error{origin + ": " + where + " (linear_cross_entropy): " + s.getError()};
+      break;
     }
   }
   // New parameters and state replace the old ones at the end of the step.
@@ -786,6 +798,57 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       r->resultCopies.push_back({r->pointers[result.buffer], target, r->bytes[result.buffer]});
   }
   return r;
+}
+
+Status ProgramRunner::prepareHead(const LinearCrossEntropy &head,
+                                 const std::vector<std::vector<int64_t>> &shapes,
+                                 const SharedMemory &memory) {
+  if (!memory.support)
+    return Error{"the support kernels are not loaded"};
+  Expected<HeadKernels> kernels = loadHeadKernels(*memory.support);
+  if (!kernels)
+    return kernels.takeError();
+  Expected<std::vector<HeadStep>> steps =
+      expandLinearCrossEntropy(program, head, shapes, pointers, *kernels);
+  if (!steps)
+    return steps.takeError();
+  for (HeadStep &step : *steps) {
+    if (step.isGemm) {
+      Expected<HeadGemmHandles> handles = createHeadGemm(*lt, handle, step.gemm, kWorkspaceBytes);
+      if (!handles)
+        return handles.takeError();
+      Gemm g;
+      g.desc = handles->desc;
+      g.first = handles->first;
+      g.second = handles->second;
+      g.result = handles->result;
+      g.algo = handles->algo;
+      g.a = step.gemm.a;
+      g.b = step.gemm.b;
+      g.c = step.gemm.c;
+      g.beta = step.gemm.beta;
+      g.label = step.gemm.label;
+      actions.push_back({Action::Gemm, gemmList.size()});
+      gemmList.push_back(g);
+      ++gemms;
+      continue;
+    }
+    Launch l;
+    l.name = step.launch.name;
+    l.function = step.launch.function;
+    l.grid = step.launch.grid;
+    l.block = step.launch.block;
+    l.pointers = std::move(step.launch.pointers);
+    l.symbols = std::move(step.launch.ints);
+    for (CUdeviceptr &ptr : l.pointers)
+      l.params.push_back(&ptr);
+    for (int64_t &value : l.symbols)
+      l.params.push_back(&value);
+    actions.push_back({Action::Launch, launchList.size()});
+    launchList.push_back(std::move(l));
+    ++launches;
+  }
+  return Status::success();
 }
 
 Status ProgramRunner::record(CUstream stream) const {
@@ -813,7 +876,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
-      float alpha = 1.f, beta = 0.f;
+      float alpha = 1.f, beta = g.beta;
       cublasStatus_t status = lt->cublasLtMatmul(
           handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
           reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
@@ -1084,7 +1147,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   Expected<CUfunction> copy = x->modules.back().getFunction("kiln_copy");
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
-  x->support = {*fill, *copy};
+  x->support = {*fill, *copy, &x->modules.back()};
 
   // cuDNN, when the step has attention it may run.
   bool hasAttention = false;
@@ -1385,7 +1448,7 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   if (!note.empty())
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get()};
+                      cudnn.get(), support.module};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
