@@ -247,9 +247,9 @@ def FuseLinearCrossEntropyPass
     matches `kiln.cross_entropy` (mean reduction, fp32 logits) whose logits
     are `hidden · W` (`kiln.matmul` with a 2-D right operand: the folded
     [H, V] head weight, or [V, H] with `transpose_b`, e.g. a tied
-    embedding), seen through a reshape to [tokens, V], a cast to f32 (bf16
-    compute) and a soft-cap `c · tanh(x / c)` with a scalar constant `c`
-    (Gemma 2), each value used once. Such a chain becomes
+    embedding), seen through reshapes to [tokens, V], float casts (bf16
+    compute, an exporter's `.float()`) and a soft-cap `c · tanh(x / c)` with
+    a scalar constant `c` (Gemma 2), each value used once. Such a chain becomes
     `kiln.linear_cross_entropy` on `hidden` reshaped to [tokens, H]; autodiff
     differentiates it into `kiln.linear_cross_entropy_grad`, which also
     yields the loss, and the canonicalizer then drops the forward op, so
@@ -262,8 +262,9 @@ def FuseLinearCrossEntropyPass
     a sum/none reduction, a LoRA adapter on the head (an add after the
     matmul), a scale or bias between matmul and loss.
 
-    `chunk-tokens=0` (default) picks the largest power of two whose fp32
-    chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256).
+    `chunk-tokens=0` (default) picks the largest power of two up to 4096
+    whose fp32 chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256,
+    4096 at V = 256).
 
     Before:
     ```mlir
@@ -276,18 +277,18 @@ def FuseLinearCrossEntropyPass
     %loss = kiln.cross_entropy %f, %y : (tensor<?x256xf32, #kiln.dims<[batch*seq]>>,
         tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
     ```
-    After (`chunk-tokens=0`):
+    After (`chunk-tokens=0`: 4096 tokens at V = 256):
     ```mlir
     %h2 = kiln.reshape %h : tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>
         -> tensor<?x64xbf16, #kiln.dims<[batch*seq]>>
-    %loss = kiln.linear_cross_entropy %h2, %w, %y {chunk_tokens = 262144 : i64}
+    %loss = kiln.linear_cross_entropy %h2, %w, %y {chunk_tokens = 4096 : i64}
         : (tensor<?x64xbf16, #kiln.dims<[batch*seq]>>, tensor<64x256xbf16>,
            tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
     ```
   }];
   let options = [
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
-           "tokens per chunk (0: the largest power of two whose fp32 chunk fits 256 MiB)">
+           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">
   ];
   let dependentDialects = ["::kiln::GraphDialect"];
 }

@@ -110,7 +110,7 @@ cl::opt<bool> fuseLinearCe(
 cl::opt<int64_t> ceChunkTokens(
     "ce-chunk-tokens",
     cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
-             "largest power of two whose fp32 [chunk x vocab] fits 256 MiB)"),
+             "largest power of two up to 4096 whose fp32 [chunk x vocab] fits 256 MiB)"),
     cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "

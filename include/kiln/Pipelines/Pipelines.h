@@ -64,8 +64,8 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                             llvm::cl::init(true)};
   Option<int64_t> ceChunkTokens{*this, "ce-chunk-tokens",
                                 llvm::cl::desc("Tokens per chunk of the fused LM head (0: the "
-                                               "largest power of two whose fp32 chunk fits "
-                                               "256 MiB)"),
+                                               "largest power of two up to 4096 whose fp32 "
+                                               "chunk fits 256 MiB)"),
                                 llvm::cl::init(0)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw[:lr=,weight_decay=,betas=B1/B2,eps=] or "

@@ -23,7 +23,12 @@ using namespace kiln;
 
 namespace {
 
+/// The automatic chunk: the largest power of two of at most kMaxChunkTokens
+/// rows whose fp32 logits fit kChunkBytes. The cap keeps a small vocabulary's
+/// chunk small (the chunk is allocated whole, whatever the token count);
+/// GEMMs of 4096 rows are long past their efficiency knee.
 constexpr int64_t kChunkBytes = int64_t(256) << 20;
+constexpr int64_t kMaxChunkTokens = 4096;
 
 std::optional<double> splatValue(Value v) {
   DenseElementsAttr attr;
@@ -63,11 +68,11 @@ Value matchSoftcap(Value x, double &cap) {
   return {};
 }
 
-/// Walks back from the loss's logits through at most one reshape, one
-/// f32 cast and one soft-cap, each value used once, to the matmul.
+/// Walks back from the loss's logits through reshapes, float casts (an
+/// exporter's `.float()` and precision's casts around it) and at most one
+/// soft-cap, each value used once, to the matmul.
 std::optional<HeadChain> matchHead(Value logits) {
   HeadChain chain;
-  bool reshaped = false, widened = false;
   Value v = logits;
   while (true) {
     if (!v.hasOneUse())
@@ -80,17 +85,16 @@ std::optional<HeadChain> matchHead(Value logits) {
       chain.ops.push_back(mm);
       break;
     }
-    if (auto r = dyn_cast<ReshapeOp>(def); r && !reshaped) {
-      reshaped = true;
+    if (auto r = dyn_cast<ReshapeOp>(def)) {
       chain.ops.push_back(r);
       v = r.getInput();
       continue;
     }
-    if (auto c = dyn_cast<CastOp>(def); c && !widened) {
-      auto from = cast_if_present<FloatType>(getElementTypeOrSelf(c.getInput().getType()));
-      if (!from || from.getWidth() > 32)
+    if (auto c = dyn_cast<CastOp>(def)) {
+      auto from = dyn_cast<FloatType>(getElementTypeOrSelf(c.getInput().getType()));
+      auto to = dyn_cast<FloatType>(getElementTypeOrSelf(c.getResult().getType()));
+      if (!from || !to || from.getWidth() > 32 || to.getWidth() > 32)
         return std::nullopt;
-      widened = true;
       chain.ops.push_back(c);
       v = c.getInput();
       continue;
@@ -112,8 +116,13 @@ std::optional<HeadChain> matchHead(Value logits) {
   MatmulOp mm = chain.matmul;
   auto rhs = cast<RankedTensorType>(mm.getRhs().getType());
   auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+  // Reshapes keep the row-major order: with the vocabulary last on both
+  // ends, loss row r is matmul row r.
+  auto result = cast<RankedTensorType>(mm.getResult().getType());
+  auto loss = cast<RankedTensorType>(logits.getType());
   if (mm.getTransposeA() || rhs.getRank() != 2 || lhs.getRank() < 2 ||
-      lhs.getElementType() != rhs.getElementType())
+      lhs.getElementType() != rhs.getElementType() ||
+      result.getShape().back() != loss.getShape().back())
     return std::nullopt;
   return chain;
 }
@@ -173,7 +182,7 @@ struct FuseLinearCrossEntropyPass final
     int64_t chunk = chunkTokens;
     if (chunk == 0) {
       chunk = 1;
-      while (chunk * 2 * vocab * 4 <= kChunkBytes)
+      while (chunk * 2 <= kMaxChunkTokens && chunk * 2 * vocab * 4 <= kChunkBytes)
         chunk *= 2;
     }
     FloatAttr softcap = chain->softcap ? b.getF64FloatAttr(*chain->softcap) : FloatAttr();
