@@ -239,6 +239,60 @@ def PrecisionPass : Pass<"kiln-precision", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FuseLinearCrossEntropyPass
+    : Pass<"kiln-fuse-linear-cross-entropy", "::mlir::func::FuncOp"> {
+  let summary = "LM head matmul + mean cross entropy as one op chunked over tokens";
+  let description = [{
+    Runs on the forward graph after precision and NF4, before autodiff. It
+    matches `kiln.cross_entropy` (mean reduction, fp32 logits) whose logits
+    are `hidden · W` (`kiln.matmul` with a 2-D right operand: the folded
+    [H, V] head weight, or [V, H] with `transpose_b`, e.g. a tied
+    embedding), seen through reshapes to [tokens, V], float casts (bf16
+    compute, an exporter's `.float()`) and a soft-cap `c · tanh(x / c)` with
+    a scalar constant `c` (Gemma 2), each value used once. Such a chain becomes
+    `kiln.linear_cross_entropy` on `hidden` reshaped to [tokens, H]; autodiff
+    differentiates it into `kiln.linear_cross_entropy_grad`, which also
+    yields the loss, and the canonicalizer then drops the forward op, so
+    the train step computes the loss and the gradients in one pass over
+    chunks of `chunk-tokens` rows: no [tokens × vocab] tensor exists, only
+    one [chunk × vocab] fp32 chunk. The logits are accumulated in fp32 from
+    bf16 operands without the bf16 rounding the unfused graph applies.
+
+    Anything else stays as it is (still correct): a logits value used twice,
+    a sum/none reduction, a LoRA adapter on the head (an add after the
+    matmul), a scale or bias between matmul and loss.
+
+    `chunk-tokens=0` (default) picks the largest power of two up to 4096
+    whose fp32 chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256,
+    4096 at V = 256).
+
+    Before:
+    ```mlir
+    %l = kiln.matmul %h, %w : (tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>,
+        tensor<64x256xbf16>) -> tensor<?x?x256xbf16, #kiln.dims<[batch, seq]>>
+    %r = kiln.reshape %l : tensor<?x?x256xbf16, #kiln.dims<[batch, seq]>>
+        -> tensor<?x256xbf16, #kiln.dims<[batch*seq]>>
+    %f = kiln.cast %r : tensor<?x256xbf16, #kiln.dims<[batch*seq]>>
+        -> tensor<?x256xf32, #kiln.dims<[batch*seq]>>
+    %loss = kiln.cross_entropy %f, %y : (tensor<?x256xf32, #kiln.dims<[batch*seq]>>,
+        tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
+    ```
+    After (`chunk-tokens=0`: 4096 tokens at V = 256):
+    ```mlir
+    %h2 = kiln.reshape %h : tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>
+        -> tensor<?x64xbf16, #kiln.dims<[batch*seq]>>
+    %loss = kiln.linear_cross_entropy %h2, %w, %y {chunk_tokens = 4096 : i64}
+        : (tensor<?x64xbf16, #kiln.dims<[batch*seq]>>, tensor<64x256xbf16>,
+           tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
+           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">
+  ];
+  let dependentDialects = ["::kiln::GraphDialect"];
+}
+
 def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
   let summary = "Reverse-mode differentiation: return the loss and the "
                 "gradient of every trainable parameter";

@@ -266,4 +266,43 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
   let hasVerifier = 1;
 }
 
+def Kernel_LinearCrossEntropyOp : Kernel_Op<"linear_cross_entropy",
+    [AttrSizedOperandSegments]> {
+  let summary = "The fused LM head and mean cross entropy, run by the runtime chunk by chunk";
+  let description = [{
+    `hidden` [N, H], `weight` [H, V] (or [V, H] with `transpose_weight`),
+    `labels` [N]. The runtime runs ceil(N / `chunk_tokens`) chunks of at most
+    `chunk_tokens` rows (docs/artifact.md, "The fused LM head"): the logits
+    GEMM into `chunk` (fp32 [chunk_tokens, V]), a row kernel (logsumexp, the
+    row's loss into `stats`, the chunk overwritten by its gradient), then
+    the `hidden_grad` rows and the `weight_grad` accumulation GEMMs (into the
+    fp32 `weight_accum` first when the weight is 16-bit). `stats` is fp32
+    [N + 1]: per-row losses, then the counted rows. Without `grad` only
+    `loss` is computed. `softcap` 0 means none.
+
+    ```mlir
+    kiln_kernel.linear_cross_entropy %h, %w, %y grad %g -> %loss, %dh
+        chunk %c stats %s {chunk_tokens = 512 : i64, ignore_index = -100 : i64,
+        softcap = 0.0 : f64} : ...
+    ```
+  }];
+  let arguments = (ins Kernel_Buffer:$hidden, Kernel_Buffer:$weight, Kernel_Buffer:$labels,
+                       Optional<Kernel_Buffer>:$grad, Kernel_Buffer:$loss,
+                       Optional<Kernel_Buffer>:$hidden_grad, Optional<Kernel_Buffer>:$weight_grad,
+                       Kernel_Buffer:$chunk, Kernel_Buffer:$stats,
+                       Optional<Kernel_Buffer>:$weight_accum,
+                       UnitAttr:$transpose_weight, I64Attr:$ignore_index, F64Attr:$softcap,
+                       I64Attr:$chunk_tokens);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels (`grad` $grad^)? `->` $loss
+    (`hidden_grad` $hidden_grad^)? (`weight_grad` $weight_grad^)?
+    `chunk` $chunk `stats` $stats (`weight_accum` $weight_accum^)? attr-dict `:`
+    qualified(type($hidden)) `,` qualified(type($weight)) `,` qualified(type($labels))
+    (`grad` qualified(type($grad))^)? `->` qualified(type($loss))
+    (`hidden_grad` qualified(type($hidden_grad))^)? (`weight_grad` qualified(type($weight_grad))^)?
+    `chunk` qualified(type($chunk)) `stats` qualified(type($stats))
+    (`weight_accum` qualified(type($weight_accum))^)?
+  }];
+}
+
 #endif // KILN_KERNEL_OPS_TD

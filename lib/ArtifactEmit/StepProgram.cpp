@@ -302,6 +302,24 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("strides", std::move(strides));
       entry.set("epilogue", Json::string(kernel::stringifyEpilogue(gemm.getEpilogue()).str()));
       entry.set("compute", Json::string(dtypeName(gemm.getCompute())));
+    } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
+      // docs/artifact.md, "The fused LM head"; -1: absent.
+      auto optional = [&](Value v) { return v ? use(v) : Json::integer(-1); };
+      entry.set("op", Json::string("linear_cross_entropy"));
+      entry.set("hidden", use(head.getHidden()));
+      entry.set("weight", use(head.getWeight()));
+      entry.set("labels", use(head.getLabels()));
+      entry.set("grad", optional(head.getGrad()));
+      entry.set("loss", use(head.getLoss()));
+      entry.set("hidden_grad", optional(head.getHiddenGrad()));
+      entry.set("weight_grad", optional(head.getWeightGrad()));
+      entry.set("chunk", use(head.getChunk()));
+      entry.set("stats", use(head.getStats()));
+      entry.set("weight_accum", optional(head.getWeightAccum()));
+      entry.set("transpose_weight", Json::boolean(head.getTransposeWeight()));
+      entry.set("ignore_index", Json::integer(static_cast<int64_t>(head.getIgnoreIndex())));
+      entry.set("softcap", Json::number(head.getSoftcap().convertToDouble()));
+      entry.set("chunk_tokens", Json::integer(static_cast<int64_t>(head.getChunkTokens())));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Json r = role(func.getResultAttrDict(i), /*result=*/true);

@@ -210,6 +210,11 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   if (until == "step" &&
       failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
     return failure();
+  if (options.ceChunkTokens < 0) {
+    error = "--ce-chunk-tokens must be >= 0 (0: automatic), got " +
+            std::to_string(options.ceChunkTokens);
+    return failure();
+  }
   if (options.loopPrograms && until != "step") {
     error = "--loop-programs needs the optimizer step (--emit=step-mlir or artifact)";
     return failure();

@@ -64,6 +64,11 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
   bool backward = options.until != "forward";
+  if (backward && options.fuseLinearCe) {
+    FuseLinearCrossEntropyPassOptions fused;
+    fused.chunkTokens = options.ceChunkTokens;
+    pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass(fused));
+  }
   if (backward) {
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
     GradAccumPassOptions accumulate;

@@ -7,6 +7,7 @@
 #include "ProgramRunner.h"
 
 #include "ElementConversion.h"
+#include "LinearCrossEntropyRun.h"
 
 #include <algorithm>
 #include <cstring>
@@ -333,6 +334,10 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       ++r->gemms;
       break;
     }
+    case ProgramOp::Kind::LinearCrossEntropy:
+      if (Status s = r->prepareHead(*op.head, shapes, memory); !s)
+        return Error{origin + ": " + where + " (linear_cross_entropy): " + s.getError()};
+      break;
     }
   }
   // New parameters and state replace the old ones at the end of the step.
@@ -347,6 +352,57 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       r->resultCopies.push_back({r->pointers[result.buffer], target, r->bytes[result.buffer]});
   }
   return r;
+}
+
+Status ProgramRunner::prepareHead(const LinearCrossEntropy &head,
+                                 const std::vector<std::vector<int64_t>> &shapes,
+                                 const SharedMemory &memory) {
+  if (!memory.support)
+    return Error{"the support kernels are not loaded"};
+  Expected<HeadKernels> kernels = loadHeadKernels(*memory.support);
+  if (!kernels)
+    return kernels.takeError();
+  Expected<std::vector<HeadStep>> steps =
+      expandLinearCrossEntropy(program, head, shapes, pointers, *kernels);
+  if (!steps)
+    return steps.takeError();
+  for (HeadStep &step : *steps) {
+    if (step.isGemm) {
+      Expected<HeadGemmHandles> handles = createHeadGemm(*lt, handle, step.gemm, kWorkspaceBytes);
+      if (!handles)
+        return handles.takeError();
+      Gemm g;
+      g.desc = handles->desc;
+      g.first = handles->first;
+      g.second = handles->second;
+      g.result = handles->result;
+      g.algo = handles->algo;
+      g.a = step.gemm.a;
+      g.b = step.gemm.b;
+      g.c = step.gemm.c;
+      g.beta = step.gemm.beta;
+      g.label = step.gemm.label;
+      actions.push_back({Action::Gemm, gemmList.size()});
+      gemmList.push_back(g);
+      ++gemms;
+      continue;
+    }
+    Launch l;
+    l.name = step.launch.name;
+    l.function = step.launch.function;
+    l.grid = step.launch.grid;
+    l.block = step.launch.block;
+    l.pointers = std::move(step.launch.pointers);
+    l.symbols = std::move(step.launch.ints);
+    for (CUdeviceptr &ptr : l.pointers)
+      l.params.push_back(&ptr);
+    for (int64_t &value : l.symbols)
+      l.params.push_back(&value);
+    actions.push_back({Action::Launch, launchList.size()});
+    launchList.push_back(std::move(l));
+    ++launches;
+  }
+  return Status::success();
 }
 
 Status ProgramRunner::record(CUstream stream) const {

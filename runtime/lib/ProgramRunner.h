@@ -47,6 +47,8 @@ struct SharedMemory {
   const TuningKey *tuningKey = nullptr;
   /// --attention kernels|cudnn: the database does not choose attention.
   bool attentionFixed = false;
+  /// The support kernels' module (the fused LM head's kernels); null: none.
+  const KernelModule *support = nullptr;
 };
 
 /// The persistent tensor a param, state or accum binding names in the
@@ -121,6 +123,7 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
+    float beta = 0;    // 1: accumulate into C (the fused LM head's weight gradient)
     std::string label; // "gemm MxNxK" for profiles
     // The tuning database's view: the signature's hash, "m=..,n=..,k=..,batch=..".
     std::string hash, shape;
@@ -147,6 +150,9 @@ private:
       : device(&device), lt(&lt), program(std::move(program)) {}
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
   Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  /// The fused LM head's launches and GEMMs at these sizes (LinearCrossEntropyRun.h).
+  Status prepareHead(const LinearCrossEntropy &head,
+                     const std::vector<std::vector<int64_t>> &shapes, const SharedMemory &memory);
   Status recordResultCopies(CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;

@@ -143,7 +143,9 @@ Expected<std::vector<cublasLtMatmulAlgo_t>> ProgramRunner::getGemmCandidates(siz
 Status ProgramRunner::enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
                                   CUdeviceptr b, CUstream stream) const {
   const Gemm &g = gemmList.at(gemm);
-  float alpha = 1.f, beta = 0.f;
+  // beta = 1: the GEMM accumulates into C (the fused LM head's weight
+  // gradient over its chunks).
+  float alpha = 1.f, beta = g.beta;
   // Row-major C = A B is column-major C^T = B^T A^T: B goes first.
   cublasStatus_t status = lt->cublasLtMatmul(
       handle, g.desc, &alpha, reinterpret_cast<void *>(b), g.first, reinterpret_cast<void *>(a),

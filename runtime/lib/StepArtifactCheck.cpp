@@ -44,6 +44,8 @@ const char *opName(ProgramOp::Kind kind) {
     return "launch";
   case ProgramOp::Kind::Gemm:
     return "gemm";
+  case ProgramOp::Kind::LinearCrossEntropy:
+    return "linear_cross_entropy";
   }
   return "?";
 }

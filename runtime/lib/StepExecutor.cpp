@@ -128,7 +128,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   Expected<CUfunction> copy = x->modules.back().getFunction("kiln_copy");
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
-  x->support = {*fill, *copy};
+  x->support = {*fill, *copy, &x->modules.back()};
 
   // cuDNN, when the step has attention it may run.
   bool hasAttention = false;
@@ -324,7 +324,8 @@ StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loa
   if (!note.empty() && printNote)
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), shapeKey(sizes).c_str());
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnnFor, tuning, &tuningKey, options.attention != Options::Attention::Auto};
+                      cudnnFor, tuning, &tuningKey, options.attention != Options::Attention::Auto,
+                      support.module};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);

@@ -102,6 +102,17 @@ cl::opt<int64_t> gradAccum(
     cl::desc("Micro-batches per step: gradients are averaged over this many "
              "sets of inputs (input_K.pb, micro-batch after micro-batch)"),
     cl::init(1), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> fuseLinearCe(
+    "fuse-linear-ce",
+    cl::desc("Compute the LM head matmul and the cross entropy as one op over "
+             "chunks of tokens: no [tokens x vocab] logits or gradient "
+             "(default true; =false keeps them)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> ceChunkTokens(
+    "ce-chunk-tokens",
+    cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
+             "largest power of two up to 4096 whose fp32 [chunk x vocab] fits 256 MiB)"),
+    cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -357,6 +368,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.doubleQuant = doubleQuant.getValue();
   options.quantSkip = quantSkip.getValue();
   options.gradAccum = gradAccum.getValue();
+  options.fuseLinearCe = fuseLinearCe.getValue();
+  options.ceChunkTokens = ceChunkTokens.getValue();
   options.optimizer = optimizerSpec.getValue();
   options.clipGradNorm = clipGradNorm.getValue();
   options.loopPrograms = loopPrograms.getValue();

@@ -35,6 +35,8 @@ OpClass classifyOp(Operation *op) {
         return q.getBlockSize() % 2 == 0 ? OpClass::Quantize : OpClass::Unsupported;
       })
       .Case<QuantizeBlockwise8bitOp>([](auto) { return OpClass::Quantize; })
+      .Case<kiln::LinearCrossEntropyOp, LinearCrossEntropyGradOp>(
+          [](auto) { return OpClass::ChunkedHead; })
       .Default([](auto) { return OpClass::Unsupported; });
 }
 

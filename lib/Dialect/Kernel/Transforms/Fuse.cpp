@@ -215,7 +215,9 @@ struct Fuser {
         continue;
       OpClass cls = classifyOp(&op);
       // Batch sums and bias/activation epilogues are computed by the GEMM.
-      if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op) ||
+      // The fused LM head stays one op: lower-to-step hands it to the runtime.
+      if (cls == OpClass::Gemm || cls == OpClass::Source || cls == OpClass::ChunkedHead ||
+          gemmOfBatchSum(&op) ||
           gemmEpilogueOf(&op))
         continue;
       if (cls == OpClass::Unsupported)

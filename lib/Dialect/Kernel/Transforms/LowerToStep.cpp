@@ -144,7 +144,7 @@ struct Lowering {
   func::FuncOp func;
   IRMapping map;
   OpBuilder builder;
-  unsigned kernels = 0, launches = 0, gemms = 0;
+  unsigned kernels = 0, launches = 0, gemms = 0, chunkedHeads = 0;
   llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
 
   Value lookup(Value v) { return map.lookup(v); }
@@ -315,6 +315,46 @@ struct Lowering {
     return success();
   }
 
+  /// The fused LM head: its buffers, the scratch it runs in (one fp32
+  /// chunk of logits, per-row losses + the counted rows, and an fp32
+  /// weight-gradient accumulator for 16-bit weights) and one op the runtime
+  /// expands into per-chunk GEMMs and row kernels.
+  template <typename OpT> LogicalResult lowerLinearCrossEntropy(OpT op, Value grad) {
+    MLIRContext *ctx = op.getContext();
+    Location loc = op.getLoc();
+    auto weightType = tensorOf(op.getWeight());
+    auto hiddenType = tensorOf(op.getHidden());
+    int64_t vocab = weightType.getDimSize(op.getTransposeWeight() ? 0 : 1);
+    if (ShapedType::isDynamic(vocab))
+      return op.emitOpError("needs a static vocabulary size");
+    Type f32 = Float32Type::get(ctx);
+    Value loss = alloc(loc, op.getLoss().getType());
+    map.map(op.getLoss(), loss);
+    Value hiddenGrad, weightGrad, accum;
+    if (auto g = dyn_cast<LinearCrossEntropyGradOp>(op.getOperation())) {
+      hiddenGrad = alloc(loc, g.getHiddenGrad().getType());
+      map.map(g.getHiddenGrad(), hiddenGrad);
+      if (Value w = g.getWeightGrad()) {
+        weightGrad = alloc(loc, w.getType());
+        map.map(w, weightGrad);
+        if (!weightType.getElementType().isF32())
+          accum = alloc(loc, RankedTensorType::get(weightType.getShape(), f32));
+      }
+    }
+    Value chunk = alloc(loc, RankedTensorType::get(
+                                 {static_cast<int64_t>(op.getChunkTokens()), vocab}, f32));
+    Dim rows = getDim(hiddenType, 0);
+    Value stats = alloc(loc, makeTensorType({dimAdd(rows, dimConst(ctx, 1))}, f32));
+    builder.create<kernel::LinearCrossEntropyOp>(
+        loc, lookup(op.getHidden()), lookup(op.getWeight()), lookup(op.getLabels()),
+        grad ? lookup(grad) : Value(), loss, hiddenGrad, weightGrad, chunk, stats, accum,
+        op.getTransposeWeightAttr(), op.getIgnoreIndexAttr(),
+        builder.getF64FloatAttr(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0),
+        op.getChunkTokensAttr());
+    ++chunkedHeads;
+    return success();
+  }
+
   LogicalResult lowerOp(Operation *op) {
     Location loc = op->getLoc();
     builder.setInsertionPoint(op);
@@ -346,6 +386,10 @@ struct Lowering {
       return lowerMatmul(mm);
     if (auto fusion = dyn_cast<FusionOp>(op))
       return lowerFusion(fusion);
+    if (auto fused = dyn_cast<kiln::LinearCrossEntropyOp>(op))
+      return lowerLinearCrossEntropy(fused, Value());
+    if (auto fused = dyn_cast<LinearCrossEntropyGradOp>(op))
+      return lowerLinearCrossEntropy(fused, fused.getGrad());
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<Value> values;
       for (Value v : ret.getOperands())

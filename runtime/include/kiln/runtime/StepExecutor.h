@@ -290,6 +290,7 @@ private:
   std::map<std::string, const KernelModule *> moduleIndex;
   struct {
     CUfunction fill = nullptr, copy = nullptr;
+    const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)
   } support; ///< The runtime's fill and copy kernels.
   const StepArtifact *artifact = nullptr;
   std::map<std::string, StepProgram> programs; ///< by section

@@ -50,8 +50,28 @@ struct AttentionRoles {
   std::vector<size_t> replaces;
 };
 
+/// The fused LM head and mean cross entropy (docs/artifact.md, "The fused
+/// LM head"): buffer ids, -1 where absent (the forward-only form has no
+/// grad and no gradients).
+struct LinearCrossEntropy {
+  int hidden = -1, weight = -1, labels = -1, grad = -1, loss = -1;
+  int hiddenGrad = -1, weightGrad = -1, chunk = -1, stats = -1, weightAccum = -1;
+  bool transposeWeight = false;
+  int64_t ignoreIndex = -100, chunkTokens = 1;
+  double softcap = 0; ///< 0: none
+  /// Every buffer it reads or writes.
+  std::vector<int> buffers() const {
+    std::vector<int> ids;
+    for (int id : {hidden, weight, labels, grad, loss, hiddenGrad, weightGrad, chunk, stats,
+                   weightAccum})
+      if (id >= 0)
+        ids.push_back(id);
+    return ids;
+  }
+};
+
 struct ProgramOp {
-  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm };
+  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, LinearCrossEntropy };
   Kind kind = Kind::Alloc;
   int result = -1;         ///< alloc, view, weight, constant
   int source = -1;         ///< view, copy
@@ -70,6 +90,7 @@ struct ProgramOp {
   std::vector<artifact::SizeExpr> strides; ///< gemm: a, b, c element strides
   std::string epilogue;                    ///< gemm: "none", "bias", ...
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
+  std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
 };
 
 /// Where a program's allocated buffers live in its one arena at given sizes.
