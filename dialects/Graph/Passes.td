@@ -421,6 +421,40 @@ def LoraPass : Pass<"kiln-lora", "::mlir::ModuleOp"> {
   ];
 }
 
+def LoraConcatPass : Pass<"kiln-lora-concat", "::mlir::func::FuncOp"> {
+  let summary = "One down-projection GEMM for the LoRA adapters that share an input";
+  let description = [{
+    Runs after `kiln-lora` (and precision, NF4), before autodiff. The
+    adapters of linear layers that read the same input (q/k/v; gate/up)
+    project it down with GEMMs of n = r each, which run far below the GPU's
+    rate. Their `lora_A` matrices (each seen through its casts) are
+    concatenated along the rank into one `[sum r, in]` operand; one GEMM
+    computes every adapter's down projection and each adapter reads its
+    columns. The parameters, their names and their optimizer state stay
+    separate. After autodiff the group's dA and its share of dX are one
+    GEMM each (the slices' gradients join into one `[tokens, sum r]`
+    tensor). Inputs seen through a cast count as one input; adapters with
+    dropout read their own masked input and stay apart.
+
+    Before:
+    ```mlir
+    %aq = kiln.cast %pq : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %dq = kiln.matmul %x, %aq {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<16x64xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %ak = kiln.cast %pk : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %dk = kiln.matmul %x, %ak {transpose_b} : (...) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %aq = kiln.cast %pq : ...
+    %ak = kiln.cast %pk : ...
+    %a = kiln.concat %aq, %ak {axis = 0 : i64} : (...) -> tensor<32x64xbf16>
+    %d = kiln.matmul %x, %a {transpose_b} : (...) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %dq = kiln.slice %d {starts = #kiln.dims<[0, 0]>, steps = array<i64: 1, 1>} : ... -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %dk = kiln.slice %d {starts = #kiln.dims<[0, 16]>, steps = array<i64: 1, 1>} : ... -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    ```
+  }];
+}
+
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   let summary = "Store frozen linear-layer weights as NF4 with explicit dequantization";
   let description = [{

@@ -294,6 +294,7 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
+    float alpha = 1, beta = 0; // beta 1: C accumulates in place
     std::string label; // "gemm MxNxK" for profiles
   };
   struct Fill {
@@ -683,6 +684,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       g.a = r->pointers[op.a];
       g.b = r->pointers[op.b];
       g.c = r->pointers[op.c];
+      g.alpha = static_cast<float>(op.alpha);
+      g.beta = static_cast<float>(op.beta);
       cudaDataType_t ab = cudaType(p.buffers[op.a].dtype), ct = cudaType(p.buffers[op.c].dtype);
       auto ltCheck = [&](cublasStatus_t status, const char *what) -> Status {
         if (status == CUBLAS_STATUS_SUCCESS)
@@ -813,10 +816,9 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
-      float alpha = 1.f, beta = 0.f;
       cublasStatus_t status = lt->cublasLtMatmul(
-          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
-          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
+          handle, g.desc, &g.alpha, reinterpret_cast<void *>(g.b), g.first,
+          reinterpret_cast<void *>(g.a), g.second, &g.beta, reinterpret_cast<void *>(g.c), g.result,
           reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
           kWorkspaceBytes, stream);
       if (status != CUBLAS_STATUS_SUCCESS)

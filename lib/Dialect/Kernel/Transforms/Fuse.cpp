@@ -214,9 +214,10 @@ struct Fuser {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
       OpClass cls = classifyOp(&op);
-      // Batch sums and bias/activation epilogues are computed by the GEMM.
+      // Batch sums, bias/activation epilogues, scales (alpha) and sums into
+      // a GEMM's C (beta = 1) are computed by the GEMM.
       if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op) ||
-          gemmEpilogueOf(&op))
+          gemmEpilogueOf(&op) || isFoldedScale(&op) || gemmAccumulateOf(&op))
         continue;
       if (cls == OpClass::Unsupported)
         return op.emitOpError("has no kernel (kiln-fuse)");

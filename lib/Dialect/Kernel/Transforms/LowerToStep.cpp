@@ -161,7 +161,7 @@ struct Lowering {
     return gemmOfBatchSum(user) ? cast<ReduceSumOp>(user) : nullptr;
   }
 
-  LogicalResult lowerMatmul(MatmulOp mm) {
+  LogicalResult lowerMatmul(MatmulOp mm, const GemmAccumulate *acc = nullptr) {
     MLIRContext *ctx = mm.getContext();
     Location loc = mm.getLoc();
     RankedTensorType a = tensorOf(mm.getLhs()), b = tensorOf(mm.getRhs()),
@@ -208,10 +208,24 @@ struct Lowering {
       epilogue = chain->kind;
       replaced = chain->last;
     }
-    Value out = alloc(loc, resultType);
-    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), bias, out, ta, tb, m,
-                           n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
-                           Float32Type::get(ctx));
+    // Scalar factors of the operands and of the product become alpha.
+    double alpha = 1;
+    Value lhs = lookup(gemmOperand(mm.getLhs(), alpha));
+    Value rhs = lookup(gemmOperand(mm.getRhs(), alpha));
+    Value out;
+    if (acc) {
+      // beta = 1: the product is added to the sum's first term in place.
+      alpha *= acc->alpha;
+      out = lookup(acc->into);
+      replaced = acc->add;
+    } else {
+      out = alloc(loc, resultType);
+    }
+    auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
+                                       DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
+                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr);
+    if (alpha != 1)
+      gemm.setAlphaAttr(builder.getF64FloatAttr(alpha));
     map.map(replaced->getResult(0), out);
     ++gemms;
     return success();
@@ -335,6 +349,15 @@ struct Lowering {
                                                        lookup(op->getOperand(0))));
       return success();
     }
+    // Scales folded into the alpha of every GEMM that reads them.
+    if (isFoldedScale(op))
+      return success();
+    // A product added into C is issued at the add.
+    if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op)) {
+      if (op == acc->add)
+        return lowerMatmul(cast<MatmulOp>(acc->matmul), &*acc);
+      return success();
+    }
     // A GEMM with a bias epilogue is issued where its chain ends: the bias
     // may be computed after the matmul.
     if (std::optional<GemmEpilogue> chain = gemmEpilogueOf(op)) {
@@ -345,7 +368,7 @@ struct Lowering {
     if (auto mm = dyn_cast<MatmulOp>(op))
       return lowerMatmul(mm);
     if (auto fusion = dyn_cast<FusionOp>(op))
-      return lowerFusion(fusion);
+      return onlyFeedsAlpha(fusion) ? success() : lowerFusion(fusion);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<Value> values;
       for (Value v : ret.getOperands())
