@@ -1,20 +1,22 @@
 // RUN: kiln-opt %s --split-input-file --kiln-lora-concat | FileCheck %s
 
 // q/k/v adapters on one input: one down projection over the concatenated
-// A (casts included), each adapter reading its columns of the product.
+// A (casts included); each up projection reads the whole product against its
+// B padded with zero columns, so no slice of the product is copied.
 // CHECK-LABEL: func.func @qkv
-// CHECK-DAG: %[[AQ:.+]] = kiln.cast %[[PQ:.+]] : tensor<4x32xf32> -> tensor<4x32xbf16>
+// CHECK-DAG: %[[AQ:.+]] = kiln.cast %{{.+}} : tensor<4x32xf32> -> tensor<4x32xbf16>
 // CHECK-DAG: %[[AK:.+]] = kiln.cast %{{.+}} : tensor<4x32xf32> -> tensor<4x32xbf16>
 // CHECK-DAG: %[[AV:.+]] = kiln.cast %{{.+}} : tensor<2x32xf32> -> tensor<2x32xbf16>
 // CHECK: %[[CAT:.+]] = kiln.concat %[[AQ]], %[[AK]], %[[AV]] {axis = 0 : i64} : {{.*}} -> tensor<10x32xbf16>
 // CHECK: %[[D:.+]] = kiln.matmul %arg0, %[[CAT]] {transpose_b} : {{.*}} -> tensor<?x10xbf16, #kiln.dims<[n]>>
-// CHECK: %[[DQ:.+]] = kiln.slice %[[D]] {starts = #kiln.dims<[0, 0]>, steps = array<i64: 1, 1>} : {{.*}} -> tensor<?x4xbf16, #kiln.dims<[n]>>
-// CHECK: kiln.matmul %[[DQ]], %{{.+}} {transpose_b}
-// CHECK: %[[DK:.+]] = kiln.slice %[[D]] {starts = #kiln.dims<[0, 4]>, steps = array<i64: 1, 1>} : {{.*}} -> tensor<?x4xbf16, #kiln.dims<[n]>>
-// CHECK: kiln.matmul %[[DK]], %{{.+}} {transpose_b}
-// CHECK: %[[DV:.+]] = kiln.slice %[[D]] {starts = #kiln.dims<[0, 8]>, steps = array<i64: 1, 1>} : {{.*}} -> tensor<?x2xbf16, #kiln.dims<[n]>>
-// CHECK: kiln.matmul %[[DV]], %{{.+}} {transpose_b}
+// CHECK: %[[BQ:.+]] = kiln.pad %{{.+}} {pads = array<i64: 0, 0, 0, 6>{{.*}} : (tensor<8x4xbf16>) -> tensor<8x10xbf16>
+// CHECK: kiln.matmul %[[D]], %[[BQ]] {transpose_b} : {{.*}} -> tensor<?x8xbf16, #kiln.dims<[n]>>
+// CHECK: %[[BK:.+]] = kiln.pad %{{.+}} {pads = array<i64: 0, 4, 0, 2>{{.*}} : (tensor<8x4xbf16>) -> tensor<8x10xbf16>
+// CHECK: kiln.matmul %[[D]], %[[BK]] {transpose_b}
+// CHECK: %[[BV:.+]] = kiln.pad %{{.+}} {pads = array<i64: 0, 8, 0, 0>{{.*}} : (tensor<8x2xbf16>) -> tensor<8x10xbf16>
+// CHECK: kiln.matmul %[[D]], %[[BV]] {transpose_b}
 // CHECK-NOT: kiln.matmul
+// CHECK-NOT: kiln.slice
 // CHECK: return
 func.func @qkv(%x: tensor<?x32xbf16, #kiln.dims<[n]>>) -> (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) {
   %pq = kiln.parameter "q.lora_A.weight" trainable : tensor<4x32xf32>
@@ -38,8 +40,10 @@ func.func @qkv(%x: tensor<?x32xbf16, #kiln.dims<[n]>>) -> (tensor<?x8xbf16, #kil
 // -----
 
 // Inputs seen through casts of one value are one input (fp32 adapters of
-// a bf16 layer cast it each); an adapter with its own dropout reads another
-// value and a plain weight is no adapter: both keep their projections.
+// a bf16 layer cast it each); a down projection read otherwise than by its
+// up projection gets its columns as a slice. An adapter with its own
+// dropout reads another value and a plain weight is no adapter: both keep
+// their projections.
 // CHECK-LABEL: func.func @casts_and_others
 // CHECK: %[[X32:.+]] = kiln.cast %arg0 : tensor<?x32xbf16, #kiln.dims<[n]>> -> tensor<?x32xf32, #kiln.dims<[n]>>
 // CHECK: %[[CAT:.+]] = kiln.concat %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<8x32xf32>
@@ -62,4 +66,34 @@ func.func @casts_and_others(%x: tensor<?x32xbf16, #kiln.dims<[n]>>, %seed: tenso
   %w = kiln.parameter "d.weight" : tensor<4x32xbf16>
   %t4 = kiln.matmul %x, %w {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<4x32xbf16>) -> tensor<?x4xbf16, #kiln.dims<[n]>>
   return %t1, %t2, %t3, %t4 : tensor<?x4xf32, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>, tensor<?x4xbf16, #kiln.dims<[n]>>
+}
+
+// -----
+
+// The fp32 adapter path of a bf16 layer under --precision=bf16 reads
+// cast(cast(x)) (bf16 -> f32 -> bf16, exact): the adapters read x itself,
+// one per group, and the casts are gone.
+// CHECK-LABEL: func.func @round_trip
+// CHECK-NOT: kiln.cast %arg0
+// CHECK: %[[CAT:.+]] = kiln.concat
+// CHECK: kiln.matmul %arg0, %[[CAT]] {transpose_b} : {{.*}} -> tensor<?x8xbf16, #kiln.dims<[n]>>
+// CHECK-NOT: kiln.cast %arg0
+// A narrowing round trip (f32 -> bf16 -> f32) rounds: it stays.
+// CHECK: %[[N:.+]] = kiln.cast %arg1 : {{.*}} -> tensor<?x32xbf16, #kiln.dims<[n]>>
+// CHECK: %[[W:.+]] = kiln.cast %[[N]]
+// CHECK: kiln.matmul %[[W]], %{{.+}} {transpose_b}
+func.func @round_trip(%x: tensor<?x32xbf16, #kiln.dims<[n]>>, %y: tensor<?x32xf32, #kiln.dims<[n]>>) -> (tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>) {
+  %p1 = kiln.parameter "a.lora_A.weight" trainable : tensor<4x32xbf16>
+  %w1 = kiln.cast %x : tensor<?x32xbf16, #kiln.dims<[n]>> -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %n1 = kiln.cast %w1 : tensor<?x32xf32, #kiln.dims<[n]>> -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %t1 = kiln.matmul %n1, %p1 {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<4x32xbf16>) -> tensor<?x4xbf16, #kiln.dims<[n]>>
+  %p2 = kiln.parameter "b.lora_A.weight" trainable : tensor<4x32xbf16>
+  %w2 = kiln.cast %x : tensor<?x32xbf16, #kiln.dims<[n]>> -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %n2 = kiln.cast %w2 : tensor<?x32xf32, #kiln.dims<[n]>> -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %t2 = kiln.matmul %n2, %p2 {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<4x32xbf16>) -> tensor<?x4xbf16, #kiln.dims<[n]>>
+  %p3 = kiln.parameter "c.lora_A.weight" trainable : tensor<4x32xf32>
+  %n3 = kiln.cast %y : tensor<?x32xf32, #kiln.dims<[n]>> -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %w3 = kiln.cast %n3 : tensor<?x32xbf16, #kiln.dims<[n]>> -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %t3 = kiln.matmul %w3, %p3 {transpose_b} : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<4x32xf32>) -> tensor<?x4xf32, #kiln.dims<[n]>>
+  return %t1, %t2, %t3 : tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x4xf32, #kiln.dims<[n]>>
 }

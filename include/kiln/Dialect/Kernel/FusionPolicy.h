@@ -40,11 +40,10 @@ std::optional<GemmEpilogue> gemmEpilogueOf(mlir::Operation *op);
 std::optional<double> scalarFactor(mlir::Value v);
 
 /// `mul(v, s)` with a scalar constant s whose every use is a matmul
-/// operand: the GEMMs take s as alpha and read v (gemmOperand).
+/// operand: the GEMMs take s as alpha and read v.
 bool isFoldedScale(mlir::Operation *op);
-/// The buffer a GEMM reads for matmul operand `operand`: through a folded
-/// scale (alpha multiplied by it), else the operand itself.
-mlir::Value gemmOperand(mlir::Value operand, double &alpha);
+/// (v, s) of such a folded scale, if `op` is one.
+std::optional<std::pair<mlir::Value, double>> foldedScaleOf(mlir::Operation *op);
 
 /// `add(into, [mul(] matmul [, s)])` of one type, the matmul (and the
 /// scale) used only there and `into` used only there, produced by a kernel,

@@ -3,11 +3,12 @@
 // Adapters on linear layers that read the same input (q/k/v, gate/up) each
 // project it down to rank r: GEMMs with n = r (16) run at a small fraction
 // of the GPU's rate. Their A matrices concatenated along the rank make one
-// GEMM with n = sum of the ranks, and each adapter reads its columns of the
-// product. The parameters stay separate (PEFT names, per-adapter optimizer
-// state); the concat of A is a small loop kernel (it absorbs the bf16 cast
-// of the fp32 masters), and autodiff turns the slices and the concat into
-// one dA GEMM and one dX GEMM per group.
+// GEMM with n = sum of the ranks. Each adapter's up projection reads the
+// whole product against its B padded with zero columns (t [0|B|0]^T), so no
+// kernel copies columns out. The parameters stay separate (PEFT names,
+// per-adapter optimizer state); the concat and pads are small loop kernels (they
+// absorb the bf16 casts of the fp32 masters), and after autodiff the group
+// has one dA GEMM and one dX GEMM, and the dT products add into one buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,7 @@
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
-#include "llvm/ADT/MapVector.h"
+#include <map>
 
 namespace kiln {
 #define GEN_PASS_DEF_LORACONCATPASS
@@ -38,12 +39,54 @@ ParameterOp loraAParameter(Value v) {
   return param;
 }
 
-/// The value a down projection's input is, seen through a cast (each
-/// adapter of a bf16 layer casts the input to its fp32 type itself).
-std::pair<Value, Type> inputKey(Value lhs) {
-  if (auto cast = lhs.getDefiningOp<CastOp>())
-    return {cast.getOperand(), lhs.getType()};
-  return {lhs, lhs.getType()};
+/// The value a down projection's input is, seen through its casts (each
+/// adapter of a bf16 layer casts the input to its fp32 type itself, and
+/// --precision=bf16 casts that back), with the types along the way: equal
+/// keys are equal values.
+std::pair<Value, std::string> inputKey(Value lhs) {
+  std::string types;
+  Value v = lhs;
+  for (;;) {
+    types += std::to_string(reinterpret_cast<uintptr_t>(v.getType().getAsOpaquePointer())) + ",";
+    auto cast = v.getDefiningOp<CastOp>();
+    if (!cast)
+      break;
+    v = cast.getOperand();
+  }
+  return {v, types};
+}
+
+/// `v` without casts that widen and narrow back to its type (bf16 -> f32 ->
+/// bf16: exact), which the fp32 adapter path of a bf16 layer and
+/// --precision=bf16 leave on the adapter's input.
+Value withoutRoundTrips(Value v) {
+  auto width = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getElementType().getIntOrFloatBitWidth();
+  };
+  for (;;) {
+    auto narrow = v.getDefiningOp<CastOp>();
+    auto wide = narrow ? narrow.getOperand().getDefiningOp<CastOp>() : nullptr;
+    if (!wide || wide.getOperand().getType() != v.getType())
+      return v;
+    Type inner = cast<RankedTensorType>(wide.getType()).getElementType();
+    Type outer = cast<RankedTensorType>(v.getType()).getElementType();
+    bool exact = (inner.isF32() && (outer.isBF16() || outer.isF16())) ||
+                 (inner.isF64() && (outer.isF32() || outer.isBF16() || outer.isF16()));
+    if (!exact || width(wide.getResult()) <= width(v))
+      return v;
+    v = wide.getOperand();
+  }
+}
+
+/// Erases the casts that made `lhs` once nothing reads them.
+void eraseDeadCasts(Value lhs) {
+  while (lhs.use_empty()) {
+    auto cast = lhs.getDefiningOp<CastOp>();
+    if (!cast)
+      return;
+    lhs = cast.getOperand();
+    cast.erase();
+  }
 }
 
 /// Moves `v`'s defining chain (casts of a parameter: no other operands)
@@ -61,6 +104,22 @@ void hoistBefore(Value v, Operation *point) {
       op->moveBefore(point);
 }
 
+/// The up projection t B^T that is the only use of down projection `mm`,
+/// with a static 2-D B, or null.
+MatmulOp upProjection(MatmulOp mm) {
+  if (!mm->hasOneUse())
+    return nullptr;
+  auto up = dyn_cast<MatmulOp>(*mm->user_begin());
+  if (!up || up.getLhs() != mm.getResult() || up.getRhs() == mm.getResult() ||
+      up.getTransposeA() || !up.getTransposeB())
+    return nullptr;
+  auto b = cast<RankedTensorType>(up.getRhs().getType());
+  if (b.getRank() != 2 || !b.hasStaticShape() ||
+      b.getElementType() != cast<RankedTensorType>(mm.getType()).getElementType())
+    return nullptr;
+  return up;
+}
+
 struct LoraConcatPass final : kiln::impl::LoraConcatPassBase<LoraConcatPass> {
   using LoraConcatPassBase::LoraConcatPassBase;
 
@@ -69,22 +128,36 @@ struct LoraConcatPass final : kiln::impl::LoraConcatPassBase<LoraConcatPass> {
     if (func.isExternal())
       return;
     // Down projections x A^T of one input, in program order.
-    llvm::MapVector<std::pair<Value, Type>, SmallVector<MatmulOp>> groups;
+    std::map<std::pair<void *, std::string>, size_t> groupOf;
+    SmallVector<SmallVector<MatmulOp>> groups;
     func.walk([&](MatmulOp mm) {
       if (mm.getTransposeA() || !mm.getTransposeB() || !loraAParameter(mm.getRhs()))
         return;
+      // Every adapter reads its input without exact cast round trips: its
+      // input gradient is then a GEMM product the layer's other products
+      // add into (beta = 1) instead of a cast kernel.
+      if (Value plain = withoutRoundTrips(mm.getLhs()); plain != mm.getLhs()) {
+        Value old = mm.getLhs();
+        mm.getLhsMutable().assign(plain);
+        eraseDeadCasts(old);
+      }
       auto rhs = cast<RankedTensorType>(mm.getRhs().getType());
       if (rhs.getRank() != 2 || rhs.isDynamicDim(0) ||
           mm->getBlock() != mm.getRhs().getParentBlock())
         return;
-      groups[inputKey(mm.getLhs())].push_back(mm);
+      auto [root, types] = inputKey(mm.getLhs());
+      auto [it, fresh] = groupOf.try_emplace({root.getAsOpaquePointer(), types}, groups.size());
+      if (fresh)
+        groups.emplace_back();
+      groups[it->second].push_back(mm);
     });
-    for (auto &[key, members] : groups) {
+    for (SmallVector<MatmulOp> &members : groups) {
       // Same block, same rhs element type (the concat needs one type).
+      Block *block = members.front()->getBlock();
+      Type element = cast<RankedTensorType>(members.front().getRhs().getType()).getElementType();
       llvm::erase_if(members, [&](MatmulOp mm) {
-        return mm->getBlock() != members.front()->getBlock() ||
-               cast<RankedTensorType>(mm.getRhs().getType()).getElementType() !=
-                   cast<RankedTensorType>(members.front().getRhs().getType()).getElementType();
+        return mm->getBlock() != block ||
+               cast<RankedTensorType>(mm.getRhs().getType()).getElementType() != element;
       });
       if (members.size() < 2)
         continue;
@@ -107,12 +180,32 @@ struct LoraConcatPass final : kiln::impl::LoraConcatPassBase<LoraConcatPass> {
     Value down = b.create<MatmulOp>(loc, input, catA, false, true);
     auto downType = cast<RankedTensorType>(down.getType());
     int64_t rank = downType.getRank();
+    int64_t total = downType.getShape().back();
     int64_t offset = 0;
     for (MatmulOp mm : members) {
       auto type = cast<RankedTensorType>(mm.getType());
+      int64_t width = type.getShape().back();
+      if (MatmulOp up = upProjection(mm)) {
+        // t_i B_i^T = t [0 | B_i | 0]^T: the up projection reads the whole
+        // product against B_i padded with zero columns, so no kernel copies
+        // the adapter's columns out, and in the backward the products of
+        // the group add into one [tokens, sum r] gradient (beta = 1).
+        b.setInsertionPoint(up);
+        int64_t pads[] = {0, offset, 0, total - offset - width};
+        Value padded = b.create<PadOp>(up.getLoc(), up.getRhs(), b.getDenseI64ArrayAttr(pads),
+                                       b.getF64FloatAttr(0.0));
+        Value product = b.create<MatmulOp>(up.getLoc(), down, padded, false, true);
+        up.getResult().replaceAllUsesWith(product);
+        up.erase();
+        Value lhs = mm.getLhs();
+        mm.erase();
+        eraseDeadCasts(lhs);
+        offset += width;
+        continue;
+      }
       DimList starts(rank, dimConst(context, 0));
       starts[rank - 1] = dimConst(context, offset);
-      offset += type.getShape().back();
+      offset += width;
       SmallVector<int64_t> steps(rank, 1);
       // Each adapter's columns, right where its own projection was.
       b.setInsertionPoint(mm);
@@ -122,8 +215,7 @@ struct LoraConcatPass final : kiln::impl::LoraConcatPassBase<LoraConcatPass> {
       Value lhs = mm.getLhs();
       mm.getResult().replaceAllUsesWith(columns);
       mm.erase();
-      if (lhs != input && lhs.use_empty())
-        lhs.getDefiningOp()->erase();
+      eraseDeadCasts(lhs);
     }
   }
 };

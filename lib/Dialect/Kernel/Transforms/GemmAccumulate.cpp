@@ -84,14 +84,10 @@ bool isFoldedScale(Operation *op) {
   return llvm::all_of(op->getUsers(), [](Operation *user) { return isa<MatmulOp>(user); });
 }
 
-Value gemmOperand(Value operand, double &alpha) {
-  Operation *def = operand.getDefiningOp();
-  if (def && isFoldedScale(def)) {
-    std::pair<Value, double> s = *scaled(def);
-    alpha *= s.second;
-    return s.first;
-  }
-  return operand;
+std::optional<std::pair<Value, double>> foldedScaleOf(Operation *op) {
+  if (!isFoldedScale(op))
+    return std::nullopt;
+  return scaled(op);
 }
 
 namespace {

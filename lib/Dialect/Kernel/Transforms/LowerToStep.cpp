@@ -146,6 +146,21 @@ struct Lowering {
   OpBuilder builder;
   unsigned kernels = 0, launches = 0, gemms = 0;
   llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
+  // Decided on the fused IR before lowering moves kernel bodies away (a
+  // scalar's value is read from its kernel's body).
+  llvm::DenseMap<Operation *, std::pair<Value, double>> scales;
+  llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
+  llvm::SmallPtrSet<Operation *, 8> alphaOnly;
+
+  /// The buffer a GEMM reads for `operand`: through a folded scale, whose
+  /// factor multiplies alpha.
+  Value gemmOperand(Value operand, double &alpha) {
+    auto it = scales.find(operand.getDefiningOp());
+    if (it == scales.end())
+      return lookup(operand);
+    alpha *= it->second.second;
+    return lookup(it->second.first);
+  }
 
   Value lookup(Value v) { return map.lookup(v); }
 
@@ -210,8 +225,8 @@ struct Lowering {
     }
     // Scalar factors of the operands and of the product become alpha.
     double alpha = 1;
-    Value lhs = lookup(gemmOperand(mm.getLhs(), alpha));
-    Value rhs = lookup(gemmOperand(mm.getRhs(), alpha));
+    Value lhs = gemmOperand(mm.getLhs(), alpha);
+    Value rhs = gemmOperand(mm.getRhs(), alpha);
     Value out;
     if (acc) {
       // beta = 1: the product is added to the sum's first term in place.
@@ -340,6 +355,12 @@ struct Lowering {
       return success();
     }
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
+      // Read only as GEMM alphas: no buffer.
+      if (!constant->use_empty() && llvm::all_of(constant->getUsers(), [&](Operation *user) {
+            auto acc = accumulates.find(user);
+            return scales.count(user) || (acc != accumulates.end() && acc->second.scale == user);
+          }))
+        return success();
       map.map(constant.getResult(), builder.create<kernel::ConstantOp>(
                                         loc, bufferOf(constant.getType()), constant.getValue()));
       return success();
@@ -350,12 +371,12 @@ struct Lowering {
       return success();
     }
     // Scales folded into the alpha of every GEMM that reads them.
-    if (isFoldedScale(op))
+    if (scales.count(op) || alphaOnly.contains(op))
       return success();
     // A product added into C is issued at the add.
-    if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op)) {
-      if (op == acc->add)
-        return lowerMatmul(cast<MatmulOp>(acc->matmul), &*acc);
+    if (auto it = accumulates.find(op); it != accumulates.end()) {
+      if (op == it->second.add)
+        return lowerMatmul(cast<MatmulOp>(it->second.matmul), &it->second);
       return success();
     }
     // A GEMM with a bias epilogue is issued where its chain ends: the bias
@@ -368,7 +389,7 @@ struct Lowering {
     if (auto mm = dyn_cast<MatmulOp>(op))
       return lowerMatmul(mm);
     if (auto fusion = dyn_cast<FusionOp>(op))
-      return onlyFeedsAlpha(fusion) ? success() : lowerFusion(fusion);
+      return lowerFusion(fusion);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<Value> values;
       for (Value v : ret.getOperands())
@@ -391,6 +412,14 @@ struct Lowering {
     SmallVector<Operation *> ops;
     for (Operation &op : block)
       ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (std::optional<std::pair<Value, double>> scale = foldedScaleOf(op))
+        scales[op] = *scale;
+      if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op))
+        accumulates[op] = *acc;
+      if (onlyFeedsAlpha(op))
+        alphaOnly.insert(op);
+    }
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();
