@@ -58,6 +58,9 @@ def parse_args(argv=None):
     p.add_argument("--export-onnx", metavar="DIR",
                    help="export DIR/<config>/model.onnx (+ external weights), "
                         "weights.safetensors and tokens.bin, then exit")
+    p.add_argument("--quant", choices=["nf4"],
+                   help="QLoRA rows: the PyTorch models' frozen linear weights as NF4 "
+                        "(bench/nf4.py; give Kiln a --quant nf4 artifact)")
     p.add_argument("--kiln-artifact", metavar="STEP.kiln",
                    help="run Kiln's column with kiln-run train on this artifact")
     p.add_argument("--kiln-run", default="build-rt/tools/kiln-run/kiln-run")
@@ -88,6 +91,11 @@ def run_pytorch(cfg, mode, args, device):
 
     torch.manual_seed(args.seed)
     model = build(cfg, device, seed=args.seed)
+    if args.quant == "nf4":
+        from nf4 import quantize_model
+        quantize_model(model)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the bf16 weights are gone
     opt_kwargs = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.AdamW(model.adapter_parameters(), lr=args.lr, **opt_kwargs)
     batches = []
@@ -427,7 +435,7 @@ def main(argv=None):
                         torch.cuda.empty_cache()
                     params_dir = params_dir or write_jax_params(cfg, args)
                     result = run_jax(cfg, mode, args, device, params_dir)
-                label = LABELS[mode]
+                label = LABELS[mode] + (", NF4" if args.quant else "")
                 versions["pytorch" if mode in TORCH_MODES else "jax"].update(
                     result.get("versions", {}))
                 rows.append(format_row(cfg, label, result))
@@ -437,8 +445,9 @@ def main(argv=None):
             if params_dir:
                 shutil.rmtree(params_dir)
         result = run_kiln(cfg, args)
-        rows.append(format_row(cfg, "kiln", result))
-        records.append({"config": name, "system": "kiln", **result})
+        kiln_label = "kiln" + (", NF4" if args.quant else "")
+        rows.append(format_row(cfg, kiln_label, result))
+        records.append({"config": name, "system": kiln_label, **result})
     print_table(rows)
     for side, v in versions.items():
         if v:

@@ -19,7 +19,7 @@ static)
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
           "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
-          "attention.py"):
+          "attention.py", "nf4.py", "test_nf4.py"):
     ast.parse(open(f).read(), f)
 PY
   python3 -m unittest -q test_configs test_loss_curve
@@ -35,6 +35,9 @@ dry-run)
     exit 77
   fi
   python3 bench.py --dry-run
+  # The QLoRA rows: NF4 frozen weights (bench/nf4.py) on the tiny config.
+  python3 bench.py --dry-run --quant nf4 --modes eager
+  python3 -m unittest -q test_nf4
   python3 -m unittest -v test_model_jax
   # The PyTorch side of the loss curve on the tiny config: base weights and
   # PEFT-named initial adapters written here stand in for the export's and

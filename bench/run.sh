@@ -10,7 +10,8 @@
 #   bench/run.sh --export        write bench/out/<config>/{model.onnx + data,
 #                                weights.safetensors, tokens.bin, meta.json}
 #
-# BENCH_CONFIGS="small" (or "1b") runs one config's table only.
+# BENCH_CONFIGS="small" (or "1b") runs one config's table only; each config
+# also gets a QLoRA table (NF4 frozen weights; BENCH_QLORA=0 skips it).
 #
 # Kiln's column needs an artifact per config compiled on the compiler machine
 # (kiln compile needs MLIR, which the GPU machine lacks): set
@@ -46,4 +47,17 @@ for config in ${BENCH_CONFIGS:-small 1b}; do
     [ -f "$seconds" ] && kiln+=(--kiln-compile-seconds "$(cat "$seconds")")
   fi
   python3 bench/bench.py --config "$config" --json "$out/$config.json" "${kiln[@]}" "$@"
+  # The QLoRA table (BENCH_QLORA=0 skips it): PyTorch's rows with NF4 frozen
+  # weights (bench/nf4.py), Kiln's from DIR/<config>q/step.kiln (--quant nf4).
+  if [ "${BENCH_QLORA:-1}" = 1 ]; then
+    qkiln=(--kiln-run "$kiln_run")
+    qartifact=${KILN_ARTIFACTS:-/nonexistent}/${config}q/step.kiln
+    if [ -f "$qartifact" ]; then
+      qkiln+=(--kiln-artifact "$qartifact")
+      [ -f "$out/$config/weights.safetensors" ] && qkiln+=(--kiln-weights "$out/$config/weights.safetensors")
+      [ -f "$out/$config/tokens.bin" ] && qkiln+=(--kiln-data "$out/$config/tokens.bin")
+    fi
+    python3 bench/bench.py --config "$config" --quant nf4 --modes eager,compile \
+      --json "$out/${config}q.json" "${qkiln[@]}" "$@"
+  fi
 done

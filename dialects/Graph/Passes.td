@@ -311,6 +311,64 @@ def GradAccumPass : Pass<"kiln-grad-accum", "::mlir::func::FuncOp"> {
   ];
 }
 
+def LoopProgramsPass : Pass<"kiln-loop-programs", "::mlir::ModuleOp"> {
+  let summary = "Accumulate, apply and eval programs for the run-time loop";
+  let description = [{
+    Runs after `kiln-autodiff`, before `kiln-train-step`, on `@main` in its
+    `(loss, gradients)` form. Adds three functions, so that the runtime
+    chooses the number of micro-batches per optimizer step and evaluates
+    held-out data without recompiling:
+
+    - `@main__accum` (`kiln.loop_program = "accum"`): the forward and
+      backward pass of one micro-batch. Trainable parameters are `kiln.param`
+      arguments (read, never written); the accumulators are arguments and
+      results tagged `kiln.accum`: `grad/<param>` (fp32), `loss` and
+      `tokens` (fp32 scalars). With `n` the micro-batch's counted tokens
+      (labels other than `ignore_index` of the mean-reduced
+      `kiln.cross_entropy` that is the loss; 1 when the loss is anything
+      else), it adds `n * grad` to each gradient accumulator, `n * loss` to
+      `loss` (0 when `n` is 0) and `n` to `tokens`; it also returns the
+      micro-batch's loss and `n` (`kiln.name = "loss"`, `"tokens"`).
+    - `@main__apply` (`kiln.loop_program = "apply"`): the accumulated mean
+      over all counted tokens of the optimizer step (`grad/<p> / tokens`,
+      `loss / tokens`, what HF Trainer gets by dividing summed token losses
+      by `num_items_in_batch`), as `(loss, gradients)` for
+      `kiln-train-step`, plus zeros for every accumulator (`kiln.accum`
+      results: the program clears them).
+    - `@main__eval` (`kiln.loop_program = "eval"`): the forward pass alone,
+      `(inputs, params) -> (loss, tokens)`, dropout removed, no gradients,
+      no optimizer.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<?x8xf32, #kiln.dims<[b]>>, %y: tensor<?xi64, #kiln.dims<[b]>>)
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<8x4xf32> {kiln.grad_of = "w"}) {
+      %w = kiln.parameter "w" trainable : tensor<8x4xf32>
+      ...
+      %loss = kiln.cross_entropy %logits, %y : ...
+    ```
+    After (`@main` unchanged):
+    ```mlir
+    func.func @main__accum(%x: ..., %y: ...,
+        %gw: tensor<8x4xf32> {kiln.accum = "grad/w"}, %l: tensor<f32> {kiln.accum = "loss"},
+        %n: tensor<f32> {kiln.accum = "tokens"}, %w: tensor<8x4xf32> {kiln.param = "w"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<f32> {kiln.name = "tokens"},
+            tensor<8x4xf32> {kiln.accum = "grad/w"}, tensor<f32> {kiln.accum = "loss"},
+            tensor<f32> {kiln.accum = "tokens"})
+        attributes {kiln.loop_program = "accum"}
+    func.func @main__apply(%gw: tensor<8x4xf32> {kiln.accum = "grad/w"},
+        %l: tensor<f32> {kiln.accum = "loss"}, %n: tensor<f32> {kiln.accum = "tokens"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<8x4xf32> {kiln.grad_of = "w"},
+            tensor<8x4xf32> {kiln.accum = "grad/w"}, tensor<f32> {kiln.accum = "loss"},
+            tensor<f32> {kiln.accum = "tokens"})
+        attributes {kiln.loop_program = "apply"}
+    func.func @main__eval(%x: ..., %y: ..., %w: tensor<8x4xf32> {kiln.param = "w"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<f32> {kiln.name = "tokens"})
+        attributes {kiln.loop_program = "eval"}
+    ```
+  }];
+}
+
 def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
   let summary = "Turn (loss, gradients) into one optimizer step";
   let description = [{
@@ -369,7 +427,10 @@ def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
     Option<"dampening", "dampening", "double", /*default=*/"0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
-           "clip the global gradient norm to this (0: off)">
+           "clip the global gradient norm to this (0: off)">,
+    Option<"gradNorm", "grad-norm", "bool", /*default=*/"false",
+           "also return the global L2 norm of the gradients (before clipping) "
+           "as a result named grad_norm">
   ];
 }
 

@@ -147,6 +147,8 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
     archs.push(Json::string(target));
   meta.set("targets", std::move(archs));
   meta.set("symbols", std::move(names));
+  if (std::optional<int64_t> vocab = stepVocabularySize(step))
+    meta.set("vocab_size", Json::integer(*vocab));
   if (auto module = step->getParentOfType<ModuleOp>())
     if (auto lora = module->getAttrOfType<DictionaryAttr>("kiln.lora")) {
       Json settings = Json::object();

@@ -92,7 +92,9 @@ FailureOr<std::string> literalHex(Operation *op, ElementsAttr value) {
 }
 
 /// The role of a function argument or result from its kiln.* attributes.
-Json role(DictionaryAttr attrs) {
+/// Results of the loop programs (kiln-loop-programs) may also be the
+/// gradient norm or the counted tokens.
+Json role(DictionaryAttr attrs, bool result) {
   Json r = Json::object();
   auto str = [&](StringRef key) {
     return attrs ? attrs.getAs<StringAttr>(key) : StringAttr();
@@ -103,6 +105,9 @@ Json role(DictionaryAttr attrs) {
   } else if (auto state = str("kiln.state")) {
     r.set("role", Json::string("state"));
     r.set("name", Json::string(state.str()));
+  } else if (auto accum = str("kiln.accum")) {
+    r.set("role", Json::string("accum"));
+    r.set("name", Json::string(accum.str()));
   } else if (attrs && attrs.get("kiln.lr")) {
     r.set("role", Json::string("lr"));
   } else if (attrs && attrs.get("kiln.step")) {
@@ -110,7 +115,9 @@ Json role(DictionaryAttr attrs) {
   } else if (attrs && attrs.get("kiln.rng_seed")) {
     r.set("role", Json::string("rng_seed"));
   } else if (auto name = str("kiln.name")) {
-    r.set("role", Json::string(name.getValue() == "loss" ? "loss" : "input"));
+    StringRef value = name.getValue();
+    bool named = result && (value == "grad_norm" || value == "tokens");
+    r.set("role", Json::string(value == "loss" ? "loss" : named ? value.str() : "input"));
     r.set("name", Json::string(name.str()));
   } else {
     r.set("role", Json::string("other"));
@@ -197,7 +204,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
     FailureOr<int64_t> id = define(arg);
     if (failed(id))
       return failure();
-    Json entry = role(func.getArgAttrDict(arg.getArgNumber()));
+    Json entry = role(func.getArgAttrDict(arg.getArgNumber()), /*result=*/false);
     entry.set("buffer", Json::integer(*id));
     args.push(std::move(entry));
   }
@@ -307,7 +314,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
       }
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        Json r = role(func.getResultAttrDict(i));
+        Json r = role(func.getResultAttrDict(i), /*result=*/true);
         r.set("buffer", use(v));
         results.push(std::move(r));
       }

@@ -210,6 +210,15 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   if (until == "step" &&
       failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
     return failure();
+  if (options.loopPrograms && until != "step") {
+    error = "--loop-programs needs the optimizer step (--emit=step-mlir or artifact)";
+    return failure();
+  }
+  if (options.loopPrograms && options.gradAccum != 1) {
+    error = "--loop-programs accumulates micro-batches at run time (kiln-run train "
+            "--grad-accum); drop --grad-accum=" + std::to_string(options.gradAccum);
+    return failure();
+  }
   if (options.rematBudget != "none" && until == "forward") {
     error = "--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)";
     return failure();

@@ -74,6 +74,10 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     accumulate.microBatches = options.gradAccum;
     pm.addNestedPass<func::FuncOp>(createGradAccumPass(accumulate));
   }
+  if (options.loopPrograms && succeeded(optimizer)) {
+    pm.addPass(createLoopProgramsPass());
+    optimizer->gradNorm = true;
+  }
   if (succeeded(optimizer))
     pm.addNestedPass<func::FuncOp>(createTrainStepPass(*optimizer));
   if (backward) {

@@ -108,8 +108,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   // Arguments: named tensors for params/state, owned buffers for the rest.
   for (const ProgramBinding &arg : p.args) {
     int id = arg.buffer;
-    if (arg.role == "param" || arg.role == "state") {
-      auto it = store.find(arg.name);
+    if (arg.role == "param" || arg.role == "state" || arg.role == "accum") {
+      auto it = store.find(persistentKey(arg));
       if (it == store.end())
         return Error{origin + ": no tensor for " + arg.role + " '" + arg.name + "'"};
       if (it->second.dtype != p.buffers[id].dtype ||
@@ -337,9 +337,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   }
   // New parameters and state replace the old ones at the end of the step.
   for (const ProgramBinding &result : p.results) {
-    if (result.role != "param" && result.role != "state")
+    if (result.role != "param" && result.role != "state" && result.role != "accum")
       continue;
-    auto it = store.find(result.name);
+    auto it = store.find(persistentKey(result));
     if (it == store.end())
       continue; // The init program's results: the executor adopts them.
     CUdeviceptr target = it->second.memory.get();

@@ -38,6 +38,13 @@ struct SharedMemory {
   const CudnnAttention *cudnn = nullptr;
 };
 
+/// The persistent tensor a param, state or accum binding names in the
+/// executor's store: accumulators (kiln-loop-programs) live under
+/// "accum/<name>", apart from parameter names.
+inline std::string persistentKey(const ProgramBinding &binding) {
+  return binding.role == "accum" ? "accum/" + binding.name : binding.name;
+}
+
 class ProgramRunner {
 public:
   ~ProgramRunner();

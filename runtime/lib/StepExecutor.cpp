@@ -154,6 +154,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     }
   }
 
+  if (x->hasLoopPrograms())
+    if (Status s = x->makeAccumulators(firstSizes); !s)
+      return s.takeError();
+
   // The init program, once: its results become named tensors.
   if (init)
     if (Status s = x->runInitProgram(*init, *program, firstSizes, loadNamed); !s)
@@ -167,6 +171,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     if (!plan)
       return plan.takeError();
     arenaBytes = std::max(arenaBytes, plan->size);
+    Expected<size_t> loop = x->loopArenaBytes(sizes);
+    if (!loop)
+      return loop.takeError();
+    arenaBytes = std::max(arenaBytes, *loop);
   }
   Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, arenaBytes);
   if (!arena)
@@ -260,6 +268,9 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   shape.key = key;
   shape.sizes = sizes;
   shape.runner = std::move(*runner);
+  if (hasLoopPrograms())
+    if (Status s = prepareLoopPrograms(shape, loadWeight); !s)
+      return s.takeError();
   return &shape;
 }
 
@@ -301,17 +312,27 @@ Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string
 }
 
 Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype, size_t count) {
-  for (const ProgramBinding &arg : current->runner->getProgram().args)
-    if (arg.role == "input" && arg.name == name) {
-      Expected<std::string> bytes =
-          convertElements(data, dtype, current->runner->getProgram().buffers[arg.buffer].dtype, count);
-      if (!bytes)
-        return Error{"input '" + name + "': " + bytes.getError()};
-      if (Status s = current->runner->upload(arg.buffer, *bytes, device->getStream()); !s)
-        return Error{"input '" + name + "': " + s.getError()};
-      return device->synchronize();
-    }
-  return Error{"the step has no data input '" + name + "'"};
+  // The loop programs of the shape read the same inputs (each its own
+  // buffers): the step, accum or eval program may run next.
+  bool found = false;
+  for (ProgramRunner *runner : {current->runner.get(), current->accum.get(), current->eval.get()}) {
+    if (!runner)
+      continue;
+    for (const ProgramBinding &arg : runner->getProgram().args)
+      if (arg.role == "input" && arg.name == name) {
+        Expected<std::string> bytes =
+            convertElements(data, dtype, runner->getProgram().buffers[arg.buffer].dtype, count);
+        if (!bytes)
+          return Error{"input '" + name + "': " + bytes.getError()};
+        if (Status s = runner->upload(arg.buffer, *bytes, device->getStream()); !s)
+          return Error{"input '" + name + "': " + s.getError()};
+        found = true;
+        break;
+      }
+  }
+  if (!found)
+    return Error{"the step has no data input '" + name + "'"};
+  return device->synchronize();
 }
 
 Status StepExecutor::loadCheckpoint(const SafetensorsFile &checkpoint) {
@@ -383,6 +404,20 @@ Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
   }
   if (!ran)
     return ran.takeError();
+  lastGradNorm.reset();
+  for (const ProgramBinding &result : p.results)
+    if (result.role == "grad_norm") {
+      Expected<std::string> bytes = step->downloadBuffer(result.buffer);
+      if (!bytes)
+        return bytes.takeError();
+      Expected<std::string> value =
+          convertElements(bytes->data(), p.buffers[result.buffer].dtype, DType::F64, 1);
+      if (!value)
+        return value.takeError();
+      double norm;
+      std::memcpy(&norm, value->data(), 8);
+      lastGradNorm = norm;
+    }
   for (const ProgramBinding &result : p.results)
     if (result.role == "loss") {
       Expected<std::string> bytes = step->downloadBuffer(result.buffer);

@@ -5,6 +5,7 @@
 # checks the exit code and the exact error line (stderr must be one line).
 set -uo pipefail
 case_name=$1 kiln_run=$2 test_files=$3
+kiln_dataset="$(cd "$(dirname "$0")/../.." && pwd)/scripts/kiln_dataset.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -179,7 +180,18 @@ train-usage)
   # --seed seeds more than the data order.
   tr '\n' ' ' <out.txt | grep -q -- '--seed S  *seed of the data order, of the init program  *(LoRA.s A matrices) and of dropout (default 0);' ||
     fail "--seed help"
-  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  # Every missing or conflicting flag at once, in one line.
+  expect 2 "kiln-run: error: 4 problems with the flags: missing --data; missing --batch; missing --seq; no weights: pass --weights FILE or --init random:SEED (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: 6 problems with the flags: --steps needs an integer >= 0, got '-1'; --lr needs a positive number, got 'fast'; --init and --weights exclude each other; --lr-schedule must be constant, linear or cosine, got 'step'; --eval-every needs --eval-data (the held-out data); --save-every needs --save (the checkpoint name the periodic ones are named after) (see 'kiln-run train --help')" train --steps -1 --lr fast --init random:1 --weights w.safetensors --lr-schedule step --eval-every 5 --save-every 10
+  expect 2 "kiln-run: error: --keep-last needs --save-every (it rotates the periodic checkpoints)" train --init random:1 --keep-last 2
+  expect 2 "kiln-run: error: --min-lr-ratio needs --lr-schedule linear or cosine (a constant schedule does not decay)" train --init random:1 --min-lr-ratio 0.1
+  expect 2 "kiln-run: error: --min-lr-ratio needs a number from 0 to 1, got '2'" train --init random:1 --lr-schedule cosine --min-lr-ratio 2
+  expect 2 "kiln-run: error: --grad-accum needs an integer >= 1, got '0'" train --init random:1 --grad-accum 0
+  expect 2 "kiln-run: error: --profile times the fused step; it does not run with --grad-accum 4" train --init random:1 --grad-accum 4 --profile p.tsv
+  expect 2 "kiln-run: error: --eval-data needs --eval-every (how many steps apart to evaluate)" train --init random:1 --eval-data t.bin
+  expect 2 "kiln-run: error: --grad-accum and --eval-data need the loop programs, which a.kiln lacks (compile with kiln compile --emit=artifact --loop-programs)" train --init random:1 --grad-accum 2 --eval-data t.bin --eval-every 2
+  expect 2 "kiln-run: error: --log-file no/dir/log.jsonl: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --log-file no/dir/log.jsonl
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" train
@@ -266,6 +278,55 @@ train-data)
   expect 1 "kiln-run: error: big.bin: token 3853 at position 692 is outside the vocabulary (1000 ids)" train --weights w.safetensors --data big.bin
   head -c 1001 t.bin >odd.bin
   expect 1 "kiln-run: error: odd.bin: 1001 bytes is not a whole number of uint16 tokens (truncated, or the wrong --token-dtype?)" train --weights w.safetensors --data odd.bin
+  ;;
+train-dataset)
+  # Fine-tuning datasets (docs/data.md) are validated before any device
+  # work; the artifact has no step program, so a valid run stops at exit 5.
+  fixtures
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5], "labels": [-100, -100, 3, 4, 5]}' \
+    '{"input_ids": [6, 7, 8]}' >d.jsonl
+  python3 "$kiln_dataset" d.jsonl -o d.kdocs >/dev/null || fail "converter"
+  train --weights w.safetensors --data d.kdocs >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  grep -q '^data d.kdocs: 2 documents, 8 tokens (6 with loss), 2 padded rows per micro-batch, seq 16, shuffled (seed 0)$' out.txt ||
+    fail "dataset summary"
+  # A token id past the artifact's vocabulary (1000), with its place.
+  printf '%s\n' '{"input_ids": [1, 2, 3]}' '{"input_ids": [4, 2000, 5]}' >big.jsonl
+  python3 "$kiln_dataset" big.jsonl -o big.kdocs >/dev/null || fail "converter"
+  expect 1 "kiln-run: error: big.kdocs: document 1 position 1: token 2000 is outside the vocabulary (1000 ids)" train --weights w.safetensors --data big.kdocs
+  # Truncated, a wrong dtype code, a raw token flag on a dataset.
+  head -c -3 d.kdocs >cut.kdocs
+  expect 1 "kiln-run: error: cut.kdocs: 118 bytes, but 2 documents of 8 uint16 tokens need 121 (truncated)" train --weights w.safetensors --data cut.kdocs
+  cp d.kdocs dtype.kdocs && printf '\x07' | dd of=dtype.kdocs bs=1 seek=12 conv=notrunc status=none
+  expect 1 "kiln-run: error: dtype.kdocs: token dtype code 7 is neither uint16 (1) nor uint32 (2)" train --weights w.safetensors --data dtype.kdocs
+  expect 2 "kiln-run: error: d.kdocs: the dataset holds uint16 tokens; --token-dtype uint32 does not apply (drop it)" train --weights w.safetensors --data d.kdocs --token-dtype uint32
+  # Batching flags: checked, and only for datasets.
+  expect 2 "kiln-run: error: --batching must be pad or pack, got 'tight'" train --weights w.safetensors --data d.kdocs --batching tight
+  expect 2 "kiln-run: error: --batching is for a fine-tuning dataset; t.bin is raw token ids (scripts/kiln_dataset.py writes one)" train --weights w.safetensors --batching pack
+  expect 1 "kiln-run: error: --batching pack fills rows of one length: give one --seq" train --weights w.safetensors --data d.kdocs --batching pack --seq 8,16
+  expect 1 "kiln-run: error: --batching pack: the step has no position_ids input, so packed documents would attend to each other (export with scripts/export_hf.py --position-ids)" train --weights w.safetensors --data d.kdocs --batching pack
+  ;;
+data-stats)
+  # Documents of 6, 5 and 4 tokens (5, 4 and 3 positions) at seq 8: padding
+  # fills 12 of 24 slots, packing 12 of 16 (5 | 4+3).
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5, 6], "labels": [-100, -100, 3, 4, 5, 6]}' \
+    '{"input_ids": [7, 8, 9, 10, 11], "labels": [-100, -100, -100, 10, 11]}' \
+    '{"input_ids": [12, 13, 14, 15]}' >s.jsonl
+  python3 "$kiln_dataset" s.jsonl -o s.kdocs >/dev/null || fail "converter"
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 8
+  grep -q '^data s.kdocs: 3 documents, 15 tokens (10 with loss, 66.7%), uint16, largest id 15$' out.txt || fail "counts"
+  grep -q '^padding: 3 rows (of 8) in 3 micro-batches, 12 of 24 slots hold tokens, waste 50.0%$' out.txt || fail "padding"
+  grep -q '^packing: 2 rows (of 8, 3 documents) in 2 micro-batches, 12 of 16 slots hold tokens, waste 25.0%$' out.txt || fail "packing"
+  # Buckets: rows of 8, 4 and 4.
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 4,8
+  grep -q '^padding: 3 rows (each micro-batch at the smallest bucket of 4,8 holding its longest) in 3 micro-batches, 12 of 16 slots hold tokens, waste 25.0%$' out.txt || fail "buckets"
+  # Truncation at seq 4: the first document loses a position.
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 4
+  grep -q '^at seq 4, batch 1, labels shifted: 11 positions from 3 documents (1 truncated, 1 positions cut)$' out.txt || fail "truncation"
+  expect 1 "kiln-run: error: s.kdocs: document 2 position 0: token 12 is outside the vocabulary (12 ids)" "$kiln_run" data-stats s.kdocs --seq 8 --vocab-size 12
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run data-stats --help')" "$kiln_run" data-stats s.kdocs
+  expect 1 "kiln-run: error: s.jsonl: not a Kiln dataset (no KILNDOCS magic; scripts/kiln_dataset.py writes one)" "$kiln_run" data-stats s.jsonl --seq 8
   ;;
 train-not-built)
   fixtures

@@ -106,6 +106,14 @@ cl::opt<double> clipGradNorm("clip-grad-norm",
                                       "is at most this (0: off)"),
                              cl::init(0.0), cl::sub(compileCommand()),
                              cl::cat(category()));
+cl::opt<bool> loopPrograms(
+    "loop-programs",
+    cl::desc("Also compile the run-time loop's programs: accumulate a "
+             "micro-batch's gradients, apply the optimizer to their "
+             "token-weighted mean, and a forward-only eval (kiln-run train "
+             "--grad-accum, --eval-data); the step and apply return the "
+             "gradient norm"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the result here (default: stdout)"),
                             cl::value_desc("file"), cl::init("-"),
                             cl::sub(compileCommand()), cl::cat(category()));
@@ -343,6 +351,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.gradAccum = gradAccum.getValue();
   options.optimizer = optimizerSpec.getValue();
   options.clipGradNorm = clipGradNorm.getValue();
+  options.loopPrograms = loopPrograms.getValue();
   options.dynamic = dynamicSymbols.getValue();
   options.buckets = llvm::join(bucketSpecs, ";");
   options.fuseOnly = emit == Emit::FusedMlir;

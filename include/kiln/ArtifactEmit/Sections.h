@@ -22,6 +22,7 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,9 +42,14 @@ mlir::FailureOr<std::string> emitGuardsSection(mlir::func::FuncOp func);
 mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
                                                mlir::func::FuncOp step);
 
+/// The token vocabulary \p step reads (meta "vocab_size"): the rows of the
+/// embedding table a data input indexes, else the class dimension of the
+/// cross entropy over labels from a data input; none without either.
+std::optional<int64_t> stepVocabularySize(mlir::func::FuncOp step);
+
 /// The "meta" section: format, creator, targets (the kernel architectures;
 /// none until codegen), the size symbols of \p step's inputs, the source
-/// model.
+/// model, the vocabulary (vocab_size) when stepVocabularySize finds one.
 std::string emitMetaSection(mlir::func::FuncOp step,
                             llvm::StringRef sourceModel,
                             const std::vector<std::string> &targets = {});

@@ -44,11 +44,13 @@ bool isHelp(int argc, char **argv);
 /// The flags each command accepts (kiln-run --list-options prints them).
 extern const std::vector<std::string> kNoFlags;
 extern const std::vector<std::string> kTrainFlags;
+extern const std::vector<std::string> kDataStatsFlags;
 
 int runDevices(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCkptInfo(int argc, char **argv);
 int runTrain(int argc, char **argv);
+int runDataStats(int argc, char **argv);
 
 } // namespace kiln::run
 

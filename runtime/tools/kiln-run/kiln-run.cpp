@@ -33,6 +33,8 @@ constexpr const char *kUsage =
     "  train       Train a compiled step: STEP.kiln --data TOKENS.bin --steps "
     "N\n"
     "              (see 'kiln-run train --help')\n"
+    "  data-stats  Check a fine-tuning dataset and report its padding waste:\n"
+    "              DATA.kdocs --seq S (see 'kiln-run data-stats --help')\n"
     "\n"
     "OPTIONS:\n"
     "  -h, --help  Show this help ('kiln-run COMMAND --help': the command's)\n"
@@ -146,7 +148,8 @@ int main(int argc, char **argv) {
   } commands[] = {{"devices", runDevices, kNoFlags},
                   {"inspect", runInspect, kNoFlags},
                   {"ckpt-info", runCkptInfo, kNoFlags},
-                  {"train", runTrain, kTrainFlags}};
+                  {"train", runTrain, kTrainFlags},
+                  {"data-stats", runDataStats, kDataStatsFlags}};
   if (!std::strcmp(command, "--list-options")) {
     // Hidden: every command and the flags it accepts, for the test that
     // each --help lists them.

@@ -66,7 +66,7 @@ struct LaunchShape {
 LaunchShape launchShape(FusionKind kind, mlir::Block &body);
 
 /// Whether an attention / attention_grad op runs as the tiled tensor-core
-/// kernel (lib/Codegen/FlashAttention.cpp): q, k, v (and the gradient) of
+/// kernel (lib/Codegen/cuda/FlashAttention.cuh): q, k, v (and the gradient) of
 /// one bf16/f16 type and a static head dim, equal for q/k and v, that is a
 /// multiple of 16 and at most 128. Blocks of 128 threads own 64 query rows.
 bool isFlashAttention(mlir::Operation *op);

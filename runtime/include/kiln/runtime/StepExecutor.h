@@ -138,6 +138,26 @@ public:
   Expected<double> runStep(int64_t step, double lr);
   /// runStep without the CUDA Graph, timing every op (\p times gets them).
   Expected<double> runProfiledStep(int64_t step, double lr, std::vector<ActionTime> &times);
+  /// What a program returned besides parameters and state.
+  struct ProgramOutputs {
+    double loss = 0;
+    std::optional<double> gradNorm; ///< the step and apply (--loop-programs)
+    std::optional<double> tokens;   ///< accum and eval: counted label tokens
+  };
+  /// Whether the artifact has the run-time loop's programs (kiln compile
+  /// --loop-programs): accum, apply, eval.
+  bool hasLoopPrograms() const;
+  /// Adds the current inputs' gradients, weighted by their counted tokens,
+  /// to the accumulators (the current shape's accum program). \p draw
+  /// numbers its seeds as runStep's step number does.
+  Expected<ProgramOutputs> runAccumulate(int64_t draw);
+  /// The optimizer step \p step on the accumulated token-weighted mean,
+  /// which also clears the accumulators; loss and gradient norm of it.
+  Expected<ProgramOutputs> runApply(int64_t step, double lr);
+  /// The forward-only loss of the current inputs (the eval program).
+  Expected<ProgramOutputs> runEval();
+  /// The gradient norm the last runStep computed, when the step returns one.
+  std::optional<double> getLastGradNorm() const { return lastGradNorm; }
   /// The compiled learning rate, if the step records one.
   std::optional<double> getDefaultLr() const;
   /// Host copies of the trainable parameters and optimizer state.
@@ -168,6 +188,8 @@ private:
     std::string key;     ///< "batch=4,seq=512"
     artifact::SymbolBindings sizes;
     std::unique_ptr<ProgramRunner> runner;
+    /// The loop programs at this shape (null without them).
+    std::unique_ptr<ProgramRunner> accum, eval;
   };
   StepExecutor() = default;
   Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times);
@@ -207,6 +229,17 @@ private:
   std::string cudnnNote; ///< why cuDNN was not loaded, if it was not
   Options options;
   std::optional<double> defaultLr;
+  std::optional<double> lastGradNorm;
+  /// The apply program (no size symbols: one runner for every shape).
+  std::unique_ptr<ProgramRunner> apply;
+  /// Resolves the loop programs of \p shape (LoopPrograms.cpp).
+  Status prepareLoopPrograms(Shape &shape, const WeightLoader &loadWeight);
+  /// Zeroed accumulators, named as the accum program's arguments.
+  Status makeAccumulators(const artifact::SymbolBindings &sizes);
+  /// The largest arena the loop programs need at \p sizes.
+  Expected<size_t> loopArenaBytes(const artifact::SymbolBindings &sizes) const;
+  Expected<ProgramOutputs> runLoopProgram(ProgramRunner &runner, const std::string &graphKey,
+                                          int64_t stepNumber, int64_t draw, double lr);
 };
 
 } // namespace kiln::runtime
