@@ -536,6 +536,47 @@ def LoraPass : Pass<"kiln-lora", "::mlir::ModuleOp"> {
   ];
 }
 
+def LoraConcatPass : Pass<"kiln-lora-concat", "::mlir::func::FuncOp"> {
+  let summary = "One down-projection GEMM for the LoRA adapters that share an input";
+  let description = [{
+    Runs after `kiln-lora` (and precision, NF4), before autodiff. The
+    adapters of linear layers that read the same input (q/k/v; gate/up)
+    project it down with GEMMs of n = r each, which run far below the GPU's
+    rate. Their `lora_A` matrices (each seen through its casts) are
+    concatenated along the rank into one `[sum r, in]` operand and one GEMM
+    computes every adapter's down projection `t`. An up projection
+    `t_i B_i^T` that is the only use of its down projection reads the whole
+    `t` against `B_i` padded with zero columns (`t [0 | B_i | 0]^T`, the
+    same sum): no kernel copies columns out, and after autodiff the group's
+    dT products add into one `[tokens, sum r]` gradient, dA is one GEMM and
+    the group's share of dX another. Any other down projection reads its
+    columns through a slice. The parameters, their names and their
+    optimizer state stay separate. Inputs seen through a cast count as one
+    input; adapters with dropout read their own masked input and stay apart.
+
+    Before:
+    ```mlir
+    %aq = kiln.cast %pq : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %tq = kiln.matmul %x, %aq {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<16x64xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %uq = kiln.matmul %tq, %bq {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<64x16xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+    %ak = kiln.cast %pk : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %tk = kiln.matmul %x, %ak {transpose_b} : (...) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %uk = kiln.matmul %tk, %bk {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<32x16xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %aq = kiln.cast %pq : ...
+    %ak = kiln.cast %pk : ...
+    %a = kiln.concat %aq, %ak {axis = 0 : i64} : (...) -> tensor<32x64xbf16>
+    %t = kiln.matmul %x, %a {transpose_b} : (...) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %bq2 = kiln.pad %bq {pads = array<i64: 0, 0, 0, 16>} : (tensor<64x16xbf16>) -> tensor<64x32xbf16>
+    %uq = kiln.matmul %t, %bq2 {transpose_b} : (...) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+    %bk2 = kiln.pad %bk {pads = array<i64: 0, 16, 0, 0>} : (tensor<32x16xbf16>) -> tensor<32x32xbf16>
+    %uk = kiln.matmul %t, %bk2 {transpose_b} : (...) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    ```
+  }];
+}
+
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   let summary = "Store frozen linear-layer weights as NF4 with explicit dequantization";
   let description = [{

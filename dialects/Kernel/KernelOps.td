@@ -242,7 +242,10 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
     of `batch` matrices at element strides `stride_a/b/c` (0 broadcasts one
     matrix to every batch). `trans_a` means A is stored k x m. The runtime
     maps this onto column-major cuBLASLt by computing C^T = op(B)^T op(A)^T.
-    Accumulation is fp32 for every element type (`compute`).
+    Accumulation is fp32 for every element type (`compute`). `alpha`
+    (default 1) scales the product; `accumulate` adds it to what C holds
+    (cuBLASLt's beta = 1, C read and written in place), so a sum of
+    products needs no add kernel and no buffer per product.
 
     ```mlir
     kiln_kernel.gemm ins(%x, %w : ...) outs(%y : ...) m = #kiln.expr<batch*seq>
@@ -255,7 +258,8 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
                        UnitAttr:$trans_a, UnitAttr:$trans_b,
                        Kernel_SymExpr:$m, Kernel_SymExpr:$n, Kernel_SymExpr:$k,
                        Kernel_SymExpr:$batch, Kernel_Dims:$strides,
-                       Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute);
+                       Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute,
+                       OptionalAttr<F64Attr>:$alpha, UnitAttr:$accumulate);
   let assemblyFormat = [{
     $a `,` $b (`bias` $bias^)? `->` $c `m` `=` qualified($m) `n` `=` qualified($n)
     `k` `=` qualified($k) `batch` `=` qualified($batch) `strides` `=` qualified($strides)

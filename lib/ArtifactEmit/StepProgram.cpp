@@ -213,6 +213,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
+  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta)
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -302,6 +303,15 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("strides", std::move(strides));
       entry.set("epilogue", Json::string(kernel::stringifyEpilogue(gemm.getEpilogue()).str()));
       entry.set("compute", Json::string(dtypeName(gemm.getCompute())));
+      // Version 2: a runtime that ignored these would compute other values.
+      if (std::optional<APFloat> alpha = gemm.getAlpha()) {
+        entry.set("alpha", Json::number(alpha->convertToDouble()));
+        version = 2;
+      }
+      if (gemm.getAccumulate()) {
+        entry.set("beta", Json::number(1));
+        version = 2;
+      }
     } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
       // docs/artifact.md, "The fused LM head"; -1: absent.
       auto optional = [&](Value v) { return v ? use(v) : Json::integer(-1); };
@@ -339,7 +349,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
 
   Json program = Json::object();
   program.set("format", Json::string("kiln-step-program"));
-  program.set("version", Json::integer(1));
+  program.set("version", Json::integer(version));
   program.set("function", Json::string(func.getSymName().str()));
   if (auto lr = func->getAttrOfType<FloatAttr>("kiln.default_lr"))
     program.set("default_lr", Json::number(lr.getValueAsDouble()));

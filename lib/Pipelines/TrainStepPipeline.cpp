@@ -63,6 +63,10 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     nf4.doubleQuant = options.doubleQuant;
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
+  // Before autodiff, so that the backward of the shared down projection is
+  // one GEMM per group too.
+  if (succeeded(lora))
+    pm.addNestedPass<func::FuncOp>(createLoraConcatPass());
   bool backward = options.until != "forward";
   if (backward && options.fuseLinearCe) {
     FuseLinearCrossEntropyPassOptions fused;

@@ -39,6 +39,8 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   g.a = pointers[op.a];
   g.b = pointers[op.b];
   g.c = pointers[op.c];
+  g.alpha = static_cast<float>(op.alpha);
+  g.beta = static_cast<float>(op.beta);
   cudaDataType_t ab = cudaType(p.buffers[op.a].dtype), ct = cudaType(p.buffers[op.c].dtype);
   auto ltCheck = [&](cublasStatus_t status, const char *what) -> Status {
     if (status == CUBLAS_STATUS_SUCCESS)

@@ -123,7 +123,7 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
-    float beta = 0;    // 1: accumulate into C (the fused LM head's weight gradient)
+    float alpha = 1, beta = 0; // beta 1: C accumulates in place (LoRA sums, the fused head)
     std::string label; // "gemm MxNxK" for profiles
     // The tuning database's view: the signature's hash, "m=..,n=..,k=..,batch=..".
     std::string hash, shape;

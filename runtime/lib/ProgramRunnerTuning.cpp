@@ -143,9 +143,9 @@ Expected<std::vector<cublasLtMatmulAlgo_t>> ProgramRunner::getGemmCandidates(siz
 Status ProgramRunner::enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
                                   CUdeviceptr b, CUstream stream) const {
   const Gemm &g = gemmList.at(gemm);
-  // beta = 1: the GEMM accumulates into C (the fused LM head's weight
-  // gradient over its chunks).
-  float alpha = 1.f, beta = g.beta;
+  // alpha scales the product; beta = 1 accumulates into C (LoRA's sums,
+  // the fused LM head's weight gradient over its chunks).
+  float alpha = g.alpha, beta = g.beta;
   // Row-major C = A B is column-major C^T = B^T A^T: B goes first.
   cublasStatus_t status = lt->cublasLtMatmul(
       handle, g.desc, &alpha, reinterpret_cast<void *>(b), g.first, reinterpret_cast<void *>(a),

@@ -111,7 +111,7 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":2})", "step: not a version 1 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":3})", "step: not a version 1 or 2 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -125,6 +125,45 @@ static void testDecodeErrors() {
     Expected<StepProgram> program = StepProgram::decode(c.json, "step");
     CHECK(!program);
     CHECK_EQ(program.getError(), c.error);
+  }
+}
+
+// Version 2: a GEMM's alpha and beta (1: C accumulates in place); version 1
+// programs, non-finite alphas, other betas and beta with a bias are refused.
+static std::string gemmProgram(int version, const std::string &fields) {
+  return R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+         R"(,"buffers":[{"dtype":"BF16","shape":["n","64"]},{"dtype":"BF16","shape":["64","32"]},)"
+         R"({"dtype":"BF16","shape":["32"]},{"dtype":"BF16","shape":["n","32"]}],"args":[],"results":[],)"
+         R"("ops":[{"op":"alloc","result":3},{"op":"gemm","a":0,"b":1,"c":3,"trans_a":false,)"
+         R"("trans_b":false,"m":"n","n":"32","k":"64","batch":"1","strides":["0","0","0"],)"
+         R"("epilogue":"none","compute":"F32")" +
+         fields + "}]}";
+}
+
+static void testGemmAlphaBeta() {
+  Expected<StepProgram> plain = StepProgram::decode(gemmProgram(1, ""), "step");
+  CHECK(plain);
+  if (plain)
+    CHECK(plain->ops[1].alpha == 1 && plain->ops[1].beta == 0);
+  Expected<StepProgram> scaled =
+      StepProgram::decode(gemmProgram(2, R"(,"alpha":0.5,"beta":1)"), "step");
+  CHECK(scaled);
+  if (scaled)
+    CHECK(scaled->ops[1].alpha == 0.5 && scaled->ops[1].beta == 1);
+  struct Case {
+    int version;
+    const char *fields, *error;
+  } cases[] = {
+      {1, R"(,"beta":1)", "step: op 1 (gemm): 'alpha' and 'beta' need a version 2 program"},
+      {2, R"(,"alpha":"2")", "step: op 1 (gemm): 'alpha' is not a finite number"},
+      {2, R"(,"beta":0.5)", "step: op 1 (gemm): 'beta' is neither 0 nor 1"},
+      {2, R"(,"bias":2,"beta":1)", "step: op 1 (gemm): a GEMM with 'beta' 1 has no 'bias'"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> program = StepProgram::decode(gemmProgram(c.version, c.fields), "step");
+    CHECK(!program);
+    if (!program)
+      CHECK_EQ(program.getError(), c.error);
   }
 }
 
@@ -317,6 +356,7 @@ static void testLinearCrossEntropy() {
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
+  testGemmAlphaBeta();
   testAttentionRoles();
   testLinearCrossEntropy();
   testConvert();

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -232,8 +233,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      version != 1)
-    return Error{origin + ": not a version 1 kiln-step-program"};
+      (version != 1 && version != 2))
+    return Error{origin + ": not a version 1 or 2 kiln-step-program"};
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
 
@@ -369,6 +370,24 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         op.transA = ta->getBool();
         op.transB = tb->getBool();
       }
+      // Version 2: alpha scales the product, beta = 1 adds C's contents.
+      const Json *alpha = o.get("alpha"), *beta = o.get("beta");
+      if (ok && (alpha || beta) && version < 2)
+        ok = d.fail(where + ": 'alpha' and 'beta' need a version 2 program");
+      if (ok && alpha) {
+        if (!alpha->isNumber() || !std::isfinite(alpha->getNumber()))
+          ok = d.fail(where + ": 'alpha' is not a finite number");
+        else
+          op.alpha = alpha->getNumber();
+      }
+      if (ok && beta) {
+        if (!beta->isNumber() || (beta->getNumber() != 0 && beta->getNumber() != 1))
+          ok = d.fail(where + ": 'beta' is neither 0 nor 1");
+        else
+          op.beta = beta->getNumber();
+      }
+      if (ok && op.beta != 0 && op.bias >= 0)
+        ok = d.fail(where + ": a GEMM with 'beta' 1 has no 'bias'");
     } else if (kind == "linear_cross_entropy") {
       op.kind = ProgramOp::Kind::LinearCrossEntropy;
       ok = decodeLinearCrossEntropy(d, o, where, program.buffers, op);

@@ -146,6 +146,21 @@ struct Lowering {
   OpBuilder builder;
   unsigned kernels = 0, launches = 0, gemms = 0, chunkedHeads = 0;
   llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
+  // Decided on the fused IR before lowering moves kernel bodies away (a
+  // scalar's value is read from its kernel's body).
+  llvm::DenseMap<Operation *, std::pair<Value, double>> scales;
+  llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
+  llvm::SmallPtrSet<Operation *, 8> alphaOnly;
+
+  /// The buffer a GEMM reads for `operand`: through a folded scale, whose
+  /// factor multiplies alpha.
+  Value gemmOperand(Value operand, double &alpha) {
+    auto it = scales.find(operand.getDefiningOp());
+    if (it == scales.end())
+      return lookup(operand);
+    alpha *= it->second.second;
+    return lookup(it->second.first);
+  }
 
   Value lookup(Value v) { return map.lookup(v); }
 
@@ -161,7 +176,7 @@ struct Lowering {
     return gemmOfBatchSum(user) ? cast<ReduceSumOp>(user) : nullptr;
   }
 
-  LogicalResult lowerMatmul(MatmulOp mm) {
+  LogicalResult lowerMatmul(MatmulOp mm, const GemmAccumulate *acc = nullptr) {
     MLIRContext *ctx = mm.getContext();
     Location loc = mm.getLoc();
     RankedTensorType a = tensorOf(mm.getLhs()), b = tensorOf(mm.getRhs()),
@@ -208,10 +223,24 @@ struct Lowering {
       epilogue = chain->kind;
       replaced = chain->last;
     }
-    Value out = alloc(loc, resultType);
-    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), bias, out, ta, tb, m,
-                           n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
-                           Float32Type::get(ctx));
+    // Scalar factors of the operands and of the product become alpha.
+    double alpha = 1;
+    Value lhs = gemmOperand(mm.getLhs(), alpha);
+    Value rhs = gemmOperand(mm.getRhs(), alpha);
+    Value out;
+    if (acc) {
+      // beta = 1: the product is added to the sum's first term in place.
+      alpha *= acc->alpha;
+      out = lookup(acc->into);
+      replaced = acc->add;
+    } else {
+      out = alloc(loc, resultType);
+    }
+    auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
+                                       DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
+                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr);
+    if (alpha != 1)
+      gemm.setAlphaAttr(builder.getF64FloatAttr(alpha));
     map.map(replaced->getResult(0), out);
     ++gemms;
     return success();
@@ -366,6 +395,12 @@ struct Lowering {
       return success();
     }
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
+      // Read only as GEMM alphas: no buffer.
+      if (!constant->use_empty() && llvm::all_of(constant->getUsers(), [&](Operation *user) {
+            auto acc = accumulates.find(user);
+            return scales.count(user) || (acc != accumulates.end() && acc->second.scale == user);
+          }))
+        return success();
       map.map(constant.getResult(), builder.create<kernel::ConstantOp>(
                                         loc, bufferOf(constant.getType()), constant.getValue()));
       return success();
@@ -373,6 +408,15 @@ struct Lowering {
     if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
       map.map(op->getResult(0), builder.create<ViewOp>(loc, bufferOf(op->getResult(0).getType()),
                                                        lookup(op->getOperand(0))));
+      return success();
+    }
+    // Scales folded into the alpha of every GEMM that reads them.
+    if (scales.count(op) || alphaOnly.contains(op))
+      return success();
+    // A product added into C is issued at the add.
+    if (auto it = accumulates.find(op); it != accumulates.end()) {
+      if (op == it->second.add)
+        return lowerMatmul(cast<MatmulOp>(it->second.matmul), &it->second);
       return success();
     }
     // A GEMM with a bias epilogue is issued where its chain ends: the bias
@@ -412,6 +456,14 @@ struct Lowering {
     SmallVector<Operation *> ops;
     for (Operation &op : block)
       ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (std::optional<std::pair<Value, double>> scale = foldedScaleOf(op))
+        scales[op] = *scale;
+      if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op))
+        accumulates[op] = *acc;
+      if (onlyFeedsAlpha(op))
+        alphaOnly.insert(op);
+    }
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();

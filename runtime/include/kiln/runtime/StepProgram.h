@@ -89,6 +89,7 @@ struct ProgramOp {
   std::optional<artifact::SizeExpr> m, n, k, batch;
   std::vector<artifact::SizeExpr> strides; ///< gemm: a, b, c element strides
   std::string epilogue;                    ///< gemm: "none", "bias", ...
+  double alpha = 1, beta = 0;              ///< gemm: C = alpha op(A) op(B) + beta C
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
   std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
 };
