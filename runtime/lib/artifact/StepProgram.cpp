@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime/StepProgram.h"
+#include "kiln/artifact/StepProgram.h"
 
 #include <cmath>
 
@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <climits>
 
-using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
@@ -131,7 +130,7 @@ bool decodeAttention(Decoder &d, const Json &a, const std::string &where, Progra
 
 } // namespace
 
-bool kiln::runtime::decodeHex(const std::string &hex, std::string &out) {
+bool kiln::artifact::decodeHex(const std::string &hex, std::string &out) {
   return hexBytes(hex, out);
 }
 

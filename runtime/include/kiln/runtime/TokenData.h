@@ -18,6 +18,7 @@
 #define KILN_RUNTIME_TOKENDATA_H
 
 #include "kiln/artifact/FileIO.h"
+#include "kiln/runtime/Expected.h"
 
 #include <cstdint>
 #include <optional>
