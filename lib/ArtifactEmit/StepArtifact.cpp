@@ -6,6 +6,7 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 
+#include "kiln/ArtifactEmit/ElementType.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/InitProgram.h"
@@ -20,42 +21,12 @@ using namespace mlir;
 using kiln::artifact::Json;
 
 namespace {
-/// The safetensors dtype of \p type's elements, or null.
-const char *safetensorsDType(Type type) {
-  if (type.isF64())
-    return "F64";
-  if (type.isF32())
-    return "F32";
-  if (type.isF16())
-    return "F16";
-  if (type.isBF16())
-    return "BF16";
-  auto integer = llvm::dyn_cast<IntegerType>(type);
-  if (!integer)
-    return nullptr;
-  bool isUnsigned = integer.isUnsigned();
-  switch (integer.getWidth()) {
-  case 1:
-    return "BOOL";
-  case 8:
-    return isUnsigned ? "U8" : "I8";
-  case 16:
-    return isUnsigned ? "U16" : "I16";
-  case 32:
-    return isUnsigned ? "U32" : "I32";
-  case 64:
-    return isUnsigned ? "U64" : "I64";
-  default:
-    return nullptr;
-  }
-}
-
 FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type,
                            bool trainable, bool fromInit,
                            StringRef foldedFrom = {}) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   const char *dtype =
-      tensor ? safetensorsDType(tensor.getElementType()) : nullptr;
+      tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
     return where->emitError("parameter '")
            << name << "' has type " << type
@@ -282,7 +253,7 @@ LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel,
   writer.add("meta", emitMetaSection(step, sourceModel));
   writer.add("guards", *guards);
   writer.add("params", *params);
-  if (runtime::Status status = writer.write(path.str()); !status)
+  if (artifact::Status status = writer.write(path.str()); !status)
     return module.emitError(status.getError());
   return success();
 }

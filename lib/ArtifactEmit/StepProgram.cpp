@@ -13,6 +13,7 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 
+#include "kiln/ArtifactEmit/ElementType.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/artifact/Json.h"
@@ -24,33 +25,6 @@ using namespace mlir;
 using kiln::artifact::Json;
 
 namespace {
-
-const char *dtypeName(Type type) {
-  if (type.isF64())
-    return "F64";
-  if (type.isF32())
-    return "F32";
-  if (type.isF16())
-    return "F16";
-  if (type.isBF16())
-    return "BF16";
-  if (auto integer = llvm::dyn_cast<IntegerType>(type)) {
-    bool u = integer.isUnsigned();
-    switch (integer.getWidth()) {
-    case 1:
-      return "BOOL";
-    case 8:
-      return u ? "U8" : "I8";
-    case 16:
-      return u ? "U16" : "I16";
-    case 32:
-      return u ? "U32" : "I32";
-    case 64:
-      return u ? "U64" : "I64";
-    }
-  }
-  return nullptr;
-}
 
 Json expr(kiln::SymExprAttr e) { return Json::string(kiln::dimToString(e)); }
 
@@ -182,7 +156,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
     if (!buffer)
       return func.emitError("step value of type ") << v.getType() << " is not a buffer";
     RankedTensorType tensor = buffer.getTensor();
-    const char *dtype = dtypeName(tensor.getElementType());
+    const char *dtype = kiln::artifactDTypeName(tensor.getElementType());
     if (!dtype)
       return func.emitError("buffer element type ") << tensor.getElementType()
                                                      << " has no dtype name";
@@ -302,7 +276,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
         strides.push(expr(d));
       entry.set("strides", std::move(strides));
       entry.set("epilogue", Json::string(kernel::stringifyEpilogue(gemm.getEpilogue()).str()));
-      entry.set("compute", Json::string(dtypeName(gemm.getCompute())));
+      entry.set("compute", Json::string(kiln::artifactDTypeName(gemm.getCompute())));
       // Version 2: a runtime that ignored these would compute other values.
       if (std::optional<APFloat> alpha = gemm.getAlpha()) {
         entry.set("alpha", Json::number(alpha->convertToDouble()));

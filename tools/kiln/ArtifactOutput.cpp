@@ -176,7 +176,7 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
   artifact::ArtifactWriter writer;
   for (auto &[name, payload] : sections)
     writer.add(name, payload);
-  if (runtime::Status status = writer.write(path.str()); !status)
+  if (artifact::Status status = writer.write(path.str()); !status)
     return fail(status.getError());
   writeTiming.stop();
   uint64_t size = 0;

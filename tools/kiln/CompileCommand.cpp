@@ -244,7 +244,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   // The artifact replaces only a regular file (never a device, a FIFO, a
   // directory, /proc): refused now, not after compiling.
   if (emit == Emit::Artifact && !output.empty() && output != "-")
-    if (runtime::Status status = artifact::checkReplaceableFile(output); !status)
+    if (artifact::Status status = artifact::checkReplaceableFile(output); !status)
       return fail(status.getError());
   bool runsNvrtc = (emit == Emit::Artifact || emit == Emit::Cuda) && archList != "none";
   CompileProgress progress(CompileProgress::choose(quiet, runsNvrtc));
@@ -454,11 +454,11 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       if (planValues) {
         TimingScope planTiming = timing.nest("memory plan");
         progress.stage("memory plan");
-        FailureOr<runtime::StepMemoryPlan> plan =
+        FailureOr<artifact::StepMemoryPlan> plan =
             planLoweredStep(findMain(*module), toBindings(*planValues));
         if (failed(plan))
           return 1;
-        artifactSections.push_back({"memory_plan", runtime::encodeMemoryPlan(*plan)});
+        artifactSections.push_back({"memory_plan", artifact::encodeMemoryPlan(*plan)});
       }
       return writeArtifact(*module, std::move(artifactSections), output, cudaOptions(archs));
     }

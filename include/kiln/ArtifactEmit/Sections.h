@@ -16,7 +16,7 @@
 #ifndef KILN_ARTIFACTEMIT_SECTIONS_H
 #define KILN_ARTIFACTEMIT_SECTIONS_H
 
-#include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/artifact/MemoryPlanSection.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -85,7 +85,7 @@ addBucketSections(mlir::func::FuncOp step,
 /// the runtime's own planner on its step-program encoding: the arena the
 /// runtime allocates, as the "memory_plan" section records it. Fails with a
 /// diagnostic (an unbound symbol, a function that does not encode).
-mlir::FailureOr<runtime::StepMemoryPlan>
+mlir::FailureOr<artifact::StepMemoryPlan>
 planLoweredStep(mlir::func::FuncOp func, const artifact::SymbolBindings &values);
 
 /// meta, guards and params of \p module's `@main` (a graph-level train

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime/StepProgram.h"
+#include "kiln/artifact/StepProgram.h"
 
 #include <cmath>
 
@@ -14,7 +14,6 @@
 #include <climits>
 #include <cmath>
 
-using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
@@ -192,7 +191,7 @@ bool decodeAttention(Decoder &d, const Json &a, const std::string &where, Progra
 
 } // namespace
 
-bool kiln::runtime::decodeHex(const std::string &hex, std::string &out) {
+bool kiln::artifact::decodeHex(const std::string &hex, std::string &out) {
   return hexBytes(hex, out);
 }
 

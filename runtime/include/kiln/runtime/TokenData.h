@@ -19,6 +19,7 @@
 
 #include "kiln/artifact/FileIO.h"
 #include "kiln/runtime/BatchSource.h"
+#include "kiln/runtime/Expected.h"
 
 #include <cstdint>
 #include <optional>
