@@ -53,13 +53,24 @@ Value countedTokens(OpBuilder &b, Location loc, Value loss, Type element) {
   Value v = loss;
   while (auto cast = v.getDefiningOp<CastOp>())
     v = cast.getInput();
-  auto ce = v.getDefiningOp<CrossEntropyOp>();
-  if (!ce || ce.getReduction() != Reduction::mean)
+  // The fused LM head (kiln-fuse-linear-cross-entropy) is a mean cross
+  // entropy too; after autodiff its gradient op yields the loss.
+  Value labels;
+  int64_t ignoreIndex = 0;
+  if (auto ce = v.getDefiningOp<CrossEntropyOp>(); ce && ce.getReduction() == Reduction::mean) {
+    labels = ce.getLabels();
+    ignoreIndex = ce.getIgnoreIndex();
+  } else if (auto head = v.getDefiningOp<LinearCrossEntropyOp>()) {
+    labels = head.getLabels();
+    ignoreIndex = head.getIgnoreIndex();
+  } else if (auto grad = v.getDefiningOp<LinearCrossEntropyGradOp>()) {
+    labels = grad.getLabels();
+    ignoreIndex = grad.getIgnoreIndex();
+  }
+  if (!labels)
     return scalarConstant(b, loc, 1.0, element);
-  Value labels = ce.getLabels();
   Type labelType = tensorOf(labels).getElementType();
-  Value ignore = scalarConstant(b, loc, static_cast<double>(static_cast<int64_t>(ce.getIgnoreIndex())),
-                                labelType);
+  Value ignore = scalarConstant(b, loc, static_cast<double>(ignoreIndex), labelType);
   Value keep = b.create<NeOp>(loc, labels, ignore);
   Value ones = b.create<SelectOp>(loc, keep, scalarConstant(b, loc, 1.0, element),
                                   scalarConstant(b, loc, 0.0, element));
