@@ -8,6 +8,8 @@
 
 #include "kiln/Pipelines/Pipelines.h"
 
+#include <cmath>
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -210,6 +212,14 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   if (until == "step" &&
       failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
     return failure();
+  if (options.dataParallel < 0 || !std::isfinite(options.dataParallel)) {
+    error = "--data-parallel bucket-mb must be a positive number of MiB";
+    return failure();
+  }
+  if (options.dataParallel > 0 && until == "forward") {
+    error = "--data-parallel needs a backward pass (--emit=grads-mlir, step-mlir or later)";
+    return failure();
+  }
   if (options.rematBudget != "none" && until == "forward") {
     error = "--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)";
     return failure();

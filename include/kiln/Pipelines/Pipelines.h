@@ -66,6 +66,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Global gradient L2 norm limit (0: off)"),
                               llvm::cl::init(0.0)};
+  Option<double> dataParallel{*this, "data-parallel",
+                              llvm::cl::desc("Average gradients and the loss over data-parallel "
+                                             "ranks in gradient buckets of at most this many MiB "
+                                             "(0: off; kiln compile --data-parallel: 25)"),
+                              llvm::cl::init(0.0)};
   Option<std::string> rematBudget{*this, "remat-budget",
                                   llvm::cl::desc("kiln-remat's budget: none, auto or GiB"),
                                   llvm::cl::init("none")};
@@ -107,7 +112,7 @@ mlir::LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::s
 void buildImportCleanupPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// specialize-symbols, select-trainable, lora, precision, quantize-nf4,
-/// autodiff, grad-accum, train-step, canonicalize + cse, remat,
+/// autodiff, grad-accum, data-parallel, train-step, canonicalize + cse, remat,
 /// verify-shapes, shape-guards, shape-buckets: the graph-level step, as far
 /// as `until`. The options must verify.
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);

@@ -215,7 +215,8 @@ struct Fuser {
         continue;
       OpClass cls = classifyOp(&op);
       // Batch sums and bias/activation epilogues are computed by the GEMM.
-      if (cls == OpClass::Gemm || cls == OpClass::Source || gemmOfBatchSum(&op) ||
+      if (cls == OpClass::Gemm || cls == OpClass::Source || cls == OpClass::Collective ||
+          gemmOfBatchSum(&op) ||
           gemmEpilogueOf(&op))
         continue;
       if (cls == OpClass::Unsupported)
@@ -429,7 +430,7 @@ struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
       OpClass cls = classifyOp(&op);
-      if (cls != OpClass::Source && cls != OpClass::View)
+      if (cls != OpClass::Source && cls != OpClass::View && cls != OpClass::Collective)
         ++numOpsBefore;
       if (cls == OpClass::Gemm)
         ++numGemms;
