@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/StepExecutor.h"
 
+#include "kiln/runtime/Communicator.h"
 #include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 
@@ -248,6 +249,9 @@ struct SharedMemory {
   /// cuDNN's fused attention for the launches that allow it; null: the
   /// generated kernels.
   const CudnnAttention *cudnn = nullptr;
+  /// The data-parallel communicator for all_reduce ops; null: a run of one
+  /// (outputs are the inputs).
+  Communicator *communicator = nullptr;
 };
 
 class ProgramRunner {
@@ -310,7 +314,11 @@ private:
     AttentionPointers pointers;
     std::string label;
   };
-  enum class Action { Launch, Gemm, Fill, Copy, Attention };
+  struct AllReduce {
+    int64_t bucket = 0;
+    std::vector<Communicator::Item> items;
+  };
+  enum class Action { Launch, Gemm, Fill, Copy, Attention, AllReduce, AllReduceWait };
 
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
       : device(&device), lt(&lt), program(std::move(program)) {}
@@ -319,6 +327,9 @@ private:
   Status recordResultCopies(CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
+  /// An all_reduce or its wait (DataParallelOps.cpp).
+  static Status prepareAllReduce(ProgramRunner &r, const ProgramOp &op);
+  Status recordAllReduce(std::pair<Action, size_t> action, CUstream stream) const;
   std::string actionLabel(std::pair<Action, size_t> action) const;
 
   const Device *device;
@@ -339,7 +350,9 @@ private:
   std::vector<Fill> fillList;
   std::vector<Copy> copyList, resultCopies;
   std::vector<Attention> attentionList;
+  std::vector<AllReduce> allReduceList;
   const CudnnAttention *cudnn = nullptr;
+  Communicator *communicator = nullptr;
   DeviceBuffer attentionWorkspace;
 };
 
@@ -430,6 +443,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   r->arenaSize = plan.size;
   r->fillKernel = memory.fill;
   r->copyKernel = memory.copy;
+  r->communicator = memory.communicator;
   if (memory.arena) {
     if (plan.size > memory.arenaBytes)
       return Error{origin + ": the arena plan at these sizes needs " +
@@ -616,6 +630,11 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       r->fillList.push_back(fill);
       break;
     }
+    case ProgramOp::Kind::AllReduce:
+    case ProgramOp::Kind::AllReduceWait:
+      if (Status s = prepareAllReduce(*r, op); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
+      break;
     case ProgramOp::Kind::Copy:
       r->actions.push_back({Action::Copy, r->copyList.size()});
       r->copyList.push_back({r->pointers[op.source], r->pointers[op.target],
@@ -833,6 +852,9 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
         return fail(s.getError());
       break;
     }
+    case Action::AllReduce:
+    case Action::AllReduceWait:
+      return recordAllReduce(entry, stream);
     }
   }
   return Status::success();
@@ -904,8 +926,59 @@ std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
     return "memcpy";
   case Action::Attention:
     return attentionList[entry.second].label;
+  case Action::AllReduce:
+    return "nccl all_reduce bucket " + std::to_string(allReduceList[entry.second].bucket) +
+           " (enqueue)";
+  case Action::AllReduceWait:
+    return "nccl all_reduce wait bucket " + std::to_string(entry.second);
   }
   return "?";
+}
+
+// Data parallelism (docs/runtime.md): with a communicator an all_reduce is
+// the bucket's NCCL calls on the communication stream and its wait an
+// event wait; without one (a run of one) the outputs are the inputs: a
+// copy where the reduction is out of place, else nothing.
+Status ProgramRunner::prepareAllReduce(ProgramRunner &r, const ProgramOp &op) {
+  const StepProgram &p = r.program;
+  if (op.kind == ProgramOp::Kind::AllReduceWait) {
+    if (r.communicator)
+      r.actions.push_back({Action::AllReduceWait, static_cast<size_t>(op.bucket)});
+    return Status::success();
+  }
+  if (!r.communicator) {
+    for (size_t i = 0; i < op.ins.size(); ++i)
+      if (op.ins[i] != op.outs[i]) {
+        r.actions.push_back({Action::Copy, r.copyList.size()});
+        r.copyList.push_back({r.pointers[op.ins[i]], r.pointers[op.outs[i]],
+                              r.bytes[op.ins[i]]});
+      }
+    return Status::success();
+  }
+  if (Status s = r.communicator->prepareBucket(op.bucket); !s)
+    return s;
+  AllReduce reduce;
+  reduce.bucket = op.bucket;
+  for (size_t i = 0; i < op.ins.size(); ++i) {
+    DType dtype = p.buffers[op.ins[i]].dtype;
+    std::optional<nccl::DataType> type = nccl::dataTypeOf(dtype);
+    if (!type)
+      return Error{std::string("NCCL cannot average ") + dtypeName(dtype)};
+    reduce.items.push_back({r.pointers[op.ins[i]], r.pointers[op.outs[i]],
+                            r.bytes[op.ins[i]] / dtypeSize(dtype), *type});
+  }
+  r.actions.push_back({Action::AllReduce, r.allReduceList.size()});
+  r.allReduceList.push_back(std::move(reduce));
+  return Status::success();
+}
+
+Status ProgramRunner::recordAllReduce(std::pair<Action, size_t> entry, CUstream stream) const {
+  if (entry.first == Action::AllReduceWait)
+    return communicator->wait(static_cast<int64_t>(entry.second), stream);
+  const AllReduce &reduce = allReduceList[entry.second];
+  if (Status s = communicator->allReduce(reduce.bucket, reduce.items, stream); !s)
+    return fail(s.getError());
+  return Status::success();
 }
 
 Expected<std::vector<ActionTime>> ProgramRunner::profile(CUstream stream) const {
@@ -1385,7 +1458,7 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   if (!note.empty())
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get()};
+                      cudnn.get(), options.communicator};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "DataParallel.h"
 #include "Profile.h"
 #include "Progress.h"
 
@@ -23,6 +24,8 @@
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
+#include "kiln/runtime/Nccl.h"
+#include "kiln/runtime/Rendezvous.h"
 #include "kiln/runtime/TokenData.h"
 
 #include <cerrno>
@@ -80,14 +83,26 @@ constexpr const char *kTrainUsage =
     "                          (auto, default); only the kernels; cuDNN or fail\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
-    "                          (TSV), the costliest kernels to stdout\n";
+    "                          (TSV), the costliest kernels to stdout\n"
+    "  --gpus N                data-parallel training on GPUs 0..N-1 of this host (an\n"
+    "                          artifact from kiln compile --data-parallel): one\n"
+    "                          process per GPU, each --batch rows of the step's\n"
+    "                          N*batch (its own shard of the data order), gradients\n"
+    "                          and the logged loss averaged by NCCL (libnccl.so.2;\n"
+    "                          KILN_NCCL_LIBRARY names it); rank 0 logs and saves.\n"
+    "                          Under torchrun-style RANK/WORLD_SIZE/LOCAL_RANK leave\n"
+    "                          it out: each process is one rank on GPU LOCAL_RANK\n"
+    "  --rendezvous DIR        an empty directory every rank sees, where they meet\n"
+    "                          (default with --gpus: a fresh temporary one; under\n"
+    "                          RANK/WORLD_SIZE: $KILN_RENDEZVOUS)\n";
 
 } // namespace
 
 const std::vector<std::string> kiln::run::kTrainFlags = {
     "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
     "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-    "input", "graphs", "graph-cache", "profile", "progress", "attention"};
+    "input", "graphs", "graph-cache", "profile", "progress", "attention", "gpus",
+    "rendezvous"};
 
 namespace {
 /// Parses a non-negative integer flag; false with a message otherwise.
@@ -154,7 +169,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const Arguments &args, const std::vector<SymbolBindings> &shapes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
                  uint64_t seed, const TokenFile *tokens,
-                 std::optional<uint64_t> randomInitSeed) {
+                 std::optional<uint64_t> randomInitSeed, RankSession *rank) {
+  int world = rank ? rank->getRank().world : 1;
+  bool leader = !rank || rank->isLeader();
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
     for (const std::string &path : weightPaths) {
@@ -167,6 +184,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   options.shapes = shapes;
   options.seed = seed;
   options.randomInitSeed = randomInitSeed;
+  options.communicator = rank ? rank->getCommunicator() : nullptr;
   if (std::optional<std::string> graphs = args.get("graphs")) {
     if (*graphs != "on" && *graphs != "off")
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
@@ -273,8 +291,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       if (!tokens)
         return error(kExitUsage, "input '" + name + "' needs --data or --input");
       if (!sampled) {
+        // Rank r reads rows r*batch .. (r+1)*batch-1 of the step's order:
+        // together the ranks read what one process with world*batch would.
+        uint64_t firstRow = rank ? static_cast<uint64_t>(rank->getRank().rank * batch) : 0;
         if (Status s = tokens->sampleBatch(seed, static_cast<uint64_t>(t - 1),
-                                           batch, seq, windows);
+                                           batch, seq, windows, 0, firstRow);
             !s)
           return error(kExitBadInput, s.getError());
         sampled = true;
@@ -290,7 +311,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
         return error(kExitBadInput, s.getError());
     }
     std::optional<std::string> profilePath = args.get("profile");
-    Expected<double> loss = profilePath && t == startStep + steps
+    Expected<double> loss = profilePath && leader && t == startStep + steps
                                 ? x.runProfiledStep(t, lr, profile)
                                 : x.runStep(t, lr);
     if (!loss)
@@ -308,7 +329,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       progress.clear();
       std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s\n",
                   static_cast<long long>(t), *loss, ms,
-                  static_cast<double>(batch * seq) / (ms / 1000.0), peak,
+                  static_cast<double>(batch * seq * world) / (ms / 1000.0), peak,
                   shapes.size() > 1 ? (" shape " + formatShape(sizes)).c_str() : "");
     }
     progress.update(t, *loss, ms);
@@ -321,6 +342,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                 x.getGraphRefusal().empty()
                     ? ""
                     : (" (the driver refused a patch: " + x.getGraphRefusal() + ")").c_str());
+  if (rank)
+    std::printf("peak_mem per GPU: %s\n", rank->peakMemorySummary(peak).c_str());
+  // Rank 0 alone writes files: every rank holds the same parameters.
+  if (!leader)
+    return 0;
   if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
     if (Status s = writeProfile(*path, profile); !s)
       return error(kExitBadInput, s.getError());
@@ -493,10 +519,81 @@ int kiln::run::runTrain(int argc, char **argv) {
                              "random:SEED");
   }
 
+  // Data parallelism: --gpus N launches the ranks (each runs this command
+  // again, under RANK/WORLD_SIZE); under those variables this process is one.
+  Expected<std::optional<RankInfo>> rankEnv =
+      rankFromEnvironment([](const char *name) { return std::getenv(name); });
+  if (!rankEnv)
+    return error(kExitUsage, rankEnv.getError());
+  std::string rendezvousDir = args->get("rendezvous").value_or("");
+  if (std::optional<std::string> gpus = args->get("gpus")) {
+    int64_t count;
+    if (!parseCount("gpus", *gpus, 1, count, message))
+      return error(kExitUsage, message);
+    if (*rankEnv)
+      return error(kExitUsage, "--gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) "
+                               "leave it out: each process is one rank");
+    if (args->get("device"))
+      return error(kExitUsage, "--gpus N uses GPUs 0..N-1; leave out --device (or set "
+                               "CUDA_VISIBLE_DEVICES)");
+    if (count > 1024)
+      return error(kExitUsage, "--gpus " + *gpus + ": more ranks than one host has GPUs");
+    // The ranks get every flag but --gpus and --rendezvous (KILN_RENDEZVOUS).
+    std::vector<std::string> rankArgs;
+    for (int i = 0; i < argc; ++i) {
+      std::string a = argv[i];
+      bool takesValue = a == "--gpus" || a == "--rendezvous";
+      if (takesValue) {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--gpus=", 0) == 0 || a.rfind("--rendezvous=", 0) == 0)
+        continue;
+      rankArgs.push_back(a);
+    }
+    return launchRanks(static_cast<int>(count), "kiln-run", rankArgs, rendezvousDir);
+  }
+  std::unique_ptr<RankSession> rank;
+  if (*rankEnv) {
+    if (args->get("device"))
+      return error(kExitUsage, "--device: under RANK/WORLD_SIZE each rank uses GPU LOCAL_RANK "
+                               "(set CUDA_VISIBLE_DEVICES to choose them)");
+    Expected<std::unique_ptr<RankSession>> started =
+        RankSession::start(**rankEnv, rendezvousDir);
+    if (!started)
+      return error(kExitUsage, started.getError());
+    rank = std::move(*started);
+    device = (*rankEnv)->localRank;
+  } else if (args->get("rendezvous")) {
+    return error(kExitUsage, "--rendezvous needs --gpus N or RANK/WORLD_SIZE");
+  }
+
   // The artifact, and the sizes against its guards.
   Expected<StepArtifact> step = StepArtifact::open(artifactPath);
   if (!step)
     return error(kExitBadInput, step.getError());
+  if (rank) {
+    const Json *dp = step->getMeta().get("data_parallel");
+    if (!dp)
+      return error(kExitUsage, artifactPath + " was compiled without --data-parallel: its "
+                                              "gradients would not be averaged over the ranks "
+                                              "(kiln compile --data-parallel)");
+    // Every rank must run the same step on the same schedule, or the
+    // all-reduces pair up wrongly or wait forever: compare before any GPU work.
+    Expected<std::string> hash = fileContentHash(artifactPath);
+    if (!hash)
+      return error(kExitBadInput, hash.getError());
+    std::map<std::string, std::string> settings;
+    for (const char *flag : {"steps", "batch", "seq", "seed", "lr", "init", "resume",
+                             "token-dtype", "graphs"})
+      if (std::optional<std::string> value = args->get(flag))
+        settings[std::string("--") + flag] = *value;
+    settings["WORLD_SIZE"] = std::to_string(rank->getRank().world);
+    if (Status s = rank->getRendezvous().checkRanks(artifactPath, *hash, settings); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("data parallel: %d ranks, rendezvous %s, artifact %s\n", rank->getRank().world,
+                rank->getRendezvous().getDirectory().c_str(), hash->c_str());
+  }
   for (const std::string &symbol : step->getSymbols())
     if (!shapes.front().count(symbol))
       return error(kExitBadInput, artifactPath +
@@ -576,7 +673,10 @@ int kiln::run::runTrain(int argc, char **argv) {
     for (const SymbolBindings &sizes : shapes)
       if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
                                               static_cast<uint64_t>(startStep),
-                                              sizes.at("batch"), sizes.at("seq"), windows, vocab);
+                                              sizes.at("batch"), sizes.at("seq"), windows, vocab,
+                                              rank ? static_cast<uint64_t>(rank->getRank().rank *
+                                                                           sizes.at("batch"))
+                                                   : 0);
           !status)
         return error(kExitBadInput, status.getError());
     const SymbolBindings &first = shapes.front();
@@ -602,6 +702,15 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitNoDevice, "--device " + std::to_string(device) + ": " +
                                       opened.getError());
     gpu.emplace(std::move(*opened));
+    if (rank) {
+      if (Status s = rank->connect(*gpu); !s)
+        return error(kExitNoDevice, s.getError());
+      const Nccl &nccl = rank->getCommunicator()->getNccl();
+      std::printf("nccl: %s (%s), rank %d of %d on device %lld, NCCL_NVLS_ENABLE=%s\n",
+                  nccl.getVersionString().c_str(), nccl.getLibrary().c_str(),
+                  rank->getRank().rank, rank->getRank().world, static_cast<long long>(device),
+                  std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset");
+    }
     const DeviceInfo &info = gpu->getInfo();
     std::vector<KernelModule> modules;
     size_t jitted = 0;
@@ -650,5 +759,5 @@ int kiln::run::runTrain(int argc, char **argv) {
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
-                      randomInitSeed);
+                      randomInitSeed, rank.get());
 }

@@ -72,6 +72,7 @@ Expected<std::string> convertElements(const void *data, artifact::DType from,
 
 class ProgramRunner;
 class CudnnAttention;
+class Communicator;
 
 /// Finds or loads the persistent tensor a program's `weight` op names.
 using WeightLoader = std::function<Expected<NamedTensor *>(
@@ -103,6 +104,9 @@ public:
     /// implementation: cuDNN where it loads and supports the shape (auto),
     /// always the generated kernels, or cuDNN or fail.
     enum class Attention { Auto, Kernels, Cudnn } attention = Attention::Auto;
+    /// Data parallelism: the step's all_reduce ops run through it (NCCL);
+    /// null: a run of one, where they are copies or nothing.
+    Communicator *communicator = nullptr;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be

@@ -47,11 +47,13 @@ public:
   /// Checks that one window of seq+1 tokens fits in the file.
   Status checkWindow(int64_t seq) const;
 
-  /// Fills \p windows with batch rows of seq+1 tokens for \p step. With
-  /// \p vocabSize > 0, a token >= vocabSize is an error naming its position.
+  /// Fills \p windows with batch rows of seq+1 tokens for \p step: rows
+  /// \p firstRow .. firstRow+batch-1 of the step's order (a data-parallel
+  /// rank reads its own slice of the global batch). With \p vocabSize > 0,
+  /// a token >= vocabSize is an error naming its position.
   Status sampleBatch(uint64_t seed, uint64_t step, int64_t batch, int64_t seq,
                      std::vector<uint32_t> &windows,
-                     uint32_t vocabSize = 0) const;
+                     uint32_t vocabSize = 0, uint64_t firstRow = 0) const;
 
 private:
   explicit TokenFile(artifact::MappedFile file) : file(std::move(file)) {}
