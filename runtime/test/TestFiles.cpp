@@ -59,12 +59,14 @@ static int fail(const std::string &message) {
 }
 
 /// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
+/// \p dataParallel: meta says kiln compile --data-parallel made it.
 static int writeArtifact(const std::string &out, const std::string &cubinOnly,
-                         bool badMemoryPlan) {
+                         bool badMemoryPlan, bool dataParallel = false) {
   ArtifactWriter writer;
-  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
-                     R"("targets":["sm_90"],"symbols":["batch","seq"],)"
-                     R"("vocab_size":1000})");
+  writer.add("meta", std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                                 R"("targets":["sm_90"],"symbols":["batch","seq"],)") +
+                         (dataParallel ? R"("data_parallel":{"bucket_mb":25,"buckets":2},)" : "") +
+                         R"("vocab_size":1000})");
   writer.add(
       "guards",
       R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
@@ -427,7 +429,8 @@ int main(int argc, char **argv) {
   };
   if (args.size() >= 2 && args[0] == "artifact")
     return writeArtifact(args[1], flag("--cubin-only", ""),
-                         std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
+                         std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end(),
+                         std::find(args.begin(), args.end(), "--data-parallel") != args.end());
   if (args.size() == 2 && args[0] == "launch-step")
     return writeLaunchStep(args[1]);
   if (args.size() >= 2 && args[0] == "gemm-step")

@@ -175,11 +175,12 @@ int kiln::run::launchRanks(int gpus, const std::string &argv0,
     removeDirectory(dir);
   if (failedRank < 0)
     return 0;
+  char graceText[32];
+  std::snprintf(graceText, sizeof graceText, "%g", grace);
   return error(failedCode ? failedCode : 1,
                "rank " + std::to_string(failedRank) + " of " + std::to_string(gpus) +
                    " failed (" + failedHow + "); stopped the other ranks" +
-                   (killed ? " (killed after " + std::to_string(static_cast<int>(grace)) + " s)"
-                           : std::string()));
+                   (killed ? std::string(" (killed after ") + graceText + " s)" : std::string()));
 }
 
 Expected<std::unique_ptr<RankSession>> RankSession::start(RankInfo rank, std::string dir) {
@@ -215,7 +216,8 @@ RankSession::~RankSession() {
   stopping = true;
   if (watcher.joinable())
     watcher.join();
-  setErrorContext("", nullptr);
+  // Still this rank's errors; no longer a rendezvous to tell.
+  setErrorContext("rank " + std::to_string(rank.rank) + ": ", nullptr);
   communicator.reset();
   if (!ownDirectory.empty())
     removeDirectory(ownDirectory);
