@@ -117,6 +117,42 @@ SH
   pattern='rank 0 runs dp.kiln (crc32c:[0-9a-f]\{8\} bytes:[0-9]*) but rank 1 runs dp80.kiln (crc32c:[0-9a-f]\{8\} bytes:[0-9]*): every rank needs the same artifact$'
   grep -q "^kiln-run: error: rank 0: $pattern" err0.txt || fail "rank 0's line"
   grep -q "^kiln-run: error: rank 1: $pattern" err1.txt || fail "rank 1's line"
+  # A compiled-style data-parallel step (all_reduce ops) passes every check
+  # up to the device: here, where there is no driver, that is the end.
+  "$test_files" gemm-step gdp --data-parallel || fail "fixtures"
+  "$kiln_run" inspect gdp.kiln >/dev/null || fail "inspect of the data-parallel step"
+  if ! "$kiln_run" devices >/dev/null 2>&1; then
+    mkdir solo
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 expect 3 \
+      "kiln-run: error: rank 0: no CUDA driver found (libcuda.so.1: cannot open shared object file: No such file or directory); kiln-run needs an NVIDIA GPU and driver; nothing was trained" \
+      "$kiln_run" train gdp.kiln --weights gdp.safetensors --input x=gdp.x.bin --steps 2 --batch 2 --seq 3 --rendezvous solo
+  fi
+  ;;
+train-data-parallel-gpu)
+  # The NCCL path on the GPU (a communicator of one is a real one; the
+  # all-reduces run on their own stream inside the CUDA graph): the same
+  # known losses as without it, graphs on and off; with two GPUs, two ranks
+  # fed the same input average to the same values.
+  nccl_path=$(dirname "$0")/../../scripts/nccl-path.sh
+  [ -f "$nccl_path" ] && . "$nccl_path"
+  "$test_files" gemm-step gdp --data-parallel || fail "fixture"
+  run() { "$kiln_run" train gdp.kiln --weights gdp.safetensors --input x=gdp.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 "$@" >out.txt 2>err.txt; }
+  losses() {
+    cat out.txt err.txt
+    grep -q '^step 1 loss 4.0000000 step_ms' out.txt || fail "$1: step 1 loss"
+    grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "$1: step 2 loss"
+  }
+  run || fail "plain run exited $?"; losses plain
+  run --gpus 1 || fail "--gpus 1 exited $?"; losses "--gpus 1"
+  grep -q '^nccl: 2\.[0-9]*\.[0-9]* (.*), rank 0 of 1 on device 0, NCCL_NVLS_ENABLE=0$' out.txt || fail "nccl line"
+  grep -q '^cuda graphs: 1 captured, 1 instantiated' out.txt || fail "graph capture with NCCL"
+  grep -q '^peak_mem per GPU: rank 0 [0-9.]* GiB$' out.txt || fail "peak memory per GPU"
+  run --gpus 1 --graphs off || fail "--gpus 1 --graphs off exited $?"; losses "--graphs off"
+  gpus=$("$kiln_run" devices | grep -c '^device ')
+  if [ "$gpus" -ge 2 ]; then
+    run --gpus 2 || fail "--gpus 2 exited $?"; losses "--gpus 2"
+    grep -q 'rank 0 of 2' out.txt || fail "two ranks"
+  fi
   ;;
 inspect-kernels)
   # Each distinct kernel once, with its module and launches over step + init.
