@@ -18,13 +18,15 @@ static)
   python3 - <<'PY'
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
-          "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py"):
+          "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
+          "attention.py"):
     ast.parse(open(f).read(), f)
 PY
   python3 -m unittest -q test_configs test_loss_curve
   bash -n run.sh
   bash -n curve.sh
   python3 bench.py --help >/dev/null
+  python3 attention.py --help >/dev/null
   for c in kiln-weights pytorch compare; do python3 loss_curve.py $c --help >/dev/null; done
   ;;
 dry-run)

@@ -190,7 +190,8 @@ cl::opt<std::string> kernelCheck(
     "kernel-check",
     cl::desc("With --emit=cuda: also write DIR/check/<kernel>/ with random inputs "
              "and reference outputs at these symbol values (batch=2,seq=16) for "
-             "the runtime's kiln-kernel-check"),
+             "the runtime's kiln-kernel-check; reference=none writes the cases alone, "
+             "for harnesses that bring their own inputs (bench/attention.py)"),
     cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
@@ -266,7 +267,14 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       archs = *parsed;
     }
     CudaOutputOptions cuda = cudaOptions(archs);
-    return writeCuda(*module, output, cuda);
+    if (int rc = writeCuda(*module, output, cuda))
+      return rc;
+    if (!kernelCheck.empty())
+      return writeKernelChecks(*module, output, kernelCheck,
+                               kernelCheckSeed.getNumOccurrences()
+                                   ? std::optional<uint64_t>(kernelCheckSeed)
+                                   : std::nullopt);
+    return 0;
   }
   if (fullgraph || explain) {
     FailureOr<BreakReport> report = analyzeModel(context, *module, train);

@@ -13,7 +13,17 @@
 // accumulating kernels expect), launches with the recorded geometry and
 // compares with the reference interpreter's outputs:
 // |out - ref| <= tol * (|ref| + mean |ref|), tol 1e-5 for fp32 kernels and
-// 1e-2 for bf16/f16 ones; integers and booleans must match exactly.
+// 1e-2 for bf16/f16 ones; integers and booleans must match exactly. A case
+// with `metric l2 TOL` (low-precision attention) passes when
+// ||out - ref|| / ||ref|| <= TOL and no output element is NaN: the numerics
+// policy of docs/codegen.md.
+//
+// Harness mode (bench/attention.py): `--inputs DIR` reads in<K>.bin from
+// DIR/<kernel>/ instead of the case directory, `--dump DIR` writes each
+// output to DIR/<kernel>/out<K>.bin, `--time N` reports the median of N
+// timed launches (after the checked one; accumulating outputs are not reset
+// between them). Cases written with `--kernel-check=...,reference=none` have
+// no reference and are only run.
 // Exit codes: 0 all pass, 1 a mismatch, 2 usage or data error, 3 no GPU.
 //
 //===----------------------------------------------------------------------===//
@@ -27,6 +37,7 @@
 #include <cstdint>
 #include <cstring>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -49,6 +60,9 @@ struct Case {
   std::string kernel, module;
   unsigned blocks = 1, block = 256, shared = 0;
   double tolerance = 1e-5;
+  bool l2 = false;          // judge by relative L2 error (metric l2)
+  double l2Tolerance = 0;
+  bool reference = true;    // expect<K>.bin files exist
   std::vector<Tensor> ins, outs;
   std::vector<int64_t> symbols;
   // GEMM cases (row-major C[b] = op(A[b]) op(B[b]), kiln_kernel.gemm).
@@ -97,6 +111,23 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       words >> c.blocks >> c.block >> c.shared;
     else if (key == "tolerance")
       words >> c.tolerance;
+    else if (key == "metric") {
+      std::string metric;
+      words >> metric >> c.l2Tolerance;
+      c.l2 = metric == "l2";
+      if (!c.l2) {
+        error = path + ": unknown metric '" + metric + "'";
+        return false;
+      }
+    } else if (key == "reference") {
+      std::string how;
+      words >> how;
+      c.reference = how != "none";
+    } else if (key == "role") {
+      std::string side, name;
+      size_t index = 0;
+      words >> side >> index >> name; // names for harnesses; the check needs none
+    }
     else if (key == "epilogue")
       words >> c.epilogue;
     else if (key == "gemm") {
@@ -215,10 +246,19 @@ std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bia
   return error;
 }
 
+/// Writes bytes to path; false on failure.
+bool writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
+}
+
 struct Checker {
   CudaDriver &driver;
   std::string dir, arch;
   std::map<std::string, CUmodule> modules;
+  std::string inputsDir, dumpDir; // harness mode: see the file comment
+  int timedLaunches = 0;
 
   std::string check(CUresult result, const char *what) {
     return result == CUDA_SUCCESS ? "" : std::string(what) + ": " + driver.describe(result);
@@ -260,11 +300,16 @@ struct Checker {
         buffers.push_back(ptr);
       return e;
     };
+    std::string inputDir = caseDir;
+    if (!inputsDir.empty())
+      inputDir = inputsDir + "/" + c.kernel;
     for (const Tensor &t : c.ins) {
       std::string bytes;
-      if (!readFile(caseDir + "/" + t.file, bytes) || bytes.size() != t.count * elementSize(t.dtype)) {
+      if (!readFile(inputDir + "/" + t.file, bytes) ||
+          bytes.size() != t.count * elementSize(t.dtype)) {
         release();
-        return "bad input file " + t.file;
+        return "bad input file " + inputDir + "/" + t.file + " (want " +
+               std::to_string(t.count) + " " + t.dtype + " elements)";
       }
       CUdeviceptr ptr;
       std::string e = alloc(t, ptr);
@@ -277,8 +322,10 @@ struct Checker {
     }
     for (size_t o = 0; o < c.outs.size(); ++o) {
       const Tensor &t = c.outs[o];
-      if (!readFile(caseDir + "/" + t.file, expected[o]) ||
-          expected[o].size() != t.count * elementSize(t.dtype)) {
+      if (!c.reference)
+        expected[o].assign(t.count * elementSize(t.dtype), '\0');
+      else if (!readFile(caseDir + "/" + t.file, expected[o]) ||
+               expected[o].size() != t.count * elementSize(t.dtype)) {
         release();
         return "bad reference file " + t.file;
       }
@@ -322,13 +369,49 @@ struct Checker {
       e = check(driver.cuCtxSynchronize(), "kernel execution");
     std::string failure;
     double worst = 0;
+    std::vector<std::string> outputs(c.outs.size());
     for (size_t o = 0; o < c.outs.size() && e.empty(); ++o) {
-      const Tensor &t = c.outs[o];
-      std::string got(expected[o].size(), '\0');
-      e = check(driver.cuMemcpyDtoH_v2(got.data(), buffers[c.ins.size() + o], got.size()),
+      outputs[o].assign(expected[o].size(), '\0');
+      e = check(driver.cuMemcpyDtoH_v2(outputs[o].data(), buffers[c.ins.size() + o],
+                                       outputs[o].size()),
                 "cuMemcpyDtoH");
-      if (!e.empty())
-        break;
+      if (e.empty() && !dumpDir.empty()) {
+        std::string target = dumpDir + "/" + c.kernel;
+        mkdir(dumpDir.c_str(), 0755);
+        mkdir(target.c_str(), 0755);
+        if (!writeFile(target + "/out" + std::to_string(o) + ".bin", outputs[o]))
+          e = "cannot write " + target + "/out" + std::to_string(o) + ".bin";
+      }
+    }
+    if (e.empty() && timedLaunches > 0 && !c.gemm)
+      e = time(function, c, params, summary);
+    for (size_t o = 0; o < c.outs.size() && e.empty() && c.reference; ++o) {
+      const Tensor &t = c.outs[o];
+      const std::string &got = outputs[o];
+      if (c.l2 && isFloat(t.dtype)) {
+        // The policy's metric: relative L2 error over the finite reference.
+        double diff = 0, norm = 0;
+        int64_t nan = -1;
+        for (int64_t i = 0; i < t.count; ++i) {
+          double want = element(expected[o], t.dtype, i), have = element(got, t.dtype, i);
+          if (!std::isfinite(want))
+            continue;
+          if (!std::isfinite(have) && nan < 0)
+            nan = i;
+          diff += (have - want) * (have - want);
+          norm += want * want;
+        }
+        double error = std::sqrt(diff / (norm + 1e-300));
+        worst = std::max(worst, error);
+        std::ostringstream os;
+        if (nan >= 0)
+          os << "out" << o << ": element " << nan << " is not finite";
+        else if (!(error <= c.l2Tolerance))
+          os << "out" << o << ": relative L2 error " << error << " > " << c.l2Tolerance;
+        if (!os.str().empty())
+          failure += (failure.empty() ? "" : "; ") + os.str();
+        continue;
+      }
       double meanAbs = 0;
       for (int64_t i = 0; i < t.count; ++i)
         if (std::isfinite(element(expected[o], t.dtype, i)))
@@ -368,9 +451,51 @@ struct Checker {
     if (!e.empty())
       return e;
     std::ostringstream os;
-    os << "max relative error " << worst << " (tolerance " << c.tolerance << ")";
-    summary = os.str();
+    if (!c.reference)
+      os << "ran (no reference)";
+    else if (c.l2)
+      os << "relative L2 error " << worst << " (tolerance " << c.l2Tolerance << ")";
+    else
+      os << "max relative error " << worst << " (tolerance " << c.tolerance << ")";
+    summary = os.str() + summary;
     return failure;
+  }
+
+  /// The median of timedLaunches launches (after two untimed ones), appended
+  /// to the summary as "; median X ms over N launches".
+  std::string time(CUfunction function, const Case &c, std::vector<void *> &params,
+                   std::string &summary) {
+    CUevent start, stop;
+    if (std::string e = check(driver.cuEventCreate(&start, 0), "cuEventCreate"); !e.empty())
+      return e;
+    if (std::string e = check(driver.cuEventCreate(&stop, 0), "cuEventCreate"); !e.empty())
+      return e;
+    std::vector<float> times;
+    std::string e;
+    for (int i = -2; i < timedLaunches && e.empty(); ++i) {
+      e = check(driver.cuEventRecord(start, nullptr), "cuEventRecord");
+      if (e.empty())
+        e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared,
+                                        nullptr, params.data(), nullptr),
+                  "cuLaunchKernel");
+      if (e.empty())
+        e = check(driver.cuEventRecord(stop, nullptr), "cuEventRecord");
+      if (e.empty())
+        e = check(driver.cuEventSynchronize(stop), "kernel execution");
+      float ms = 0;
+      if (e.empty() && i >= 0 &&
+          (e = check(driver.cuEventElapsedTime_v2(&ms, start, stop), "cuEventElapsedTime")).empty())
+        times.push_back(ms);
+    }
+    driver.cuEventDestroy_v2(start);
+    driver.cuEventDestroy_v2(stop);
+    if (!e.empty())
+      return e;
+    std::sort(times.begin(), times.end());
+    std::ostringstream os;
+    os << "; median " << times[times.size() / 2] << " ms over " << times.size() << " launches";
+    summary += os.str();
+    return "";
   }
 };
 
@@ -378,12 +503,42 @@ struct Checker {
 
 int main(int argc, char **argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::cerr << "usage: kiln-kernel-check DIR [KERNEL...]\n"
-                 "  runs DIR/check/<kernel>/ (from kiln compile --emit=cuda --kernel-check=...)\n";
+    std::cerr << "usage: kiln-kernel-check DIR [--inputs DIR] [--dump DIR] [--time N] [KERNEL...]\n"
+                 "  runs DIR/check/<kernel>/ (from kiln compile --emit=cuda --kernel-check=...)\n"
+                 "  --inputs DIR  read each case's in<K>.bin from DIR/<kernel>/\n"
+                 "  --dump DIR    write each case's outputs to DIR/<kernel>/out<K>.bin\n"
+                 "  --time N      also print the median time of N launches\n";
     return 2;
   }
   std::string dir = argv[1];
-  std::vector<std::string> only(argv + 2, argv + argc);
+  std::string inputsDir, dumpDir;
+  int timedLaunches = 0;
+  std::vector<std::string> only;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    bool valued = arg == "--inputs" || arg == "--dump" || arg == "--time";
+    if (valued && i + 1 == argc) {
+      std::cerr << "kiln-kernel-check: error: " << arg << " needs a value\n";
+      return 2;
+    }
+    if (arg == "--inputs")
+      inputsDir = argv[++i];
+    else if (arg == "--dump")
+      dumpDir = argv[++i];
+    else if (arg == "--time") {
+      char *end = nullptr;
+      long n = std::strtol(argv[++i], &end, 10);
+      if (*end || n < 1 || n > 100000) {
+        std::cerr << "kiln-kernel-check: error: --time needs a count in 1..100000\n";
+        return 2;
+      }
+      timedLaunches = static_cast<int>(n);
+    } else if (arg.rfind("--", 0) == 0) {
+      std::cerr << "kiln-kernel-check: error: unknown option " << arg << "\n";
+      return 2;
+    } else
+      only.push_back(arg);
+  }
   std::vector<std::string> names;
   if (DIR *d = opendir((dir + "/check").c_str())) {
     while (dirent *entry = readdir(d))
@@ -424,7 +579,7 @@ int main(int argc, char **argv) {
   Checker checker{*driver, dir,
                   "sm_" + std::to_string(device.computeCapabilityMajor * 10 +
                                          device.computeCapabilityMinor),
-                  {}};
+                  {}, inputsDir, dumpDir, timedLaunches};
   unsigned passed = 0, failed = 0;
   for (const std::string &name : names) {
     Case c;

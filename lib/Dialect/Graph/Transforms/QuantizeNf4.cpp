@@ -161,12 +161,34 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
                                                           b.getI64IntegerAttr(256));
       absmax = b.create<AddOp>(loc, centred, offset);
     }
-    Value weight = b.create<Nf4DequantizeOp>(loc, pytorchType(w), codes, absmax,
-                                             b.getI64IntegerAttr(blockSize));
-    if (!w.pytorchLayout)
-      weight = b.create<TransposeOp>(loc, weight, b.getDenseI64ArrayAttr({1, 0}));
-    read.getResult().replaceAllUsesWith(weight);
+    Value dequantized = b.create<Nf4DequantizeOp>(loc, pytorchType(w), codes, absmax,
+                                                  b.getI64IntegerAttr(blockSize));
+    if (w.pytorchLayout) {
+      read.getResult().replaceAllUsesWith(dequantized);
+      read.erase();
+      return;
+    }
+    // The weight was stored [in, out]; its codes run over [out, in]. Every
+    // matmul takes the dequantized weight as it is, with its transpose flag
+    // toggled, so that no kernel writes a transposed copy (a strided,
+    // uncoalesced read of the codes) and cuBLASLt reads the layout it gets.
+    auto transposed = b.create<TransposeOp>(loc, dequantized, b.getDenseI64ArrayAttr({1, 0}));
+    read.getResult().replaceAllUsesWith(transposed.getResult());
     read.erase();
+    for (OpOperand &use : llvm::make_early_inc_range(transposed->getUses())) {
+      Operation *user = use.getOwner();
+      if (auto matmul = dyn_cast<MatmulOp>(user);
+          matmul && use.getOperandNumber() == 1 && matmul.getLhs() != transposed.getResult()) {
+        matmul.setTransposeB(!matmul.getTransposeB());
+        use.set(dequantized);
+      } else if (auto back = dyn_cast<TransposeOp>(user);
+                 back && back.getPerm() == ArrayRef<int64_t>{1, 0}) {
+        back.getResult().replaceAllUsesWith(dequantized);
+        back.erase();
+      }
+    }
+    if (transposed->use_empty())
+      transposed.erase();
   }
 };
 

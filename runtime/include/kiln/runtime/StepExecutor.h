@@ -183,6 +183,14 @@ private:
   Expected<ArenaPlan> planFor(const artifact::SymbolBindings &sizes, std::string &note);
   Expected<Shape *> prepareShape(const artifact::SymbolBindings &sizes,
                                  const WeightLoader &loadWeight);
+  /// The loader of the persistent tensors programs name: from \p weights
+  /// by the artifact's parameter list, --init random, or the artifact's own
+  /// values (WeightLoading.cpp).
+  WeightLoader makeWeightLoader(const std::vector<artifact::SafetensorsFile> *weights);
+  /// Runs the init program once at \p sizes: its results become named
+  /// tensors; what only it read is freed (WeightLoading.cpp).
+  Status runInitProgram(const StepProgram &init, const StepProgram &step,
+                        const artifact::SymbolBindings &sizes, const WeightLoader &loadWeight);
   const Device *device = nullptr;
   const CublasLt *lt = nullptr;
   cublasLtHandle_t handle = nullptr;

@@ -1,0 +1,230 @@
+//===- AttentionKernel.cpp - Attention and its gradient -------------------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The generic template (a score row in shared memory per query row) and the
+// call into the tiled tensor-core kernels (FlashAttention.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaPrinter.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+namespace kiln::codegen::detail {
+
+void Printer::flashAttentionKernel(bool backward) {
+  Operation *op = plan.anchor;
+  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+  Value mask = backward ? cast<AttentionGradOp>(op).getMask() : cast<AttentionOp>(op).getMask();
+  bool causal = backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
+  std::optional<APFloat> scaleAttr =
+      backward ? cast<AttentionGradOp>(op).getScale() : cast<AttentionOp>(op).getScale();
+  SmallVector<Value> dense = {q, k, v};
+  if (backward)
+    dense.push_back(cast<AttentionGradOp>(op).getGrad());
+  std::string pointers;
+  for (Value operand : dense) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg)
+      return fail(op, "tiled attention reads q, k, v and the gradient from kernel inputs");
+    pointers += names.params.lookup(arg) + ", ";
+  }
+  SmallVector<std::string> qd = dims(q), kd = dims(k);
+  int64_t headDim = typeOf(q).getDimSize(3);
+  double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
+  std::string element = storageType(elementOf(q));
+  line("extern __shared__ __align__(128) unsigned char kiln_flash_smem[];");
+  if (!mask) {
+    line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
+  } else {
+    // value() may print statements: the accessor is a lambda body.
+    open("auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float");
+    std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
+    line("return " +
+         (elementOf(mask).isInteger(1) ? "(" + m + ") ? 0.f : -KILN_INF"
+                                       : "(float)(" + m + ")") +
+         ";");
+    close("};");
+  }
+  std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
+                     element + ", " + std::to_string(headDim) + ">(" + pointers + qd[0] +
+                     ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+                     literal(scale, Float32Type::get(q.getContext())) + ", " +
+                     (causal ? "true" : "false");
+  auto at = [&](int index, Value result) {
+    return outName(index) + "[" + linear({"b", "h", "i", "d"}, dims(result)) + "]";
+  };
+  if (!backward) {
+    line("auto storeO = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
+         at(outputIndex(op->getResult(0)), op->getResult(0)) + " = " +
+         store(elementOf(op->getResult(0)), "x") + "; };");
+    line(call + ", mask, storeO, kiln_flash_smem);");
+    return;
+  }
+  int dq = outputIndex(op->getResult(0)), dk = accumulatorIndex(op->getResult(1)),
+      dv = accumulatorIndex(op->getResult(2));
+  if (dq >= 0)
+    line("auto storeDQ = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
+         at(dq, op->getResult(0)) + " = " + store(elementOf(op->getResult(0)), "x") + "; };");
+  else
+    line("auto storeDQ = [&](int64_t, int64_t, int64_t, int64_t, float) {};");
+  // dK and dV: four consecutive elements of an fp32 accumulator at once.
+  auto adder = [&](const char *name, int index, Value result) {
+    if (index < 0) {
+      line(std::string("auto ") + name + " = [&](int64_t, int64_t, int64_t, int64_t, float4) {};");
+      return;
+    }
+    std::string target = "&" + at(index, result);
+    line(std::string("auto ") + name +
+         " = [&](int64_t b, int64_t h, int64_t i, int64_t d, float4 x) { " +
+         (typeOf(plan.outputs[index]).getElementType().isF32()
+              ? "kiln_flash::atomicAdd4(" + target + ", x);"
+              : "kiln_atomic_add(" + target + ", x.x); kiln_atomic_add(" + target +
+                    " + 1, x.y); kiln_atomic_add(" + target + " + 2, x.z); kiln_atomic_add(" +
+                    target + " + 3, x.w);") +
+         " };");
+  };
+  adder("addDK", dk, op->getResult(1));
+  adder("addDV", dv, op->getResult(2));
+  line(call + ", mask, storeDQ, addDK, addDV, " + (dq >= 0 ? "true" : "false") + ", " +
+       (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") +
+       ", kiln_flash_smem);");
+}
+
+void Printer::attentionKernel(bool backward) {
+  Operation *op = plan.anchor;
+  if (isFlashAttention(op))
+    return flashAttentionKernel(backward);
+  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+  Value mask, dout;
+  bool causal;
+  std::optional<double> scaleAttr;
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    mask = a.getMask();
+    causal = a.getCausal();
+    if (a.getScale())
+      scaleAttr = a.getScale()->convertToDouble();
+  } else {
+    auto g = cast<AttentionGradOp>(op);
+    mask = g.getMask();
+    dout = g.getGrad();
+    causal = g.getCausal();
+    if (g.getScale())
+      scaleAttr = g.getScale()->convertToDouble();
+  }
+  SmallVector<std::string> qd = dims(q), kd = dims(k), vd = dims(v);
+  RankedTensorType qt = typeOf(q);
+  double scale = scaleAttr ? *scaleAttr : 1.0 / std::sqrt((double)qt.getDimSize(3));
+  line("extern __shared__ float kiln_smem[];");
+  line("__shared__ float red[33];");
+  line("float *score = kiln_smem; // one row of probabilities");
+  if (backward)
+    line("float *dscore = kiln_smem + " + kd[2] + ";");
+  line("const int64_t rows = " + qd[0] + " * " + qd[1] + " * " + qd[2] + ";");
+  line("const int64_t group = " + qd[1] + " / " + kd[1] + "; // query heads per kv head");
+  open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
+  line("const int64_t i = row % " + qd[2] + ";");
+  line("const int64_t h = (row / " + qd[2] + ") % " + qd[1] + ";");
+  line("const int64_t b = row / (" + qd[2] + " * " + qd[1] + ");");
+  line("const int64_t hk = h / group;");
+  open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
+  line("float s = 0.f;");
+  open("for (int64_t d = 0; d < " + qd[3] + "; ++d)");
+  line("s += " + value(q, {"b", "h", "i", "d"}) + " * " + value(k, {"b", "hk", "j", "d"}) + ";");
+  close();
+  line("s *= " + literal(scale, Float32Type::get(q.getContext())) + ";");
+  if (mask) {
+    std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
+    if (elementOf(mask).isInteger(1))
+      line("if (!" + m + ") s = -KILN_INF;");
+    else
+      line("s += " + m + ";");
+  }
+  if (causal)
+    line("if (j > i) s = -KILN_INF;");
+  line("score[j] = s;");
+  close();
+  line("float mx = -KILN_INF;");
+  open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
+  line("mx = fmaxf(mx, score[j]);");
+  close();
+  line("mx = kiln_block_reduce(mx, red, true);");
+  line("if (mx == -KILN_INF) mx = 0.f; // a fully masked row");
+  line("float se = 0.f;");
+  open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
+  line("const float p = expf(score[j] - mx);");
+  line("score[j] = p;");
+  line("se += p;");
+  close();
+  line("se = " + blockSum("se") + ";");
+  line("const float inv = se > 0.f ? 1.f / se : 0.f;");
+  if (!backward) {
+    int out = outputIndex(op->getResult(0));
+    SmallVector<std::string> od = dims(op->getResult(0));
+    line("__syncthreads();");
+    open("for (int64_t e = threadIdx.x; e < " + vd[3] + "; e += blockDim.x)");
+    line("float acc = 0.f;");
+    open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
+    line("acc += score[j] * " + value(v, {"b", "hk", "j", "e"}) + ";");
+    close();
+    line(outName(out) + "[" + linear({"b", "h", "i", "e"}, od) + "] = " +
+         store(elementOf(op->getResult(0)), "acc * inv") + ";");
+    close();
+    line("__syncthreads(); // the next row reuses the score row");
+    close();
+    return;
+  }
+  // dP = dO v^T; dS = P * (dP - rowsum(P * dP)).
+  line("float pdp = 0.f;");
+  open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
+  line("score[j] *= inv;");
+  line("float dp = 0.f;");
+  open("for (int64_t e = 0; e < " + vd[3] + "; ++e)");
+  line("dp += " + value(dout, {"b", "h", "i", "e"}) + " * " + value(v, {"b", "hk", "j", "e"}) + ";");
+  close();
+  line("dscore[j] = dp;");
+  line("pdp += score[j] * dp;");
+  close();
+  line("pdp = " + blockSum("pdp") + ";");
+  open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
+  line("dscore[j] = score[j] * (dscore[j] - pdp);");
+  close();
+  line("__syncthreads();");
+  std::string sc = literal(scale, Float32Type::get(q.getContext()));
+  int dq = outputIndex(op->getResult(0)), dk = accumulatorIndex(op->getResult(1)),
+      dv = accumulatorIndex(op->getResult(2));
+  if (dq >= 0) {
+    open("for (int64_t d = threadIdx.x; d < " + qd[3] + "; d += blockDim.x)");
+    line("float acc = 0.f;");
+    open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
+    line("acc += dscore[j] * " + value(k, {"b", "hk", "j", "d"}) + ";");
+    close();
+    line(outName(dq) + "[" + linear({"b", "h", "i", "d"}, dims(op->getResult(0))) + "] = " +
+         store(elementOf(op->getResult(0)), "acc * " + sc) + ";");
+    close();
+  }
+  // dK and dV sum over query rows and grouped heads: atomic adds.
+  if (dk >= 0) {
+    open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + qd[3] + "; t += blockDim.x)");
+    line("const int64_t j = t / " + qd[3] + ", d = t % " + qd[3] + ";");
+    line("kiln_atomic_add(&" + outName(dk) + "[" + linear({"b", "hk", "j", "d"}, dims(op->getResult(1))) +
+         "], dscore[j] * " + value(q, {"b", "h", "i", "d"}) + " * " + sc + ");");
+    close();
+  }
+  if (dv >= 0) {
+    open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + vd[3] + "; t += blockDim.x)");
+    line("const int64_t j = t / " + vd[3] + ", e = t % " + vd[3] + ";");
+    line("kiln_atomic_add(&" + outName(dv) + "[" + linear({"b", "hk", "j", "e"}, dims(op->getResult(2))) +
+         "], score[j] * " + value(dout, {"b", "h", "i", "e"}) + ");");
+    close();
+  }
+  line("__syncthreads(); // the next row reuses the shared rows");
+  close();
+}
+
+} // namespace kiln::codegen::detail

@@ -1,0 +1,227 @@
+//===- RowKernel.cpp - Row kernels: softmax, norms, cross entropy ---------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// One block per row: block reductions over the columns, then the row's
+// outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaPrinter.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+namespace kiln::codegen::detail {
+
+void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
+                      llvm::function_ref<void(const Index &)> each) {
+  open("for (int64_t col = threadIdx.x; col < cols; col += blockDim.x)");
+  Index idx(lead.begin(), lead.end());
+  Index t = delinearize("col", trail);
+  idx.append(t.begin(), t.end());
+  each(idx);
+  close();
+}
+
+void Printer::rowKernel() {
+  Operation *anchor = plan.anchor;
+  Value x = anchor->getOperand(0);
+  int64_t axis = rowAxis(anchor);
+  SmallVector<std::string> sizes = dims(x);
+  ArrayRef<std::string> leadDims = ArrayRef<std::string>(sizes).take_front(axis);
+  ArrayRef<std::string> trail = ArrayRef<std::string>(sizes).drop_front(axis);
+  DimList all = getDims(typeOf(x));
+  MLIRContext *ctx = x.getContext();
+  Dim rowsDim = dimProduct(ArrayRef<Dim>(all).take_front(axis), ctx);
+  Dim colsDim = dimProduct(ArrayRef<Dim>(all).drop_front(axis), ctx);
+  Dim space = dimMul(rowsDim, colsDim);
+  line("__shared__ float red[33];");
+  line("const int64_t rows = " + dim(rowsDim) + ";");
+  line("const int64_t cols = " + dim(colsDim) + ";");
+  // Cross entropy's mean divides by the rows whose label is counted.
+  auto ce = dyn_cast<CrossEntropyOp>(anchor);
+  CrossEntropyGradOp ceGrad;
+  for (Operation &op : plan.kernel.getBody().front())
+    if (auto g = dyn_cast<CrossEntropyGradOp>(op))
+      ceGrad = g;
+  if (!ce && ceGrad)
+    anchor = ceGrad;
+  if (ce || ceGrad) {
+    Value labels = anchor->getOperand(1);
+    int64_t ignore = ce ? ce.getIgnoreIndex() : ceGrad.getIgnoreIndex();
+    line("float counted = 0.f;");
+    open("for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)");
+    line("counted += " + value(labels, {"j"}) + " != " + std::to_string(ignore) + " ? 1.f : 0.f;");
+    close();
+    line("counted = " + blockSum("counted") + ";");
+  }
+  open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
+  Index lead = delinearize("row", leadDims);
+  auto flatOf = [&]() { return std::string("row * cols + col"); };
+  auto finalLoop = [&](Value bound, llvm::function_ref<std::string(const Index &)> compute,
+                       llvm::function_ref<bool(unsigned)> skip = nullptr) {
+    forCols(lead, trail, [&](const Index &idx) {
+      line("const int64_t flat = " + flatOf() + ";");
+      relate("flat", idx, sizes);
+      bind(bound, idx, compute(idx));
+      storeOutputs("flat", x, idx, space, skip);
+    });
+  };
+  auto weightAt = [&](Value w, const Index &idx) {
+    return value(w, Index(idx.begin() + axis, idx.end()));
+  };
+  auto accumulateTo = [&](Value result, const Index &idx, const std::string &v) {
+    int i = accumulatorIndex(result);
+    if (i < 0)
+      return;
+    SmallVector<std::string> wd = dims(result);
+    line("kiln_atomic_add(&" + outName(i) + "[" +
+         linear(Index(idx.begin() + axis, idx.end()), wd) + "], " + v + ");");
+  };
+  // Mean (and the centred second moment) over the row.
+  auto meanOf = [&](llvm::function_ref<std::string(const Index &)> term, StringRef name) {
+    line("float " + name.str() + " = 0.f;");
+    forCols(lead, trail, [&](const Index &idx) { line(name.str() + " += " + term(idx) + ";"); });
+    line(name.str() + " = " + blockSum(name.str()) + " / (float)cols;");
+  };
+  llvm::TypeSwitch<Operation *>(anchor)
+      .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp, CrossEntropyGradOp>([&](Operation *op) {
+        line("float mx = -KILN_INF;");
+        forCols(lead, trail, [&](const Index &idx) {
+          std::string v = value(x, idx);
+          line("mx = fmaxf(mx, " + v + ");");
+        });
+        line("mx = kiln_block_reduce(mx, red, true);");
+        line("if (mx == -KILN_INF) mx = 0.f; // a fully masked row");
+        line("float se = 0.f;");
+        forCols(lead, trail, [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
+        line("se = " + blockSum("se") + ";");
+        if (isa<SoftmaxOp>(op))
+          return finalLoop(op->getResult(0), [&](const Index &idx) {
+            return let(op->getResult(0), idx, "expf(" + value(x, idx) + " - mx) / se");
+          });
+        if (isa<LogSoftmaxOp>(op))
+          return finalLoop(op->getResult(0), [&](const Index &idx) {
+            return let(op->getResult(0), idx, value(x, idx) + " - mx - logf(se)");
+          });
+        crossEntropy(ce, ceGrad, lead, trail, space, x);
+      })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](Operation *op) {
+        Value y = op->getOperand(0), dy = op->getOperand(1);
+        bool log = isa<LogSoftmaxGradOp>(op);
+        line("float s = 0.f;");
+        forCols(lead, trail, [&](const Index &idx) {
+          line("s += " + (log ? value(dy, idx) : value(dy, idx) + " * " + value(y, idx)) + ";");
+        });
+        line("s = " + blockSum("s") + ";");
+        finalLoop(op->getResult(0), [&](const Index &idx) {
+          std::string yv = value(y, idx), g = value(dy, idx);
+          return let(op->getResult(0), idx,
+                     log ? g + " - expf(" + yv + ") * s" : yv + " * (" + g + " - s)");
+        });
+      })
+      .Case<LayerNormOp>([&](LayerNormOp ln) {
+        meanOf([&](const Index &idx) { return value(x, idx); }, "mean");
+        meanOf([&](const Index &idx) {
+          std::string v = value(x, idx);
+          return "(" + v + " - mean) * (" + v + " - mean)";
+        }, "var");
+        line("const float rstd = rsqrtf(var + " + literal(ln.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        finalLoop(ln.getResult(), [&](const Index &idx) {
+          std::string e = "(" + value(x, idx) + " - mean) * rstd * " + weightAt(ln.getWeight(), idx);
+          if (ln.getBias())
+            e += " + " + weightAt(ln.getBias(), idx);
+          return let(ln.getResult(), idx, e);
+        });
+      })
+      .Case<RmsNormOp>([&](RmsNormOp rn) {
+        meanOf([&](const Index &idx) { std::string v = value(x, idx); return v + " * " + v; }, "ms");
+        line("const float rstd = rsqrtf(ms + " + literal(rn.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        finalLoop(rn.getResult(), [&](const Index &idx) {
+          return let(rn.getResult(), idx, value(x, idx) + " * rstd * " + weightAt(rn.getWeight(), idx));
+        });
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp g) {
+        Value w = g.getWeight(), dy = g.getGrad();
+        meanOf([&](const Index &idx) { return value(x, idx); }, "mean");
+        meanOf([&](const Index &idx) {
+          std::string v = value(x, idx);
+          return "(" + v + " - mean) * (" + v + " - mean)";
+        }, "var");
+        line("const float rstd = rsqrtf(var + " + literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf([&](const Index &idx) { return value(dy, idx) + " * " + weightAt(w, idx); }, "mg");
+        meanOf([&](const Index &idx) {
+          return value(dy, idx) + " * " + weightAt(w, idx) + " * (" + value(x, idx) + " - mean) * rstd";
+        }, "mgx");
+        finalLoop(g.getInputGrad(), [&](const Index &idx) {
+          std::string xhat = fresh("xhat");
+          line("const float " + xhat + " = (" + value(x, idx) + " - mean) * rstd;");
+          std::string d = value(dy, idx);
+          accumulateTo(g.getWeightGrad(), idx, d + " * " + xhat);
+          accumulateTo(g.getBiasGrad(), idx, d);
+          return let(g.getInputGrad(), idx,
+                     "rstd * (" + d + " * " + weightAt(w, idx) + " - mg - " + xhat + " * mgx)");
+        }, [&](unsigned i) { return isAccumulator(i); });
+      })
+      .Case<RmsNormGradOp>([&](RmsNormGradOp g) {
+        Value w = g.getWeight(), dy = g.getGrad();
+        meanOf([&](const Index &idx) { std::string v = value(x, idx); return v + " * " + v; }, "ms");
+        line("const float rstd = rsqrtf(ms + " + literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf([&](const Index &idx) { return value(dy, idx) + " * " + weightAt(w, idx) + " * " + value(x, idx); }, "mgx");
+        finalLoop(g.getInputGrad(), [&](const Index &idx) {
+          std::string xv = value(x, idx), d = value(dy, idx);
+          accumulateTo(g.getWeightGrad(), idx, d + " * " + xv + " * rstd");
+          return let(g.getInputGrad(), idx,
+                     "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xv + " * rstd * rstd * mgx)");
+        }, [&](unsigned i) { return isAccumulator(i); });
+      });
+  close();
+}
+
+void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const Index &lead,
+                           ArrayRef<std::string> trail, Dim space, Value x) {
+  Operation *any = ce ? ce.getOperation() : ceGrad.getOperation();
+  Value labels = any->getOperand(1);
+  Reduction reduction = ce ? ce.getReduction() : ceGrad.getReduction();
+  int64_t ignore = ce ? ce.getIgnoreIndex() : ceGrad.getIgnoreIndex();
+  line("const int64_t label = " + value(labels, {"row"}) + ";");
+  line("const bool counts = label != " + std::to_string(ignore) + ";");
+  if (ce && accumulatorIndex(ce.getResult()) >= 0) {
+    std::string out = outName(accumulatorIndex(ce.getResult()));
+    open("if (threadIdx.x == 0)");
+    line("float loss = 0.f;");
+    open("if (counts)");
+    line("loss = mx + logf(se) - " + value(x, {"row", "label"}) + ";");
+    close();
+    Type element = elementOf(ce.getResult());
+    if (reduction == Reduction::none)
+      line(out + "[row] = " + store(element, "loss") + ";");
+    else
+      line("kiln_atomic_add(" + out + ", " +
+           (reduction == Reduction::mean ? std::string("loss / counted") : std::string("loss")) + ");");
+    close();
+  }
+  if (!ceGrad)
+    return;
+  std::string g = reduction == Reduction::none ? value(ceGrad.getGrad(), {"row"})
+                                               : value(ceGrad.getGrad(), {});
+  line("const float scale = counts ? " + g +
+       (reduction == Reduction::mean ? std::string(" / counted") : std::string()) + " : 0.f;");
+  forCols(lead, trail, [&](const Index &idx) {
+    line("const int64_t flat = row * cols + col;");
+    relate("flat", idx, dims(x));
+    std::string p = "expf(" + value(x, idx) + " - mx) / se";
+    bind(ceGrad.getResult(), idx,
+         let(ceGrad.getResult(), idx, "(" + p + " - (col == label ? 1.f : 0.f)) * scale"));
+    storeOutputs("flat", x, idx, space, [&](unsigned i) {
+      return ce && plan.outputs[i] == ce.getResult();
+    });
+  });
+}
+
+} // namespace kiln::codegen::detail

@@ -1,0 +1,551 @@
+//===- ProgramRunner.cpp - Resolve and record one step program -----------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramRunner.h"
+
+#include "ElementConversion.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+namespace {
+/// The shape of an attention launch at the run's sizes, from its buffers:
+/// q and o [B, H, S, D], k and v [B, Hkv, L, D], gradients like their
+/// operands, all of one dtype.
+Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRoles &a,
+                                        const std::vector<std::vector<int64_t>> &shapes) {
+  const std::vector<int64_t> &q = shapes[a.q], &k = shapes[a.k];
+  if (q.size() != 4 || k.size() != 4)
+    return Error{"attention operands are not rank 4"};
+  AttentionShape s;
+  s.backward = a.backward;
+  s.dtype = p.buffers[a.q].dtype;
+  s.batch = q[0];
+  s.heads = q[1];
+  s.seq = q[2];
+  s.headDim = q[3];
+  s.kvHeads = k[1];
+  s.kvSeq = k[2];
+  s.causal = a.causal;
+  s.scale = a.scale;
+  std::vector<int> likeQ = {a.o}, likeK = {a.v};
+  if (a.backward) {
+    likeQ.insert(likeQ.end(), {a.dout, a.dq});
+    likeK.insert(likeK.end(), {a.dk, a.dv});
+  }
+  for (int id : likeQ)
+    if (shapes[id] != q || p.buffers[id].dtype != s.dtype)
+      return Error{"attention buffer " + std::to_string(id) + " does not match the query"};
+  for (int id : likeK)
+    if (shapes[id] != k || p.buffers[id].dtype != s.dtype)
+      return Error{"attention buffer " + std::to_string(id) + " does not match the key"};
+  if (k[0] != s.batch || k[3] != s.headDim || p.buffers[a.k].dtype != s.dtype)
+    return Error{"attention key does not match the query"};
+  return s;
+}
+} // namespace
+
+ProgramRunner::~ProgramRunner() {
+  for (Gemm &g : gemmList) {
+    for (cublasLtMatrixLayout_t layout : {g.first, g.second, g.result})
+      if (layout)
+        lt->cublasLtMatrixLayoutDestroy(layout);
+    if (g.desc)
+      lt->cublasLtMatmulDescDestroy(g.desc);
+  }
+}
+
+Expected<std::unique_ptr<ProgramRunner>>
+ProgramRunner::prepare(const StepProgram &source, const std::string &origin, const Device &device,
+                       const CublasLt &lt, cublasLtHandle_t handle,
+                       const std::map<std::string, const KernelModule *> &modules,
+                       std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
+                       const SymbolBindings &sizes, const ArenaPlan &plan,
+                       const SharedMemory &memory) {
+  std::unique_ptr<ProgramRunner> r(new ProgramRunner(device, lt, source));
+  r->origin = origin;
+  r->handle = handle;
+  const StepProgram &p = r->program;
+  const CudaDriver &driver = device.getDriver();
+  size_t n = p.buffers.size();
+  r->pointers.assign(n, 0);
+  r->bytes.assign(n, 0);
+  std::vector<std::vector<int64_t>> shapes(n);
+  for (size_t id = 0; id < n; ++id) {
+    Expected<int64_t> count = p.elementCount(static_cast<int>(id), sizes);
+    if (!count)
+      return Error{origin + ": buffer " + std::to_string(id) + ": " + count.getError()};
+    r->bytes[id] = static_cast<size_t>(*count) * dtypeSize(p.buffers[id].dtype);
+    for (const SizeExpr &d : p.buffers[id].shape)
+      shapes[id].push_back(*d.evaluate(sizes));
+  }
+
+  const std::vector<size_t> &offsets = plan.offsets;
+  r->arenaSize = plan.size;
+  r->fillKernel = memory.fill;
+  r->communicator = memory.communicator;
+  r->copyKernel = memory.copy;
+  if (memory.arena) {
+    if (plan.size > memory.arenaBytes)
+      return Error{origin + ": the arena plan at these sizes needs " +
+                   std::to_string(plan.size) + " bytes; the run's arena holds " +
+                   std::to_string(memory.arenaBytes)};
+    r->arena = memory.arena;
+  } else {
+    Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
+    if (!arena)
+      return Error{origin + ": arena of " + std::to_string(r->arenaSize) + " bytes (" +
+                   formatGiB(r->arenaSize) + "): " + arena.getError()};
+    r->ownArena = std::move(*arena);
+    r->arena = r->ownArena.get();
+  }
+
+  // Arguments: named tensors for params/state, owned buffers for the rest.
+  for (const ProgramBinding &arg : p.args) {
+    int id = arg.buffer;
+    if (arg.role == "param" || arg.role == "state") {
+      auto it = store.find(arg.name);
+      if (it == store.end())
+        return Error{origin + ": no tensor for " + arg.role + " '" + arg.name + "'"};
+      if (it->second.dtype != p.buffers[id].dtype ||
+          static_cast<size_t>(it->second.count) * dtypeSize(it->second.dtype) != r->bytes[id])
+        return Error{origin + ": " + arg.role + " '" + arg.name + "' is " +
+                     dtypeName(it->second.dtype) + " with " + std::to_string(it->second.count) +
+                     " elements; the program expects " + dtypeName(p.buffers[id].dtype) + " of " +
+                     std::to_string(r->bytes[id]) + " bytes"};
+      r->pointers[id] = it->second.memory.get();
+    } else {
+      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(r->bytes[id], 1));
+      if (!buffer)
+        return Error{origin + ": " + buffer.getError()};
+      r->pointers[id] = buffer->get();
+      r->owned.push_back(std::move(*buffer));
+    }
+  }
+
+  if (memory.workspace) {
+    r->workspace = memory.workspace;
+  } else {
+    Expected<DeviceBuffer> workspace = DeviceBuffer::allocate(device, kWorkspaceBytes);
+    if (!workspace)
+      return Error{origin + ": GEMM workspace: " + workspace.getError()};
+    r->ownWorkspace = std::move(*workspace);
+    r->workspace = r->ownWorkspace.get();
+  }
+
+  // Attention launches cuDNN takes, decided before any op is resolved: the
+  // fills they replace come before them. A backward runs on cuDNN only
+  // after a forward on cuDNN wrote the row statistics it reads.
+  r->cudnn = memory.cudnn;
+  std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
+  std::vector<bool> replaced(p.ops.size(), false);
+  std::map<int, CUdeviceptr> statsOfOutput;
+  std::vector<CUdeviceptr> statsOf(p.ops.size(), 0);
+  int64_t attentionWorkspaceBytes = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    if (op.kind != ProgramOp::Kind::Launch || !op.attention)
+      continue;
+    Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
+    Expected<std::shared_ptr<CudnnAttention::Plan>> plan =
+        !memory.cudnn ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
+        : !shape      ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
+                      : memory.cudnn->build(*shape);
+    if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
+      plan = Error{"its forward did not run on cuDNN"};
+    if (!plan) {
+      ++r->kernelAttention;
+      if (r->attentionNote.empty() && !plan.getError().empty())
+        r->attentionNote = op.name + ": " + plan.getError();
+      continue;
+    }
+    if (!op.attention->backward) {
+      Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
+          device, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4);
+      if (!stats)
+        return Error{origin + ": attention statistics: " + stats.getError()};
+      statsOfOutput[op.attention->o] = stats->get();
+      r->owned.push_back(std::move(*stats));
+    }
+    statsOf[i] = statsOfOutput[op.attention->o];
+    attentionWorkspaceBytes =
+        std::max(attentionWorkspaceBytes, CudnnAttention::workspaceBytes(**plan));
+    cudnnPlan[i] = std::move(*plan);
+    for (size_t skip : op.attention->replaces)
+      replaced[skip] = true;
+    ++r->cudnnAttention;
+  }
+  if (attentionWorkspaceBytes > 0) {
+    Expected<DeviceBuffer> ws =
+        DeviceBuffer::allocate(device, static_cast<size_t>(attentionWorkspaceBytes));
+    if (!ws)
+      return Error{origin + ": cuDNN attention workspace: " + ws.getError()};
+    r->attentionWorkspace = std::move(*ws);
+  }
+
+  auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    std::string where = "op " + std::to_string(i);
+    if (replaced[i])
+      continue;
+    if (cudnnPlan[i]) {
+      const AttentionRoles &a = *op.attention;
+      Attention run;
+      run.plan = cudnnPlan[i];
+      auto at = [&](int id) { return id >= 0 ? r->pointers[id] : CUdeviceptr(0); };
+      run.pointers = {at(a.q),    at(a.k),  at(a.v),  at(a.o), statsOf[i],
+                      at(a.dout), at(a.dq), at(a.dk), at(a.dv)};
+      Expected<AttentionShape> shape = attentionShape(p, a, shapes);
+      run.label = "cudnn attention " + shape->describe();
+      r->actions.push_back({Action::Attention, r->attentionList.size()});
+      r->attentionList.push_back(std::move(run));
+      continue;
+    }
+    switch (op.kind) {
+    case ProgramOp::Kind::Alloc:
+      r->pointers[op.result] = r->arena + offsets[op.result];
+      break;
+    case ProgramOp::Kind::View:
+      if (r->bytes[op.result] > r->bytes[op.source])
+        return Error{origin + ": " + where + ": view larger than its source"};
+      r->pointers[op.result] = r->pointers[op.source];
+      break;
+    case ProgramOp::Kind::Weight: {
+      Expected<NamedTensor *> weight =
+          loadWeight(op.name, p.buffers[op.result].dtype, shapes[op.result]);
+      if (!weight)
+        return Error{origin + ": " + weight.getError()};
+      if ((*weight)->dtype != p.buffers[op.result].dtype ||
+          static_cast<size_t>((*weight)->count) * dtypeSize((*weight)->dtype) !=
+              r->bytes[op.result])
+        return Error{origin + ": weight '" + op.name + "' does not match its buffer's " +
+                     dtypeName(p.buffers[op.result].dtype) + " of " +
+                     std::to_string(r->bytes[op.result]) + " bytes"};
+      r->pointers[op.result] = (*weight)->memory.get();
+      break;
+    }
+    case ProgramOp::Kind::Constant: {
+      size_t count = r->bytes[op.result] / dtypeSize(p.buffers[op.result].dtype);
+      size_t elementSize = dtypeSize(p.buffers[op.result].dtype);
+      std::string data = op.bytes;
+      // A splat literal holds one element.
+      if (data.size() == elementSize && count > 1) {
+        data.clear();
+        for (size_t e = 0; e < count; ++e)
+          data += op.bytes;
+      }
+      if (data.size() != r->bytes[op.result])
+        return Error{origin + ": " + where + ": constant has " + std::to_string(op.bytes.size()) +
+                     " bytes for a buffer of " + std::to_string(r->bytes[op.result])};
+      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(data.size(), 1));
+      if (!buffer)
+        return Error{origin + ": " + buffer.getError()};
+      if (!data.empty())
+        if (Status s = check(driver.cuMemcpyHtoDAsync_v2(buffer->get(), data.data(),
+                                                         data.size(), device.getStream()),
+                             "cuMemcpyHtoDAsync");
+            !s)
+          return s.takeError();
+      r->pointers[op.result] = buffer->get();
+      r->owned.push_back(std::move(*buffer));
+      break;
+    }
+    case ProgramOp::Kind::Fill: {
+      DType t = p.buffers[op.target].dtype;
+      Fill fill{r->pointers[op.target], r->bytes[op.target] / dtypeSize(t), dtypeSize(t), 0};
+      unsigned char bits[8] = {};
+      if (isFloat(t))
+        writeFloat(bits, t, op.value);
+      else
+        writeInt(bits, t, static_cast<int64_t>(op.value));
+      if (fill.elementSize == 8) {
+        if (std::any_of(bits, bits + 8, [](unsigned char c) { return c != 0; }))
+          return Error{origin + ": " + where + ": non-zero fill of 8-byte elements"};
+        fill.elementSize = 1;
+        fill.elements *= 8;
+      } else {
+        std::memcpy(&fill.pattern, bits, fill.elementSize);
+      }
+      r->actions.push_back({Action::Fill, r->fillList.size()});
+      r->fillList.push_back(fill);
+      break;
+    }
+    case ProgramOp::Kind::AllReduce:
+    case ProgramOp::Kind::AllReduceWait:
+      if (Status s = prepareAllReduce(*r, op); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
+      break;
+    case ProgramOp::Kind::Copy:
+      r->actions.push_back({Action::Copy, r->copyList.size()});
+      r->copyList.push_back({r->pointers[op.source], r->pointers[op.target],
+                             std::min(r->bytes[op.source], r->bytes[op.target])});
+      break;
+    case ProgramOp::Kind::Launch: {
+      auto module = modules.find(op.module);
+      if (module == modules.end())
+        return Error{origin + ": " + where + ": no kernel module '" + op.module + "'"};
+      Expected<CUfunction> function = module->second->getFunction(op.name);
+      if (!function)
+        return Error{origin + ": " + function.getError()};
+      Launch launch;
+      launch.name = op.name;
+      launch.function = *function;
+      Expected<int64_t> items = op.items->evaluate(sizes);
+      Expected<int64_t> shared = op.shared->evaluate(sizes);
+      if (!items || !shared)
+        return Error{origin + ": " + where + ": " + (items ? shared.getError() : items.getError())};
+      // Kernels loop over their items, so the grid may be capped.
+      int64_t blocks = std::max<int64_t>(1, (*items + op.per - 1) / op.per);
+      launch.grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 30));
+      launch.block = static_cast<unsigned>(op.block);
+      launch.shared = static_cast<unsigned>(*shared);
+      if (*shared > 48 * 1024)
+        if (Status s = check(driver.cuFuncSetAttribute(
+                                 launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 static_cast<int>(*shared)),
+                             "cuFuncSetAttribute");
+            !s)
+          return Error{origin + ": kernel " + op.name + ": " + s.getError()};
+      for (int id : op.args)
+        launch.pointers.push_back(r->pointers[id]);
+      for (const std::string &symbol : op.symbols) {
+        auto value = sizes.find(symbol);
+        if (value == sizes.end())
+          return Error{origin + ": kernel " + op.name + " needs symbol '" + symbol + "'"};
+        launch.symbols.push_back(value->second);
+      }
+      for (CUdeviceptr &ptr : launch.pointers)
+        launch.params.push_back(&ptr);
+      for (int64_t &value : launch.symbols)
+        launch.params.push_back(&value);
+      r->actions.push_back({Action::Launch, r->launchList.size()});
+      r->launchList.push_back(std::move(launch));
+      ++r->launches;
+      break;
+    }
+    case ProgramOp::Kind::Gemm: {
+      Expected<Gemm> g = r->buildGemm(op, sizes, where);
+      if (!g)
+        return g.takeError();
+      r->actions.push_back({Action::Gemm, r->gemmList.size()});
+      r->gemmList.push_back(*g);
+      ++r->gemms;
+      break;
+    }
+    }
+  }
+  // New parameters and state replace the old ones at the end of the step.
+  for (const ProgramBinding &result : p.results) {
+    if (result.role != "param" && result.role != "state")
+      continue;
+    auto it = store.find(result.name);
+    if (it == store.end())
+      continue; // The init program's results: the executor adopts them.
+    CUdeviceptr target = it->second.memory.get();
+    if (target != r->pointers[result.buffer])
+      r->resultCopies.push_back({r->pointers[result.buffer], target, r->bytes[result.buffer]});
+  }
+  return r;
+}
+
+Status ProgramRunner::record(CUstream stream) const {
+  for (std::pair<Action, size_t> action : actions)
+    if (Status s = recordAction(action, stream); !s)
+      return s;
+  return recordResultCopies(stream);
+}
+
+Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
+  auto [action, index] = entry;
+  {
+    switch (action) {
+    case Action::Launch: {
+      const Launch &l = launchList[index];
+      if (Status s = check(driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.block, 1, 1, l.shared,
+                                                 stream, const_cast<void **>(l.params.data()),
+                                                 nullptr),
+                           "cuLaunchKernel");
+          !s)
+        return s;
+      break;
+    }
+    case Action::Gemm: {
+      const Gemm &g = gemmList[index];
+      float alpha = 1.f, beta = 0.f;
+      cublasStatus_t status = lt->cublasLtMatmul(
+          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
+          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
+          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
+          kWorkspaceBytes, stream);
+      if (status != CUBLAS_STATUS_SUCCESS)
+        return fail("cublasLtMatmul failed: " + lt->describe(status));
+      break;
+    }
+    case Action::Fill:
+      return recordFill(fillList[index], stream);
+    case Action::Copy:
+      return recordCopy(copyList[index], stream);
+    case Action::Attention: {
+      const Attention &a = attentionList[index];
+      if (Status s = cudnn->run(*a.plan, a.pointers, attentionWorkspace.get(), stream); !s)
+        return fail(s.getError());
+      break;
+    }
+    case Action::AllReduce:
+    case Action::AllReduceWait:
+      return recordAllReduce(entry, stream);
+    }
+  }
+  return Status::success();
+}
+
+Status ProgramRunner::recordResultCopies(CUstream stream) const {
+  for (const Copy &c : resultCopies)
+    if (Status s = recordCopy(c, stream); !s)
+      return s;
+  return Status::success();
+}
+
+namespace {
+/// Blocks of 256 threads for a grid-stride loop over \p bytes (16 per
+/// thread per pass), at most 4096.
+unsigned supportGrid(uint64_t bytes) {
+  return static_cast<unsigned>(std::min<uint64_t>(4096, std::max<uint64_t>(1, (bytes + 4095) / 4096)));
+}
+} // namespace
+
+Status ProgramRunner::recordFill(const Fill &f, CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  if (fillKernel) {
+    CUdeviceptr target = f.target;
+    uint32_t pattern = f.elementSize == 1   ? (f.pattern & 0xff) * 0x01010101u
+                       : f.elementSize == 2 ? (f.pattern & 0xffff) * 0x00010001u
+                                            : f.pattern;
+    uint64_t bytes = f.elements * f.elementSize;
+    void *args[] = {&target, &pattern, &bytes};
+    return device->check(driver.cuLaunchKernel(fillKernel, supportGrid(bytes), 1, 1, 256, 1, 1, 0,
+                                               stream, args, nullptr),
+                         "cuLaunchKernel (kiln_fill)");
+  }
+  CUresult result =
+      f.elementSize == 1
+          ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern), f.elements, stream)
+      : f.elementSize == 2
+          ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern), f.elements,
+                                    stream)
+          : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
+  return device->check(result, "cuMemsetAsync");
+}
+
+Status ProgramRunner::recordCopy(const Copy &c, CUstream stream) const {
+  if (!c.bytes)
+    return Status::success();
+  const CudaDriver &driver = device->getDriver();
+  if (copyKernel) {
+    CUdeviceptr target = c.target, source = c.source;
+    uint64_t bytes = c.bytes;
+    void *args[] = {&target, &source, &bytes};
+    return device->check(driver.cuLaunchKernel(copyKernel, supportGrid(bytes), 1, 1, 256, 1, 1, 0,
+                                               stream, args, nullptr),
+                         "cuLaunchKernel (kiln_copy)");
+  }
+  return device->check(driver.cuMemcpyDtoDAsync_v2(c.target, c.source, c.bytes, stream),
+                       "cuMemcpyDtoDAsync");
+}
+
+std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
+  switch (entry.first) {
+  case Action::Launch:
+    return launchList[entry.second].name;
+  case Action::Gemm:
+    return gemmList[entry.second].label;
+  case Action::Fill:
+    return "memset";
+  case Action::Copy:
+    return "memcpy";
+  case Action::Attention:
+    return attentionList[entry.second].label;
+  case Action::AllReduce:
+    return "nccl all_reduce bucket " + std::to_string(allReduceList[entry.second].bucket) +
+           " (enqueue)";
+  case Action::AllReduceWait:
+    return "nccl all_reduce wait bucket " + std::to_string(entry.second);
+  }
+  return "?";
+}
+
+Expected<std::vector<ActionTime>> ProgramRunner::profile(CUstream stream) const {
+  const CudaDriver &driver = device->getDriver();
+  auto check = [&](CUresult result, const char *what) { return device->check(result, what); };
+  // One event before each action and one at the end; destroyed on return.
+  std::vector<CUevent> events(actions.size() + 2, nullptr);
+  struct Destroy {
+    const CudaDriver &driver;
+    std::vector<CUevent> &events;
+    ~Destroy() {
+      for (CUevent e : events)
+        if (e)
+          driver.cuEventDestroy_v2(e);
+    }
+  } destroy{driver, events};
+  for (CUevent &e : events)
+    if (Status s = check(driver.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+      return s.takeError();
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (Status s = check(driver.cuEventRecord(events[i], stream), "cuEventRecord"); !s)
+      return s.takeError();
+    if (Status s = recordAction(actions[i], stream); !s)
+      return s.takeError();
+  }
+  if (Status s = check(driver.cuEventRecord(events[actions.size()], stream), "cuEventRecord"); !s)
+    return s.takeError();
+  if (Status s = recordResultCopies(stream); !s)
+    return s.takeError();
+  if (Status s = check(driver.cuEventRecord(events.back(), stream), "cuEventRecord"); !s)
+    return s.takeError();
+  if (Status s = check(driver.cuEventSynchronize(events.back()), "cuEventSynchronize"); !s)
+    return s.takeError();
+  std::vector<ActionTime> times;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    float ms = 0;
+    if (Status s = check(driver.cuEventElapsedTime_v2(&ms, events[i], events[i + 1]),
+                         "cuEventElapsedTime");
+        !s)
+      return s.takeError();
+    times.push_back({i < actions.size() ? actionLabel(actions[i]) : "result copies", ms});
+  }
+  return times;
+}
+
+Status ProgramRunner::upload(int id, const std::string &data, CUstream stream) const {
+  if (data.size() != bytes[id])
+    return fail("buffer " + std::to_string(id) + " takes " + std::to_string(bytes[id]) +
+                " bytes, got " + std::to_string(data.size()));
+  if (data.empty())
+    return Status::success();
+  return device->check(
+      device->getDriver().cuMemcpyHtoDAsync_v2(pointers[id], data.data(), data.size(), stream),
+      "cuMemcpyHtoDAsync");
+}
+
+Expected<std::string> ProgramRunner::downloadBuffer(int id) const {
+  std::string data(bytes[id], '\0');
+  if (Status s = device->synchronize(); !s)
+    return s.takeError();
+  if (!data.empty())
+    if (Status s = device->check(
+            device->getDriver().cuMemcpyDtoH_v2(data.data(), pointers[id], data.size()),
+            "cuMemcpyDtoH");
+        !s)
+      return s.takeError();
+  return data;
+}

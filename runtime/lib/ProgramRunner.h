@@ -1,0 +1,154 @@
+//===- ProgramRunner.h - One step program at fixed sizes --------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Internal to the runtime library: a program resolved at one shape's sizes
+// (pointers, grids, cuBLASLt descriptors, cuDNN attention plans), recorded
+// onto a stream by the StepExecutor. ProgramRunner.cpp resolves and records,
+// GemmDescriptors.cpp builds the cuBLASLt descriptors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_LIB_PROGRAMRUNNER_H
+#define KILN_RUNTIME_LIB_PROGRAMRUNNER_H
+
+#include "kiln/runtime/Communicator.h"
+#include "kiln/runtime/CudnnAttention.h"
+#include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/runtime/StepExecutor.h"
+
+namespace kiln::runtime {
+
+// Shared with the compiler's plan (MemoryPlanSection.h).
+inline constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
+
+/// Memory a runner places its buffers in; zero pointers: the runner
+/// allocates its own. Runners of one executor share one arena and one GEMM
+/// workspace: they run one at a time on one stream.
+struct SharedMemory {
+  CUdeviceptr arena = 0;
+  size_t arenaBytes = 0;
+  CUdeviceptr workspace = 0;
+  /// kiln_fill and kiln_copy (kernels/SupportKernels.cu); null: memset and
+  /// memcpy nodes.
+  CUfunction fill = nullptr, copy = nullptr;
+  /// cuDNN's fused attention for the launches that allow it; null: the
+  /// generated kernels.
+  const CudnnAttention *cudnn = nullptr;
+  /// The data-parallel communicator for all_reduce ops; null: a run of one
+  /// (outputs are the inputs).
+  Communicator *communicator = nullptr;
+};
+
+class ProgramRunner {
+public:
+  ~ProgramRunner();
+  /// Resolves every op of \p program at \p sizes, its buffers at \p plan's
+  /// offsets in \p memory's arena (or an arena of its own).
+  static Expected<std::unique_ptr<ProgramRunner>>
+  prepare(const StepProgram &program, const std::string &origin, const Device &device,
+          const CublasLt &lt, cublasLtHandle_t handle,
+          const std::map<std::string, const KernelModule *> &modules,
+          std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
+          const artifact::SymbolBindings &sizes, const ArenaPlan &plan,
+          const SharedMemory &memory = {});
+
+  /// Enqueues every op, then the copies of new params/state into place.
+  Status record(CUstream stream) const;
+  /// Runs every op like record(), with an event pair around each, and
+  /// returns each op's device time (no graph: launch gaps are excluded).
+  Expected<std::vector<ActionTime>> profile(CUstream stream) const;
+  Status upload(int id, const std::string &bytes, CUstream stream) const;
+  Expected<std::string> downloadBuffer(int id) const;
+
+  const StepProgram &getProgram() const { return program; }
+  size_t arenaBytes() const { return arenaSize; }
+  /// The compiler's memory plan placed the arena (not a run-time plan).
+  bool usedArtifactPlan = false;
+  size_t launches = 0, gemms = 0;
+  /// Attention launches run by cuDNN, and those left to the kernel.
+  size_t cudnnAttention = 0, kernelAttention = 0;
+  /// Why the first attention launch that cuDNN could not take stayed a kernel.
+  std::string attentionNote;
+
+private:
+  struct Launch {
+    std::string name;
+    CUfunction function = nullptr;
+    unsigned grid = 1, block = 1, shared = 0;
+    std::vector<CUdeviceptr> pointers;
+    std::vector<int64_t> symbols;
+    std::vector<void *> params;
+  };
+  struct Gemm {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    CUdeviceptr a = 0, b = 0, c = 0;
+    std::string label; // "gemm MxNxK" for profiles
+  };
+  struct Fill {
+    CUdeviceptr target = 0;
+    size_t elements = 0, elementSize = 1;
+    uint32_t pattern = 0;
+  };
+  struct Copy {
+    CUdeviceptr source = 0, target = 0;
+    size_t bytes = 0;
+  };
+  struct Attention {
+    std::shared_ptr<CudnnAttention::Plan> plan;
+    AttentionPointers pointers;
+    std::string label;
+  };
+  struct AllReduce {
+    int64_t bucket = 0;
+    std::vector<Communicator::Item> items;
+  };
+  enum class Action { Launch, Gemm, Fill, Copy, Attention, AllReduce, AllReduceWait };
+
+  ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
+      : device(&device), lt(&lt), program(std::move(program)) {}
+  Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
+  Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  Status recordResultCopies(CUstream stream) const;
+  Status recordFill(const Fill &fill, CUstream stream) const;
+  Status recordCopy(const Copy &copy, CUstream stream) const;
+  std::string actionLabel(std::pair<Action, size_t> action) const;
+  /// An all_reduce or its wait (ProgramRunnerAllReduce.cpp).
+  static Status prepareAllReduce(ProgramRunner &r, const ProgramOp &op);
+  Status recordAllReduce(std::pair<Action, size_t> action, CUstream stream) const;
+  /// The cuBLASLt descriptors, layouts and algorithm of GEMM \p op at
+  /// \p sizes (GemmDescriptors.cpp).
+  Expected<Gemm> buildGemm(const ProgramOp &op, const artifact::SymbolBindings &sizes,
+                           const std::string &where) const;
+
+  const Device *device;
+  const CublasLt *lt;
+  cublasLtHandle_t handle = nullptr;
+  StepProgram program;
+  std::string origin;
+  std::vector<CUdeviceptr> pointers;
+  std::vector<size_t> bytes;
+  std::vector<DeviceBuffer> owned;
+  DeviceBuffer ownArena, ownWorkspace;
+  CUdeviceptr arena = 0, workspace = 0;
+  CUfunction fillKernel = nullptr, copyKernel = nullptr;
+  size_t arenaSize = 0;
+  std::vector<std::pair<Action, size_t>> actions;
+  std::vector<Launch> launchList;
+  std::vector<Gemm> gemmList;
+  std::vector<Fill> fillList;
+  std::vector<Copy> copyList, resultCopies;
+  std::vector<Attention> attentionList;
+  std::vector<AllReduce> allReduceList;
+  const CudnnAttention *cudnn = nullptr;
+  Communicator *communicator = nullptr;
+  DeviceBuffer attentionWorkspace;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_LIB_PROGRAMRUNNER_H
