@@ -591,7 +591,8 @@ int kiln::run::runTrain(int argc, char **argv) {
     settings["WORLD_SIZE"] = std::to_string(rank->getRank().world);
     if (Status s = rank->getRendezvous().checkRanks(artifactPath, *hash, settings); !s)
       return error(kExitBadInput, s.getError());
-    std::printf("data parallel: %d ranks, rendezvous %s, artifact %s\n", rank->getRank().world,
+    std::printf("data parallel: %d rank%s, rendezvous %s, artifact %s\n", rank->getRank().world,
+                rank->getRank().world == 1 ? "" : "s",
                 rank->getRendezvous().getDirectory().c_str(), hash->c_str());
   }
   for (const std::string &symbol : step->getSymbols())
