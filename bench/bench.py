@@ -17,6 +17,13 @@ so the two frameworks' allocators do not share one process; its modes read
   bench/bench.py --modes jax-cudnn,jax-xla   # only the JAX columns
   bench/bench.py --dry-run                   # tiny config on the CPU
   bench/bench.py --config 1b --export-onnx out/   # ONNX + weights for Kiln
+  bench/bench.py --model hf --config small   # transformers' LlamaForCausalLM + PEFT
+
+--model hf runs the same configs as Hugging Face's LlamaForCausalLM (sdpa)
+with PEFT's LoRA, as users run them (hf_peft.py: bf16 weights, fp32
+adapters, bf16 autocast, fused AdamW; the model's own loss), and Kiln on
+that model's export (scripts/export_hf.py; bench/run.sh --export-hf). JAX
+has no HF column (model_jax.py is the hand-written model).
 """
 
 import argparse
@@ -46,6 +53,9 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", action="append", choices=sorted(CONFIGS),
                    help="configuration(s) to run (default: small)")
+    p.add_argument("--model", choices=("hand", "hf"), default="hand",
+                   help="hand: bench/model.py (default); hf: transformers' "
+                        "LlamaForCausalLM + PEFT LoRA (hf_peft.py)")
     p.add_argument("--modes", default=",".join(MODES),
                    help="comma-separated subset of " + ",".join(MODES))
     p.add_argument("--steps", type=int, default=20, help="timed steps (>= 20 for the report)")
@@ -58,6 +68,9 @@ def parse_args(argv=None):
     p.add_argument("--export-onnx", metavar="DIR",
                    help="export DIR/<config>/model.onnx (+ external weights), "
                         "weights.safetensors and tokens.bin, then exit")
+    p.add_argument("--quant", choices=["nf4"],
+                   help="QLoRA rows: the PyTorch models' frozen linear weights as NF4 "
+                        "(bench/nf4.py; give Kiln a --quant nf4 artifact)")
     p.add_argument("--kiln-artifact", metavar="STEP.kiln",
                    help="run Kiln's column with kiln-run train on this artifact")
     p.add_argument("--kiln-run", default="build-rt/tools/kiln-run/kiln-run")
@@ -70,6 +83,9 @@ def parse_args(argv=None):
     p.add_argument("--jax-params", help=argparse.SUPPRESS)
     p.add_argument("--jax-result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.model == "hf" and args.export_onnx:
+        p.error("--export-onnx writes the hand-written model; the HF model's export is "
+                "bench/run.sh --export-hf (scripts/export_hf.py)")
     args.modes = [m for m in args.modes.split(",") if m]
     for m in args.modes:
         if m not in MODES:
@@ -87,9 +103,25 @@ def run_pytorch(cfg, mode, args, device):
     from tokens import step_batches
 
     torch.manual_seed(args.seed)
-    model = build(cfg, device, seed=args.seed)
+    if args.model == "hf":
+        import hf_peft
+        model = hf_peft.add_lora(hf_peft.build_model(cfg, args.seed, torch.bfloat16, device),
+                                 cfg, args.seed)
+        params = hf_peft.adapter_parameters(model)
+        call = hf_peft.causal_lm_loss  # the model's own loss, labels already shifted
+    else:
+        model = build(cfg, device, seed=args.seed)
+        params = model.adapter_parameters()
+        call = lambda m, inputs, labels: m(inputs, labels)  # noqa: E731
+    if args.quant == "nf4":
+        from nf4 import quantize_model
+        if args.model == "hf":
+            raise SystemExit("bench.py: --quant nf4 applies to the hand-written model (--model hand)")
+        quantize_model(model)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the bf16 weights are gone
     opt_kwargs = {"fused": True} if device.type == "cuda" else {}
-    opt = torch.optim.AdamW(model.adapter_parameters(), lr=args.lr, **opt_kwargs)
+    opt = torch.optim.AdamW(params, lr=args.lr, **opt_kwargs)
     batches = []
     for b in step_batches(cfg.vocab, cfg.batch, cfg.seq, 1 + args.warmup + args.steps, args.seed):
         tokens = torch.from_numpy(b).to(device, torch.long)
@@ -108,7 +140,7 @@ def run_pytorch(cfg, mode, args, device):
         if mode == "compile-ro":
             torch.compiler.cudagraph_mark_step_begin()
         with autocast:
-            loss = forward(inputs, labels)
+            loss = call(forward, inputs, labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -417,6 +449,8 @@ def main(argv=None):
                     result = {"note": "n/a (reduce-overhead needs CUDA graphs)"}
                 elif mode in TORCH_MODES:
                     result = run_pytorch(cfg, mode, args, device)
+                elif args.model == "hf":
+                    result = {"note": "n/a (the JAX step is the hand-written model's)"}
                 elif jax_unavailable(mode, device):
                     result = {"note": jax_unavailable(mode, device)}
                 else:
@@ -427,18 +461,21 @@ def main(argv=None):
                         torch.cuda.empty_cache()
                     params_dir = params_dir or write_jax_params(cfg, args)
                     result = run_jax(cfg, mode, args, device, params_dir)
-                label = LABELS[mode]
+                label = (LABELS[mode] + (" (HF+PEFT)" if args.model == "hf" else "") +
+                         (", NF4" if args.quant else ""))
                 versions["pytorch" if mode in TORCH_MODES else "jax"].update(
                     result.get("versions", {}))
                 rows.append(format_row(cfg, label, result))
-                records.append({"config": name, "system": label, **result})
+                records.append({"config": name, "system": label, "model": args.model, **result})
                 print(f"{name} {label}: {result}", file=sys.stderr)
         finally:
             if params_dir:
                 shutil.rmtree(params_dir)
         result = run_kiln(cfg, args)
-        rows.append(format_row(cfg, "kiln", result))
-        records.append({"config": name, "system": "kiln", **result})
+        label = ("kiln (HF export)" if args.model == "hf" else "kiln") + \
+            (", NF4" if args.quant else "")
+        rows.append(format_row(cfg, label, result))
+        records.append({"config": name, "system": label, "model": args.model, **result})
     print_table(rows)
     for side, v in versions.items():
         if v:

@@ -38,7 +38,8 @@ class LoRALinear(nn.Module):
             nn.init.zeros_(self.lora_B.weight)
 
     def forward(self, x):
-        y = F.linear(x, self.weight)
+        # bench/nf4.py's quantize_model swaps the weight for NF4 codes.
+        y = F.linear(x, self.weight) if self.weight is not None else self.nf4.linear(x)
         if self.r:
             y = y + self.lora_B(self.lora_A(x)) * self.scaling
         return y

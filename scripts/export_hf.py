@@ -2,14 +2,16 @@
 """Exports a Hugging Face model as the ONNX training graph Kiln compiles.
 
   scripts/export_hf.py MODEL --out DIR [--task causal-lm|masked-lm]
-                       [--attention-mask] [--batch 2 --seq 16] [--seed 0]
+                       [--attention-mask | --position-ids]
+                       [--batch 2 --seq 16] [--seed 0]
 
 MODEL is a Hugging Face model directory (config.json and weights: the
 weights are loaded) or a config.json alone (random init from --seed). DIR
 gets:
 
   model.onnx          the graph: inputs input_ids [batch, seq] (and
-                      attention_mask with --attention-mask), labels
+                      attention_mask with --attention-mask, position_ids
+                      with --position-ids), labels
                       [batch, seq] (-100 is ignored; by default already the
                       next tokens, see --labels), output the model's own
                       loss; dynamic batch and seq; torch.onnx.export
@@ -50,25 +52,36 @@ def load_model(source, task, seed):
     return TASKS[task].from_config(config, dtype=torch.float32)
 
 
-def as_training_graph(model, with_mask, shifted):
+def as_training_graph(model, inputs, shifted):
     """The model itself with forward(inputs..., labels) -> loss, so the
     graph's initializers keep the Hugging Face parameter names. With
     `shifted`, labels[t] is the token after input t (kiln-run's token
-    windows) and the loss does not shift them again."""
+    windows) and the loss does not shift them again. With position_ids and
+    no attention_mask, Hugging Face restricts attention to the runs of
+    consecutive positions (packed documents; masking_utils'
+    find_packed_sequence_indices) — only without a KV cache, so none is
+    made."""
     base = type(model)
 
-    def loss(self, input_ids, attention_mask, labels):
-        extra = {"shift_labels": labels} if shifted else {}
-        return base.forward(self, input_ids=input_ids, attention_mask=attention_mask,
-                            labels=labels, **extra).loss
+    def loss(self, **given):
+        extra = {"shift_labels": given["labels"]} if shifted else {}
+        if "position_ids" in given:
+            extra["use_cache"] = False
+        return base.forward(self, **given, **extra).loss
 
+    # torch.onnx.export's dynamic_shapes name forward's parameters.
     class TrainingGraph(base):
-        if with_mask:
+        if "attention_mask" in inputs:
             def forward(self, input_ids, attention_mask, labels):
-                return loss(self, input_ids, attention_mask, labels)
+                return loss(self, input_ids=input_ids, attention_mask=attention_mask,
+                            labels=labels)
+        elif "position_ids" in inputs:
+            def forward(self, input_ids, position_ids, labels):
+                return loss(self, input_ids=input_ids, position_ids=position_ids,
+                            labels=labels)
         else:
             def forward(self, input_ids, labels):
-                return loss(self, input_ids, None, labels)
+                return loss(self, input_ids=input_ids, labels=labels)
 
     model.__class__ = TrainingGraph
     return model
@@ -81,6 +94,10 @@ def main():
     parser.add_argument("--task", choices=sorted(TASKS), default="causal-lm")
     parser.add_argument("--attention-mask", action="store_true",
                         help="add an attention_mask [batch, seq] input (padding)")
+    parser.add_argument("--position-ids", action="store_true",
+                        help="add a position_ids [batch, seq] input: positions restarting "
+                        "at 0 start a new packed document, which attention is restricted "
+                        "to (kiln-run train --pack)")
     parser.add_argument("--labels", choices=["shifted", "unshifted"], default="shifted",
                         help="causal-lm: labels[t] is the token after input t (shifted, "
                         "what kiln-run's --data windows feed) or the input itself, "
@@ -91,6 +108,12 @@ def main():
     args = parser.parse_args()
     if args.batch < 1 or args.seq < 2:
         parser.error("--batch must be >= 1 and --seq >= 2")
+    if args.attention_mask and args.position_ids:
+        parser.error("--attention-mask and --position-ids exclude each other: Hugging Face "
+                     "derives the packed-document mask from position_ids only without an "
+                     "attention_mask")
+    if args.position_ids and args.task != "causal-lm":
+        parser.error("--position-ids is for --task causal-lm")
 
     model = load_model(args.model, args.task, args.seed)
     model.eval()  # dropout off: the step is traced deterministic
@@ -100,16 +123,23 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
 
     shifted = args.task == "causal-lm" and args.labels == "shifted"
-    graph = as_training_graph(model, args.attention_mask, shifted)
-    vocab = config.vocab_size
-    ids = torch.randint(0, vocab, (args.batch, args.seq))
-    example = [ids]
     names = ["input_ids"]
     if args.attention_mask:
-        example.append(torch.ones_like(ids))
         names.append("attention_mask")
-    example.append(ids.clone())
+    if args.position_ids:
+        names.append("position_ids")
     names.append("labels")
+    graph = as_training_graph(model, names, shifted)
+    vocab = config.vocab_size
+    ids = torch.randint(0, vocab, (args.batch, args.seq))
+    # Traced with two packed documents per row, so the exporter keeps the
+    # general (data-dependent) mask.
+    half = args.seq // 2
+    positions = torch.cat([torch.arange(half), torch.arange(args.seq - half)])
+    example = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+               "position_ids": positions.expand(args.batch, -1).contiguous(),
+               "labels": ids.clone()}
+    example = [example[n] for n in names]
     batch, seq = torch.export.Dim("batch", min=1), torch.export.Dim("seq", min=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -33,6 +33,11 @@ try:
 except ImportError:
     pass
 
+# clang-format (Debian's, 14): test/Tools/format-script.test runs scripts/format.sh.
+import shutil
+if shutil.which("clang-format"):
+    config.available_features.add("clang-format")
+
 # kiln-fuzz-onnx exists (KILN_BUILD_FUZZER): test/Fuzz runs it.
 if getattr(config, "kiln_build_fuzzer", 0):
     config.available_features.add("fuzzer")

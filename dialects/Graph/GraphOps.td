@@ -565,6 +565,55 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+// Fused LM head + cross entropy (lib/Dialect/Graph/Transforms/FuseLinearCrossEntropy.cpp).
+class Kiln_LinearCrossEntropyBase<string mnemonic, dag extraIns, dag outs>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let arguments = !con((ins Kiln_FloatTensor:$hidden, Kiln_FloatTensor:$weight,
+                            Kiln_IndexTensor:$labels), extraIns,
+                       (ins UnitAttr:$transpose_weight,
+                            DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                            OptionalAttr<F64Attr>:$softcap, I64Attr:$chunk_tokens));
+  let results = outs;
+  let hasVerifier = 1;
+}
+
+def Kiln_LinearCrossEntropyOp : Kiln_LinearCrossEntropyBase<"linear_cross_entropy",
+    (ins), (outs Kiln_FloatTensor:$loss)> {
+  let summary = "mean cross entropy of the logits hidden · W, computed per chunk of "
+                "tokens: no [tokens x vocab] tensor exists";
+  let description = [{
+    hidden [N, H], weight [H, V] (or [V, H] with `transpose_weight`), labels
+    [N]. logits = hidden · W in fp32 accumulation, optionally soft-capped
+    (`softcap` c: c · tanh(logits / c)); the loss is the mean over the rows
+    whose label is not `ignore_index` of logsumexp(logits) − logits[label]
+    (a scalar of `loss`'s type, fp32). It is evaluated `chunk_tokens` rows at
+    a time, so at most [chunk_tokens, V] fp32 logits exist at once.
+  }];
+  let assemblyFormat = "$hidden `,` $weight `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Kiln_LinearCrossEntropyGradOp : Kiln_LinearCrossEntropyBase<"linear_cross_entropy_grad",
+    (ins Kiln_FloatTensor:$grad),
+    (outs Kiln_FloatTensor:$loss, Kiln_FloatTensor:$hidden_grad,
+          Optional<Kiln_FloatTensor>:$weight_grad)> {
+  let summary = "kiln.linear_cross_entropy's loss and its gradients in one chunked pass";
+  let description = [{
+    Per chunk of `chunk_tokens` rows: the logits chunk, its logsumexp and
+    loss contribution, then dlogits = (softmax − onehot(label)) · grad /
+    (counted rows) (zero rows for ignored labels, times 1 − tanh² under a
+    soft-cap) over the same chunk, hidden_grad chunk = dlogits · Wᵀ and, when
+    the op has a `weight_grad` result, weight_grad += the chunk's share
+    (hiddenᵀ · dlogits, or its transpose). `loss` equals the forward op's, so
+    the train step computes the loss here and drops the forward op (the
+    canonicalizer merges them when `grad` is available before every use of
+    the forward loss).
+  }];
+  let assemblyFormat = "$hidden `,` $weight `,` $labels `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasCanonicalizer = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Ops the importer could not map
 //===----------------------------------------------------------------------===//

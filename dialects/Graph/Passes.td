@@ -239,6 +239,60 @@ def PrecisionPass : Pass<"kiln-precision", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FuseLinearCrossEntropyPass
+    : Pass<"kiln-fuse-linear-cross-entropy", "::mlir::func::FuncOp"> {
+  let summary = "LM head matmul + mean cross entropy as one op chunked over tokens";
+  let description = [{
+    Runs on the forward graph after precision and NF4, before autodiff. It
+    matches `kiln.cross_entropy` (mean reduction, fp32 logits) whose logits
+    are `hidden · W` (`kiln.matmul` with a 2-D right operand: the folded
+    [H, V] head weight, or [V, H] with `transpose_b`, e.g. a tied
+    embedding), seen through reshapes to [tokens, V], float casts (bf16
+    compute, an exporter's `.float()`) and a soft-cap `c · tanh(x / c)` with
+    a scalar constant `c` (Gemma 2), each value used once. Such a chain becomes
+    `kiln.linear_cross_entropy` on `hidden` reshaped to [tokens, H]; autodiff
+    differentiates it into `kiln.linear_cross_entropy_grad`, which also
+    yields the loss, and the canonicalizer then drops the forward op, so
+    the train step computes the loss and the gradients in one pass over
+    chunks of `chunk-tokens` rows: no [tokens × vocab] tensor exists, only
+    one [chunk × vocab] fp32 chunk. The logits are accumulated in fp32 from
+    bf16 operands without the bf16 rounding the unfused graph applies.
+
+    Anything else stays as it is (still correct): a logits value used twice,
+    a sum/none reduction, a LoRA adapter on the head (an add after the
+    matmul), a scale or bias between matmul and loss.
+
+    `chunk-tokens=0` (default) picks the largest power of two up to 4096
+    whose fp32 chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256,
+    4096 at V = 256).
+
+    Before:
+    ```mlir
+    %l = kiln.matmul %h, %w : (tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>,
+        tensor<64x256xbf16>) -> tensor<?x?x256xbf16, #kiln.dims<[batch, seq]>>
+    %r = kiln.reshape %l : tensor<?x?x256xbf16, #kiln.dims<[batch, seq]>>
+        -> tensor<?x256xbf16, #kiln.dims<[batch*seq]>>
+    %f = kiln.cast %r : tensor<?x256xbf16, #kiln.dims<[batch*seq]>>
+        -> tensor<?x256xf32, #kiln.dims<[batch*seq]>>
+    %loss = kiln.cross_entropy %f, %y : (tensor<?x256xf32, #kiln.dims<[batch*seq]>>,
+        tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
+    ```
+    After (`chunk-tokens=0`: 4096 tokens at V = 256):
+    ```mlir
+    %h2 = kiln.reshape %h : tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>
+        -> tensor<?x64xbf16, #kiln.dims<[batch*seq]>>
+    %loss = kiln.linear_cross_entropy %h2, %w, %y {chunk_tokens = 4096 : i64}
+        : (tensor<?x64xbf16, #kiln.dims<[batch*seq]>>, tensor<64x256xbf16>,
+           tensor<?xi64, #kiln.dims<[batch*seq]>>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
+           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">
+  ];
+  let dependentDialects = ["::kiln::GraphDialect"];
+}
+
 def AutodiffPass : Pass<"kiln-autodiff", "::mlir::func::FuncOp"> {
   let summary = "Reverse-mode differentiation: return the loss and the "
                 "gradient of every trainable parameter";
@@ -357,6 +411,64 @@ def DataParallelPass : Pass<"kiln-data-parallel", "::mlir::func::FuncOp"> {
   ];
 }
 
+def LoopProgramsPass : Pass<"kiln-loop-programs", "::mlir::ModuleOp"> {
+  let summary = "Accumulate, apply and eval programs for the run-time loop";
+  let description = [{
+    Runs after `kiln-autodiff`, before `kiln-train-step`, on `@main` in its
+    `(loss, gradients)` form. Adds three functions, so that the runtime
+    chooses the number of micro-batches per optimizer step and evaluates
+    held-out data without recompiling:
+
+    - `@main__accum` (`kiln.loop_program = "accum"`): the forward and
+      backward pass of one micro-batch. Trainable parameters are `kiln.param`
+      arguments (read, never written); the accumulators are arguments and
+      results tagged `kiln.accum`: `grad/<param>` (fp32), `loss` and
+      `tokens` (fp32 scalars). With `n` the micro-batch's counted tokens
+      (labels other than `ignore_index` of the mean-reduced
+      `kiln.cross_entropy` that is the loss; 1 when the loss is anything
+      else), it adds `n * grad` to each gradient accumulator, `n * loss` to
+      `loss` (0 when `n` is 0) and `n` to `tokens`; it also returns the
+      micro-batch's loss and `n` (`kiln.name = "loss"`, `"tokens"`).
+    - `@main__apply` (`kiln.loop_program = "apply"`): the accumulated mean
+      over all counted tokens of the optimizer step (`grad/<p> / tokens`,
+      `loss / tokens`, what HF Trainer gets by dividing summed token losses
+      by `num_items_in_batch`), as `(loss, gradients)` for
+      `kiln-train-step`, plus zeros for every accumulator (`kiln.accum`
+      results: the program clears them).
+    - `@main__eval` (`kiln.loop_program = "eval"`): the forward pass alone,
+      `(inputs, params) -> (loss, tokens)`, dropout removed, no gradients,
+      no optimizer.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<?x8xf32, #kiln.dims<[b]>>, %y: tensor<?xi64, #kiln.dims<[b]>>)
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<8x4xf32> {kiln.grad_of = "w"}) {
+      %w = kiln.parameter "w" trainable : tensor<8x4xf32>
+      ...
+      %loss = kiln.cross_entropy %logits, %y : ...
+    ```
+    After (`@main` unchanged):
+    ```mlir
+    func.func @main__accum(%x: ..., %y: ...,
+        %gw: tensor<8x4xf32> {kiln.accum = "grad/w"}, %l: tensor<f32> {kiln.accum = "loss"},
+        %n: tensor<f32> {kiln.accum = "tokens"}, %w: tensor<8x4xf32> {kiln.param = "w"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<f32> {kiln.name = "tokens"},
+            tensor<8x4xf32> {kiln.accum = "grad/w"}, tensor<f32> {kiln.accum = "loss"},
+            tensor<f32> {kiln.accum = "tokens"})
+        attributes {kiln.loop_program = "accum"}
+    func.func @main__apply(%gw: tensor<8x4xf32> {kiln.accum = "grad/w"},
+        %l: tensor<f32> {kiln.accum = "loss"}, %n: tensor<f32> {kiln.accum = "tokens"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<8x4xf32> {kiln.grad_of = "w"},
+            tensor<8x4xf32> {kiln.accum = "grad/w"}, tensor<f32> {kiln.accum = "loss"},
+            tensor<f32> {kiln.accum = "tokens"})
+        attributes {kiln.loop_program = "apply"}
+    func.func @main__eval(%x: ..., %y: ..., %w: tensor<8x4xf32> {kiln.param = "w"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<f32> {kiln.name = "tokens"})
+        attributes {kiln.loop_program = "eval"}
+    ```
+  }];
+}
+
 def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
   let summary = "Turn (loss, gradients) into one optimizer step";
   let description = [{
@@ -415,7 +527,10 @@ def TrainStepPass : Pass<"kiln-train-step", "::mlir::func::FuncOp"> {
     Option<"dampening", "dampening", "double", /*default=*/"0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
-           "clip the global gradient norm to this (0: off)">
+           "clip the global gradient norm to this (0: off)">,
+    Option<"gradNorm", "grad-norm", "bool", /*default=*/"false",
+           "also return the global L2 norm of the gradients (before clipping) "
+           "as a result named grad_norm">
   ];
 }
 
@@ -465,6 +580,47 @@ def LoraPass : Pass<"kiln-lora", "::mlir::ModuleOp"> {
     Option<"skip", "skip", "std::string", /*default=*/"\"\"",
            "regex of weights to leave without adapters">
   ];
+}
+
+def LoraConcatPass : Pass<"kiln-lora-concat", "::mlir::func::FuncOp"> {
+  let summary = "One down-projection GEMM for the LoRA adapters that share an input";
+  let description = [{
+    Runs after `kiln-lora` (and precision, NF4), before autodiff. The
+    adapters of linear layers that read the same input (q/k/v; gate/up)
+    project it down with GEMMs of n = r each, which run far below the GPU's
+    rate. Their `lora_A` matrices (each seen through its casts) are
+    concatenated along the rank into one `[sum r, in]` operand and one GEMM
+    computes every adapter's down projection `t`. An up projection
+    `t_i B_i^T` that is the only use of its down projection reads the whole
+    `t` against `B_i` padded with zero columns (`t [0 | B_i | 0]^T`, the
+    same sum): no kernel copies columns out, and after autodiff the group's
+    dT products add into one `[tokens, sum r]` gradient, dA is one GEMM and
+    the group's share of dX another. Any other down projection reads its
+    columns through a slice. The parameters, their names and their
+    optimizer state stay separate. Inputs seen through a cast count as one
+    input; adapters with dropout read their own masked input and stay apart.
+
+    Before:
+    ```mlir
+    %aq = kiln.cast %pq : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %tq = kiln.matmul %x, %aq {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<16x64xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %uq = kiln.matmul %tq, %bq {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<64x16xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+    %ak = kiln.cast %pk : tensor<16x64xf32> -> tensor<16x64xbf16>
+    %tk = kiln.matmul %x, %ak {transpose_b} : (...) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %uk = kiln.matmul %tk, %bk {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<32x16xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %aq = kiln.cast %pq : ...
+    %ak = kiln.cast %pk : ...
+    %a = kiln.concat %aq, %ak {axis = 0 : i64} : (...) -> tensor<32x64xbf16>
+    %t = kiln.matmul %x, %a {transpose_b} : (...) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %bq2 = kiln.pad %bq {pads = array<i64: 0, 0, 0, 16>} : (tensor<64x16xbf16>) -> tensor<64x32xbf16>
+    %uq = kiln.matmul %t, %bq2 {transpose_b} : (...) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+    %bk2 = kiln.pad %bk {pads = array<i64: 0, 16, 0, 0>} : (tensor<32x16xbf16>) -> tensor<32x32xbf16>
+    %uk = kiln.matmul %t, %bk2 {transpose_b} : (...) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    ```
+  }];
 }
 
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {

@@ -242,7 +242,10 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
     of `batch` matrices at element strides `stride_a/b/c` (0 broadcasts one
     matrix to every batch). `trans_a` means A is stored k x m. The runtime
     maps this onto column-major cuBLASLt by computing C^T = op(B)^T op(A)^T.
-    Accumulation is fp32 for every element type (`compute`).
+    Accumulation is fp32 for every element type (`compute`). `alpha`
+    (default 1) scales the product; `accumulate` adds it to what C holds
+    (cuBLASLt's beta = 1, C read and written in place), so a sum of
+    products needs no add kernel and no buffer per product.
 
     ```mlir
     kiln_kernel.gemm ins(%x, %w : ...) outs(%y : ...) m = #kiln.expr<batch*seq>
@@ -255,7 +258,8 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
                        UnitAttr:$trans_a, UnitAttr:$trans_b,
                        Kernel_SymExpr:$m, Kernel_SymExpr:$n, Kernel_SymExpr:$k,
                        Kernel_SymExpr:$batch, Kernel_Dims:$strides,
-                       Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute);
+                       Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute,
+                       OptionalAttr<F64Attr>:$alpha, UnitAttr:$accumulate);
   let assemblyFormat = [{
     $a `,` $b (`bias` $bias^)? `->` $c `m` `=` qualified($m) `n` `=` qualified($n)
     `k` `=` qualified($k) `batch` `=` qualified($batch) `strides` `=` qualified($strides)
@@ -303,6 +307,45 @@ def Kernel_AllReduceWaitOp : Kernel_Op<"all_reduce_wait"> {
   }];
   let arguments = (ins Variadic<Kernel_Buffer>:$buffers, I64Attr:$bucket);
   let assemblyFormat = "$buffers `bucket` $bucket attr-dict `:` type($buffers)";
+}
+
+def Kernel_LinearCrossEntropyOp : Kernel_Op<"linear_cross_entropy",
+    [AttrSizedOperandSegments]> {
+  let summary = "The fused LM head and mean cross entropy, run by the runtime chunk by chunk";
+  let description = [{
+    `hidden` [N, H], `weight` [H, V] (or [V, H] with `transpose_weight`),
+    `labels` [N]. The runtime runs ceil(N / `chunk_tokens`) chunks of at most
+    `chunk_tokens` rows (docs/artifact.md, "The fused LM head"): the logits
+    GEMM into `chunk` (fp32 [chunk_tokens, V]), a row kernel (logsumexp, the
+    row's loss into `stats`, the chunk overwritten by its gradient), then
+    the `hidden_grad` rows and the `weight_grad` accumulation GEMMs (into the
+    fp32 `weight_accum` first when the weight is 16-bit). `stats` is fp32
+    [N + 1]: per-row losses, then the counted rows. Without `grad` only
+    `loss` is computed. `softcap` 0 means none.
+
+    ```mlir
+    kiln_kernel.linear_cross_entropy %h, %w, %y grad %g -> %loss, %dh
+        chunk %c stats %s {chunk_tokens = 512 : i64, ignore_index = -100 : i64,
+        softcap = 0.0 : f64} : ...
+    ```
+  }];
+  let arguments = (ins Kernel_Buffer:$hidden, Kernel_Buffer:$weight, Kernel_Buffer:$labels,
+                       Optional<Kernel_Buffer>:$grad, Kernel_Buffer:$loss,
+                       Optional<Kernel_Buffer>:$hidden_grad, Optional<Kernel_Buffer>:$weight_grad,
+                       Kernel_Buffer:$chunk, Kernel_Buffer:$stats,
+                       Optional<Kernel_Buffer>:$weight_accum,
+                       UnitAttr:$transpose_weight, I64Attr:$ignore_index, F64Attr:$softcap,
+                       I64Attr:$chunk_tokens);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels (`grad` $grad^)? `->` $loss
+    (`hidden_grad` $hidden_grad^)? (`weight_grad` $weight_grad^)?
+    `chunk` $chunk `stats` $stats (`weight_accum` $weight_accum^)? attr-dict `:`
+    qualified(type($hidden)) `,` qualified(type($weight)) `,` qualified(type($labels))
+    (`grad` qualified(type($grad))^)? `->` qualified(type($loss))
+    (`hidden_grad` qualified(type($hidden_grad))^)? (`weight_grad` qualified(type($weight_grad))^)?
+    `chunk` qualified(type($chunk)) `stats` qualified(type($stats))
+    (`weight_accum` qualified(type($weight_accum))^)?
+  }];
 }
 
 #endif // KILN_KERNEL_OPS_TD

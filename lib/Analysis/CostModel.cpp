@@ -55,6 +55,18 @@ int64_t estimateFlops(Operation *op, const SymbolValues &symbols) {
     int64_t rows = elements(attention.getQuery(), symbols) / std::max<int64_t>(d, 1);
     return 2 * rows * keys * (d + dv) + 5 * rows * keys;
   }
+  // The fused LM head: the logits GEMM (and the hidden / weight gradient
+  // GEMMs), plus the row statistics.
+  auto head = [&](Value hidden, Value weight, bool transpose, int64_t gemms) {
+    int64_t rows = dimAt(hidden, 0, symbols), width = dimAt(hidden, 1, symbols);
+    int64_t vocab = dimAt(weight, transpose ? 0 : 1, symbols);
+    return gemms * 2 * rows * width * vocab + 5 * rows * vocab;
+  };
+  if (auto fused = llvm::dyn_cast<LinearCrossEntropyOp>(op))
+    return head(fused.getHidden(), fused.getWeight(), fused.getTransposeWeight(), 1);
+  if (auto fused = llvm::dyn_cast<LinearCrossEntropyGradOp>(op))
+    return head(fused.getHidden(), fused.getWeight(), fused.getTransposeWeight(),
+                fused.getWeightGrad() ? 3 : 2);
   if (llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp, TransposeOp, SliceOp, ConcatOp,
                 SplitOp, ExpandOp, PadOp, GatherOp, GatherElementsOp, GatherNdOp,
                 ParameterOp, ConstantOp, CastOp, IotaOp>(op))

@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -204,6 +205,9 @@ public:
           addTensor(result, MemoryCategory::Workspace, point, false);
       }
     }
+    for (Operation &op : body.without_terminator())
+      if (RankedTensorType chunk = scratchOf(&op))
+        addScratch(&op, chunk, index[&op]);
     assignBuffers(body);
     sweep();
     place();
@@ -223,6 +227,34 @@ private:
         return true;
     }
     return false;
+  }
+
+  /// The fp32 [chunk, vocab] logits chunk the fused LM head computes in.
+  static RankedTensorType scratchOf(Operation *op) {
+    auto chunk = [](auto fused) {
+      auto weight = llvm::cast<RankedTensorType>(fused.getWeight().getType());
+      int64_t vocab = weight.getDimSize(fused.getTransposeWeight() ? 0 : 1);
+      int64_t rows = static_cast<int64_t>(fused.getChunkTokens());
+      return RankedTensorType::get({rows, vocab}, Float32Type::get(fused.getContext()));
+    };
+    if (auto fused = llvm::dyn_cast<LinearCrossEntropyOp>(op))
+      return chunk(fused);
+    if (auto fused = llvm::dyn_cast<LinearCrossEntropyGradOp>(op))
+      return chunk(fused);
+    return nullptr;
+  }
+
+  void addScratch(Operation *op, RankedTensorType type, int64_t point) {
+    PlannedTensor t;
+    t.value = op->getResult(0);
+    t.category = MemoryCategory::Workspace;
+    t.scratch = true;
+    t.scratchType = type;
+    t.bytesExpr = tensorBytesExpr(type);
+    t.bytes = tensorBytes(type, plan.symbols).value_or(0);
+    t.def = t.lastUse = point;
+    scratchAt[point].push_back(plan.tensors.size());
+    plan.tensors.push_back(t);
   }
 
   void addTensor(Value v, MemoryCategory category, int64_t def, bool donated) {
@@ -339,6 +371,9 @@ private:
         }
       }
     }
+    for (auto &[point, scratch] : scratchAt)
+      for (unsigned tensor : scratch)
+        plan.tensors[tensor].buffer = newBuffer(tensor);
     // Occupancy: a tensor holds its buffer until the next tensor written
     // over it in place, or to the buffer's end.
     std::vector<std::vector<unsigned>> members(plan.buffers.size());
@@ -476,12 +511,15 @@ private:
   std::vector<int64_t> bufferLastUse;
   std::vector<bool> donatedBuffers;
   std::set<std::pair<unsigned, int64_t>> takenAt;
+  std::map<int64_t, std::vector<unsigned>> scratchAt;
 };
 
 std::string describe(const PlannedTensor &t, func::FuncOp func) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << shapeToString(llvm::cast<RankedTensorType>(t.value.getType())) << "  ";
+  os << shapeToString(t.scratch ? t.scratchType
+                                : llvm::cast<RankedTensorType>(t.value.getType()))
+     << "  ";
   if (auto arg = llvm::dyn_cast<BlockArgument>(t.value)) {
     os << "argument " << arg.getArgNumber();
     for (StringRef name : {"kiln.param", "kiln.state", "kiln.name"})
@@ -495,6 +533,8 @@ std::string describe(const PlannedTensor &t, func::FuncOp func) {
     os << " \"" << param.getName() << "\"";
   if (op->hasAttr("kiln.recomputed"))
     os << " (recomputed)";
+  if (t.scratch)
+    os << " (chunk scratch)";
   if (t.inPlace)
     os << " (in place)";
   // The ONNX node name is what users recognize; other locations print whole.

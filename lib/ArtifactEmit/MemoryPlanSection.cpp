@@ -17,7 +17,7 @@
 
 using namespace mlir;
 
-FailureOr<kiln::runtime::StepMemoryPlan>
+FailureOr<kiln::artifact::StepMemoryPlan>
 kiln::planLoweredStep(func::FuncOp func, const artifact::SymbolBindings &values) {
   // Which NVRTC module holds a kernel does not matter to the plan.
   llvm::StringMap<std::string> modules;
@@ -27,11 +27,11 @@ kiln::planLoweredStep(func::FuncOp func, const artifact::SymbolBindings &values)
   FailureOr<std::string> json = emitStepProgramSection(func, modules);
   if (failed(json))
     return failure();
-  runtime::Expected<runtime::StepProgram> program =
-      runtime::StepProgram::decode(*json, "step program");
+  artifact::Expected<artifact::StepProgram> program =
+      artifact::StepProgram::decode(*json, "step program");
   if (!program)
     return func.emitError(program.getError()), failure();
-  runtime::Expected<runtime::StepMemoryPlan> plan = runtime::planStepMemory(*program, values);
+  artifact::Expected<artifact::StepMemoryPlan> plan = artifact::planStepMemory(*program, values);
   if (!plan)
     return func.emitError("memory plan of the step program: ") << plan.getError(), failure();
   return std::move(*plan);

@@ -6,6 +6,7 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 
+#include "kiln/ArtifactEmit/ElementType.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/InitProgram.h"
@@ -20,42 +21,12 @@ using namespace mlir;
 using kiln::artifact::Json;
 
 namespace {
-/// The safetensors dtype of \p type's elements, or null.
-const char *safetensorsDType(Type type) {
-  if (type.isF64())
-    return "F64";
-  if (type.isF32())
-    return "F32";
-  if (type.isF16())
-    return "F16";
-  if (type.isBF16())
-    return "BF16";
-  auto integer = llvm::dyn_cast<IntegerType>(type);
-  if (!integer)
-    return nullptr;
-  bool isUnsigned = integer.isUnsigned();
-  switch (integer.getWidth()) {
-  case 1:
-    return "BOOL";
-  case 8:
-    return isUnsigned ? "U8" : "I8";
-  case 16:
-    return isUnsigned ? "U16" : "I16";
-  case 32:
-    return isUnsigned ? "U32" : "I32";
-  case 64:
-    return isUnsigned ? "U64" : "I64";
-  default:
-    return nullptr;
-  }
-}
-
 FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type,
                            bool trainable, bool fromInit,
                            StringRef foldedFrom = {}) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   const char *dtype =
-      tensor ? safetensorsDType(tensor.getElementType()) : nullptr;
+      tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
     return where->emitError("parameter '")
            << name << "' has type " << type
@@ -147,6 +118,8 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
     archs.push(Json::string(target));
   meta.set("targets", std::move(archs));
   meta.set("symbols", std::move(names));
+  if (std::optional<int64_t> vocab = stepVocabularySize(step))
+    meta.set("vocab_size", Json::integer(*vocab));
   if (auto module = step->getParentOfType<ModuleOp>())
     if (auto lora = module->getAttrOfType<DictionaryAttr>("kiln.lora")) {
       Json settings = Json::object();
@@ -167,6 +140,19 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
       settings.set("buckets", Json::integer(buckets.getInt()));
     meta.set("data_parallel", std::move(settings));
   }
+  // What kiln-run tune may measure (docs/tuning.md): cuBLASLt's top K per
+  // GEMM, and the attention implementations the runtime has.
+  if (auto module = step->getParentOfType<ModuleOp>())
+    if (auto tuning = module->getAttrOfType<DictionaryAttr>("kiln.tuning"))
+      if (auto topK = tuning.getAs<IntegerAttr>("gemm_topk")) {
+        Json settings = Json::object();
+        settings.set("gemm_topk", Json::integer(topK.getInt()));
+        Json implementations = Json::array();
+        implementations.push(Json::string("cudnn"));
+        implementations.push(Json::string("kernels"));
+        settings.set("attention", std::move(implementations));
+        meta.set("tuning", std::move(settings));
+      }
   return meta.print(/*pretty=*/true) + "\n";
 }
 
@@ -276,7 +262,7 @@ LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel,
   writer.add("meta", emitMetaSection(step, sourceModel));
   writer.add("guards", *guards);
   writer.add("params", *params);
-  if (runtime::Status status = writer.write(path.str()); !status)
+  if (artifact::Status status = writer.write(path.str()); !status)
     return module.emitError(status.getError());
   return success();
 }

@@ -13,6 +13,7 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 
+#include "kiln/ArtifactEmit/ElementType.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/artifact/Json.h"
@@ -24,33 +25,6 @@ using namespace mlir;
 using kiln::artifact::Json;
 
 namespace {
-
-const char *dtypeName(Type type) {
-  if (type.isF64())
-    return "F64";
-  if (type.isF32())
-    return "F32";
-  if (type.isF16())
-    return "F16";
-  if (type.isBF16())
-    return "BF16";
-  if (auto integer = llvm::dyn_cast<IntegerType>(type)) {
-    bool u = integer.isUnsigned();
-    switch (integer.getWidth()) {
-    case 1:
-      return "BOOL";
-    case 8:
-      return u ? "U8" : "I8";
-    case 16:
-      return u ? "U16" : "I16";
-    case 32:
-      return u ? "U32" : "I32";
-    case 64:
-      return u ? "U64" : "I64";
-    }
-  }
-  return nullptr;
-}
 
 Json expr(kiln::SymExprAttr e) { return Json::string(kiln::dimToString(e)); }
 
@@ -92,7 +66,9 @@ FailureOr<std::string> literalHex(Operation *op, ElementsAttr value) {
 }
 
 /// The role of a function argument or result from its kiln.* attributes.
-Json role(DictionaryAttr attrs) {
+/// Results of the loop programs (kiln-loop-programs) may also be the
+/// gradient norm or the counted tokens.
+Json role(DictionaryAttr attrs, bool result) {
   Json r = Json::object();
   auto str = [&](StringRef key) {
     return attrs ? attrs.getAs<StringAttr>(key) : StringAttr();
@@ -103,6 +79,9 @@ Json role(DictionaryAttr attrs) {
   } else if (auto state = str("kiln.state")) {
     r.set("role", Json::string("state"));
     r.set("name", Json::string(state.str()));
+  } else if (auto accum = str("kiln.accum")) {
+    r.set("role", Json::string("accum"));
+    r.set("name", Json::string(accum.str()));
   } else if (attrs && attrs.get("kiln.lr")) {
     r.set("role", Json::string("lr"));
   } else if (attrs && attrs.get("kiln.step")) {
@@ -110,7 +89,9 @@ Json role(DictionaryAttr attrs) {
   } else if (attrs && attrs.get("kiln.rng_seed")) {
     r.set("role", Json::string("rng_seed"));
   } else if (auto name = str("kiln.name")) {
-    r.set("role", Json::string(name.getValue() == "loss" ? "loss" : "input"));
+    StringRef value = name.getValue();
+    bool named = result && (value == "grad_norm" || value == "tokens");
+    r.set("role", Json::string(value == "loss" ? "loss" : named ? value.str() : "input"));
     r.set("name", Json::string(name.str()));
   } else {
     r.set("role", Json::string("other"));
@@ -175,7 +156,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
     if (!buffer)
       return func.emitError("step value of type ") << v.getType() << " is not a buffer";
     RankedTensorType tensor = buffer.getTensor();
-    const char *dtype = dtypeName(tensor.getElementType());
+    const char *dtype = kiln::artifactDTypeName(tensor.getElementType());
     if (!dtype)
       return func.emitError("buffer element type ") << tensor.getElementType()
                                                      << " has no dtype name";
@@ -197,7 +178,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
     FailureOr<int64_t> id = define(arg);
     if (failed(id))
       return failure();
-    Json entry = role(func.getArgAttrDict(arg.getArgNumber()));
+    Json entry = role(func.getArgAttrDict(arg.getArgNumber()), /*result=*/false);
     entry.set("buffer", Json::integer(*id));
     args.push(std::move(entry));
   }
@@ -206,6 +187,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
+  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta)
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -294,7 +276,34 @@ kiln::emitStepProgramSection(func::FuncOp func,
         strides.push(expr(d));
       entry.set("strides", std::move(strides));
       entry.set("epilogue", Json::string(kernel::stringifyEpilogue(gemm.getEpilogue()).str()));
-      entry.set("compute", Json::string(dtypeName(gemm.getCompute())));
+      entry.set("compute", Json::string(kiln::artifactDTypeName(gemm.getCompute())));
+      // Version 2: a runtime that ignored these would compute other values.
+      if (std::optional<APFloat> alpha = gemm.getAlpha()) {
+        entry.set("alpha", Json::number(alpha->convertToDouble()));
+        version = 2;
+      }
+      if (gemm.getAccumulate()) {
+        entry.set("beta", Json::number(1));
+        version = 2;
+      }
+    } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
+      // docs/artifact.md, "The fused LM head"; -1: absent.
+      auto optional = [&](Value v) { return v ? use(v) : Json::integer(-1); };
+      entry.set("op", Json::string("linear_cross_entropy"));
+      entry.set("hidden", use(head.getHidden()));
+      entry.set("weight", use(head.getWeight()));
+      entry.set("labels", use(head.getLabels()));
+      entry.set("grad", optional(head.getGrad()));
+      entry.set("loss", use(head.getLoss()));
+      entry.set("hidden_grad", optional(head.getHiddenGrad()));
+      entry.set("weight_grad", optional(head.getWeightGrad()));
+      entry.set("chunk", use(head.getChunk()));
+      entry.set("stats", use(head.getStats()));
+      entry.set("weight_accum", optional(head.getWeightAccum()));
+      entry.set("transpose_weight", Json::boolean(head.getTransposeWeight()));
+      entry.set("ignore_index", Json::integer(static_cast<int64_t>(head.getIgnoreIndex())));
+      entry.set("softcap", Json::number(head.getSoftcap().convertToDouble()));
+      entry.set("chunk_tokens", Json::integer(static_cast<int64_t>(head.getChunkTokens())));
     } else if (auto reduce = dyn_cast<kernel::AllReduceOp>(op)) {
       entry.set("op", Json::string("all_reduce"));
       entry.set("bucket", Json::integer(reduce.getBucket()));
@@ -317,7 +326,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("buffers", std::move(waited));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-        Json r = role(func.getResultAttrDict(i));
+        Json r = role(func.getResultAttrDict(i), /*result=*/true);
         r.set("buffer", use(v));
         results.push(std::move(r));
       }
@@ -334,7 +343,7 @@ kiln::emitStepProgramSection(func::FuncOp func,
 
   Json program = Json::object();
   program.set("format", Json::string("kiln-step-program"));
-  program.set("version", Json::integer(1));
+  program.set("version", Json::integer(version));
   program.set("function", Json::string(func.getSymName().str()));
   if (auto lr = func->getAttrOfType<FloatAttr>("kiln.default_lr"))
     program.set("default_lr", Json::number(lr.getValueAsDouble()));

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // The generic template (a score row in shared memory per query row) and the
-// call into the tiled tensor-core kernels (FlashAttention.cpp).
+// call into the tiled tensor-core kernels (cuda/FlashAttention.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +39,15 @@ void Printer::flashAttentionKernel(bool backward) {
   double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
   std::string element = storageType(elementOf(q));
   line("extern __shared__ __align__(128) unsigned char kiln_flash_smem[];");
+  // The launch gives the block what launchShape computes (kiln-lower-to-step
+  // records it): NVRTC refuses the kernel when the template disagrees.
+  std::optional<int64_t> shared =
+      launchShape(plan.kind, plan.kernel.getBody().front()).shared.getConstantValue();
+  if (!shared)
+    return fail(op, "tiled attention needs a constant shared memory size");
+  line("static_assert(kiln_flash::" + std::string(backward ? "Backward" : "Forward") + "Smem<" +
+       element + ", " + std::to_string(headDim) + ">::bytes == " + std::to_string(*shared) +
+       ", \"the launch's shared memory is not kiln_flash's layout\");");
   if (!mask) {
     line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
   } else {

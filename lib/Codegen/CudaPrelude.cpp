@@ -3,6 +3,12 @@
 // Part of the Kiln project.
 //
 //===----------------------------------------------------------------------===//
+//
+// The fixed device code is in lib/Codegen/cuda/*.cuh, embedded at build
+// time (cmake/EmbedText.cmake); only the 8-bit dynamic map's table is
+// printed here, from the table the interpreter uses.
+//
+//===----------------------------------------------------------------------===//
 
 #include "kiln/Codegen/Cuda.h"
 #include "kiln/Support/DynamicMap8.h"
@@ -11,84 +17,14 @@
 namespace kiln::codegen {
 namespace {
 
-/// Device helpers every source starts with (block reductions, atomics).
-/// The fp16/bf16 headers are large: they are included only when used.
-constexpr const char *kPrelude = R"CUDA(typedef long long int64_t;
-#define KILN_INF __int_as_float(0x7f800000)
-
-// Sum (or max) over the block; every thread gets the result. blockDim.x is a
-// multiple of 32 and every thread of the block must call it.
-__device__ __forceinline__ float kiln_block_reduce(float v, float *red, bool is_max) {
-  for (int o = 16; o > 0; o >>= 1) {
-    float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, w) : v + w;
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
-  __syncthreads(); // red may still be read by the previous reduction
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < warps ? red[lane] : (is_max ? -KILN_INF : 0.f);
-    for (int o = 16; o > 0; o >>= 1) {
-      float w = __shfl_xor_sync(0xffffffffu, v, o);
-      v = is_max ? fmaxf(v, w) : v + w;
-    }
-    if (lane == 0) red[32] = v;
-  }
-  __syncthreads();
-  return red[32];
-}
-__device__ __forceinline__ void kiln_atomic_add(float *p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void kiln_atomic_add(double *p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void kiln_atomic_add(int64_t *p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long *>(p), static_cast<unsigned long long>(v));
-}
-__device__ __forceinline__ void kiln_atomic_add(int *p, int v) { atomicAdd(p, v); }
-
-// Philox4x32-10 (key = seed, counter = (index / 4, stream, 0)): word
-// index % 4, top 24 bits scaled to [0, 1). Same draws as the interpreter.
-__device__ __forceinline__ float kiln_philox_uniform(unsigned long long seed,
-    unsigned long long stream, unsigned long long index) {
-  const unsigned long long block = index / 4;
-  unsigned int c0 = (unsigned int)block, c1 = (unsigned int)(block >> 32);
-  unsigned int c2 = (unsigned int)stream, c3 = 0u;
-  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
-    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned int)p1;
-    const unsigned int n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned int)p0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  const unsigned int word = index % 4 == 0 ? c0 : index % 4 == 1 ? c1 : index % 4 == 2 ? c2 : c3;
-  return (float)(word >> 8) * (1.0f / 16777216.0f);
-}
-
-// QLoRA's NormalFloat4 code values.
-__device__ const float kiln_nf4_values[16] = {
-    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
-    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
-    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
-    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
-// The nearest code (ties to the lower), midpoints in fp32 as on the host.
-__device__ __forceinline__ unsigned int kiln_nf4_encode(float x) {
-  unsigned int code = 0;
-  for (unsigned int c = 1; c < 16; ++c)
-    if (x > (kiln_nf4_values[c - 1] + kiln_nf4_values[c]) * 0.5f)
-      code = c;
-  return code;
-}
-)CUDA";
-
-constexpr const char *kBf16Prelude = R"CUDA(#include <cuda_bf16.h>
-__device__ __forceinline__ void kiln_atomic_add(__nv_bfloat16 *p, float v) { atomicAdd(p, __float2bfloat16(v)); }
-)CUDA";
-
-constexpr const char *kF16Prelude = R"CUDA(#include <cuda_fp16.h>
-__device__ __forceinline__ void kiln_atomic_add(__half *p, float v) { atomicAdd(p, __float2half(v)); }
-)CUDA";
+// Device helpers every source starts with (block reductions, atomics,
+// Philox, NF4 codes). The fp16/bf16 headers are large: they are included
+// only when used.
+#include "Prelude.cuh.inc"
+#include "Bf16.cuh.inc"
+#include "F16.cuh.inc"
+#include "DynamicMap8.cuh.inc"
+#include "FlashAttention.cuh.inc"
 
 } // namespace
 
@@ -99,29 +35,20 @@ static std::string dynamicMap8Prelude() {
                      "__device__ const float kiln_dynamic_map8[256] = {";
   for (int i = 0; i < 256; ++i)
     text += (i % 4 == 0 ? "\n    " : " ") + llvm::formatv("{0:e9}f", kDynamicMap8[i]).str() + ",";
-  text += R"CUDA(};
-// The nearest code (ties to the lower one), by binary search.
-__device__ __forceinline__ unsigned int kiln_dynamic_map8_encode(float x) {
-  int low = 0, high = 256; // first entry >= x
-  while (low < high) {
-    const int mid = (low + high) / 2;
-    if (kiln_dynamic_map8[mid] < x) low = mid + 1; else high = mid;
-  }
-  if (low == 0) return 0u;
-  if (low == 256) return 255u;
-  return x - kiln_dynamic_map8[low - 1] <= kiln_dynamic_map8[low] - x ? low - 1 : low;
-}
-)CUDA";
+  text += "};\n";
+  text += kDynamicMap8Cuh;
   return text;
 }
+
+const char *flashAttentionPrelude() { return kFlashAttentionCuh; }
 
 std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8, bool flashAttention) {
   std::string prelude;
   if (f16)
-    prelude += kF16Prelude;
+    prelude += kF16Cuh;
   if (bf16)
-    prelude += kBf16Prelude;
-  prelude += kPrelude;
+    prelude += kBf16Cuh;
+  prelude += kPreludeCuh;
   if (dynamicMap8)
     prelude += dynamicMap8Prelude();
   if (flashAttention)

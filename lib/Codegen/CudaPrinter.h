@@ -183,7 +183,7 @@ struct Printer {
   void scanKernel();
   void scatterKernel();
 
-  /// bf16/f16 attention: the tiled tensor-core kernels of FlashAttention.cpp
+  /// bf16/f16 attention: the tiled tensor-core kernels of cuda/FlashAttention.cuh
   /// read q, k, v (and dout) as dense kernel inputs; the mask (maybe a fused
   /// producer) and the result stores are lambdas.
   void flashAttentionKernel(bool backward);

@@ -257,6 +257,7 @@ const HandlerMap &getHandlers() {
     registerElementwiseHandlers(map);
     registerNNHandlers(map);
     registerShapeHandlers(map);
+    registerSliceHandlers(map);
     return map;
   }();
   return handlers;

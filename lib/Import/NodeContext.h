@@ -151,6 +151,16 @@ using HandlerMap = llvm::StringMap<NodeHandler>;
 void registerElementwiseHandlers(HandlerMap &map);
 void registerNNHandlers(HandlerMap &map);
 void registerShapeHandlers(HandlerMap &map);
+void registerSliceHandlers(HandlerMap &map);
+
+/// Errors are one line, but names from the model (and ONNX parser messages)
+/// may hold line breaks: those are escaped (OnnxImporter.cpp).
+std::string oneLine(const std::string &text);
+
+/// Known vector input \p i, e.g. the target of Reshape or Expand; fails
+/// (with the node kept opaque) when it is not known (ShapeImport.cpp).
+mlir::FailureOr<DimList> knownDims(NodeContext &ctx, size_t i, llvm::StringRef what);
+
 const HandlerMap &getHandlers();
 
 /// Folds an elementwise integer op over known tensors (numpy broadcasting

@@ -142,6 +142,7 @@ MaybeResults runReduction(mlir::Operation *op, Operands args);
 MaybeResults runIndexing(mlir::Operation *op, Operands args);
 MaybeResults runShape(mlir::Operation *op, Operands args, const Env &env);
 MaybeResults runBackward(mlir::Operation *op, Operands args);
+MaybeResults runLinearCrossEntropy(mlir::Operation *op, Operands args);
 MaybeResults runRandomQuant(mlir::Operation *op, Operands args, const Env &env);
 /// Host fallbacks for ONNX ops kept as kiln.opaque; nullopt if none.
 MaybeResults runFallback(kiln::OpaqueOp op, Operands args);

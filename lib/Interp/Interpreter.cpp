@@ -278,6 +278,8 @@ absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
   if (!results)
     results = runBackward(op, args);
   if (!results)
+    results = runLinearCrossEntropy(op, args);
+  if (!results)
     results = runRandomQuant(op, args, env);
   if (!results)
     return absl::InvalidArgumentError(

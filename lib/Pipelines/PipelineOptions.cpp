@@ -220,6 +220,27 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
     error = "--data-parallel needs a backward pass (--emit=grads-mlir, step-mlir or later)";
     return failure();
   }
+  if (options.ceChunkTokens < 0) {
+    error = "--ce-chunk-tokens must be >= 0 (0: automatic), got " +
+            std::to_string(options.ceChunkTokens);
+    return failure();
+  }
+  if (options.loopPrograms && until != "step") {
+    error = "--loop-programs needs the optimizer step (--emit=step-mlir or artifact)";
+    return failure();
+  }
+  if (options.loopPrograms && options.gradAccum != 1) {
+    error = "--loop-programs accumulates micro-batches at run time (kiln-run train "
+            "--grad-accum); drop --grad-accum=" + std::to_string(options.gradAccum);
+    return failure();
+  }
+  // The loop programs are copied from @main after kiln-data-parallel: their
+  // per-micro-batch all-reduces would average token-weighted sums wrongly.
+  if (options.loopPrograms && options.dataParallel > 0) {
+    error = "--data-parallel and --loop-programs cannot be combined yet (the run-time "
+            "loop's programs have no all-reduce); use --grad-accum=N with --data-parallel";
+    return failure();
+  }
   if (options.rematBudget != "none" && until == "forward") {
     error = "--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)";
     return failure();

@@ -63,7 +63,16 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     nf4.doubleQuant = options.doubleQuant;
     pm.addPass(createQuantizeNf4Pass(nf4));
   }
+  // Before autodiff, so that the backward of the shared down projection is
+  // one GEMM per group too.
+  if (succeeded(lora))
+    pm.addNestedPass<func::FuncOp>(createLoraConcatPass());
   bool backward = options.until != "forward";
+  if (backward && options.fuseLinearCe) {
+    FuseLinearCrossEntropyPassOptions fused;
+    fused.chunkTokens = options.ceChunkTokens;
+    pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass(fused));
+  }
   if (backward) {
     pm.addNestedPass<func::FuncOp>(createAutodiffPass());
     GradAccumPassOptions accumulate;
@@ -75,6 +84,10 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
       dataParallel.bucketMb = options.dataParallel;
       pm.addNestedPass<func::FuncOp>(createDataParallelPass(dataParallel));
     }
+  }
+  if (options.loopPrograms && succeeded(optimizer)) {
+    pm.addPass(createLoopProgramsPass());
+    optimizer->gradNorm = true;
   }
   if (succeeded(optimizer))
     pm.addNestedPass<func::FuncOp>(createTrainStepPass(*optimizer));

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <sys/stat.h>
 
@@ -28,7 +29,7 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 Status kiln::runtime::writeCheckpoint(const std::string &path, int64_t step,
                                       const std::vector<TensorData> &params,
                                       const std::vector<TensorData> &state,
-                                      const WriteProgress &progress) {
+                                      const WriteProgress &progress, const LoopState &loop) {
   std::vector<TensorData> tensors;
   for (TensorData tensor : params) {
     tensor.name = "params/" + tensor.name;
@@ -38,8 +39,34 @@ Status kiln::runtime::writeCheckpoint(const std::string &path, int64_t step,
     tensor.name = "state/" + tensor.name;
     tensors.push_back(std::move(tensor));
   }
-  return writeSafetensors(path, tensors, {{kStepKey, std::to_string(step)}},
-                          progress);
+  std::map<std::string, std::string> metadata = {{kStepKey, std::to_string(step)}};
+  if (loop.dataCursor)
+    metadata["kiln.data_cursor"] = std::to_string(*loop.dataCursor);
+  if (loop.gradAccum)
+    metadata["kiln.grad_accum"] = std::to_string(*loop.gradAccum);
+  return writeSafetensors(path, tensors, metadata, progress);
+}
+
+Expected<LoopState> kiln::runtime::readLoopState(const SafetensorsFile &checkpoint) {
+  LoopState loop;
+  for (const char *key : {"kiln.data_cursor", "kiln.grad_accum"}) {
+    auto it = checkpoint.getMetadata().find(key);
+    if (it == checkpoint.getMetadata().end())
+      continue;
+    char *end = nullptr;
+    errno = 0;
+    long long value = std::strtoll(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || errno || value < 0 ||
+        (std::string(key) == "kiln.grad_accum" && value < 1))
+      return Error{checkpoint.getPath() + ": metadata '" + key + "' is '" + it->second +
+                   "', not a " + (std::string(key) == "kiln.grad_accum" ? "positive" : "non-negative") +
+                   " integer"};
+    if (std::string(key) == "kiln.data_cursor")
+      loop.dataCursor = static_cast<uint64_t>(value);
+    else
+      loop.gradAccum = value;
+  }
+  return loop;
 }
 
 Expected<int64_t>

@@ -126,9 +126,9 @@ Expected<std::unique_ptr<CudnnAttention>> CudnnAttention::load() {
     return Error{loaded + " does not export cudnnCreate"};
   if (int status = create(&cudnn->handle); status != 0)
     return Error{loaded + ": cudnnCreate failed with status " + std::to_string(status)};
-  cudnn->description = "cuDNN " + std::to_string(version / 10000) + "." +
-                       std::to_string(version / 100 % 100) + "." + std::to_string(version % 100) +
-                       " (" + loaded + ")";
+  cudnn->versionString = std::to_string(version / 10000) + "." +
+                         std::to_string(version / 100 % 100) + "." + std::to_string(version % 100);
+  cudnn->description = "cuDNN " + cudnn->versionString + " (" + loaded + ")";
   return cudnn;
 }
 

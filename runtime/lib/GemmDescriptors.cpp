@@ -39,6 +39,8 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   g.a = pointers[op.a];
   g.b = pointers[op.b];
   g.c = pointers[op.c];
+  g.alpha = static_cast<float>(op.alpha);
+  g.beta = static_cast<float>(op.beta);
   cudaDataType_t ab = cudaType(p.buffers[op.a].dtype), ct = cudaType(p.buffers[op.c].dtype);
   auto ltCheck = [&](cublasStatus_t status, const char *what) -> Status {
     if (status == CUBLAS_STATUS_SUCCESS)
@@ -125,5 +127,14 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   if (found == 0)
     return Error{origin + ": " + where + ": cuBLASLt has no algorithm for this GEMM"};
   g.algo = heuristic.algo;
+  // What cuBLASLt is asked, nothing else: two GEMMs with equal signatures
+  // share their tuned algorithm (ProgramRunnerTuning.cpp).
+  g.hash = hashSignature(gemmSignature(p.buffers[op.a].dtype, p.buffers[op.c].dtype, op.transB,
+                                       op.transA, op.epilogue, op.bias >= 0, M, N, K, count,
+                                       layoutStrides));
+  g.shape = "m=" + std::to_string(M) + ",n=" + std::to_string(N) + ",k=" + std::to_string(K) +
+            ",batch=" + std::to_string(count);
+  g.cBytes = bytes[op.c];
+  g.cType = p.buffers[op.c].dtype;
   return g;
 }

@@ -7,6 +7,7 @@
 #include "ProgramRunner.h"
 
 #include "ElementConversion.h"
+#include "LinearCrossEntropyRun.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,12 +15,9 @@
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
-namespace {
-/// The shape of an attention launch at the run's sizes, from its buffers:
-/// q and o [B, H, S, D], k and v [B, Hkv, L, D], gradients like their
-/// operands, all of one dtype.
-Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRoles &a,
-                                        const std::vector<std::vector<int64_t>> &shapes) {
+Expected<AttentionShape>
+kiln::runtime::attentionShape(const StepProgram &p, const AttentionRoles &a,
+                              const std::vector<std::vector<int64_t>> &shapes) {
   const std::vector<int64_t> &q = shapes[a.q], &k = shapes[a.k];
   if (q.size() != 4 || k.size() != 4)
     return Error{"attention operands are not rank 4"};
@@ -49,7 +47,6 @@ Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRol
     return Error{"attention key does not match the query"};
   return s;
 }
-} // namespace
 
 ProgramRunner::~ProgramRunner() {
   for (Gemm &g : gemmList) {
@@ -109,8 +106,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   // Arguments: named tensors for params/state, owned buffers for the rest.
   for (const ProgramBinding &arg : p.args) {
     int id = arg.buffer;
-    if (arg.role == "param" || arg.role == "state") {
-      auto it = store.find(arg.name);
+    if (arg.role == "param" || arg.role == "state" || arg.role == "accum") {
+      auto it = store.find(persistentKey(arg));
       if (it == store.end())
         return Error{origin + ": no tensor for " + arg.role + " '" + arg.name + "'"};
       if (it->second.dtype != p.buffers[id].dtype ||
@@ -143,6 +140,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   // fills they replace come before them. A backward runs on cuDNN only
   // after a forward on cuDNN wrote the row statistics it reads.
   r->cudnn = memory.cudnn;
+  const CudnnAttention *cudnnFor = r->chooseAttention(shapes, sizes, memory);
   std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
   std::vector<bool> replaced(p.ops.size(), false);
   std::map<int, CUdeviceptr> statsOfOutput;
@@ -154,9 +152,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       continue;
     Expected<AttentionShape> shape = attentionShape(p, *op.attention, shapes);
     Expected<std::shared_ptr<CudnnAttention::Plan>> plan =
-        !memory.cudnn ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
-        : !shape      ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
-                      : memory.cudnn->build(*shape);
+        !cudnnFor ? Expected<std::shared_ptr<CudnnAttention::Plan>>(Error{})
+        : !shape  ? Expected<std::shared_ptr<CudnnAttention::Plan>>(shape.takeError())
+                  : cudnnFor->build(*shape);
     if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
       plan = Error{"its forward did not run on cuDNN"};
     if (!plan) {
@@ -334,18 +332,25 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       Expected<Gemm> g = r->buildGemm(op, sizes, where);
       if (!g)
         return g.takeError();
+      g->action = r->actions.size();
+      if (Status s = r->applyTunedGemm(*g, memory); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
       r->actions.push_back({Action::Gemm, r->gemmList.size()});
       r->gemmList.push_back(*g);
       ++r->gemms;
       break;
     }
+    case ProgramOp::Kind::LinearCrossEntropy:
+      if (Status s = r->prepareHead(*op.head, shapes, memory); !s)
+        return Error{origin + ": " + where + " (linear_cross_entropy): " + s.getError()};
+      break;
     }
   }
   // New parameters and state replace the old ones at the end of the step.
   for (const ProgramBinding &result : p.results) {
-    if (result.role != "param" && result.role != "state")
+    if (result.role != "param" && result.role != "state" && result.role != "accum")
       continue;
-    auto it = store.find(result.name);
+    auto it = store.find(persistentKey(result));
     if (it == store.end())
       continue; // The init program's results: the executor adopts them.
     CUdeviceptr target = it->second.memory.get();
@@ -355,10 +360,72 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   return r;
 }
 
+Status ProgramRunner::prepareHead(const LinearCrossEntropy &head,
+                                 const std::vector<std::vector<int64_t>> &shapes,
+                                 const SharedMemory &memory) {
+  if (!memory.support)
+    return Error{"the support kernels are not loaded"};
+  Expected<HeadKernels> kernels = loadHeadKernels(*memory.support);
+  if (!kernels)
+    return kernels.takeError();
+  Expected<std::vector<HeadStep>> steps =
+      expandLinearCrossEntropy(program, head, shapes, pointers, *kernels);
+  if (!steps)
+    return steps.takeError();
+  for (HeadStep &step : *steps) {
+    if (step.isGemm) {
+      Expected<HeadGemmHandles> handles = createHeadGemm(*lt, handle, step.gemm, kWorkspaceBytes);
+      if (!handles)
+        return handles.takeError();
+      Gemm g;
+      g.desc = handles->desc;
+      g.first = handles->first;
+      g.second = handles->second;
+      g.result = handles->result;
+      g.algo = handles->algo;
+      g.a = step.gemm.a;
+      g.b = step.gemm.b;
+      g.c = step.gemm.c;
+      g.beta = step.gemm.beta;
+      g.label = step.gemm.label;
+      actions.push_back({Action::Gemm, gemmList.size()});
+      gemmList.push_back(g);
+      ++gemms;
+      continue;
+    }
+    Launch l;
+    l.name = step.launch.name;
+    l.function = step.launch.function;
+    l.grid = step.launch.grid;
+    l.block = step.launch.block;
+    l.pointers = std::move(step.launch.pointers);
+    l.symbols = std::move(step.launch.ints);
+    for (CUdeviceptr &ptr : l.pointers)
+      l.params.push_back(&ptr);
+    for (int64_t &value : l.symbols)
+      l.params.push_back(&value);
+    actions.push_back({Action::Launch, launchList.size()});
+    launchList.push_back(std::move(l));
+    ++launches;
+  }
+  return Status::success();
+}
+
 Status ProgramRunner::record(CUstream stream) const {
   for (std::pair<Action, size_t> action : actions)
     if (Status s = recordAction(action, stream); !s)
       return s;
+  return recordResultCopies(stream);
+}
+
+Status ProgramRunner::recordWithHook(CUstream stream,
+                                     const std::function<Status(size_t)> &beforeAction) const {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (Status s = beforeAction(i); !s)
+      return s;
+    if (Status s = recordAction(actions[i], stream); !s)
+      return s;
+  }
   return recordResultCopies(stream);
 }
 
@@ -380,15 +447,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
-      float alpha = 1.f, beta = 0.f;
-      cublasStatus_t status = lt->cublasLtMatmul(
-          handle, g.desc, &alpha, reinterpret_cast<void *>(g.b), g.first,
-          reinterpret_cast<void *>(g.a), g.second, &beta, reinterpret_cast<void *>(g.c), g.result,
-          reinterpret_cast<void *>(g.c), g.result, &g.algo, reinterpret_cast<void *>(workspace),
-          kWorkspaceBytes, stream);
-      if (status != CUBLAS_STATUS_SUCCESS)
-        return fail("cublasLtMatmul failed: " + lt->describe(status));
-      break;
+      return enqueueGemm(index, g.algo, g.a, g.b, stream);
     }
     case Action::Fill:
       return recordFill(fillList[index], stream);

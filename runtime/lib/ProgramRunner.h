@@ -21,6 +21,12 @@
 
 namespace kiln::runtime {
 
+/// The shape of an attention launch at the run's sizes, from its buffers:
+/// q and o [B, H, S, D], k and v [B, Hkv, L, D], gradients like their
+/// operands, all of one dtype.
+Expected<AttentionShape> attentionShape(const StepProgram &p, const AttentionRoles &a,
+                                        const std::vector<std::vector<int64_t>> &shapes);
+
 // Shared with the compiler's plan (MemoryPlanSection.h).
 inline constexpr size_t kWorkspaceBytes = kGemmWorkspaceBytes;
 
@@ -40,7 +46,21 @@ struct SharedMemory {
   /// The data-parallel communicator for all_reduce ops; null: a run of one
   /// (outputs are the inputs).
   Communicator *communicator = nullptr;
+  /// `kiln-run tune`'s choices for this machine (ProgramRunnerTuning.cpp).
+  const TuningDb *tuning = nullptr;
+  const TuningKey *tuningKey = nullptr;
+  /// --attention kernels|cudnn: the database does not choose attention.
+  bool attentionFixed = false;
+  /// The support kernels' module (the fused LM head's kernels); null: none.
+  const KernelModule *support = nullptr;
 };
+
+/// The persistent tensor a param, state or accum binding names in the
+/// executor's store: accumulators (kiln-loop-programs) live under
+/// "accum/<name>", apart from parameter names.
+inline std::string persistentKey(const ProgramBinding &binding) {
+  return binding.role == "accum" ? "accum/" + binding.name : binding.name;
+}
 
 class ProgramRunner {
 public:
@@ -73,6 +93,26 @@ public:
   /// Why the first attention launch that cuDNN could not take stayed a kernel.
   std::string attentionNote;
 
+  // Tuning (ProgramRunnerTuning.cpp).
+  /// GEMMs and attention launches chosen by the tuning database, those at
+  /// the defaults, and why a matching entry was not used (the first).
+  size_t tunedOps = 0, defaultOps = 0;
+  std::string tuningNote;
+  /// The attention launches' database hash (empty: none) and label.
+  std::string attentionHash, attentionLabel;
+  /// For kiln-run tune (StepExecutor's GemmSite).
+  std::vector<StepExecutor::GemmSite> getGemmSites() const;
+  Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t gemm, int topK) const;
+  /// Enqueues GEMM \p gemm with \p algo reading \p a and \p b (record()
+  /// runs each GEMM through it with its own).
+  Status enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a, CUdeviceptr b,
+                     CUstream stream) const;
+  /// Copies the data inputs (role "input") of \p other, a runner of the same
+  /// program at the same sizes, into this one's.
+  Status copyInputsFrom(const ProgramRunner &other, CUstream stream) const;
+  /// record() calling \p beforeAction(i) before op i.
+  Status recordWithHook(CUstream stream, const std::function<Status(size_t)> &beforeAction) const;
+
 private:
   struct Launch {
     std::string name;
@@ -87,7 +127,12 @@ private:
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
+    float alpha = 1, beta = 0; // beta 1: C accumulates in place (LoRA sums, the fused head)
     std::string label; // "gemm MxNxK" for profiles
+    // The tuning database's view: the signature's hash, "m=..,n=..,k=..,batch=..".
+    std::string hash, shape;
+    size_t action = 0, cBytes = 0;
+    artifact::DType cType = artifact::DType::F32;
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -113,6 +158,9 @@ private:
       : device(&device), lt(&lt), program(std::move(program)) {}
   Status fail(const std::string &what) const { return Error{origin + ": " + what}; }
   Status recordAction(std::pair<Action, size_t> action, CUstream stream) const;
+  /// The fused LM head's launches and GEMMs at these sizes (LinearCrossEntropyRun.h).
+  Status prepareHead(const LinearCrossEntropy &head,
+                     const std::vector<std::vector<int64_t>> &shapes, const SharedMemory &memory);
   Status recordResultCopies(CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
@@ -124,6 +172,14 @@ private:
   /// \p sizes (GemmDescriptors.cpp).
   Expected<Gemm> buildGemm(const ProgramOp &op, const artifact::SymbolBindings &sizes,
                            const std::string &where) const;
+  /// The database's algorithm for \p g, when it has one and cuBLASLt still
+  /// offers it among its top K (ProgramRunnerTuning.cpp).
+  Status applyTunedGemm(Gemm &g, const SharedMemory &memory);
+  /// Who runs this program's attention at \p sizes: memory.cudnn, or null
+  /// where the tuning database chose the kernels; sets attentionHash.
+  const CudnnAttention *chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
+                                        const artifact::SymbolBindings &sizes,
+                                        const SharedMemory &memory);
 
   const Device *device;
   const CublasLt *lt;

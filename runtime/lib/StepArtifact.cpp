@@ -275,7 +275,8 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   // The programs: decoded now, so a damaged one fails before any device
   // work (the executor runs these very objects).
   for (const Section &section : step.container.getSections()) {
-    if (section.name != "step" && section.name != "init" &&
+    if (section.name != "step" && section.name != "init" && section.name != "accum" &&
+        section.name != "apply" && section.name != "eval" &&
         section.name.compare(0, 5, "step/") != 0)
       continue;
     Expected<StepProgram> program = StepProgram::decode(

@@ -22,8 +22,9 @@ using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
-const std::set<std::string> kRoles = {"input", "param", "state", "lr",
-                                      "step",  "rng_seed", "loss", "other"};
+const std::set<std::string> kRoles = {"input", "param",     "state",  "lr",    "step",
+                                      "rng_seed", "loss", "other", "accum", "grad_norm",
+                                      "tokens"};
 
 const char *opName(ProgramOp::Kind kind) {
   switch (kind) {
@@ -47,6 +48,8 @@ const char *opName(ProgramOp::Kind kind) {
     return "all_reduce";
   case ProgramOp::Kind::AllReduceWait:
     return "all_reduce_wait";
+  case ProgramOp::Kind::LinearCrossEntropy:
+    return "linear_cross_entropy";
   }
   return "?";
 }
@@ -77,7 +80,8 @@ public:
                       "'; the init program takes only rng_seed arguments");
         if (binding.role == "param" && !params.count(binding.name))
           return fail(where + ": parameter '" + binding.name + "' is not in \"params\"");
-        if ((binding.role == "state" || binding.role == "input") && binding.name.empty())
+        if ((binding.role == "state" || binding.role == "input" || binding.role == "accum") &&
+            binding.name.empty())
           return fail(where + ": a " + binding.role + " needs a name");
       }
     for (size_t i = 0; i < program.ops.size(); ++i) {
@@ -172,6 +176,28 @@ Status StepArtifact::checkConsistency() const {
     ProgramChecker checker(section, symbols, paramNames, modules);
     if (Status status = checker.check(program); !status)
       return status;
+  }
+
+  // The loop programs (kiln compile --loop-programs) come together, and
+  // apply reads and clears exactly the accumulators accum writes.
+  const StepProgram *accum = getProgram("accum"), *apply = getProgram("apply"),
+                    *eval = getProgram("eval");
+  if ((accum || apply || eval) && !(accum && apply && eval))
+    return Error{std::string("the loop programs come together, but section '") +
+                 (!accum ? "accum" : !apply ? "apply" : "eval") + "' is missing"};
+  if (accum) {
+    std::set<std::string> written, read, cleared;
+    for (const ProgramBinding &r : accum->results)
+      if (r.role == "accum")
+        written.insert(r.name);
+    for (const ProgramBinding &a : apply->args)
+      if (a.role == "accum")
+        read.insert(a.name);
+    for (const ProgramBinding &r : apply->results)
+      if (r.role == "accum")
+        cleared.insert(r.name);
+    if (written.empty() || written != read || written != cleared)
+      return Error{"section 'apply': its accumulators differ from those section 'accum' writes"};
   }
 
   // The init program makes exactly the parameters marked "init".

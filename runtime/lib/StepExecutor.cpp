@@ -33,10 +33,45 @@ std::string shapeKey(const SymbolBindings &sizes) {
     key += (key.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
   return key;
 }
+
+/// A start and a stop event on the device's stream: the device time between.
+class DeviceEvents {
+public:
+  explicit DeviceEvents(const Device &device) : device(device) {}
+  ~DeviceEvents() {
+    for (CUevent e : {begin, end})
+      if (e)
+        device.getDriver().cuEventDestroy_v2(e);
+  }
+  Status start(CUstream stream) {
+    const CudaDriver &d = device.getDriver();
+    for (CUevent *e : {&begin, &end})
+      if (!*e)
+        if (Status s = device.check(d.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+          return s;
+    return device.check(d.cuEventRecord(begin, stream), "cuEventRecord");
+  }
+  Expected<double> stop(CUstream stream) {
+    const CudaDriver &d = device.getDriver();
+    if (Status s = device.check(d.cuEventRecord(end, stream), "cuEventRecord"); !s)
+      return s.takeError();
+    if (Status s = device.check(d.cuEventSynchronize(end), "cuEventSynchronize"); !s)
+      return s.takeError();
+    float ms = 0;
+    if (Status s = device.check(d.cuEventElapsedTime_v2(&ms, begin, end), "cuEventElapsedTime"); !s)
+      return s.takeError();
+    return static_cast<double>(ms);
+  }
+
+private:
+  const Device &device;
+  CUevent begin = nullptr, end = nullptr;
+};
 } // namespace
 
 StepExecutor::~StepExecutor() {
   graphs.reset();
+  variants.clear();
   shapes.clear();
   if (handle)
     lt->cublasLtDestroy(handle);
@@ -93,7 +128,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   Expected<CUfunction> copy = x->modules.back().getFunction("kiln_copy");
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
-  x->support = {*fill, *copy};
+  x->support = {*fill, *copy, &x->modules.back()};
 
   // cuDNN, when the step has attention it may run.
   bool hasAttention = false;
@@ -110,6 +145,15 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   } else if (hasAttention) {
     x->cudnnNote = "--attention kernels";
   }
+  // The machine's tuning key: a database entry applies only where it equals.
+  x->tuningKey.gpu = info.name;
+  x->tuningKey.smCount = info.multiprocessorCount;
+  x->tuningKey.ccMajor = info.computeCapabilityMajor;
+  x->tuningKey.ccMinor = info.computeCapabilityMinor;
+  x->tuningKey.driver = device.getDriver().getDriverVersion();
+  x->tuningKey.cuda = CUDA_VERSION;
+  x->tuningKey.cublasLt = static_cast<int64_t>(lt.getVersion());
+  x->tuningKey.cudnn = x->cudnn ? x->cudnn->getVersionString() : "none";
 
   WeightLoader loadNamed = x->makeWeightLoader(weights);
 
@@ -154,6 +198,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     }
   }
 
+  if (x->hasLoopPrograms())
+    if (Status s = x->makeAccumulators(firstSizes); !s)
+      return s.takeError();
+
   // The init program, once: its results become named tensors.
   if (init)
     if (Status s = x->runInitProgram(*init, *program, firstSizes, loadNamed); !s)
@@ -167,6 +215,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     if (!plan)
       return plan.takeError();
     arenaBytes = std::max(arenaBytes, plan->size);
+    Expected<size_t> loop = x->loopArenaBytes(sizes);
+    if (!loop)
+      return loop.takeError();
+    arenaBytes = std::max(arenaBytes, *loop);
   }
   Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, arenaBytes);
   if (!arena)
@@ -239,28 +291,49 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   Expected<const StepProgram *> program = programFor(sizes, section);
   if (!program)
     return program.takeError();
-  std::string note;
-  Expected<ArenaPlan> plan = planFor(sizes, note);
-  if (!plan)
-    return plan.takeError();
-  if (!note.empty())
-    std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), key.c_str());
-  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get(), options.communicator};
   Expected<std::unique_ptr<ProgramRunner>> runner =
-      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
-                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+      prepareRunner(sizes, loadWeight, options.tuning, cudnn.get(), /*printNote=*/true);
   if (!runner)
     return runner.takeError();
   if (options.attention == Options::Attention::Cudnn && (*runner)->kernelAttention)
     return Error{"--attention cudnn: " + key + ": " + (*runner)->attentionNote};
-  (*runner)->usedArtifactPlan = plan->fromArtifact;
   Shape &shape = shapes[key];
   shape.program = section;
   shape.key = key;
   shape.sizes = sizes;
   shape.runner = std::move(*runner);
+  if (hasLoopPrograms())
+    if (Status s = prepareLoopPrograms(shape, loadWeight); !s)
+      return s.takeError();
+  shape.graphKey = key;
   return &shape;
+}
+
+Expected<std::unique_ptr<ProgramRunner>>
+StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loadWeight,
+                            const TuningDb *tuning, const CudnnAttention *cudnnFor,
+                            bool printNote) {
+  std::string section;
+  Expected<const StepProgram *> program = programFor(sizes, section);
+  if (!program)
+    return program.takeError();
+  std::string note;
+  Expected<ArenaPlan> plan = planFor(sizes, note);
+  if (!plan)
+    return plan.takeError();
+  if (!note.empty() && printNote)
+    std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), shapeKey(sizes).c_str());
+  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
+                      cudnnFor, options.communicator, tuning, &tuningKey,
+                      options.attention != Options::Attention::Auto,
+                      support.module};
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
+                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+  if (!runner)
+    return runner.takeError();
+  (*runner)->usedArtifactPlan = plan->fromArtifact;
+  return runner;
 }
 
 Status StepExecutor::selectShape(const SymbolBindings &sizes) {
@@ -301,17 +374,27 @@ Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string
 }
 
 Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype, size_t count) {
-  for (const ProgramBinding &arg : current->runner->getProgram().args)
-    if (arg.role == "input" && arg.name == name) {
-      Expected<std::string> bytes =
-          convertElements(data, dtype, current->runner->getProgram().buffers[arg.buffer].dtype, count);
-      if (!bytes)
-        return Error{"input '" + name + "': " + bytes.getError()};
-      if (Status s = current->runner->upload(arg.buffer, *bytes, device->getStream()); !s)
-        return Error{"input '" + name + "': " + s.getError()};
-      return device->synchronize();
-    }
-  return Error{"the step has no data input '" + name + "'"};
+  // The loop programs of the shape read the same inputs (each its own
+  // buffers): the step, accum or eval program may run next.
+  bool found = false;
+  for (ProgramRunner *runner : {current->runner.get(), current->accum.get(), current->eval.get()}) {
+    if (!runner)
+      continue;
+    for (const ProgramBinding &arg : runner->getProgram().args)
+      if (arg.role == "input" && arg.name == name) {
+        Expected<std::string> bytes =
+            convertElements(data, dtype, runner->getProgram().buffers[arg.buffer].dtype, count);
+        if (!bytes)
+          return Error{"input '" + name + "': " + bytes.getError()};
+        if (Status s = runner->upload(arg.buffer, *bytes, device->getStream()); !s)
+          return Error{"input '" + name + "': " + s.getError()};
+        found = true;
+        break;
+      }
+  }
+  if (!found)
+    return Error{"the step has no data input '" + name + "'"};
+  return device->synchronize();
 }
 
 Status StepExecutor::loadCheckpoint(const SafetensorsFile &checkpoint) {
@@ -346,7 +429,9 @@ Expected<double> StepExecutor::runProfiledStep(int64_t stepNumber, double lr,
 }
 
 Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
-                                           std::vector<ActionTime> *times) {
+                                           std::vector<ActionTime> *times,
+                                           const std::function<Status(size_t)> *hook,
+                                           double *deviceMs) {
   ProgramRunner *step = current->runner.get();
   const StepProgram &p = step->getProgram();
   CUstream stream = device->getStream();
@@ -371,18 +456,44 @@ Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
       return s.takeError();
   }
   Status ran = Status::success();
-  if (times) {
+  DeviceEvents events(*device);
+  if (deviceMs)
+    if (Status s = events.start(stream); !s)
+      return s.takeError();
+  if (hook) {
+    ran = step->recordWithHook(stream, *hook);
+  } else if (times) {
     Expected<std::vector<ActionTime>> profiled = step->profile(stream);
     if (!profiled)
       return profiled.takeError();
     *times = std::move(*profiled);
   } else {
-    ran = graphs ? graphs->run(current->program, current->key,
+    ran = graphs ? graphs->run(current->program, current->graphKey,
                                [&](CUstream s) { return step->record(s); })
                  : step->record(stream);
   }
   if (!ran)
     return ran.takeError();
+  lastGradNorm.reset();
+  for (const ProgramBinding &result : p.results)
+    if (result.role == "grad_norm") {
+      Expected<std::string> bytes = step->downloadBuffer(result.buffer);
+      if (!bytes)
+        return bytes.takeError();
+      Expected<std::string> value =
+          convertElements(bytes->data(), p.buffers[result.buffer].dtype, DType::F64, 1);
+      if (!value)
+        return value.takeError();
+      double norm;
+      std::memcpy(&norm, value->data(), 8);
+      lastGradNorm = norm;
+    }
+  if (deviceMs) {
+    Expected<double> ms = events.stop(stream);
+    if (!ms)
+      return ms.takeError();
+    *deviceMs = *ms;
+  }
   for (const ProgramBinding &result : p.results)
     if (result.role == "loss") {
       Expected<std::string> bytes = step->downloadBuffer(result.buffer);
@@ -454,4 +565,133 @@ std::string StepExecutor::getAttentionSummary() const {
   else if (!r.attentionNote.empty())
     line += " (" + r.attentionNote + ")";
   return line;
+}
+
+//===----------------------------------------------------------------------===//
+// Tuning (docs/tuning.md): counts, variants, and the hooks kiln-run tune uses
+//===----------------------------------------------------------------------===//
+
+size_t StepExecutor::getTunedOpCount() const {
+  size_t n = 0;
+  for (const auto &entry : shapes)
+    n += entry.second.runner->tunedOps;
+  return n;
+}
+
+size_t StepExecutor::getDefaultOpCount() const {
+  size_t n = 0;
+  for (const auto &entry : shapes)
+    n += entry.second.runner->defaultOps;
+  return n;
+}
+
+std::string StepExecutor::getTuningNote() const {
+  for (const auto &entry : shapes)
+    if (!entry.second.runner->tuningNote.empty())
+      return entry.second.key + ": " + entry.second.runner->tuningNote;
+  return "";
+}
+
+std::vector<StepExecutor::GemmSite> StepExecutor::getGemmSites() const {
+  return current->runner->getGemmSites();
+}
+
+Expected<std::vector<cublasLtMatmulAlgo_t>> StepExecutor::getGemmCandidates(size_t site,
+                                                                           int topK) const {
+  return current->runner->getGemmCandidates(site, topK);
+}
+
+Status StepExecutor::enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
+                                 CUdeviceptr b) const {
+  return current->runner->enqueueGemm(site, algo, a, b, device->getStream());
+}
+
+std::optional<StepExecutor::AttentionSite> StepExecutor::getAttentionSite() const {
+  const ProgramRunner &r = *current->runner;
+  if (r.attentionHash.empty())
+    return std::nullopt;
+  return AttentionSite{r.attentionHash, shapeKey(current->sizes), r.attentionLabel,
+                       r.cudnnAttention, r.kernelAttention};
+}
+
+Status StepExecutor::prepareVariant(const std::string &name, const TuningDb *tuning,
+                                    std::optional<bool> attentionOnCudnn) {
+  const Shape &base = shapes.at(current->key);
+  if (attentionOnCudnn && *attentionOnCudnn && !cudnn)
+    return Error{"cuDNN is not loaded" + (cudnnNote.empty() ? "" : " (" + cudnnNote + ")")};
+  WeightLoader existing = [&](const std::string &weight, DType,
+                              const std::vector<int64_t> &) -> Expected<NamedTensor *> {
+    auto it = store.find(weight);
+    if (it == store.end())
+      return Error{"weight '" + weight + "' was not loaded"};
+    return &it->second;
+  };
+  const CudnnAttention *cudnnFor = attentionOnCudnn && !*attentionOnCudnn ? nullptr : cudnn.get();
+  Expected<std::unique_ptr<ProgramRunner>> runner =
+      prepareRunner(base.sizes, existing, tuning, cudnnFor, /*printNote=*/false);
+  if (!runner)
+    return runner.takeError();
+  Shape &variant = variants[base.key + "#" + name];
+  variant.program = base.program;
+  variant.key = base.key;
+  variant.sizes = base.sizes;
+  variant.runner = std::move(*runner);
+  // A new graph key: a graph captured from a replaced variant is never replayed.
+  variant.graphKey = base.key + "#" + name + "#" + std::to_string(++variantGeneration);
+  // The data inputs setInput gave the shape (arguments are per runner).
+  if (Status s = variant.runner->copyInputsFrom(*base.runner, device->getStream()); !s)
+    return s;
+  current = &shapes.at(base.key);
+  return Status::success();
+}
+
+Status StepExecutor::selectVariant(const std::string &name) {
+  if (name.empty()) {
+    current = &shapes.at(current->key);
+    return Status::success();
+  }
+  auto it = variants.find(current->key + "#" + name);
+  if (it == variants.end())
+    return Error{current->key + ": no variant '" + name + "'"};
+  current = &it->second;
+  return Status::success();
+}
+
+Expected<double> StepExecutor::runStepWithHook(int64_t stepNumber, double lr,
+                                               const std::function<Status(size_t)> &beforeAction) {
+  return runStepWith(stepNumber, lr, nullptr, &beforeAction, nullptr);
+}
+
+Expected<double> StepExecutor::runTimedStep(int64_t stepNumber, double lr, double &deviceMs) {
+  return runStepWith(stepNumber, lr, nullptr, nullptr, &deviceMs);
+}
+
+Status StepExecutor::snapshotTrainable() {
+  snapshot.clear();
+  const CudaDriver &driver = device->getDriver();
+  for (const std::vector<std::string> *names : {&paramNames, &stateNames})
+    for (const std::string &name : *names) {
+      NamedTensor &t = store.at(name);
+      Expected<DeviceBuffer> copy = DeviceBuffer::allocate(*device, t.memory.size());
+      if (!copy)
+        return Error{"a copy of '" + name + "' to restore after measuring: " + copy.getError()};
+      if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(copy->get(), t.memory.get(),
+                                                               t.memory.size(), device->getStream()),
+                                   "cuMemcpyDtoDAsync");
+          !s)
+        return s;
+      snapshot.emplace_back(&t, std::move(*copy));
+    }
+  return device->synchronize();
+}
+
+Status StepExecutor::restoreTrainable() {
+  const CudaDriver &driver = device->getDriver();
+  for (auto &[tensor, copy] : snapshot)
+    if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(tensor->memory.get(), copy.get(),
+                                                             copy.size(), device->getStream()),
+                                 "cuMemcpyDtoDAsync");
+        !s)
+      return s;
+  return device->synchronize();
 }

@@ -96,3 +96,38 @@ Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch,
   }
   return Status::success();
 }
+
+Status TokenWindowSource::next(MicroBatch &out) {
+  const artifact::SymbolBindings &sizes = shapes[cursor % shapes.size()];
+  int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
+  if (Status s = tokens.sampleBatch(seed, cursor, batch, seq, windows, vocabSize,
+                                    shard * static_cast<uint64_t>(batch));
+      !s)
+    return s;
+  out.sizes = sizes;
+  out.shape = cursor % shapes.size();
+  out.inputs.clear();
+  size_t elements = static_cast<size_t>(batch * seq);
+  for (const std::string &name : inputs) {
+    std::vector<int64_t> &values = out.inputs[name];
+    values.resize(elements);
+    bool labels = name == "labels" || name == "targets" || name == "target";
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < seq; ++i)
+        values[b * seq + i] = name == "attention_mask" ? 1
+                              : name == "position_ids" ? i
+                                                       : windows[b * (seq + 1) + i + labels];
+  }
+  out.countedTokens = out.realTokens = batch * seq;
+  ++cursor;
+  return Status::success();
+}
+
+std::string TokenWindowSource::describe() const {
+  const artifact::SymbolBindings &first = shapes.front();
+  return "data " + tokens.getPath() + ": " + std::to_string(tokens.getTokenCount()) +
+         " tokens, " + std::to_string(first.at("batch")) + " windows of " +
+         std::to_string(first.at("seq") + 1) + " per step" +
+         (shapes.size() > 1 ? " at the first shape" : "") + " (seed " +
+         std::to_string(seed) + ")";
+}

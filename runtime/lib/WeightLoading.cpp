@@ -196,12 +196,15 @@ Status StepExecutor::runInitProgram(const StepProgram &init, const StepProgram &
   // from) is freed: QLoRA must not keep the weights it quantized.
   std::set<std::string> needed;
   std::vector<const StepProgram *> stepPrograms = {&step};
+  for (const char *loop : {"accum", "apply", "eval"})
+    if (const StepProgram *p = artifact->getProgram(loop))
+      stepPrograms.push_back(p);
   for (const BucketSpec &bucket : artifact->getBuckets())
     if (const StepProgram *p = artifact->getProgram(bucket.section))
       stepPrograms.push_back(p);
   for (const StepProgram *p : stepPrograms) {
     for (const ProgramBinding &arg : p->args)
-      needed.insert(arg.name);
+      needed.insert(persistentKey(arg));
     for (const ProgramOp &op : p->ops)
       if (op.kind == ProgramOp::Kind::Weight)
         needed.insert(op.name);

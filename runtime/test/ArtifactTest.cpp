@@ -130,24 +130,24 @@ static void testJson() {
   std::vector<int64_t> seen;
   CHECK(Json::forEachElement("[1, 2, 3]", [&](Json &value, size_t i) {
     seen.push_back(value.getInteger() * 10 + static_cast<int64_t>(i));
-    return kiln::runtime::Status::success();
+    return kiln::artifact::Status::success();
   }));
   CHECK(seen == (std::vector<int64_t>{10, 21, 32}));
   CHECK_EQ(Json::forEachElement("{}", [](Json &, size_t) {
-             return kiln::runtime::Status::success();
+             return kiln::artifact::Status::success();
            }).getError(),
            "expected a JSON array");
   CHECK_EQ(Json::forEachElement("[1, x]", [](Json &, size_t) {
-             return kiln::runtime::Status::success();
+             return kiln::artifact::Status::success();
            }).getError(),
            "invalid JSON at byte 4: unexpected character");
   CHECK_EQ(Json::forEachElement("[1, 2]", [](Json &value, size_t) {
-             return value.getInteger() == 2 ? kiln::runtime::Status(kiln::runtime::Error{"two"})
-                                            : kiln::runtime::Status::success();
+             return value.getInteger() == 2 ? kiln::artifact::Status(kiln::artifact::Error{"two"})
+                                            : kiln::artifact::Status::success();
            }).getError(),
            "two");
   CHECK_EQ(Json::forEachMember("{\"a\":1,\"a\":2}", [](const std::string &, Json &) {
-             return kiln::runtime::Status::success();
+             return kiln::artifact::Status::success();
            }).getError(),
            "invalid JSON at byte 7: duplicate key \"a\"");
   // Values copy and move deeply; assigning a value its own member works.
@@ -392,7 +392,7 @@ static void testResealedDamage() {
                "a.kiln: corrupt Kiln artifact: non-zero padding before section 'm [\\x0a'");
     }
   }
-  CHECK_EQ(kiln::runtime::Error{"a\tb\r\n\x7f"}.message, "a\\x09b\\x0d\\x0a\\x7f");
+  CHECK_EQ(kiln::artifact::Error{"a\tb\r\n\x7f"}.message, "a\\x09b\\x0d\\x0a\\x7f");
   // Resealing an intact file changes nothing.
   std::string same = bytes;
   resealArtifact(same);
@@ -418,7 +418,7 @@ static void testFiles() {
   // A failing writer leaves the old file intact and no temporary file.
   Status failed = writeFileAtomically(path, [](FileWriter &writer) {
     (void)writer.write("partial");
-    return Status(kiln::runtime::Error{"stopped"});
+    return Status(kiln::artifact::Error{"stopped"});
   });
   CHECK_EQ(failed.getError(), "stopped");
   CHECK(Artifact::open(path));

@@ -111,7 +111,7 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":2})", "step: not a version 1 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":3})", "step: not a version 1 or 2 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -125,6 +125,45 @@ static void testDecodeErrors() {
     Expected<StepProgram> program = StepProgram::decode(c.json, "step");
     CHECK(!program);
     CHECK_EQ(program.getError(), c.error);
+  }
+}
+
+// Version 2: a GEMM's alpha and beta (1: C accumulates in place); version 1
+// programs, non-finite alphas, other betas and beta with a bias are refused.
+static std::string gemmProgram(int version, const std::string &fields) {
+  return R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+         R"(,"buffers":[{"dtype":"BF16","shape":["n","64"]},{"dtype":"BF16","shape":["64","32"]},)"
+         R"({"dtype":"BF16","shape":["32"]},{"dtype":"BF16","shape":["n","32"]}],"args":[],"results":[],)"
+         R"("ops":[{"op":"alloc","result":3},{"op":"gemm","a":0,"b":1,"c":3,"trans_a":false,)"
+         R"("trans_b":false,"m":"n","n":"32","k":"64","batch":"1","strides":["0","0","0"],)"
+         R"("epilogue":"none","compute":"F32")" +
+         fields + "}]}";
+}
+
+static void testGemmAlphaBeta() {
+  Expected<StepProgram> plain = StepProgram::decode(gemmProgram(1, ""), "step");
+  CHECK(plain);
+  if (plain)
+    CHECK(plain->ops[1].alpha == 1 && plain->ops[1].beta == 0);
+  Expected<StepProgram> scaled =
+      StepProgram::decode(gemmProgram(2, R"(,"alpha":0.5,"beta":1)"), "step");
+  CHECK(scaled);
+  if (scaled)
+    CHECK(scaled->ops[1].alpha == 0.5 && scaled->ops[1].beta == 1);
+  struct Case {
+    int version;
+    const char *fields, *error;
+  } cases[] = {
+      {1, R"(,"beta":1)", "step: op 1 (gemm): 'alpha' and 'beta' need a version 2 program"},
+      {2, R"(,"alpha":"2")", "step: op 1 (gemm): 'alpha' is not a finite number"},
+      {2, R"(,"beta":0.5)", "step: op 1 (gemm): 'beta' is neither 0 nor 1"},
+      {2, R"(,"bias":2,"beta":1)", "step: op 1 (gemm): a GEMM with 'beta' 1 has no 'bias'"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> program = StepProgram::decode(gemmProgram(c.version, c.fields), "step");
+    CHECK(!program);
+    if (!program)
+      CHECK_EQ(program.getError(), c.error);
   }
 }
 
@@ -339,10 +378,91 @@ static void testAllReduce() {
            "step: op 3 (all_reduce): buffer 0 is I64; all_reduce averages F32, F64, BF16 or F16");
 }
 
+// The fused LM head (docs/artifact.md, "The fused LM head"): it decodes,
+// every buffer it names is live at it (the chunk is planned once, beside
+// hidden_grad), and malformed ones are refused with the op named.
+static void testLinearCrossEntropy() {
+  const char *program = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main",
+  "buffers": [
+    {"dtype": "BF16", "shape": ["n", "64"]}, {"dtype": "BF16", "shape": ["64", "256"]},
+    {"dtype": "I64", "shape": ["n"]}, {"dtype": "F32", "shape": []},
+    {"dtype": "F32", "shape": []}, {"dtype": "BF16", "shape": ["n", "64"]},
+    {"dtype": "BF16", "shape": ["64", "256"]}, {"dtype": "F32", "shape": ["16", "256"]},
+    {"dtype": "F32", "shape": ["n + 1"]}, {"dtype": "F32", "shape": ["64", "256"]}
+  ],
+  "args": [{"role": "input", "name": "h", "buffer": 0}, {"role": "param", "name": "w", "buffer": 1},
+           {"role": "input", "name": "y", "buffer": 2}, {"role": "other", "buffer": 3}],
+  "results": [{"role": "loss", "name": "loss", "buffer": 4}, {"role": "other", "buffer": 5},
+              {"role": "other", "buffer": 6}],
+  "ops": [
+    {"op": "alloc", "result": 4}, {"op": "alloc", "result": 5}, {"op": "alloc", "result": 6},
+    {"op": "alloc", "result": 9}, {"op": "alloc", "result": 7}, {"op": "alloc", "result": 8},
+    {"op": "linear_cross_entropy", "hidden": 0, "weight": 1, "labels": 2, "grad": 3, "loss": 4,
+     "hidden_grad": 5, "weight_grad": 6, "chunk": 7, "stats": 8, "weight_accum": 9,
+     "transpose_weight": false, "ignore_index": -100, "softcap": 0, "chunk_tokens": 16}
+  ]})";
+  Expected<StepProgram> decoded = StepProgram::decode(program, "step");
+  CHECK(decoded);
+  if (!decoded) {
+    std::fprintf(stderr, "%s\n", decoded.getError().c_str());
+    return;
+  }
+  const ProgramOp &op = decoded->ops[6];
+  CHECK(op.kind == ProgramOp::Kind::LinearCrossEntropy && op.head);
+  CHECK(op.head && op.head->chunkTokens == 16 && op.head->weightAccum == 9 &&
+        op.head->ignoreIndex == -100 && !op.head->transposeWeight);
+  Expected<ArenaPlan> plan = decoded->planArena({{"n", 100}}, 256);
+  CHECK(plan);
+  if (plan) {
+    CHECK(plan->bytes[7] == 16 * 256 * 4 && plan->bytes[8] == 101 * 4);
+    for (int a : {4, 5, 6, 7, 8, 9})
+      for (int b : {4, 5, 6, 7, 8, 9})
+        CHECK(a == b || !overlaps(*plan, a, b));
+  }
+  struct Case {
+    std::string from, to, error;
+  } cases[] = {
+      {"\"chunk_tokens\": 16", "\"chunk_tokens\": 0",
+       "step: op 6 (linear_cross_entropy): 'chunk_tokens' must be positive"},
+      {"\"softcap\": 0", "\"softcap\": -2",
+       "step: op 6 (linear_cross_entropy): 'softcap' must be a finite number >= 0"},
+      {"\"weight_accum\": 9", "\"weight_accum\": -1",
+       "step: op 6 (linear_cross_entropy): 'weight_accum' is needed exactly for a 16-bit "
+       "'weight_grad'"},
+      {"\"grad\": 3, \"loss\": 4", "\"grad\": -1, \"loss\": 4",
+       "step: op 6 (linear_cross_entropy): 'grad' and 'hidden_grad' come together, "
+       "'weight_grad' only with them"},
+      {"\"labels\": 2", "\"labels\": 3",
+       "step: op 6 (linear_cross_entropy): labels must be 1-D I64 or I32"},
+      {"\"chunk\": 7", "\"chunk\": 5",
+       "step: op 6 (linear_cross_entropy): chunk, stats and weight_accum must be F32 (2-D, 1-D, "
+       "2-D)"},
+      {"\"stats\": 8", "\"stats\": 12",
+       "step: op 6 (linear_cross_entropy): buffer id 12 out of range"},
+      {"\"transpose_weight\": false", "\"transpose_weight\": 0",
+       "step: op 6 (linear_cross_entropy): missing or non-boolean 'transpose_weight'"},
+  };
+  for (const Case &c : cases) {
+    std::string json = program;
+    size_t at = json.find(c.from);
+    CHECK(at != std::string::npos);
+    if (at == std::string::npos)
+      continue;
+    json.replace(at, c.from.size(), c.to);
+    Expected<StepProgram> bad = StepProgram::decode(json, "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), c.error);
+  }
+}
+
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
+  testGemmAlphaBeta();
   testAttentionRoles();
+  testLinearCrossEntropy();
   testConvert();
   testAllReduce();
   return checkFailures() != 0;

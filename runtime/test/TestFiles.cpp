@@ -40,6 +40,7 @@
 #include "kiln/artifact/Safetensors.h"
 #include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/runtime/TuningDb.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -431,6 +432,52 @@ static int reseal(const std::string &path) {
   return status ? 0 : fail(status.getError());
 }
 
+// A tuning database of \p entries GEMM entries whose choices all equal
+// \p generation (kiln-run.kill-during-tune-db).
+static TuningDb generationDb(long entries, int generation) {
+  TuningDb db;
+  TuningKey key;
+  key.gpu = "test GPU";
+  key.cudnn = "none";
+  db.devices.push_back({key, {}});
+  for (long i = 0; i < entries; ++i) {
+    TuningEntry e;
+    e.kind = "gemm";
+    e.shape = "m=" + std::to_string(i) + ",n=8,k=8,batch=1";
+    e.hash = hashSignature(e.shape);
+    e.label = "gemm " + std::to_string(i);
+    e.candidates = 8;
+    e.choice = generation % 8;
+    e.algo = std::string(128, static_cast<char>('0' + generation % 8));
+    db.devices[0].entries.push_back(std::move(e)); // distinct: no search
+  }
+  return db;
+}
+
+static int writeTuningDb(const std::string &path, long entries, int generation,
+                         long pauseAtKilobytes, const std::string &marker) {
+  bool paused = false;
+  Status s = generationDb(entries, generation).write(path, [&](uint64_t written) {
+    if (paused || pauseAtKilobytes < 0 || written < static_cast<uint64_t>(pauseAtKilobytes) << 10)
+      return;
+    paused = true;
+    int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0)
+      ::close(fd);
+    ::sleep(60);
+  });
+  return s ? 0 : fail(s.getError());
+}
+
+static int verifyTuningDb(const std::string &path, long entries, int generation) {
+  Expected<TuningDb> db = TuningDb::load(path);
+  if (!db)
+    return fail(db.getError());
+  if (db->serialize() != generationDb(entries, generation).serialize())
+    return fail(path + ": not generation " + std::to_string(generation));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto flag = [&](const std::string &name, const std::string &fallback) {
@@ -471,6 +518,13 @@ int main(int argc, char **argv) {
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
     return verifyCheckpoint(args[1],
                             std::atoi(flag("--generation", "1").c_str()));
+  if (args.size() >= 2 && args[0] == "tuning-db")
+    return writeTuningDb(args[1], std::atol(flag("--entries", "100").c_str()),
+                         std::atoi(flag("--generation", "1").c_str()),
+                         std::atol(flag("--pause-at-kb", "-1").c_str()), flag("--marker", ""));
+  if (args.size() >= 2 && args[0] == "verify-tuning-db")
+    return verifyTuningDb(args[1], std::atol(flag("--entries", "100").c_str()),
+                          std::atoi(flag("--generation", "1").c_str()));
   if (args.size() == 4 && args[0] == "set-section")
     return setSection(args[1], args[2], args[3]);
   if (args.size() == 2 && args[0] == "reseal")

@@ -5,6 +5,7 @@
 # checks the exit code and the exact error line (stderr must be one line).
 set -uo pipefail
 case_name=$1 kiln_run=$2 test_files=$3
+kiln_dataset="$(cd "$(dirname "$0")/../.." && pwd)/scripts/kiln_dataset.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -88,6 +89,12 @@ SH
   expect 2 "kiln-run: error: --gpus N uses GPUs 0..N-1; leave out --device (or set CUDA_VISIBLE_DEVICES)" \
     train --gpus 2 --device 1 --init random:1
   expect 2 "kiln-run: error: --rendezvous needs --gpus N or RANK/WORLD_SIZE" train --rendezvous . --init random:1
+  expect 2 "kiln-run: error: --grad-accum and --eval-data do not run data-parallel yet; compile the accumulation in (kiln compile --data-parallel --grad-accum=N)" \
+    train --gpus 2 --grad-accum 2 --init random:1
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5]}' >d.jsonl
+  python3 "$kiln_dataset" d.jsonl -o d.kdocs >/dev/null || fail "converter"
+  expect 2 "kiln-run: error: --data d.kdocs is a fine-tuning dataset; data-parallel runs read raw token files only (a dataset's micro-batches are not sharded over the ranks yet)" \
+    "$kiln_run" train a.kiln --data d.kdocs --steps 1 --batch 2 --seq 16 --init random:1 --gpus 2
   RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 expect 2 \
     "kiln-run: error: --gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) leave it out: each process is one rank" \
     train --gpus 2 --init random:1
@@ -286,7 +293,18 @@ train-usage)
   # --seed seeds more than the data order.
   tr '\n' ' ' <out.txt | grep -q -- '--seed S  *seed of the data order, of the init program  *(LoRA.s A matrices) and of dropout (default 0);' ||
     fail "--seed help"
-  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: missing --data (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1 --batch 2 --seq 16 --weights w.safetensors
+  # Every missing or conflicting flag at once, in one line.
+  expect 2 "kiln-run: error: 4 problems with the flags: missing --data; missing --batch; missing --seq; no weights: pass --weights FILE or --init random:SEED (see 'kiln-run train --help')" "$kiln_run" train a.kiln --steps 1
+  expect 2 "kiln-run: error: 6 problems with the flags: --steps needs an integer >= 0, got '-1'; --lr needs a positive number, got 'fast'; --init and --weights exclude each other; --lr-schedule must be constant, linear or cosine, got 'step'; --eval-every needs --eval-data (the held-out data); --save-every needs --save (the checkpoint name the periodic ones are named after) (see 'kiln-run train --help')" train --steps -1 --lr fast --init random:1 --weights w.safetensors --lr-schedule step --eval-every 5 --save-every 10
+  expect 2 "kiln-run: error: --keep-last needs --save-every (it rotates the periodic checkpoints)" train --init random:1 --keep-last 2
+  expect 2 "kiln-run: error: --min-lr-ratio needs --lr-schedule linear or cosine (a constant schedule does not decay)" train --init random:1 --min-lr-ratio 0.1
+  expect 2 "kiln-run: error: --min-lr-ratio needs a number from 0 to 1, got '2'" train --init random:1 --lr-schedule cosine --min-lr-ratio 2
+  expect 2 "kiln-run: error: --grad-accum needs an integer >= 1, got '0'" train --init random:1 --grad-accum 0
+  expect 2 "kiln-run: error: --profile times the fused step; it does not run with --grad-accum 4" train --init random:1 --grad-accum 4 --profile p.tsv
+  expect 2 "kiln-run: error: --eval-data needs --eval-every (how many steps apart to evaluate)" train --init random:1 --eval-data t.bin
+  expect 2 "kiln-run: error: --grad-accum and --eval-data need the loop programs, which a.kiln lacks (compile with kiln compile --emit=artifact --loop-programs)" train --init random:1 --grad-accum 2 --eval-data t.bin --eval-every 2
+  expect 2 "kiln-run: error: --log-file no/dir/log.jsonl: cannot write there (directory 'no/dir' is missing or read-only)" train --init random:1 --log-file no/dir/log.jsonl
   expect 2 "kiln-run: error: --steps needs an integer >= 0, got '-1'" train --steps -1 --weights w.safetensors
   expect 2 "kiln-run: error: unknown option '--stepz' (see 'kiln-run train --help')" train --stepz 3
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" train
@@ -373,6 +391,66 @@ train-data)
   expect 1 "kiln-run: error: big.bin: token 3853 at position 692 is outside the vocabulary (1000 ids)" train --weights w.safetensors --data big.bin
   head -c 1001 t.bin >odd.bin
   expect 1 "kiln-run: error: odd.bin: 1001 bytes is not a whole number of uint16 tokens (truncated, or the wrong --token-dtype?)" train --weights w.safetensors --data odd.bin
+  ;;
+train-dataset)
+  # Fine-tuning datasets (docs/data.md) are validated before any device
+  # work; the artifact has no step program, so a valid run stops at exit 5.
+  fixtures
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5], "labels": [-100, -100, 3, 4, 5]}' \
+    '{"input_ids": [6, 7, 8]}' >d.jsonl
+  python3 "$kiln_dataset" d.jsonl -o d.kdocs >/dev/null || fail "converter"
+  train --weights w.safetensors --data d.kdocs >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  grep -q '^data d.kdocs: 2 documents, 8 tokens (6 with loss), 2 padded rows per micro-batch, seq 16, shuffled (seed 0)$' out.txt ||
+    fail "dataset summary"
+  # A token id past the artifact's vocabulary (1000), with its place.
+  printf '%s\n' '{"input_ids": [1, 2, 3]}' '{"input_ids": [4, 2000, 5]}' >big.jsonl
+  python3 "$kiln_dataset" big.jsonl -o big.kdocs >/dev/null || fail "converter"
+  expect 1 "kiln-run: error: big.kdocs: document 1 position 1: token 2000 is outside the vocabulary (1000 ids)" train --weights w.safetensors --data big.kdocs
+  # Truncated, a wrong dtype code, a raw token flag on a dataset.
+  head -c -3 d.kdocs >cut.kdocs
+  expect 1 "kiln-run: error: cut.kdocs: 118 bytes, but 2 documents of 8 uint16 tokens need 121 (truncated)" train --weights w.safetensors --data cut.kdocs
+  cp d.kdocs dtype.kdocs && printf '\x07' | dd of=dtype.kdocs bs=1 seek=12 conv=notrunc status=none
+  expect 1 "kiln-run: error: dtype.kdocs: token dtype code 7 is neither uint16 (1) nor uint32 (2)" train --weights w.safetensors --data dtype.kdocs
+  expect 2 "kiln-run: error: d.kdocs: the dataset holds uint16 tokens; --token-dtype uint32 does not apply (drop it)" train --weights w.safetensors --data d.kdocs --token-dtype uint32
+  # Batching flags: checked, and only for datasets.
+  expect 2 "kiln-run: error: --batching must be pad or pack, got 'tight'" train --weights w.safetensors --data d.kdocs --batching tight
+  expect 2 "kiln-run: error: --batching is for a fine-tuning dataset; t.bin is raw token ids (scripts/kiln_dataset.py writes one)" train --weights w.safetensors --batching pack
+  expect 1 "kiln-run: error: --batching pack fills rows of one length: give one --seq" train --weights w.safetensors --data d.kdocs --batching pack --seq 8,16
+  expect 1 "kiln-run: error: --batching pack: the step has no position_ids input, so packed documents would attend to each other (export with scripts/export_hf.py --position-ids)" train --weights w.safetensors --data d.kdocs --batching pack
+  ;;
+data-stats)
+  # Documents of 6, 5 and 4 tokens (5, 4 and 3 positions) at seq 8: padding
+  # fills 12 of 24 slots, packing 12 of 16 (5 | 4+3).
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5, 6], "labels": [-100, -100, 3, 4, 5, 6]}' \
+    '{"input_ids": [7, 8, 9, 10, 11], "labels": [-100, -100, -100, 10, 11]}' \
+    '{"input_ids": [12, 13, 14, 15]}' >s.jsonl
+  python3 "$kiln_dataset" s.jsonl -o s.kdocs >/dev/null || fail "converter"
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 8
+  grep -q '^data s.kdocs: 3 documents, 15 tokens (10 with loss, 66.7%), uint16, largest id 15$' out.txt || fail "counts"
+  grep -q '^padding: 3 rows (of 8) in 3 micro-batches, 12 of 24 slots hold tokens, waste 50.0%$' out.txt || fail "padding"
+  grep -q '^packing: 2 rows (of 8, 3 documents) in 2 micro-batches, 12 of 16 slots hold tokens, waste 25.0%$' out.txt || fail "packing"
+  # Buckets: rows of 8, 4 and 4.
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 4,8
+  grep -q '^padding: 3 rows (each micro-batch at the smallest bucket of 4,8 holding its longest) in 3 micro-batches, 12 of 16 slots hold tokens, waste 25.0%$' out.txt || fail "buckets"
+  # Truncation at seq 4: the first document loses a position.
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 4
+  grep -q '^at seq 4, batch 1, labels shifted: 11 positions from 3 documents (1 truncated, 1 positions cut)$' out.txt || fail "truncation"
+  expect 1 "kiln-run: error: s.kdocs: document 2 position 0: token 12 is outside the vocabulary (12 ids)" "$kiln_run" data-stats s.kdocs --seq 8 --vocab-size 12
+  # --dump writes what train would feed: the second packed micro-batch is
+  # documents 1 and 2 (positions 4 + 3) and one padding slot.
+  mkdir dump
+  expect 0 "" "$kiln_run" data-stats s.kdocs --seq 8 --dump dump --batching pack --shuffle off
+  grep -q '^wrote 2 micro-batches to dump$' out.txt || fail "dump count"
+  dumped() { python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read(); print(*struct.unpack(f"<{len(d) // 8}q", d))' "$1"; }
+  [ "$(dumped dump/1.input_ids.bin)" = "7 8 9 10 12 13 14 0" ] || fail "dumped input_ids"
+  [ "$(dumped dump/1.position_ids.bin)" = "0 1 2 3 0 1 2 0" ] || fail "dumped position_ids"
+  [ "$(dumped dump/1.labels.bin)" = "-100 -100 10 11 13 14 15 -100" ] || fail "dumped labels"
+  [ "$(sed -n 2p dump/batches.jsonl)" = '{"index": 1, "batch": 1, "seq": 8, "counted": 5}' ] || fail "batches.jsonl"
+  expect 2 "kiln-run: error: --batching is for --dump DIR" "$kiln_run" data-stats s.kdocs --seq 8 --batching pack
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run data-stats --help')" "$kiln_run" data-stats s.kdocs
+  expect 1 "kiln-run: error: s.jsonl: not a Kiln dataset (no KILNDOCS magic; scripts/kiln_dataset.py writes one)" "$kiln_run" data-stats s.jsonl --seq 8
   ;;
 train-not-built)
   fixtures
@@ -476,6 +554,122 @@ PY
     [ "$(grep -o 'CUDA driver' err.txt | wc -l)" = 1 ] || fail "the no-driver line repeats itself"
   fi
   ;;
+train-adapters | train-adapters-gpu)
+  # --adapters DIR: the LoRA adapters start from a PEFT adapter directory
+  # instead of the init program. lora-step's loss is (x A^T)[0, 0]: with
+  # A = [[1, 2, 3]] (stored as BF16, converted to the step's F32) and
+  # x = [[1,2,3],[4,5,6]] it is 14, where the init program's A gives 0.375.
+  "$test_files" lora-step l || fail "fixture"
+  peft_dir() { # DIR R ALPHA TENSOR:DTYPE:SHAPE:VALUES...
+    local dir=$1 r=$2 alpha=$3; shift 3
+    mkdir -p "$dir"
+    printf '{"peft_type": "LORA", "r": %s, "lora_alpha": %s, "target_modules": ["m"]}\n' "$r" "$alpha" \
+      >"$dir/adapter_config.json"
+    python3 - "$dir/adapter_model.safetensors" "$@" <<'PY' || fail "adapter fixture"
+import json, struct, sys
+header, data = {}, b""
+for spec in sys.argv[2:]:
+    name, dtype, shape, values = spec.split(":")
+    values = [float(v) for v in values.split(",")] if values else []
+    if dtype == "F32":
+        raw = struct.pack("<%df" % len(values), *values)
+    else:  # BF16: the upper half of the fp32 bits (exact for these values)
+        raw = b"".join(struct.pack("<f", v)[2:] for v in values)
+    header["base_model.model." + name] = {"dtype": dtype, "shape": [int(d) for d in shape.split("x")],
+                                          "data_offsets": [len(data), len(data) + len(raw)]}
+    data += raw
+text = json.dumps(header).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+  }
+  A=m.lora_A.weight:BF16:1x3:1,2,3 B=m.lora_B.weight:F32:2x1:0,0
+  peft_dir good 1 2 "$A" "$B"
+  peft_dir missing 1 2 "$A"
+  peft_dir shape 1 2 m.lora_A.weight:F32:3x1:1,2,3 "$B"
+  peft_dir extra 1 2 "$A" "$B" m.other.lora_A.weight:F32:1x1:1
+  peft_dir rank 4 8 "$A" "$B"
+  mkdir noconfig && cp good/adapter_model.safetensors noconfig/
+  lt() { "$kiln_run" train l.kiln --init random:0 --input x=l.x.bin --batch 2 --seq 3 --log-every 1 "$@"; }
+  expect 1 "kiln-run: error: missing/adapter_model.safetensors: lacks 'base_model.model.m.lora_B.weight' (F32 [2, 1]), the step's adapter 'm.lora_B.weight'" lt --steps 1 --adapters missing
+  expect 1 "kiln-run: error: shape/adapter_model.safetensors: 'base_model.model.m.lora_A.weight' is F32 [3, 1], but the step's adapter is F32 [1, 3]" lt --steps 1 --adapters shape
+  expect 1 "kiln-run: error: extra/adapter_model.safetensors: holds 'base_model.model.m.other.lora_A.weight', which is no LoRA parameter of the step (adapters of another model, or other target modules?)" lt --steps 1 --adapters extra
+  expect 1 "kiln-run: error: rank/adapter_config.json: r 4, lora_alpha 8; the artifact was compiled with r=1,alpha=2" lt --steps 1 --adapters rank
+  lt --steps 1 --adapters noconfig >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 1 ] && grep -q "^kiln-run: error: noconfig/adapter_config.json: " err.txt || fail "missing config not refused"
+  expect 2 "kiln-run: error: --adapters and --resume exclude each other (a checkpoint holds the adapters)" lt --steps 1 --adapters good --resume ck.safetensors
+  fixtures
+  expect 1 "kiln-run: error: --adapters: the artifact has no LoRA adapters (compile with kiln compile --lora)" train --weights w.safetensors --adapters good
+  lt --steps 1 --adapters good >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  grep -q "^adapters good: 2 LoRA tensors (PEFT), replacing the init program's$" out.txt || fail "adapters line"
+  if [ "$case_name" = train-adapters-gpu ] || ! grep -q "no CUDA driver" err.txt; then
+    [ $rc = 0 ] || fail "exit $rc, expected 0"
+    grep -q '^step 1 loss 14.0000000 step_ms' out.txt || fail "step 1 loss is not the given adapters'"
+  else
+    [ $rc = 3 ] || fail "exit $rc, expected 3"
+  fi
+  ;;
+report | report-gpu)
+  # kiln-run report: the planned peak of an artifact at --batch/--seq (the
+  # memory plan's persistent + arena bytes, as inspect prints them, plus the
+  # 32 MiB cuBLASLt workspace); on a GPU the measured columns.
+  "$test_files" gemm-step g || fail "fixture"
+  "$test_files" artifact a.kiln || fail "fixture"
+  printf 'not an artifact' >garbage.kiln
+  expect 2 "kiln-run: error: 'report' takes one or more artifact files (see 'kiln-run report --help')" "$kiln_run" report --batch 2 --seq 3
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run report --help')" "$kiln_run" report g.kiln --batch 2
+  expect 2 "kiln-run: error: --batch needs an integer >= 1, got '0'" "$kiln_run" report g.kiln --batch 0 --seq 3
+  expect 2 "kiln-run: error: --format must be md or json, got 'csv'" "$kiln_run" report g.kiln --batch 2 --seq 3 --format csv
+  expect 2 "kiln-run: error: --steps needs an integer >= 1, got '0'" "$kiln_run" report g.kiln --batch 2 --seq 3 --steps 0
+  expect 2 "kiln-run: error: --output /dev/null: not a regular file (a character device); refusing to replace it" "$kiln_run" report g.kiln --batch 2 --seq 3 --output /dev/null
+  "$kiln_run" report --bogus 1 g.kiln >out.txt 2>err.txt && fail "an unknown flag was accepted"
+  grep -q "^kiln-run: error: .*bogus.* (see 'kiln-run report --help')$" err.txt || fail "unknown-flag line"
+  "$kiln_run" inspect g.kiln >inspect.txt || fail "inspect"
+  read -r persistent arena < <(sed -n 's/^memory plan at batch=2, seq=3: \([0-9]*\) bytes persistent + \([0-9]*\) arena.*/\1 \2/p' inspect.txt)
+  [ -n "$persistent" ] || fail "no memory plan line in inspect"
+  args=(report g.kiln garbage.kiln a.kiln --batch 2 --seq 3)
+  [ "$case_name" = report ] && args+=(--plan-only)
+  expect 0 "" "$kiln_run" "${args[@]}" --format json --steps 2 --warmup 1 --output r.json
+  [ ! -s out.txt ] || fail "--output also wrote to stdout"
+  python3 - r.json "$persistent" "$arena" "$case_name" <<'PY' || fail "report JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+persistent, arena, gpu = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "report-gpu"
+assert doc["format"] == "kiln-run-report" and doc["version"] == 1, doc
+assert doc["settings"] == {"batch": 2, "seq": 3, "steps": 2, "warmup": 1, "seed": 0,
+                           "device": doc["settings"]["device"]}, doc["settings"]
+g, garbage, a = doc["rows"]
+p = g["planned"]
+assert g["error"] is None and g["program"] == "step", g
+assert p == {"error": None, "peak_bytes": persistent + arena + (32 << 20),
+             "persistent_bytes": persistent, "arena_bytes": arena,
+             "workspace_bytes": 32 << 20, "source": "the artifact's memory plan"}, p
+m = g["measured"]
+if gpu:
+    assert m["error"] is None and m["steps"] == 2, m
+    assert m["step_ms_median"] > 0 and m["tokens_per_second"] > 0, m
+    # The gemm step's first loss from random w is finite; the measured peak
+    # holds at least the planned bytes' workspace.
+    assert m["peak_bytes"] >= 32 << 20, m
+    assert abs(m["peak_vs_planned"] - (m["peak_bytes"] / p["peak_bytes"] - 1)) < 1e-9, m
+else:
+    assert m["error"] == "--plan-only" and m["peak_bytes"] is None, m
+assert garbage["error"].startswith("garbage.kiln: ") and "planned" not in garbage, garbage
+# A guard the sizes violate is the row's reason, not an exit.
+assert a["planned"]["error"] == ("--batch/--seq: seq=3 violates 8 <= seq <= 1024 "
+                                 "(required by --dynamic seq=8..1024:8)"), a
+assert a["measured"]["error"] == a["planned"]["error"], a
+PY
+  # Markdown: one row per artifact, the reasons in their cells.
+  expect 0 "" "$kiln_run" report g.kiln garbage.kiln --batch 2 --seq 3 --plan-only
+  grep -q "^| g.kiln | $(python3 -c "print('%.1f' % (($persistent + $arena + (32 << 20)) / 2**20))") MiB (" out.txt || fail "md planned peak"
+  grep -q "^| g.kiln | .* | not measured: --plan-only |" out.txt || fail "md measured cell"
+  grep -q "^| garbage.kiln | error: garbage.kiln: " out.txt || fail "md error row"
+  # The sample artifact has no step program: the row says so.
+  expect 0 "" "$kiln_run" report a.kiln --batch 2 --seq 16
+  grep -q "^| a.kiln | not planned: no step program (compile with kiln compile --emit=artifact) | not measured: no step program" out.txt || fail "no-step-program row"
+  ;;
 train-device-gpu)
   # On the GPU machine: the device checks run and pass.
   fixtures
@@ -518,6 +712,128 @@ kill-during-save)
       "$test_files" verify-checkpoint ckpt.safetensors --generation 3 ||
       fail "checkpoint damaged after a kill at ${delay}s"
     "$test_files" checkpoint ckpt.safetensors --megabytes 32 --generation 1 || fail "rewrite"
+  done
+  ;;
+tune-usage)
+  # kiln-run tune: flags and the database path are checked before anything loads.
+  fixtures
+  expect 0 "" "$kiln_run" tune --help
+  grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
+  tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
+  expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
+  expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
+  expect 2 "kiln-run: error: --tune-topk needs an integer >= 1, got '0'" tune --init random:1 --tune-topk 0
+  expect 2 "kiln-run: error: --tune-topk needs an integer from 1 to 64, got 65" tune --init random:1 --tune-topk 65
+  expect 2 "kiln-run: error: --reps needs an integer >= 1, got 'x'" tune --init random:1 --reps x
+  expect 2 "kiln-run: error: --attention must be auto, kernels or cudnn, got 'xla'" tune --init random:1 --attention xla
+  expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" tune
+  expect 2 "kiln-run: error: unknown option '--steps' (see 'kiln-run tune --help')" tune --init random:1 --steps 3
+  mkdir dbdir && mkfifo fifo
+  expect 2 "kiln-run: error: --db dbdir: not a regular file (a directory); refusing to replace it" tune --init random:1 --db dbdir
+  expect 2 "kiln-run: error: --db fifo: not a regular file (a FIFO); refusing to replace it" tune --init random:1 --db fifo
+  expect 2 "kiln-run: error: no --db and neither XDG_CACHE_HOME nor HOME is set" env -u HOME -u XDG_CACHE_HOME "$kiln_run" tune a.kiln --batch 2 --seq 16 --init random:1
+  # A database of another format version is never replaced.
+  printf 'kiln-tuning-db 2 crc32c=0x00000000 bytes=2\n{}' >v2.db
+  expect 1 "kiln-run: error: v2.db: a tuning database of format version 2 (this kiln-run writes 1); not replaced: pass another --db" tune --init random:1 --db v2.db
+  # The artifact comes next: a.kiln has no step program.
+  expect 5 "kiln-run: error: a.kiln: the artifact has no step program (recompile with kiln compile --emit=artifact)" tune --init random:1 --db new.db
+  [ ! -e new.db ] || fail "nothing tuned, yet a database was written"
+  # The artifact's search space (meta "tuning") is checked like the rest of it.
+  "$test_files" get-section a.kiln meta | python3 -c 'import json,sys; m=json.load(sys.stdin); m["tuning"]={"gemm_topk":1000000000}; print(json.dumps(m))' >meta.json
+  cp a.kiln big-topk.kiln && "$test_files" set-section big-topk.kiln meta "$(cat meta.json)" || fail "set-section"
+  expect 1 'kiln-run: error: big-topk.kiln: meta "tuning" needs "gemm_topk", an integer from 1 to 64' "$kiln_run" tune big-topk.kiln --batch 2 --seq 16 --init random:1 --db new.db
+  # A damaged one is reported, then (after tuning) replaced.
+  printf 'garbage' >bad.db
+  tune --init random:1 --db bad.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  [ "$(head -1 err.txt)" = 'kiln-run: note: bad.db: not a Kiln tuning database (no "kiln-tuning-db" header line); ignored, it will be replaced' ] || fail "not the damaged-database note"
+  ;;
+train-tuning)
+  # train --tuning/--db: a bad value is a usage error; a damaged or missing
+  # database is one note, never trusted, and training goes on (here to the
+  # not-built error: the fixture has no step program).
+  fixtures
+  expect 2 "kiln-run: error: --tuning must be on or off, got 'auto'" train --init random:1 --tuning auto
+  "$test_files" tuning-db good.db --entries 3 --generation 1 || fail "fixture"
+  cp good.db flipped.db && "$test_files" flip flipped.db 200 0 || fail "fixture"
+  check() { # WANT-NOTE ARGS...: exit 5, the note (or none), then the not-built line
+    local note=$1; shift
+    train --init random:1 "$@" >out.txt 2>err.txt; rc=$?
+    cat out.txt err.txt
+    [ $rc = 5 ] || fail "exit $rc, expected 5"
+    if [ -n "$note" ]; then
+      [ "$(wc -l <err.txt)" = 2 ] || fail "expected the note and the error"
+      [ "$(head -1 err.txt)" = "$note" ] || fail "note is '$(head -1 err.txt)', expected '$note'"
+    else
+      [ "$(wc -l <err.txt)" = 1 ] || fail "expected the error alone"
+    fi
+  }
+  check "kiln-run: note: tuning database flipped.db: fails its CRC-32C check (damaged); ignored, defaults used" --db flipped.db
+  check "kiln-run: note: no tuning database at none.db (write one with kiln-run tune); defaults used" --db none.db
+  check "" --db good.db
+  check "" --db flipped.db --tuning off
+  # Without --db the per-user cache is read; a missing one is no note.
+  HOME=$PWD/nohome XDG_CACHE_HOME= check ""
+  XDG_CACHE_HOME=$PWD/cache check ""
+  mkdir -p cache/kiln && cp flipped.db cache/kiln/tuning.db
+  XDG_CACHE_HOME=$PWD/cache train --init random:1 >out.txt 2>err.txt
+  grep -q "^kiln-run: note: tuning database $PWD/cache/kiln/tuning.db: fails its CRC-32C check (damaged); ignored, defaults used\$" err.txt ||
+    fail "the cache database was not read"
+  ;;
+tune-gemm-step-gpu)
+  # On the GPU: tune the GEMM-only fixture, then train from the database
+  # (same losses: the numerics bound holds) and from a foreign one.
+  "$test_files" gemm-step g || fail "fixture"
+  tune() { "$kiln_run" tune g.kiln --weights g.safetensors --input x=g.x.bin --batch 2 --seq 3 --reps 5 --progress off "$@"; }
+  tune --db t.db >out.txt 2>err.txt; rc=$?
+  cat out.txt err.txt
+  [ $rc = 0 ] || fail "exit $rc, expected 0"
+  grep -q '^tune g.kiln on .* (sm_[0-9]*, [0-9]* SMs), driver [0-9]*, CUDA [0-9]*, cuBLASLt [0-9]*, cuDNN none$' out.txt || fail "key line"
+  grep -q '^step batch=2,seq=3: default [0-9.]* ms, tuned [0-9.]* ms ([-+][0-9.]*%), loss rel. difference [0-9.e+-]*; 3 ops measured$' out.txt || fail "step line"
+  grep -q '^tune: [0-3] of 3 ops changed in [0-9.]* s; wrote t.db$' out.txt || fail "summary line"
+  head -1 t.db | grep -q '^kiln-tuning-db 1 crc32c=0x[0-9a-f]\{8\} bytes=[0-9]*$' || fail "database header"
+  [ "$(grep -c '"kind": "gemm"' t.db)" = 3 ] || fail "expected 3 GEMM entries"
+  run() { "$kiln_run" train g.kiln --weights g.safetensors --input x=g.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 "$@"; }
+  run --db t.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "train with the database"; }
+  cat out.txt
+  grep -q '^tuning: 3 ops from t.db, 0 defaults$' out.txt || fail "ops from the database"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with the database"
+  run --db t.db --tuning off >out.txt 2>err.txt || fail "--tuning off"
+  ! grep -q '^tuning:' out.txt || fail "--tuning off read the database"
+  # Tuning again keeps the other entries and replaces this machine's.
+  "$test_files" tuning-db t2.db --entries 2 || fail "fixture"
+  tune --db t2.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "second tune"; }
+  [ "$(grep -c '"kind": "gemm"' t2.db)" = 5 ] || fail "the other machine's entries were not kept"
+  # A database of another machine: every op at its default, with a note.
+  "$test_files" tuning-db other.db --entries 2 || fail "fixture"
+  run --db other.db >out.txt 2>err.txt || fail "train with a foreign database"
+  cat out.txt
+  grep -q '^tuning: 0 ops from other.db, 3 defaults (no entries for this machine, .*; the database holds 2 for others: run kiln-run tune here)$' out.txt ||
+    fail "key mismatch note"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with a foreign database"
+  ;;
+kill-during-tune-db)
+  # A tuning database being replaced is never damaged: SIGKILL the writer in
+  # the middle of the new one; the old one must load intact.
+  "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "first database"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "first database unreadable"
+  "$test_files" tuning-db t.db --entries 20000 --generation 2 --pause-at-kb 2048 --marker writing &
+  writer=$!
+  for _ in $(seq 300); do [ -e writing ] && break; sleep 0.1; done
+  [ -e writing ] || { kill -9 $writer; fail "writer never reached 2 MiB"; }
+  kill -9 $writer; wait $writer 2>/dev/null
+  ls -la
+  [ "$(ls -A | grep -c '^\.t\.db\.tmp-')" = 1 ] || fail "expected the killed writer's temporary file"
+  "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 || fail "previous database damaged"
+  # Unpaused writers killed at varying moments: always one whole database.
+  for delay in 0.01 0.05 0.1 0.2 0.4; do
+    "$test_files" tuning-db t.db --entries 20000 --generation 3 &
+    writer=$!; sleep $delay; kill -9 $writer 2>/dev/null; wait $writer 2>/dev/null
+    "$test_files" verify-tuning-db t.db --entries 20000 --generation 1 ||
+      "$test_files" verify-tuning-db t.db --entries 20000 --generation 3 ||
+      fail "database damaged after a kill at ${delay}s"
+    "$test_files" tuning-db t.db --entries 20000 --generation 1 || fail "rewrite"
   done
   ;;
 *)

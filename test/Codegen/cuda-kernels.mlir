@@ -89,7 +89,7 @@ func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.
 
 // bf16 grouped-query attention: the tiled tensor-core kernel, a block of 128
 // threads per 64 query rows, reading the dense inputs.
-// LAUNCH: kiln_kernel.launch @attn_k0_attention {{.*}} items = #kiln.expr<4*b*s> per 64 block 128 shared #kiln.expr<45056>
+// LAUNCH: kiln_kernel.launch @attn_k0_attention {{.*}} items = #kiln.expr<4*b*s> per 64 block 128 shared #kiln.expr<35840>
 // ATTN: extern __shared__ __align__(128) unsigned char kiln_flash_smem[];
 // ATTN: auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };
 // ATTN: kiln_flash::forward<__nv_bfloat16, 16>(in0, in1, in2, sym_b, 4, 2, sym_s, sym_s, 2.500000000e-01f, true, mask, storeO, kiln_flash_smem);

@@ -14,7 +14,7 @@
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Guards.h"
 #include "kiln/artifact/Json.h"
-#include "kiln/runtime/StepProgram.h"
+#include "kiln/artifact/StepProgram.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/Pipelines/Pipelines.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -148,7 +148,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
   mlir::FailureOr<std::string> json = emitStepProgramSection(main, modules);
   ASSERT_TRUE(mlir::succeeded(json));
-  auto program = runtime::StepProgram::decode(*json, "step");
+  auto program = artifact::StepProgram::decode(*json, "step");
   ASSERT_TRUE(program) << program.getError();
   ASSERT_TRUE(program->defaultLr);
   EXPECT_EQ(*program->defaultLr, 0.5);
@@ -162,8 +162,8 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   EXPECT_EQ(program->results[1].role, "param");
   EXPECT_EQ(program->results[1].name, "w2");
   unsigned launches = 0, gemms = 0, weights = 0, fills = 0;
-  for (const runtime::ProgramOp &op : program->ops) {
-    using Kind = runtime::ProgramOp::Kind;
+  for (const artifact::ProgramOp &op : program->ops) {
+    using Kind = artifact::ProgramOp::Kind;
     if (op.kind == Kind::Launch) {
       ++launches;
       EXPECT_EQ(op.module, "module0");
@@ -194,12 +194,12 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   EXPECT_EQ(*count, 3 * 64);
 
   // Damaged encodings fail with one line naming the part.
-  auto bad = runtime::StepProgram::decode(
+  auto bad = artifact::StepProgram::decode(
       R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[{"role":"input","buffer":3}],"results":[],"ops":[]})",
       "step");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.getError(), "step: args entry 0: buffer id 3 out of range");
-  auto badOp = runtime::StepProgram::decode(
+  auto badOp = artifact::StepProgram::decode(
       R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":["n*"]}],"args":[],"results":[],"ops":[]})",
       "step");
   ASSERT_FALSE(badOp);
@@ -235,7 +235,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   ASSERT_TRUE(mlir::succeeded(plan));
   EXPECT_EQ(plan->plannedAt.at("n"), 1000);
   EXPECT_EQ(plan->persistentBytes, 1000u * 64 * 4 + 64 * 32 * 4);
-  EXPECT_EQ(plan->workspaceBytes, runtime::kGemmWorkspaceBytes);
+  EXPECT_EQ(plan->workspaceBytes, artifact::kGemmWorkspaceBytes);
   ASSERT_FALSE(plan->buffers.empty());
   EXPECT_EQ(plan->buffers[0].base, -1);
 
@@ -243,17 +243,17 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   llvm::StringMap<std::string> modules;
   for (auto k : module->getOps<kernel::KernelOp>())
     modules[k.getSymName()] = "module0";
-  auto program = runtime::StepProgram::decode(*emitStepProgramSection(main, modules), "step");
+  auto program = artifact::StepProgram::decode(*emitStepProgramSection(main, modules), "step");
   ASSERT_TRUE(program) << program.getError();
-  auto direct = program->planArena({{"n", 1000}}, runtime::kArenaAlignment);
+  auto direct = program->planArena({{"n", 1000}}, artifact::kArenaAlignment);
   ASSERT_TRUE(direct);
   EXPECT_EQ(plan->arenaBytes, direct->size);
-  auto section = runtime::decodeMemoryPlan(runtime::encodeMemoryPlan(*plan), "memory_plan");
+  auto section = artifact::decodeMemoryPlan(artifact::encodeMemoryPlan(*plan), "memory_plan");
   ASSERT_TRUE(section) << section.getError();
   for (int64_t n : {1000, 1, 37, 4096}) {
-    auto chained = runtime::evaluateMemoryPlan(*section, *program, {{"n", n}});
+    auto chained = artifact::evaluateMemoryPlan(*section, *program, {{"n", n}});
     ASSERT_TRUE(chained) << chained.getError();
-    EXPECT_TRUE(runtime::checkArenaPlan(*program, *chained)) << "n=" << n;
+    EXPECT_TRUE(artifact::checkArenaPlan(*program, *chained)) << "n=" << n;
     if (n == 1000)
       EXPECT_EQ(chained->offsets, direct->offsets);
   }
@@ -312,7 +312,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   EXPECT_EQ(list->print(),
             R"([{"function":"main__n_16","section":"step/main__n_16","values":{"n":16}},)"
             R"({"function":"main__n_4","section":"step/main__n_4","values":{"n":4}}])");
-  auto program = runtime::StepProgram::decode(sections[3].second, sections[3].first);
+  auto program = artifact::StepProgram::decode(sections[3].second, sections[3].first);
   ASSERT_TRUE(program) << program.getError();
   // Pinned: the input's buffer is [4, 64] whatever n is.
   auto count = program->elementCount(program->args[0].buffer, {});
@@ -376,13 +376,13 @@ func.func @main(%x: tensor<4x8xf32> {kiln.name = "x"}) -> (tensor<f32> {kiln.nam
   auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
   mlir::FailureOr<std::string> json = emitStepProgramSection(main, modules);
   ASSERT_TRUE(mlir::succeeded(json));
-  auto program = runtime::StepProgram::decode(*json, "step");
+  auto program = artifact::StepProgram::decode(*json, "step");
   ASSERT_TRUE(program) << program.getError();
-  using Kind = runtime::ProgramOp::Kind;
+  using Kind = artifact::ProgramOp::Kind;
   std::vector<int64_t> started, waited;
   std::vector<size_t> sizes;
   bool lossLast = false;
-  for (const runtime::ProgramOp &op : program->ops) {
+  for (const artifact::ProgramOp &op : program->ops) {
     if (op.kind == Kind::AllReduce) {
       started.push_back(op.bucket);
       sizes.push_back(op.ins.size());

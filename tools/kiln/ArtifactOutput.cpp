@@ -138,6 +138,14 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
   // The shape buckets' copies of the step, as "step/<function>".
   if (failed(addBucketSections(step, kernelModules, sections)))
     return 1;
+  // The run-time loop's programs (--loop-programs), as "accum", "apply", "eval".
+  for (const char *loop : {"accum", "apply", "eval"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(std::string("main__") + loop)) {
+      FailureOr<std::string> loopProgram = emitStepProgramSection(func, kernelModules);
+      if (failed(loopProgram))
+        return 1;
+      sections.push_back({loop, *loopProgram});
+    }
   if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName)) {
     FailureOr<std::string> initProgram = emitStepProgramSection(init, kernelModules);
     if (failed(initProgram))
@@ -168,7 +176,7 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
   artifact::ArtifactWriter writer;
   for (auto &[name, payload] : sections)
     writer.add(name, payload);
-  if (runtime::Status status = writer.write(path.str()); !status)
+  if (artifact::Status status = writer.write(path.str()); !status)
     return fail(status.getError());
   writeTiming.stop();
   uint64_t size = 0;

@@ -17,6 +17,7 @@
 #include "kiln/artifact/FileIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
@@ -103,6 +104,17 @@ cl::opt<int64_t> gradAccum(
     cl::desc("Micro-batches per step: gradients are averaged over this many "
              "sets of inputs (input_K.pb, micro-batch after micro-batch)"),
     cl::init(1), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> fuseLinearCe(
+    "fuse-linear-ce",
+    cl::desc("Compute the LM head matmul and the cross entropy as one op over "
+             "chunks of tokens: no [tokens x vocab] logits or gradient "
+             "(default true; =false keeps them)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> ceChunkTokens(
+    "ce-chunk-tokens",
+    cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
+             "largest power of two up to 4096 whose fp32 [chunk x vocab] fits 256 MiB)"),
+    cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -117,6 +129,15 @@ cl::opt<std::string> dataParallel(
              "--data-parallel=bucket-mb=N"),
     cl::ValueOptional, cl::value_desc("bucket-mb=N"), cl::sub(compileCommand()),
     cl::cat(category()));
+
+cl::opt<bool> loopPrograms(
+    "loop-programs",
+    cl::desc("Also compile the run-time loop's programs: accumulate a "
+             "micro-batch's gradients, apply the optimizer to their "
+             "token-weighted mean, and a forward-only eval (kiln-run train "
+             "--grad-accum, --eval-data); the step and apply return the "
+             "gradient norm"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the result here (default: stdout)"),
                             cl::value_desc("file"), cl::init("-"),
                             cl::sub(compileCommand()), cl::cat(category()));
@@ -196,6 +217,11 @@ cl::opt<std::string> kernelCheck(
 cl::opt<uint64_t> kernelCheckSeed(
     "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int> tuneTopK(
+    "tune-topk",
+    cl::desc("The search space the artifact records for kiln-run tune: cuBLASLt's "
+             "best K algorithms per GEMM (1 to 64, default 8)"),
+    cl::init(8), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> printTiming(
     "timing",
     cl::desc("Print the time of the import, every pass, CUDA C++ emission, NVRTC and the "
@@ -222,13 +248,15 @@ namespace {
 /// under, end before runCompile prints the report.
 int compileModel(MLIRContext &context, TimingScope &timing) {
   std::string badPass;
+  if (tuneTopK < 1 || tuneTopK > 64)
+    return fail("--tune-topk must be from 1 to 64, got " + std::to_string(tuneTopK));
   if (failed(checkPassNames(std::vector<std::string>(dumpIrAfter.begin(), dumpIrAfter.end()),
                             "--dump-ir-after", badPass)))
     return fail(badPass);
   // The artifact replaces only a regular file (never a device, a FIFO, a
   // directory, /proc): refused now, not after compiling.
   if (emit == Emit::Artifact && !output.empty() && output != "-")
-    if (runtime::Status status = artifact::checkReplaceableFile(output); !status)
+    if (artifact::Status status = artifact::checkReplaceableFile(output); !status)
       return fail(status.getError());
   bool runsNvrtc = (emit == Emit::Artifact || emit == Emit::Cuda) && archList != "none";
   CompileProgress progress(CompileProgress::choose(quiet, runsNvrtc));
@@ -352,6 +380,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.doubleQuant = doubleQuant.getValue();
   options.quantSkip = quantSkip.getValue();
   options.gradAccum = gradAccum.getValue();
+  options.fuseLinearCe = fuseLinearCe.getValue();
+  options.ceChunkTokens = ceChunkTokens.getValue();
   options.optimizer = optimizerSpec.getValue();
   options.clipGradNorm = clipGradNorm.getValue();
   if (dataParallel.getNumOccurrences()) {
@@ -365,6 +395,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       return fail("--data-parallel needs a backward pass (--emit=grads-mlir, step-mlir or later)");
     options.dataParallel = mb;
   }
+  options.loopPrograms = loopPrograms.getValue();
   options.dynamic = dynamicSymbols.getValue();
   options.buckets = llvm::join(bucketSpecs, ";");
   options.fuseOnly = emit == Emit::FusedMlir;
@@ -393,6 +424,11 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   std::vector<std::pair<std::string, std::string>> artifactSections;
   if (emit == Emit::Artifact) {
     TimingScope sectionsTiming = timing.nest("artifact sections");
+    // The search space kiln-run tune measures (meta "tuning"), never a choice.
+    Builder b(&context);
+    (*module)->setAttr("kiln.tuning",
+                       b.getDictionaryAttr({b.getNamedAttr("gemm_topk",
+                                                           b.getI64IntegerAttr(tuneTopK))}));
     // From the graph-level step: lowering replaces parameters by buffers.
     FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
         stepArtifactSections(*module, model, archs);
@@ -441,11 +477,11 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       if (planValues) {
         TimingScope planTiming = timing.nest("memory plan");
         progress.stage("memory plan");
-        FailureOr<runtime::StepMemoryPlan> plan =
+        FailureOr<artifact::StepMemoryPlan> plan =
             planLoweredStep(findMain(*module), toBindings(*planValues));
         if (failed(plan))
           return 1;
-        artifactSections.push_back({"memory_plan", runtime::encodeMemoryPlan(*plan)});
+        artifactSections.push_back({"memory_plan", artifact::encodeMemoryPlan(*plan)});
       }
       return writeArtifact(*module, std::move(artifactSections), output, cudaOptions(archs));
     }

@@ -14,7 +14,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/artifact/MemoryPlanSection.h"
 
 #include <optional>
 #include <string>
@@ -108,11 +108,11 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module,
                                                    std::string &error);
 /// A clone of `module` fused and lowered, its @main planned at `values` as
 /// the runtime plans it; on failure `error` holds the first diagnostic.
-mlir::FailureOr<runtime::StepMemoryPlan>
+mlir::FailureOr<artifact::StepMemoryPlan>
 planStepProgram(mlir::ModuleOp module, const SymbolValues &values,
                 std::string &error);
 /// "step program (after fusion): persistent ..., planned peak ...".
-void printStepPlan(const runtime::StepMemoryPlan &plan, llvm::raw_ostream &os);
+void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os);
 
 /// Exit code of `--fullgraph` when the model has graph breaks.
 inline constexpr int kGraphBreakExit = 4;

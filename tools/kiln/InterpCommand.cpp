@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -73,6 +74,31 @@ cl::opt<std::string> paramsDir(
     "params",
     cl::desc("Folder of <parameter name>.pb files that replace those "
              "parameters' values (checkpoint or init program)"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+
+cl::opt<unsigned> gradAccumRuntime(
+    "grad-accum",
+    cl::desc("With --steps and a step compiled with --loop-programs: run "
+             "each step as K micro-batches through @main__accum, then "
+             "@main__apply (--inputs holds K sets of inputs, micro-batch "
+             "after micro-batch), as kiln-run train --grad-accum does"),
+    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> evalInputsDir(
+    "eval-inputs",
+    cl::desc("With --steps and --loop-programs: after each step, run "
+             "@main__eval on this folder's input_K.pb and print its loss"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+
+cl::opt<std::string> saveDir(
+    "save",
+    cl::desc("With --steps: after the last step write the trained parameters, "
+             "the optimizer state and the step count to <dir> (params/, state/, "
+             "step.txt), which --resume continues from"),
+    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> resumeDir(
+    "resume",
+    cl::desc("With --steps: start from a --save folder's parameters and "
+             "optimizer state, numbering steps after its step count"),
     cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
 cl::opt<std::string> writeInitDir(
@@ -251,8 +277,8 @@ int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
 
 /// Where a train step's arguments come from.
 struct StepArgument {
-  enum Kind { Data, Param, State, LearningRate, StepNumber, Seed } kind;
-  std::string name; // parameter or state name
+  enum Kind { Data, Param, State, Accum, LearningRate, StepNumber, Seed } kind;
+  std::string name; // parameter, state or accumulator name
 };
 
 std::vector<StepArgument> classifyArguments(func::FuncOp func) {
@@ -262,6 +288,8 @@ std::vector<StepArgument> classifyArguments(func::FuncOp func) {
       args.push_back({StepArgument::Param, p.str()});
     else if (auto s = func.getArgAttrOfType<StringAttr>(i, "kiln.state"))
       args.push_back({StepArgument::State, s.str()});
+    else if (auto a = func.getArgAttrOfType<StringAttr>(i, "kiln.accum"))
+      args.push_back({StepArgument::Accum, a.str()});
     else if (func.getArgAttr(i, "kiln.lr"))
       args.push_back({StepArgument::LearningRate, ""});
     else if (func.getArgAttr(i, "kiln.step"))
@@ -312,6 +340,94 @@ int loadParamOverrides(OverlayWeightSource &weights) {
   return 0;
 }
 
+/// A state name ("w/exp_avg") as a file name and back.
+std::string stateFileName(const std::string &name) {
+  std::string out;
+  for (char c : name)
+    out += c == '/' ? std::string("%2F") : c == '%' ? std::string("%25") : std::string(1, c);
+  return out + ".pb";
+}
+std::string stateName(StringRef file) {
+  std::string out;
+  for (size_t i = 0; i < file.size(); ++i) {
+    if (file[i] == '%' && file.substr(i, 3) == "%2F")
+      out += '/', i += 2;
+    else if (file[i] == '%' && file.substr(i, 3) == "%25")
+      out += '%', i += 2;
+    else
+      out += file[i];
+  }
+  return out;
+}
+
+/// --save: the parameters, optimizer state and completed steps.
+int saveTrainState(const std::map<std::string, HostTensor> &params,
+                   const std::map<std::string, HostTensor> &state, unsigned completed) {
+  if (saveDir.empty())
+    return 0;
+  for (const char *sub : {"params", "state"}) {
+    SmallString<256> dir(saveDir);
+    sys::path::append(dir, sub);
+    if (std::error_code ec = sys::fs::create_directories(dir))
+      return fail(saveDir + ": " + ec.message());
+  }
+  for (auto [list, sub] : {std::pair{&params, "params"}, std::pair{&state, "state"}})
+    for (const auto &[name, tensor] : *list) {
+      SmallString<256> path(saveDir);
+      sys::path::append(path, sub, list == &params ? name + ".pb" : stateFileName(name));
+      if (absl::Status status = writeTensorFile(path.str().str(), tensor, name); !status.ok())
+        return fail(std::string(status.message()));
+    }
+  SmallString<256> stepPath(saveDir);
+  sys::path::append(stepPath, "step.txt");
+  std::error_code ec;
+  raw_fd_ostream out(stepPath, ec);
+  if (ec)
+    return fail(stepPath.str().str() + ": " + ec.message());
+  out << completed << "\n";
+  return 0;
+}
+
+/// --resume: overwrites the tensors --save wrote (each must be one the
+/// step has) and returns the completed steps in `start`.
+int loadTrainState(std::map<std::string, HostTensor> &params,
+                   std::map<std::string, HostTensor> &state, unsigned &start) {
+  start = 0;
+  if (resumeDir.empty())
+    return 0;
+  SmallString<256> stepPath(resumeDir);
+  sys::path::append(stepPath, "step.txt");
+  auto text = MemoryBuffer::getFile(stepPath);
+  unsigned completed = 0;
+  if (!text || StringRef((*text)->getBuffer()).trim().getAsInteger(10, completed))
+    return fail(stepPath.str().str() + ": no step count (not a kiln interp --save folder)");
+  start = completed;
+  for (auto [list, sub] : {std::pair{&params, "params"}, std::pair{&state, "state"}}) {
+    SmallString<256> dir(resumeDir);
+    sys::path::append(dir, sub);
+    if (!sys::fs::is_directory(dir))
+      continue; // nothing of that kind saved (zeros stay)
+    std::error_code ec;
+    for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+      StringRef path = it->path();
+      if (!path.ends_with(".pb"))
+        continue;
+      std::string name = list == &params ? sys::path::stem(path).str()
+                                         : stateName(sys::path::stem(path));
+      if (!list->count(name))
+        return fail(path.str() + ": the step has no " +
+                    (list == &params ? "parameter '" : "optimizer state '") + name + "'");
+      absl::StatusOr<HostTensor> tensor = readTensorFile(path.str());
+      if (!tensor.ok())
+        return fail(std::string(tensor.status().message()));
+      (*list)[name] = std::move(*tensor);
+    }
+    if (ec)
+      return fail(dir.str().str() + ": " + ec.message());
+  }
+  return 0;
+}
+
 /// Runs the train step `steps` times: parameters start from the weight
 /// source, optimizer state from zeros, and each step feeds the next.
 int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weights) {
@@ -339,7 +455,10 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
     }
   }
   HostTensor loss;
-  for (unsigned step = 1; step <= steps; ++step) {
+  unsigned start;
+  if (int rc = loadTrainState(params, state, start))
+    return rc;
+  for (unsigned step = start + 1; step <= start + steps; ++step) {
     std::vector<HostTensor> inputs;
     size_t nextData = 0;
     unsigned nextSeed = 0;
@@ -353,6 +472,7 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
         break;
       case StepArgument::Param: inputs.push_back(params[arg.name]); break;
       case StepArgument::State: inputs.push_back(state[arg.name]); break;
+      case StepArgument::Accum: return fail("the step has accumulator arguments; run @main");
       case StepArgument::LearningRate: inputs.push_back(scalarF32(lr)); break;
       case StepArgument::StepNumber: inputs.push_back(scalarF32(step)); break;
       }
@@ -371,6 +491,8 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
     }
     outs() << "step " << step << ": loss " << format("%.7f", loss.getDouble(0)) << "\n";
   }
+  if (int rc = saveTrainState(params, state, start + steps))
+    return rc;
   if (std::error_code ec = sys::fs::create_directories(outputsDir + "/params"))
     return fail(outputsDir + ": " + ec.message());
   for (auto &[name, tensor] : params) {
@@ -383,6 +505,154 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
   sys::path::append(lossPath, "output_0.pb");
   if (absl::Status status = writeTensorFile(lossPath.str().str(), loss, "loss"); !status.ok())
     return fail(std::string(status.message()));
+  return 0;
+}
+
+/// Zeros of a function argument's static type.
+absl::StatusOr<HostTensor> zerosFor(func::FuncOp func, unsigned i, const std::string &name) {
+  auto type = llvm::cast<RankedTensorType>(func.getArgument(i).getType());
+  std::optional<DType> dtype = fromMlirType(type.getElementType());
+  if (!dtype || !type.hasStaticShape())
+    return absl::InvalidArgumentError("'" + name + "' needs a static float type");
+  return HostTensor(*dtype, std::vector<int64_t>(type.getShape()));
+}
+
+/// The run-time loop of kiln-run train on the CPU: each step accumulates
+/// --grad-accum micro-batches with @main__accum, then @main__apply updates
+/// the parameters from their token-weighted mean; --eval-inputs runs
+/// @main__eval after each step. Seeds: micro-batch m of step s counts as
+/// draw (s - 1) * K + m of the seed formula.
+int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSource &weights) {
+  auto accum = module.lookupSymbol<func::FuncOp>("main__accum");
+  auto apply = module.lookupSymbol<func::FuncOp>("main__apply");
+  auto eval = module.lookupSymbol<func::FuncOp>("main__eval");
+  if (!accum || !apply || !eval)
+    return fail(input + ": --grad-accum and --eval-inputs need the loop programs "
+                        "(kiln compile --emit=step-mlir --loop-programs)");
+  unsigned k = std::max(1u, gradAccumRuntime.getValue());
+  double lr = learningRate;
+  if (lr < 0) {
+    auto compiled = apply->getAttrOfType<FloatAttr>("kiln.default_lr");
+    if (!compiled)
+      return fail("the step has no compiled learning rate; pass --lr");
+    lr = compiled.getValueAsDouble();
+  }
+  std::vector<HostTensor> evalData;
+  if (!evalInputsDir.empty()) {
+    unsigned evalArgs = llvm::count_if(classifyArguments(eval), [](const StepArgument &a) {
+      return a.kind == StepArgument::Data;
+    });
+    for (unsigned i = 0; i < evalArgs; ++i) {
+      SmallString<256> path(evalInputsDir);
+      sys::path::append(path, "input_" + Twine(i) + ".pb");
+      absl::StatusOr<HostTensor> tensor = readTensorFile(path.str().str());
+      if (!tensor.ok())
+        return fail(std::string(tensor.status().message()));
+      evalData.push_back(std::move(*tensor));
+    }
+  }
+  std::map<std::string, HostTensor> params, state, accumulators;
+  for (func::FuncOp func : {accum, apply})
+    for (auto [i, arg] : llvm::enumerate(classifyArguments(func))) {
+      std::map<std::string, HostTensor> *into =
+          arg.kind == StepArgument::State ? &state
+          : arg.kind == StepArgument::Accum ? &accumulators
+                                            : nullptr;
+      if (arg.kind == StepArgument::Param && !params.count(arg.name)) {
+        absl::StatusOr<HostTensor> value = weights.load(arg.name);
+        if (!value.ok())
+          return fail(std::string(value.status().message()));
+        params[arg.name] = std::move(*value);
+      } else if (into && !into->count(arg.name)) {
+        absl::StatusOr<HostTensor> zeros = zerosFor(func, i, arg.name);
+        if (!zeros.ok())
+          return fail(std::string(zeros.status().message()));
+        (*into)[arg.name] = std::move(*zeros);
+      }
+    }
+  // Runs `func` on `inputs` (its data arguments, in order), threading the
+  // persistent tensors; named results ("loss", "tokens", "grad_norm") go
+  // to `named`.
+  auto run = [&](func::FuncOp func, ArrayRef<HostTensor> inputs, unsigned step, unsigned draw,
+                 std::map<std::string, double> &named) -> int {
+    std::vector<StepArgument> layout = classifyArguments(func);
+    std::vector<HostTensor> args;
+    size_t nextData = 0;
+    unsigned nextSeed = 0;
+    for (const StepArgument &arg : layout) {
+      switch (arg.kind) {
+      case StepArgument::Seed: args.push_back(seedFor(layout, draw, nextSeed++)); break;
+      case StepArgument::Data:
+        if (nextData >= inputs.size())
+          return fail("@" + func.getName().str() + " takes more data inputs than given");
+        args.push_back(inputs[nextData++]);
+        break;
+      case StepArgument::Param: args.push_back(params[arg.name]); break;
+      case StepArgument::State: args.push_back(state[arg.name]); break;
+      case StepArgument::Accum: args.push_back(accumulators[arg.name]); break;
+      case StepArgument::LearningRate: args.push_back(scalarF32(lr)); break;
+      case StepArgument::StepNumber: args.push_back(scalarF32(step)); break;
+      }
+    }
+    absl::StatusOr<InterpreterResult> result = interpret(func, args, weights, interpreterOptions);
+    if (!result.ok())
+      return fail(std::string(result.status().message()));
+    for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
+      if (auto p = func.getResultAttrOfType<StringAttr>(i, "kiln.param"))
+        params[p.str()] = std::move(tensor);
+      else if (auto s = func.getResultAttrOfType<StringAttr>(i, "kiln.state"))
+        state[s.str()] = std::move(tensor);
+      else if (auto a = func.getResultAttrOfType<StringAttr>(i, "kiln.accum"))
+        accumulators[a.str()] = std::move(tensor);
+      else if (auto n = func.getResultAttrOfType<StringAttr>(i, "kiln.name"))
+        named[n.str()] = tensor.getDouble(0);
+    }
+    return 0;
+  };
+  size_t perMicro = llvm::count_if(classifyArguments(accum), [](const StepArgument &a) {
+    return a.kind == StepArgument::Data;
+  });
+  if (data.size() != perMicro * k)
+    return fail(inputsDir + ": --grad-accum " + std::to_string(k) + " needs " +
+                std::to_string(perMicro * k) + " input files (" + std::to_string(perMicro) +
+                " per micro-batch), found " + std::to_string(data.size()));
+  std::map<std::string, double> last;
+  unsigned start;
+  if (int rc = loadTrainState(params, state, start))
+    return rc;
+  for (unsigned step = start + 1; step <= start + steps; ++step) {
+    for (unsigned m = 0; m < k; ++m) {
+      std::map<std::string, double> micro;
+      if (int rc = run(accum, ArrayRef<HostTensor>(data).slice(m * perMicro, perMicro), step,
+                       (step - 1) * k + m + 1, micro))
+        return rc;
+      outs() << "step " << step << " micro-batch " << m << ": loss "
+             << format("%.7f", micro["loss"]) << " tokens " << format("%.0f", micro["tokens"])
+             << "\n";
+    }
+    last.clear();
+    if (int rc = run(apply, {}, step, step, last))
+      return rc;
+    outs() << "step " << step << ": loss " << format("%.7f", last["loss"]) << " grad_norm "
+           << format("%.7f", last["grad_norm"]) << "\n";
+    if (!evalData.empty()) {
+      std::map<std::string, double> evaluated;
+      if (int rc = run(eval, evalData, step, step, evaluated))
+        return rc;
+      outs() << "step " << step << ": eval loss " << format("%.7f", evaluated["loss"])
+             << " tokens " << format("%.0f", evaluated["tokens"]) << "\n";
+    }
+  }
+  if (int rc = saveTrainState(params, state, start + steps))
+    return rc;
+  if (std::error_code ec = sys::fs::create_directories(outputsDir + "/params"))
+    return fail(outputsDir + ": " + ec.message());
+  for (auto &[name, tensor] : params) {
+    SmallString<256> path(outputsDir);
+    sys::path::append(path, "params", name + ".pb");
+    if (absl::Status status = writeTensorFile(path.str().str(), tensor, name); !status.ok())
+      return fail(std::string(status.message()));
+  }
   return 0;
 }
 
@@ -426,12 +696,25 @@ int runInterp(MLIRContext &context) {
   });
   if (steps > 0 && !isStep)
     return fail(input + ": --steps needs a train step (kiln compile --emit=step-mlir)");
+  if ((gradAccumRuntime > 0 || !evalInputsDir.empty()) &&
+      (!isStep || !module->lookupSymbol("main__accum") || !module->lookupSymbol("main__apply") ||
+       !module->lookupSymbol("main__eval")))
+    return fail(input + ": --grad-accum and --eval-inputs need the loop programs "
+                        "(kiln compile --emit=step-mlir --loop-programs)");
   if (!freeze) {
     unsigned dataArgs = llvm::count_if(layout, [](const StepArgument &a) {
       return a.kind == StepArgument::Data;
     });
+    // The run-time accumulation reads K micro-batches' inputs.
+    unsigned perMicroBatch = dataArgs;
+    if (gradAccumRuntime > 1)
+      dataArgs *= gradAccumRuntime;
     for (unsigned i = 0; i < dataArgs; ++i) {
       absl::StatusOr<HostTensor> tensor = readInput(i);
+      if (!tensor.ok() && gradAccumRuntime > 1)
+        return fail(std::string(tensor.status().message()) + " (--grad-accum " +
+                    std::to_string(gradAccumRuntime) + " reads " + std::to_string(dataArgs) +
+                    " inputs, " + std::to_string(perMicroBatch) + " per micro-batch)");
       if (!tensor.ok())
         return fail(std::string(tensor.status().message()));
       inputs.push_back(std::move(*tensor));
@@ -503,6 +786,8 @@ int runInterp(MLIRContext &context) {
   if (isStep) {
     if (steps == 0)
       steps = 1;
+    if (gradAccumRuntime > 0 || !evalInputsDir.empty())
+      return runLoopSteps(*module, inputs, *weights);
     return runSteps(func, std::move(inputs), *weights);
   }
   // Seed arguments sit among the data arguments.

@@ -194,10 +194,10 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
                 llvm::join(plan.unboundSymbols, ", ") + " (e.g. --memory-report " +
                 plan.unboundSymbols.front() + "=1024)");
   // The kernel-level plan: what the runtime allocates for this step.
-  std::optional<runtime::StepMemoryPlan> step;
+  std::optional<artifact::StepMemoryPlan> step;
   std::string stepError;
   if (stepProgram)
-    if (FailureOr<runtime::StepMemoryPlan> lowered = planStepProgram(module, *values, stepError);
+    if (FailureOr<artifact::StepMemoryPlan> lowered = planStepProgram(module, *values, stepError);
         succeeded(lowered))
       step = std::move(*lowered);
   if (memoryReport.getNumOccurrences() > 0) {
@@ -216,7 +216,7 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
     json::Value root = memoryPlanToJSON(plan);
     // The kernel-level plan, as the artifact's memory_plan section holds it.
     if (step) {
-      Expected<json::Value> section = json::parse(runtime::encodeMemoryPlan(*step));
+      Expected<json::Value> section = json::parse(artifact::encodeMemoryPlan(*step));
       if (section)
         root.getAsObject()->try_emplace("step_program", std::move(*section));
       else

@@ -195,7 +195,7 @@ void planStep(ModuleOp step, const SymbolValues &values, PlannedStep &planned,
   if (!program)
     return;
   FirstError first(step.getContext());
-  FailureOr<runtime::StepMemoryPlan> kernelPlan =
+  FailureOr<artifact::StepMemoryPlan> kernelPlan =
       planLoweredStep(program->lookupSymbol<func::FuncOp>("main"), toBindings(values));
   if (failed(kernelPlan)) {
     planned.stepError = first.message;

@@ -46,7 +46,7 @@ OwningOpRef<ModuleOp> lowerStepProgram(ModuleOp module, std::string &error) {
   return lowered;
 }
 
-FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
+FailureOr<artifact::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
                                                    std::string &error) {
   OwningOpRef<ModuleOp> lowered = lowerStepProgram(module, error);
   if (!lowered)
@@ -59,7 +59,7 @@ FailureOr<runtime::StepMemoryPlan> planStepProgram(ModuleOp module, const Symbol
   return planLoweredStep(lowered->lookupSymbol<func::FuncOp>("main"), toBindings(values));
 }
 
-void printStepPlan(const runtime::StepMemoryPlan &plan, raw_ostream &os) {
+void printStepPlan(const artifact::StepMemoryPlan &plan, raw_ostream &os) {
   int64_t persistent = plan.persistentBytes, arena = plan.arenaBytes,
           workspace = plan.workspaceBytes, peak = persistent + arena + workspace;
   os << "step program (after fusion): persistent " << formatBytes(persistent) << ", arena "

@@ -58,6 +58,11 @@ struct PlannedTensor {
   bool inPlace = false;
   /// Whether it is a view: it occupies no bytes of its own.
   bool view = false;
+  /// Scratch an op needs while it runs, not a value of the IR (the logits
+  /// chunk of kiln.linear_cross_entropy(_grad)): `value` is the op's first
+  /// result, `scratchType` the scratch's shape, live at the op only.
+  bool scratch = false;
+  mlir::RankedTensorType scratchType;
 };
 
 struct PlannedBuffer {

@@ -16,12 +16,13 @@
 #ifndef KILN_ARTIFACTEMIT_SECTIONS_H
 #define KILN_ARTIFACTEMIT_SECTIONS_H
 
-#include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/artifact/MemoryPlanSection.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/StringMap.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,9 +42,16 @@ mlir::FailureOr<std::string> emitGuardsSection(mlir::func::FuncOp func);
 mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
                                                mlir::func::FuncOp step);
 
+/// The token vocabulary \p step reads (meta "vocab_size"): the rows of the
+/// embedding table a data input indexes, else the class dimension of the
+/// cross entropy over labels from a data input; none without either.
+std::optional<int64_t> stepVocabularySize(mlir::func::FuncOp step);
+
 /// The "meta" section: format, creator, targets (the kernel architectures;
 /// none until codegen), the size symbols of \p step's inputs, the source
-/// model.
+/// model, LoRA's settings (module attribute kiln.lora) and the tuning search
+/// space (kiln.tuning: "tuning": {"gemm_topk": K, "attention": [...]}), and
+/// the vocabulary (vocab_size) when stepVocabularySize finds one.
 std::string emitMetaSection(mlir::func::FuncOp step,
                             llvm::StringRef sourceModel,
                             const std::vector<std::string> &targets = {});
@@ -77,7 +85,7 @@ addBucketSections(mlir::func::FuncOp step,
 /// the runtime's own planner on its step-program encoding: the arena the
 /// runtime allocates, as the "memory_plan" section records it. Fails with a
 /// diagnostic (an unbound symbol, a function that does not encode).
-mlir::FailureOr<runtime::StepMemoryPlan>
+mlir::FailureOr<artifact::StepMemoryPlan>
 planLoweredStep(mlir::func::FuncOp func, const artifact::SymbolBindings &values);
 
 /// meta, guards and params of \p module's `@main` (a graph-level train

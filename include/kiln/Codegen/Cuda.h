@@ -48,7 +48,7 @@ struct CudaSource {
   std::string body;    // the __global__ function
   bool bf16 = false, f16 = false;
   bool dynamicMap8 = false; // uses the 8-bit dynamic map (NF4 double quant)
-  bool flashAttention = false; // calls kiln_flash (FlashAttention.cpp)
+  bool flashAttention = false; // calls kiln_flash (cuda/FlashAttention.cuh)
   std::string standalone() const;
 };
 /// Device helpers (block reductions, atomics), the fp16/bf16 headers and,

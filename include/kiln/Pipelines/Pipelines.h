@@ -58,6 +58,15 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                 llvm::cl::desc("Regex of weights quant leaves alone")};
   Option<int64_t> gradAccum{*this, "grad-accum", llvm::cl::desc("Micro-batches per step"),
                             llvm::cl::init(1)};
+  Option<bool> fuseLinearCe{*this, "fuse-linear-ce",
+                            llvm::cl::desc("LM head matmul + cross entropy as one op chunked over "
+                                           "tokens (kiln-fuse-linear-cross-entropy)"),
+                            llvm::cl::init(true)};
+  Option<int64_t> ceChunkTokens{*this, "ce-chunk-tokens",
+                                llvm::cl::desc("Tokens per chunk of the fused LM head (0: the "
+                                               "largest power of two up to 4096 whose fp32 "
+                                               "chunk fits 256 MiB)"),
+                                llvm::cl::init(0)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw[:lr=,weight_decay=,betas=B1/B2,eps=] or "
                                                "sgd[:lr=,momentum=,dampening=,nesterov=0|1,"
@@ -71,6 +80,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                              "ranks in gradient buckets of at most this many MiB "
                                              "(0: off; kiln compile --data-parallel: 25)"),
                               llvm::cl::init(0.0)};
+  Option<bool> loopPrograms{*this, "loop-programs",
+                            llvm::cl::desc("Also build the run-time loop's programs: "
+                                           "@main__accum, @main__apply and @main__eval "
+                                           "(kiln-loop-programs), and the gradient norm as a "
+                                           "result of the step and of apply")};
   Option<std::string> rematBudget{*this, "remat-budget",
                                   llvm::cl::desc("kiln-remat's budget: none, auto or GiB"),
                                   llvm::cl::init("none")};
@@ -112,7 +126,9 @@ mlir::LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::s
 void buildImportCleanupPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// specialize-symbols, select-trainable, lora, precision, quantize-nf4,
-/// autodiff, grad-accum, data-parallel, train-step, canonicalize + cse, remat,
+/// fuse-linear-cross-entropy, autodiff, grad-accum, data-parallel, loop-programs (optional),
+/// train-step,
+/// canonicalize + cse, remat,
 /// verify-shapes, shape-guards, shape-buckets: the graph-level step, as far
 /// as `until`. The options must verify.
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);

@@ -83,6 +83,10 @@ LogicalResult GemmOp::verify() {
     if (!element.isF32() && !element.isBF16() && !element.isF16())
       return emitOpError("supports f32, bf16 and f16 buffers, not ") << element;
   }
+  if (std::optional<APFloat> alpha = getAlpha(); alpha && !alpha->isFinite())
+    return emitOpError("needs a finite alpha");
+  if (getAccumulate() && getBias())
+    return emitOpError("cannot both accumulate into C and add a bias");
   return success();
 }
 

@@ -36,6 +36,8 @@ OpClass classifyOp(Operation *op) {
         return q.getBlockSize() % 2 == 0 ? OpClass::Quantize : OpClass::Unsupported;
       })
       .Case<QuantizeBlockwise8bitOp>([](auto) { return OpClass::Quantize; })
+      .Case<kiln::LinearCrossEntropyOp, LinearCrossEntropyGradOp>(
+          [](auto) { return OpClass::ChunkedHead; })
       .Default([](auto) { return OpClass::Unsupported; });
 }
 
@@ -162,12 +164,12 @@ bool isFlashAttention(Operation *op) {
 int64_t flashAttentionSharedBytes(int64_t headDim, bool backward) {
   const int64_t rows = kFlashAttentionRows, cols = 64, warps = 4;
   const int64_t ld = headDim + 8, lds = cols + 4, ldp = cols + 8, ldo = headDim + 4;
-  if (!backward) // Q, K, V; S (fp32); P (hi, lo); O's staging unless S's rows hold it
-    return 2 * (rows * ld + 2 * cols * ld) + 4 * rows * lds + 2 * 2 * rows * ldp +
+  if (!backward) // Q, K, V; S (fp32); P; O's staging unless S's rows hold it
+    return 2 * (rows * ld + 2 * cols * ld) + 4 * rows * lds + 2 * rows * ldp +
            (ldo <= lds ? 0 : 4 * rows * ldo);
-  // Q, dO, K, V; S, dP (fp32, dQ's staging at the end); P, dS (hi, lo
-  // each); a 16 x 16 stage per warp.
-  return 2 * (2 * rows * ld + 2 * cols * ld) + 4 * 2 * rows * lds + 2 * 4 * rows * ldp +
+  // Q, dO, K, V; S, dP (fp32, dQ's staging at the end); P, dS; a 16 x 16
+  // stage per warp.
+  return 2 * (2 * rows * ld + 2 * cols * ld) + 4 * 2 * rows * lds + 2 * 2 * rows * ldp +
          4 * warps * 256;
 }
 

@@ -13,7 +13,7 @@
 #include <climits>
 
 using namespace kiln::artifact;
-using kiln::runtime::Error;
+using kiln::artifact::Error;
 
 namespace {
 bool isSymbolStart(char c) {

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/artifact/MemoryPlanSection.h"
 
 #include "kiln/artifact/Json.h"
 
@@ -12,7 +12,6 @@
 #include <climits>
 #include <set>
 
-using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
@@ -29,8 +28,8 @@ bool alignUpChecked(size_t bytes, size_t alignment, size_t &out) {
 }
 } // namespace
 
-Expected<size_t> kiln::runtime::persistentBytes(const StepProgram &program,
-                                                const SymbolBindings &sizes) {
+Expected<size_t> kiln::artifact::persistentBytes(const StepProgram &program,
+                                                 const SymbolBindings &sizes) {
   std::vector<int> ids;
   std::set<std::string> named; // the executor keeps one tensor per name
   for (const ProgramBinding &arg : program.args)
@@ -51,8 +50,8 @@ Expected<size_t> kiln::runtime::persistentBytes(const StepProgram &program,
   return total;
 }
 
-Expected<StepMemoryPlan> kiln::runtime::planStepMemory(const StepProgram &program,
-                                                       const SymbolBindings &sizes) {
+Expected<StepMemoryPlan> kiln::artifact::planStepMemory(const StepProgram &program,
+                                                        const SymbolBindings &sizes) {
   Expected<ArenaPlan> arena = program.planArena(sizes, kArenaAlignment);
   if (!arena)
     return arena.takeError();
@@ -89,7 +88,7 @@ Expected<StepMemoryPlan> kiln::runtime::planStepMemory(const StepProgram &progra
   return plan;
 }
 
-std::string kiln::runtime::encodeMemoryPlan(const StepMemoryPlan &plan) {
+std::string kiln::artifact::encodeMemoryPlan(const StepMemoryPlan &plan) {
   Json root = Json::object();
   root.set("format", Json::string("kiln-memory-plan"));
   root.set("version", Json::integer(1));
@@ -113,8 +112,8 @@ std::string kiln::runtime::encodeMemoryPlan(const StepMemoryPlan &plan) {
   return root.print() + "\n";
 }
 
-Expected<StepMemoryPlan> kiln::runtime::decodeMemoryPlan(std::string_view json,
-                                                         const std::string &origin) {
+Expected<StepMemoryPlan> kiln::artifact::decodeMemoryPlan(std::string_view json,
+                                                          const std::string &origin) {
   Expected<Json> parsed = Json::parse(json);
   if (!parsed)
     return Error{origin + ": " + parsed.getError()};
@@ -188,9 +187,9 @@ Expected<StepMemoryPlan> kiln::runtime::decodeMemoryPlan(std::string_view json,
   return plan;
 }
 
-Expected<ArenaPlan> kiln::runtime::evaluateMemoryPlan(const StepMemoryPlan &plan,
-                                                      const StepProgram &program,
-                                                      const SymbolBindings &sizes) {
+Expected<ArenaPlan> kiln::artifact::evaluateMemoryPlan(const StepMemoryPlan &plan,
+                                                       const StepProgram &program,
+                                                       const SymbolBindings &sizes) {
   size_t n = program.buffers.size();
   ArenaPlan arena;
   arena.bytes.assign(n, 0);
@@ -242,7 +241,7 @@ Expected<ArenaPlan> kiln::runtime::evaluateMemoryPlan(const StepMemoryPlan &plan
   return arena;
 }
 
-Status kiln::runtime::checkArenaPlan(const StepProgram &program, const ArenaPlan &arena) {
+Status kiln::artifact::checkArenaPlan(const StepProgram &program, const ArenaPlan &arena) {
   LiveRanges live = program.liveRanges();
   struct Extent {
     size_t begin, end, lo, hi;
@@ -269,10 +268,10 @@ Status kiln::runtime::checkArenaPlan(const StepProgram &program, const ArenaPlan
   return Status::success();
 }
 
-Expected<ArenaPlan> kiln::runtime::chooseArenaPlan(const StepProgram &program,
-                                                   const StepMemoryPlan *plan,
-                                                   const SymbolBindings &sizes,
-                                                   std::string &note) {
+Expected<ArenaPlan> kiln::artifact::chooseArenaPlan(const StepProgram &program,
+                                                    const StepMemoryPlan *plan,
+                                                    const SymbolBindings &sizes,
+                                                    std::string &note) {
   note.clear();
   if (plan) {
     Expected<ArenaPlan> arena = evaluateMemoryPlan(*plan, program, sizes);

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/runtime/StepProgram.h"
+#include "kiln/artifact/StepProgram.h"
 
 #include <cmath>
 
@@ -12,10 +12,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <set>
 
-using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
@@ -91,6 +91,66 @@ bool hexBytes(const std::string &hex, std::string &out) {
       return false;
     out[i] = static_cast<char>(hi * 16 + lo);
   }
+  return true;
+}
+
+/// The fused LM head's buffers, dtypes, ranks and settings; the sizes the
+/// shapes evaluate to are checked against each other when the executor
+/// prepares the op.
+bool decodeLinearCrossEntropy(Decoder &d, const Json &o, const std::string &where,
+                              const std::vector<ProgramBuffer> &buffers, ProgramOp &op) {
+  LinearCrossEntropy h;
+  auto optional = [&](const char *key, int &out) {
+    const Json *v = o.get(key);
+    if (v && v->isInteger() && v->getInteger() == -1) {
+      out = -1;
+      return true;
+    }
+    return d.buffer(o, key, out, where);
+  };
+  if (!d.buffer(o, "hidden", h.hidden, where) || !d.buffer(o, "weight", h.weight, where) ||
+      !d.buffer(o, "labels", h.labels, where) || !optional("grad", h.grad) ||
+      !d.buffer(o, "loss", h.loss, where) || !optional("hidden_grad", h.hiddenGrad) ||
+      !optional("weight_grad", h.weightGrad) || !d.buffer(o, "chunk", h.chunk, where) ||
+      !d.buffer(o, "stats", h.stats, where) || !optional("weight_accum", h.weightAccum) ||
+      !d.integer(o, "ignore_index", h.ignoreIndex, where) ||
+      !d.integer(o, "chunk_tokens", h.chunkTokens, where))
+    return false;
+  const Json *transpose = d.member(o, "transpose_weight", Json::Kind::Bool, where);
+  const Json *softcap = transpose ? d.member(o, "softcap", Json::Kind::Number, where) : nullptr;
+  if (!softcap)
+    return false;
+  h.transposeWeight = transpose->getBool();
+  h.softcap = softcap->getNumber();
+  if (h.chunkTokens < 1)
+    return d.fail(where + ": 'chunk_tokens' must be positive");
+  if (!(h.softcap >= 0) || !std::isfinite(h.softcap))
+    return d.fail(where + ": 'softcap' must be a finite number >= 0");
+  auto is = [&](int id, std::initializer_list<DType> types, size_t rank) {
+    if (id < 0)
+      return true;
+    const ProgramBuffer &b = buffers[id];
+    return b.shape.size() == rank &&
+           std::find(types.begin(), types.end(), b.dtype) != types.end();
+  };
+  DType element = buffers[h.hidden].dtype;
+  if (!is(h.hidden, {DType::F32, DType::BF16, DType::F16}, 2) ||
+      !is(h.weight, {element}, 2))
+    return d.fail(where + ": hidden and weight must be 2-D F32, BF16 or F16 of one dtype");
+  if (!is(h.labels, {DType::I64, DType::I32}, 1))
+    return d.fail(where + ": labels must be 1-D I64 or I32");
+  if (!is(h.loss, {DType::F32}, 0) || !is(h.grad, {DType::F32}, 0))
+    return d.fail(where + ": loss and grad must be F32 scalars");
+  if (!is(h.chunk, {DType::F32}, 2) || !is(h.stats, {DType::F32}, 1) ||
+      !is(h.weightAccum, {DType::F32}, 2))
+    return d.fail(where + ": chunk, stats and weight_accum must be F32 (2-D, 1-D, 2-D)");
+  if (!is(h.hiddenGrad, {element}, 2) || !is(h.weightGrad, {element}, 2))
+    return d.fail(where + ": hidden_grad and weight_grad must have hidden's dtype");
+  if ((h.grad < 0) != (h.hiddenGrad < 0) || (h.weightGrad >= 0 && h.grad < 0))
+    return d.fail(where + ": 'grad' and 'hidden_grad' come together, 'weight_grad' only with them");
+  if ((h.weightAccum >= 0) != (h.weightGrad >= 0 && element != DType::F32))
+    return d.fail(where + ": 'weight_accum' is needed exactly for a 16-bit 'weight_grad'");
+  op.head = h;
   return true;
 }
 
@@ -265,7 +325,7 @@ std::string checkAllReduces(const StepProgram &p, const std::string &origin) {
 
 } // namespace
 
-bool kiln::runtime::decodeHex(const std::string &hex, std::string &out) {
+bool kiln::artifact::decodeHex(const std::string &hex, std::string &out) {
   return hexBytes(hex, out);
 }
 
@@ -306,8 +366,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      version != 1)
-    return Error{origin + ": not a version 1 kiln-step-program"};
+      (version != 1 && version != 2))
+    return Error{origin + ": not a version 1 or 2 kiln-step-program"};
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
 
@@ -443,6 +503,27 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         op.transA = ta->getBool();
         op.transB = tb->getBool();
       }
+      // Version 2: alpha scales the product, beta = 1 adds C's contents.
+      const Json *alpha = o.get("alpha"), *beta = o.get("beta");
+      if (ok && (alpha || beta) && version < 2)
+        ok = d.fail(where + ": 'alpha' and 'beta' need a version 2 program");
+      if (ok && alpha) {
+        if (!alpha->isNumber() || !std::isfinite(alpha->getNumber()))
+          ok = d.fail(where + ": 'alpha' is not a finite number");
+        else
+          op.alpha = alpha->getNumber();
+      }
+      if (ok && beta) {
+        if (!beta->isNumber() || (beta->getNumber() != 0 && beta->getNumber() != 1))
+          ok = d.fail(where + ": 'beta' is neither 0 nor 1");
+        else
+          op.beta = beta->getNumber();
+      }
+      if (ok && op.beta != 0 && op.bias >= 0)
+        ok = d.fail(where + ": a GEMM with 'beta' 1 has no 'bias'");
+    } else if (kind == "linear_cross_entropy") {
+      op.kind = ProgramOp::Kind::LinearCrossEntropy;
+      ok = decodeLinearCrossEntropy(d, o, where, program.buffers, op);
     } else if (kind == "all_reduce") {
       op.kind = ProgramOp::Kind::AllReduce;
       ok = decodeAllReduce(d, o, where, program.buffers, op);
@@ -518,6 +599,10 @@ LiveRanges StepProgram::liveRanges() const {
       for (int id : {op.a, op.b, op.bias, op.c})
         if (id >= 0)
           touch(id, i);
+      break;
+    case ProgramOp::Kind::LinearCrossEntropy:
+      for (int id : op.head->buffers())
+        touch(id, i);
       break;
     case ProgramOp::Kind::AllReduce:
     case ProgramOp::Kind::AllReduceWait:

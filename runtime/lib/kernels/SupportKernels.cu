@@ -45,3 +45,6 @@ extern "C" __global__ void kiln_copy(unsigned char *target, const unsigned char 
   for (uint64_t i = vectors * 16 + first; i < bytes; i += stride)
     target[i] = source[i];
 }
+
+// The fused LM head's count, row, loss and narrowing kernels.
+#include "CrossEntropyKernels.cuh"

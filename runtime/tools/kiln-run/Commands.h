@@ -7,6 +7,9 @@
 #ifndef KILN_RUN_COMMANDS_H
 #define KILN_RUN_COMMANDS_H
 
+#include "kiln/artifact/Guards.h"
+
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -49,11 +52,27 @@ bool isHelp(int argc, char **argv);
 /// The flags each command accepts (kiln-run --list-options prints them).
 extern const std::vector<std::string> kNoFlags;
 extern const std::vector<std::string> kTrainFlags;
+extern const std::vector<std::string> kDataStatsFlags;
+extern const std::vector<std::string> kReportFlags;
+extern const std::vector<std::string> kTuneFlags;
+
+/// Parses a non-negative integer flag (at least \p minimum); false with a message otherwise.
+bool parseCount(const std::string &flag, const std::string &text, int64_t minimum, int64_t &out,
+                std::string &message);
+/// Parses --batch/--seq: comma lists of positive integers, zipped (a list
+/// of one repeats) into the run's shapes.
+bool parseShapes(const std::string &batchText, const std::string &seqText,
+                 std::vector<artifact::SymbolBindings> &shapes, std::string &message);
+/// "batch=4,seq=512".
+std::string formatShape(const artifact::SymbolBindings &sizes);
 
 int runDevices(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCkptInfo(int argc, char **argv);
 int runTrain(int argc, char **argv);
+int runDataStats(int argc, char **argv);
+int runReport(int argc, char **argv);
+int runTune(int argc, char **argv);
 
 } // namespace kiln::run
 

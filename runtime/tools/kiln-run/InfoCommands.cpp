@@ -51,11 +51,11 @@ static std::string indent(const std::string &text, int spaces) {
   return out;
 }
 
-/// Each distinct kernel the programs (step, buckets, init) launch, once,
+/// Each distinct kernel the programs (step, buckets, init, loop) launch, once,
 /// with its module and how often the programs launch it.
 static int printKernelLaunches(const StepArtifact &step, const char *path) {
   std::vector<std::string> sections;
-  for (const char *name : {"step", "init"})
+  for (const char *name : {"step", "init", "accum", "apply", "eval"})
     if (step.getContainer().find(name))
       sections.push_back(name);
   for (const BucketSpec &bucket : step.getBuckets())
@@ -175,6 +175,9 @@ int kiln::run::runInspect(int argc, char **argv) {
     buckets += (buckets.empty() ? "" : ", ") + bucket.function + " (" + values + ")";
   }
   std::printf("buckets: %s\n", buckets.empty() ? "none" : buckets.c_str());
+  std::printf("loop programs: %s\n",
+              step->getProgram("accum") ? "accum, apply, eval (kiln-run train --grad-accum, --eval-data)"
+                                        : "none");
   std::printf("step program: %s\n",
               step->hasStepProgram()
                   ? "present (opaque until the runtime executes it)"

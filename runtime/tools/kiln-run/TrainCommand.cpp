@@ -17,21 +17,30 @@
 #include "DataParallel.h"
 #include "Profile.h"
 #include "Progress.h"
+#include "TrainLoopOptions.h"
 
 #include "kiln/runtime/Checkpoint.h"
+#include "kiln/runtime/CheckpointRotation.h"
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/DocumentData.h"
+#include "kiln/runtime/PeftAdapterInit.h"
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
+#include "kiln/runtime/BatchSource.h"
 #include "kiln/runtime/Nccl.h"
 #include "kiln/runtime/Rendezvous.h"
 #include "kiln/runtime/TokenData.h"
+#include "kiln/runtime/TrainMetrics.h"
+#include "kiln/runtime/TuningDb.h"
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <set>
+#include <tuple>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,8 +57,18 @@ constexpr const char *kTrainUsage =
     "\n"
     "  --weights FILE          safetensors weights (repeat for shards)\n"
     "  --init random:SEED      random parameters instead of --weights\n"
-    "  --data FILE             raw little-endian token ids\n"
-    "  --token-dtype T         uint16 (default) or uint32\n"
+    "  --data FILE             a fine-tuning dataset (scripts/kiln_dataset.py;\n"
+    "                          docs/data.md) or raw little-endian token ids\n"
+    "  --token-dtype T         raw token ids: uint16 (default) or uint32\n"
+    "  --batching pad|pack     a dataset's rows: a document each, padded to the\n"
+    "                          smallest --seq bucket holding the micro-batch's\n"
+    "                          longest (pad, default), or documents packed into\n"
+    "                          rows of one --seq (pack: needs a position_ids input)\n"
+    "  --labels shifted|unshifted\n"
+    "                          a dataset's labels: the next tokens (default, as\n"
+    "                          scripts/export_hf.py exports) or the inputs\n"
+    "  --shuffle on|off        a dataset's documents in a seeded order per epoch\n"
+    "                          (default on) or in file order\n"
     "  --steps N               optimizer steps to run (0: load, run the init "
     "program,\n"
     "                          save with --save/--save-adapters; no step)\n"
@@ -60,13 +79,36 @@ constexpr const char *kTrainUsage =
     "  --seed S                seed of the data order, of the init program\n"
     "                          (LoRA's A matrices) and of dropout (default 0);\n"
     "                          --init random:SEED seeds the random parameters\n"
-    "  --lr LR                 learning rate (default: the artifact's)\n"
+    "  --lr LR                 learning rate (default: the artifact's): the peak\n"
+    "                          of --lr-schedule\n"
+    "  --lr-schedule constant|linear|cosine\n"
+    "                          transformers' schedules with --warmup steps of\n"
+    "                          linear warmup from 0 (default constant)\n"
+    "  --warmup N              warmup steps (default 0)\n"
+    "  --min-lr-ratio R        linear/cosine: decay to R * lr instead of 0\n"
+    "  --grad-accum K          micro-batches of --batch per optimizer step, the\n"
+    "                          loss and gradients their counted-token-weighted\n"
+    "                          mean (needs kiln compile --loop-programs)\n"
+    "  --eval-data FILE        held-out data (as --data) for the eval program\n"
+    "  --eval-every N          evaluate every N steps (and after the last)\n"
+    "  --eval-batches M        micro-batches per evaluation (default 1), the\n"
+    "                          same ones each time\n"
+    "  --log-file FILE         append one JSON line per step (step, loss, lr,\n"
+    "                          grad_norm, tokens, tokens_per_s, eval_loss); at\n"
+    "                          the end draw FILE's losses as FILE.svg beside it\n"
     "  --log-every K           print loss, step ms, tokens/s, peak memory "
     "every K "
     "steps (default 10)\n"
     "  --save FILE             write params + optimizer state + step "
     "(safetensors)\n"
-    "  --resume FILE           continue from a --save checkpoint\n"
+    "  --save-every N          also save every N steps as FILE-step<N> (--save\n"
+    "                          FILE names them)\n"
+    "  --keep-last K           keep only the newest K of those\n"
+    "  --resume FILE           continue from a --save checkpoint: step, lr\n"
+    "                          schedule and data order\n"
+    "  --adapters DIR          start the LoRA adapters from a PEFT adapter\n"
+    "                          directory (e.g. PEFT's own init) instead of the\n"
+    "                          init program's; optimizer state starts at zero\n"
     "  --save-adapters DIR     write LoRA weights as a PEFT adapter directory\n"
     "  --device N              CUDA device ordinal (default 0)\n"
     "  --input NAME=FILE       a data input's raw elements, the same every "
@@ -81,6 +123,11 @@ constexpr const char *kTrainUsage =
     "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
     "                          and takes the shape, else the generated kernels\n"
     "                          (auto, default); only the kernels; cuDNN or fail\n"
+    "  --tuning on|off         use the tuning database's choices where its key\n"
+    "                          matches this machine (default: on when the database\n"
+    "                          exists; written by 'kiln-run tune')\n"
+    "  --db FILE               the tuning database (default\n"
+    "                          $XDG_CACHE_HOME/kiln/tuning.db, else ~/.cache/kiln/tuning.db)\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
     "                          (TSV), the costliest kernels to stdout\n"
@@ -91,7 +138,9 @@ constexpr const char *kTrainUsage =
     "                          and the logged loss averaged by NCCL (libnccl.so.2;\n"
     "                          KILN_NCCL_LIBRARY names it); rank 0 logs and saves.\n"
     "                          Under torchrun-style RANK/WORLD_SIZE/LOCAL_RANK leave\n"
-    "                          it out: each process is one rank on GPU LOCAL_RANK\n"
+    "                          it out: each process is one rank on GPU LOCAL_RANK.\n"
+    "                          Raw token --data only; not with --grad-accum or\n"
+    "                          --eval-data\n"
     "  --rendezvous DIR        an empty directory every rank sees, where they meet\n"
     "                          (default with --gpus: a fresh temporary one; under\n"
     "                          RANK/WORLD_SIZE: $KILN_RENDEZVOUS)\n";
@@ -100,29 +149,15 @@ constexpr const char *kTrainUsage =
 
 const std::vector<std::string> kiln::run::kTrainFlags = {
     "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-    "seed", "lr", "log-every", "save", "resume", "save-adapters", "device",
-    "input", "graphs", "graph-cache", "profile", "progress", "attention", "gpus",
-    "rendezvous"};
-
-namespace {
-/// Parses a non-negative integer flag; false with a message otherwise.
-bool parseCount(const std::string &flag, const std::string &text,
-                int64_t minimum, int64_t &out, std::string &message) {
-  char *end = nullptr;
-  errno = 0;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || errno == ERANGE || value < minimum) {
-    message = "--" + flag + " needs an integer >= " + std::to_string(minimum) +
-              ", got '" + text + "'";
-    return false;
-  }
-  out = value;
-  return true;
-}
+    "seed", "lr", "log-every", "save", "resume", "adapters", "save-adapters", "device",
+    "input", "graphs", "graph-cache", "profile", "progress", "attention",
+    "batching", "labels", "shuffle", "lr-schedule", "warmup", "min-lr-ratio",
+    "grad-accum", "eval-data", "eval-every", "eval-batches", "save-every", "keep-last",
+    "log-file", "tuning", "db", "gpus", "rendezvous"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
-bool parseShapes(const std::string &batchText, const std::string &seqText,
+bool kiln::run::parseShapes(const std::string &batchText, const std::string &seqText,
                  std::vector<SymbolBindings> &shapes, std::string &message) {
   auto parseList = [&](const std::string &flag, const std::string &text,
                        std::vector<int64_t> &out) {
@@ -156,20 +191,24 @@ bool parseShapes(const std::string &batchText, const std::string &seqText,
 }
 
 /// "batch=4,seq=512".
-std::string formatShape(const SymbolBindings &sizes) {
+std::string kiln::run::formatShape(const SymbolBindings &sizes) {
   std::string text;
   for (const auto &[symbol, value] : sizes)
     text += (text.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
   return text;
 }
 
+namespace {
 /// The training loop on the GPU (docs/runtime.md, train).
 int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  const CublasLt &lt, const std::vector<std::string> &weightPaths,
                  const Arguments &args, const std::vector<SymbolBindings> &shapes,
                  int64_t startStep, int64_t steps, int64_t logEvery,
-                 uint64_t seed, const TokenFile *tokens,
-                 std::optional<uint64_t> randomInitSeed, RankSession *rank) {
+                 uint64_t seed, BatchSource *data,
+                 std::optional<uint64_t> randomInitSeed, const LoopOptions &loop,
+                 BatchSource *evalData, uint64_t startCursor,
+                 const PeftAdapterInit *adapters, const TuningDb *tuning,
+                 const std::string &dbPath, RankSession *rank) {
   int world = rank ? rank->getRank().world : 1;
   bool leader = !rank || rank->isLeader();
   std::vector<SafetensorsFile> weights;
@@ -185,6 +224,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   options.seed = seed;
   options.randomInitSeed = randomInitSeed;
   options.communicator = rank ? rank->getCommunicator() : nullptr;
+  options.tuning = tuning;
   if (std::optional<std::string> graphs = args.get("graphs")) {
     if (*graphs != "on" && *graphs != "off")
       return error(kExitUsage, "--graphs must be on or off, got '" + *graphs + "'");
@@ -207,6 +247,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (!made)
     return error(kExitBadInput, made.getError());
   StepExecutor &x = **made;
+  if (adapters)
+    if (Status s = uploadPeftAdapters(*adapters, x, gpu); !s)
+      return error(kExitBadInput, s.getError());
   if (std::optional<std::string> resume = args.get("resume")) {
     Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
     if (!ckpt)
@@ -221,6 +264,17 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   if (std::string attention = x.getAttentionSummary(); !attention.empty())
     std::printf("%s\n", attention.c_str());
+  if (tuning) {
+    // Shapes beyond the first are counted once they are prepared.
+    for (const SymbolBindings &sizes : shapes)
+      if (Status s = x.selectShape(sizes); !s)
+        return error(kExitBadInput, s.getError());
+    if (Status s = x.selectShape(shapes.front()); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("%s\n", describeTuningUse(*tuning, dbPath, x.getTuningKey(), x.getTunedOpCount(),
+                                         x.getDefaultOpCount(), x.getTuningNote())
+                           .c_str());
+  }
   if (shapes.size() > 1) {
     // The arena is sized for the largest shape; each runs its program.
     std::printf("shapes:");
@@ -269,91 +323,32 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     fixed.insert(name);
   }
 
-  std::vector<uint32_t> windows, row;
+  MicroBatch batchData;
   std::vector<ActionTime> profile;
   double peak = 0;
   std::string progressMode = args.get("progress").value_or("auto");
   ProgressBar progress(startStep, steps,
                        progressMode == "on" || (progressMode == "auto" && ::isatty(STDOUT_FILENO)));
-  for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
-    // Step t's shape depends on t alone, so a resumed run continues the
-    // schedule.
-    const SymbolBindings &sizes = shapes[static_cast<size_t>(t - 1) % shapes.size()];
-    int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
-    if (shapes.size() > 1)
-      if (Status s = x.selectShape(sizes); !s)
-        return error(kExitBadInput, "step " + std::to_string(t) + ": " + s.getError());
-    auto begin = std::chrono::steady_clock::now();
-    bool sampled = false;
-    for (const std::string &name : x.getDataInputs()) {
-      if (fixed.count(name))
-        continue;
-      if (!tokens)
-        return error(kExitUsage, "input '" + name + "' needs --data or --input");
-      if (!sampled) {
-        // Rank r reads rows r*batch .. (r+1)*batch-1 of the step's order:
-        // together the ranks read what one process with world*batch would.
-        uint64_t firstRow = rank ? static_cast<uint64_t>(rank->getRank().rank * batch) : 0;
-        if (Status s = tokens->sampleBatch(seed, static_cast<uint64_t>(t - 1),
-                                           batch, seq, windows, 0, firstRow);
-            !s)
-          return error(kExitBadInput, s.getError());
-        sampled = true;
-      }
-      // Labels are the windows shifted by one token; the rest read the
-      // window's first seq tokens.
-      bool labels = name == "labels" || name == "targets" || name == "target";
-      row.clear();
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t i = 0; i < seq; ++i)
-          row.push_back(windows[b * (seq + 1) + i + (labels ? 1 : 0)]);
-      if (Status s = x.setInput(name, row.data(), DType::U32, row.size()); !s)
-        return error(kExitBadInput, s.getError());
-    }
-    std::optional<std::string> profilePath = args.get("profile");
-    Expected<double> loss = profilePath && leader && t == startStep + steps
-                                ? x.runProfiledStep(t, lr, profile)
-                                : x.runStep(t, lr);
-    if (!loss)
-      return error(kExitNoDevice, "step " + std::to_string(t) + ": " + loss.getError());
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - begin)
-                    .count();
-    if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
-      peak = std::max(peak, static_cast<double>(before->first) -
-                                static_cast<double>(now->first));
-    if (!std::isfinite(*loss))
-      return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
-                                      std::to_string(*loss));
-    if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1) {
-      progress.clear();
-      std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s\n",
-                  static_cast<long long>(t), *loss, ms,
-                  static_cast<double>(batch * seq * world) / (ms / 1000.0), peak,
-                  shapes.size() > 1 ? (" shape " + formatShape(sizes)).c_str() : "");
-    }
-    progress.update(t, *loss, ms);
-    std::fflush(stdout);
-  }
-  progress.finish();
-  if (x.getGraphCaptures())
-    std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape%s\n",
-                x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates(),
-                x.getGraphRefusal().empty()
-                    ? ""
-                    : (" (the driver refused a patch: " + x.getGraphRefusal() + ")").c_str());
-  if (rank)
-    std::printf("peak_mem per GPU: %s\n", rank->peakMemorySummary(peak).c_str());
-  // Rank 0 alone writes files: every rank holds the same parameters.
-  if (!leader)
-    return 0;
-  if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
-    if (Status s = writeProfile(*path, profile); !s)
+  // The data order continues where the checkpoint left it.
+  if (data)
+    if (Status s = data->seek(startCursor); !s)
       return error(kExitBadInput, s.getError());
-  if (steps == 0)
-    std::printf("0 steps: parameters loaded and initialized, nothing trained\n");
-
-  if (std::optional<std::string> path = args.get("save")) {
+  // The schedule spans the whole run, resumed parts included.
+  LrSchedule schedule = loop.schedule;
+  schedule.peak = lr;
+  schedule.total = startStep + steps;
+  bool accumulate = loop.gradAccum > 1;
+  std::optional<MetricsLog> log;
+  // Rank 0 alone writes files: every rank holds the same parameters and loss.
+  if (loop.logFile && leader) {
+    Expected<MetricsLog> opened = MetricsLog::open(*loop.logFile);
+    if (!opened)
+      return error(kExitBadInput, opened.getError());
+    log.emplace(std::move(*opened));
+  }
+  std::optional<std::string> savePath = args.get("save");
+  // Writes params, optimizer state, step and data cursor (atomically).
+  auto saveCheckpoint = [&](const std::string &path, int64_t completed) -> int {
     std::vector<std::pair<std::string, NamedTensor *>> params, state;
     if (Status s = x.readTrainable(params, state); !s)
       return error(kExitNoDevice, s.getError());
@@ -369,10 +364,196 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
         (list == &params ? p : st)
             .push_back({name, tensor->dtype, tensor->shape, hostBytes.back().data()});
       }
-    if (Status s = writeCheckpoint(*path, startStep + steps, p, st); !s)
+    LoopState position;
+    if (data)
+      position.dataCursor = data->getCursor();
+    position.gradAccum = loop.gradAccum;
+    if (Status s = writeCheckpoint(path, completed, p, st, nullptr, position); !s)
       return error(kExitBadInput, s.getError());
-    std::printf("saved %s: step %lld\n", path->c_str(),
-                static_cast<long long>(startStep + steps));
+    std::printf("saved %s: step %lld\n", path.c_str(), static_cast<long long>(completed));
+    return 0;
+  };
+  bool needsData = false;
+  for (const std::string &name : x.getDataInputs())
+    needsData |= !fixed.count(name);
+  // Draws the next micro-batch of `source` (none: the fixed inputs at the
+  // shape of `draw`) and uploads it; `sizes` gets its shape.
+  auto feed = [&](BatchSource *source, uint64_t draw, const SymbolBindings *&sizes,
+                  int64_t &counted) -> int {
+    sizes = &shapes[draw % shapes.size()];
+    counted = 0;
+    if (needsData) {
+      if (!source)
+        return error(kExitUsage, "the step's data inputs need --data or --input");
+      if (Status s = source->next(batchData); !s)
+        return error(kExitBadInput, s.getError());
+      sizes = &batchData.sizes;
+      counted = batchData.countedTokens;
+    }
+    if (shapes.size() > 1)
+      if (Status s = x.selectShape(*sizes); !s)
+        return error(kExitBadInput, s.getError());
+    for (const std::string &name : x.getDataInputs()) {
+      if (fixed.count(name))
+        continue;
+      auto values = batchData.inputs.find(name);
+      if (values == batchData.inputs.end())
+        return error(kExitUsage, "input '" + name + "' is not made by the data (" +
+                                     source->describe() + "); feed it with --input");
+      if (Status s = x.setInput(name, values->second.data(), DType::I64, values->second.size());
+          !s)
+        return error(kExitBadInput, s.getError());
+    }
+    return 0;
+  };
+  // The eval program over the same --eval-batches micro-batches each time:
+  // their loss weighted by counted tokens.
+  auto evaluate = [&](int64_t t, double &evalLoss) -> int {
+    if (Status s = evalData->seek(0); !s)
+      return error(kExitBadInput, "--eval-data: " + s.getError());
+    double sum = 0, tokens = 0;
+    for (int64_t b = 0; b < loop.evalBatches; ++b) {
+      const SymbolBindings *sizes;
+      int64_t counted;
+      if (int rc = feed(evalData, static_cast<uint64_t>(b), sizes, counted))
+        return rc;
+      Expected<StepExecutor::ProgramOutputs> out = x.runEval();
+      if (!out)
+        return error(kExitNoDevice, "eval after step " + std::to_string(t) + ": " + out.getError());
+      double n = out->tokens.value_or(1);
+      if (n > 0)
+        sum += out->loss * n, tokens += n;
+    }
+    evalLoss = tokens > 0 ? sum / tokens : std::nan("");
+    progress.clear();
+    std::printf("eval step %lld loss %.7f tokens %.0f\n", static_cast<long long>(t), evalLoss,
+                tokens);
+    return 0;
+  };
+  for (int64_t t = startStep + 1; t <= startStep + steps; ++t) {
+    // Without a data source, micro-batch d's shape depends on d alone, so a
+    // resumed run continues the schedule; a source picks the shape of each
+    // micro-batch (its bucket) the same way from its cursor.
+    double stepLr = schedule.at(t);
+    auto begin = std::chrono::steady_clock::now();
+    const SymbolBindings *sizes = nullptr;
+    int64_t counted = 0, positions = 0;
+    Expected<double> loss = 0.0;
+    std::optional<double> gradNorm;
+    if (!accumulate) {
+      if (int rc = feed(data, static_cast<uint64_t>(t - 1), sizes, counted))
+        return rc;
+      positions = sizes->at("batch") * sizes->at("seq");
+      std::optional<std::string> profilePath = args.get("profile");
+      loss = profilePath && leader && t == startStep + steps
+                 ? x.runProfiledStep(t, stepLr, profile)
+                 : x.runStep(t, stepLr);
+      gradNorm = x.getLastGradNorm();
+    } else {
+      for (int64_t m = 0; m < loop.gradAccum; ++m) {
+        uint64_t draw = static_cast<uint64_t>((t - 1) * loop.gradAccum + m);
+        int64_t n;
+        if (int rc = feed(data, draw, sizes, n))
+          return rc;
+        counted += n;
+        positions += sizes->at("batch") * sizes->at("seq");
+        Expected<StepExecutor::ProgramOutputs> micro =
+            x.runAccumulate(static_cast<int64_t>(draw) + 1);
+        if (!micro)
+          return error(kExitNoDevice, "step " + std::to_string(t) + " micro-batch " +
+                                          std::to_string(m) + ": " + micro.getError());
+      }
+      Expected<StepExecutor::ProgramOutputs> applied = x.runApply(t, stepLr);
+      if (!applied)
+        loss = Error{applied.getError()};
+      else
+        loss = applied->loss, gradNorm = applied->gradNorm;
+    }
+    if (!loss)
+      return error(kExitNoDevice, "step " + std::to_string(t) + ": " + loss.getError());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - begin)
+                    .count();
+    if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
+      peak = std::max(peak, static_cast<double>(before->first) -
+                                static_cast<double>(now->first));
+    if (!std::isfinite(*loss))
+      return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
+                                      std::to_string(*loss));
+    // Every rank's positions: the ranks run their shards at the same time.
+    double tokensPerSecond = static_cast<double>(positions * world) / (ms / 1000.0);
+    if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1) {
+      progress.clear();
+      std::string extra;
+      if (args.get("lr-schedule") || args.get("warmup"))
+        extra += " lr " + std::to_string(stepLr);
+      if (gradNorm)
+        extra += " grad_norm " + std::to_string(*gradNorm);
+      std::printf("step %lld loss %.7f step_ms %.3f tokens/s %.0f peak_mem %.0f%s%s\n",
+                  static_cast<long long>(t), *loss, ms, tokensPerSecond, peak, extra.c_str(),
+                  shapes.size() > 1 ? (" shape " + formatShape(*sizes)).c_str() : "");
+    }
+    progress.update(t, *loss, ms);
+    StepMetrics metrics;
+    metrics.step = t;
+    metrics.loss = *loss;
+    metrics.lr = stepLr;
+    metrics.gradNorm = gradNorm;
+    if (needsData)
+      metrics.tokens = counted * world;
+    metrics.tokensPerSecond = tokensPerSecond;
+    if (evalData && (t % loop.evalEvery == 0 || t == startStep + steps)) {
+      double evalLoss;
+      if (int rc = evaluate(t, evalLoss))
+        return rc;
+      metrics.evalLoss = evalLoss;
+    }
+    if (log)
+      if (Status s = log->append(metrics); !s)
+        return error(kExitBadInput, s.getError());
+    if (leader && loop.saveEvery && t % loop.saveEvery == 0 && t != startStep + steps) {
+      if (int rc = saveCheckpoint(periodicCheckpointPath(*savePath, t), t))
+        return rc;
+      std::vector<std::string> removed;
+      if (loop.keepLast)
+        if (Status s = prunePeriodicCheckpoints(*savePath, loop.keepLast, removed); !s)
+          return error(kExitBadInput, s.getError());
+      for (const std::string &path : removed)
+        std::printf("removed %s (--keep-last %lld)\n", path.c_str(),
+                    static_cast<long long>(loop.keepLast));
+    }
+    std::fflush(stdout);
+  }
+  progress.finish();
+  if (x.getGraphCaptures())
+    std::printf("cuda graphs: %zu captured, %zu instantiated, %zu patched for a new shape%s\n",
+                x.getGraphCaptures(), x.getGraphInstantiations(), x.getGraphUpdates(),
+                x.getGraphRefusal().empty()
+                    ? ""
+                    : (" (the driver refused a patch: " + x.getGraphRefusal() + ")").c_str());
+  if (rank)
+    std::printf("peak_mem per GPU: %s\n", rank->peakMemorySummary(peak).c_str());
+  if (!leader)
+    return 0;
+  if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
+    if (Status s = writeProfile(*path, profile); !s)
+      return error(kExitBadInput, s.getError());
+  if (steps == 0)
+    std::printf("0 steps: parameters loaded and initialized, nothing trained\n");
+
+  if (savePath)
+    if (int rc = saveCheckpoint(*savePath, startStep + steps))
+      return rc;
+  if (log) {
+    // The loss curve of the whole log (earlier runs of a resumed one too).
+    Expected<std::vector<StepMetrics>> logged = readMetricsLog(log->getPath());
+    if (!logged)
+      return error(kExitBadInput, logged.getError());
+    std::string svg = renderLossCurveSvg(*logged, "kiln-run train: " + log->getPath());
+    std::string picture = lossCurvePath(log->getPath());
+    if (Status s = writeFileAtomically(picture, [&](FileWriter &w) { return w.write(svg); }); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("wrote %s (%zu steps)\n", picture.c_str(), logged->size());
   }
   if (std::optional<std::string> dir = args.get("save-adapters")) {
     // PEFT's layout: the trained lora_A/lora_B weights and the settings the
@@ -425,46 +606,72 @@ int kiln::run::runTrain(int argc, char **argv) {
                              "train --help')");
   const std::string &artifactPath = args->positional[0];
 
-  // Flags first: a typo should not wait for a multi-GiB weights file.
+  // Flags first: a typo should not wait for a multi-GiB weights file. Every
+  // problem is collected and reported together in one line.
+  std::vector<std::string> problems;
   if (!args->get("data") && args->getAll("input").empty())
-    return error(kExitUsage, "missing --data (see 'kiln-run train --help')");
+    problems.push_back("missing --data");
   for (const char *required : {"steps", "batch", "seq"})
     if (!args->get(required))
-      return error(kExitUsage, std::string("missing --") + required +
-                                   " (see 'kiln-run train --help')");
-  int64_t steps, seed = 0, logEvery = 10, device = 0, graphCache = 8;
+      problems.push_back(std::string("missing --") + required);
+  int64_t steps = 0, seed = 0, logEvery = 10, device = 0, graphCache = 8;
   // --steps 0 loads everything and runs the init program, so --save and
   // --save-adapters write the initial parameters (bench/loss_curve.py gives
   // PyTorch Kiln's LoRA init this way).
-  if (!parseCount("steps", *args->get("steps"), 0, steps, message) ||
-      (args->get("seed") &&
-       !parseCount("seed", *args->get("seed"), 0, seed, message)) ||
-      (args->get("log-every") &&
-       !parseCount("log-every", *args->get("log-every"), 1, logEvery,
-                   message)) ||
-      (args->get("device") &&
-       !parseCount("device", *args->get("device"), 0, device, message)) ||
-      (args->get("graph-cache") &&
-       !parseCount("graph-cache", *args->get("graph-cache"), 1, graphCache, message)))
-    return error(kExitUsage, message);
+  for (auto [flag, minimum, out] : {std::tuple<const char *, int64_t, int64_t *>{"steps", 0, &steps},
+                                    {"seed", 0, &seed},
+                                    {"log-every", 1, &logEvery},
+                                    {"device", 0, &device},
+                                    {"graph-cache", 1, &graphCache}})
+    if (std::optional<std::string> text = args->get(flag))
+      if (!parseCount(flag, *text, minimum, *out, message))
+        problems.push_back(message);
   std::vector<SymbolBindings> shapes;
-  if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))
-    return error(kExitUsage, message);
-  if (shapes.size() > 1 && !args->getAll("input").empty())
-    return error(kExitUsage, "--input feeds one shape; give one --batch and --seq with it");
+  if (args->get("batch") && args->get("seq")) {
+    if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))
+      problems.push_back(message);
+    else if (shapes.size() > 1 && !args->getAll("input").empty())
+      problems.push_back("--input feeds one shape; give one --batch and --seq with it");
+  }
   if (std::optional<std::string> mode = args->get("progress");
       mode && *mode != "on" && *mode != "off" && *mode != "auto")
-    return error(kExitUsage, "--progress must be on, off or auto, got '" + *mode + "'");
+    problems.push_back("--progress must be on, off or auto, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("attention");
       mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn")
-    return error(kExitUsage, "--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+    problems.push_back("--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("graphs"); mode && *mode != "on" && *mode != "off")
+    problems.push_back("--graphs must be on or off, got '" + *mode + "'");
+  // The tuning database: used when it exists (or --tuning on), never
+  // trusted when damaged.
+  std::optional<std::string> tuningMode = args->get("tuning");
+  if (tuningMode && *tuningMode != "on" && *tuningMode != "off")
+    problems.push_back("--tuning must be on or off, got '" + *tuningMode + "'");
+  std::string dbPath = args->get("db").value_or(defaultTuningDbPath());
+  std::optional<TuningDb> tuning;
+  if (tuningMode.value_or("on") == "on" && !dbPath.empty()) {
+    bool explicitly = tuningMode || args->get("db");
+    if (::access(dbPath.c_str(), F_OK) == 0) {
+      Expected<TuningDb> loaded = TuningDb::load(dbPath);
+      if (loaded)
+        tuning.emplace(std::move(*loaded));
+      else
+        std::fprintf(stderr, "kiln-run: note: tuning database %s; ignored, defaults used\n",
+                     loaded.getError().c_str());
+    } else if (explicitly) {
+      std::fprintf(stderr, "kiln-run: note: no tuning database at %s (write one with kiln-run "
+                           "tune); defaults used\n",
+                   dbPath.c_str());
+    }
+  }
   if (std::optional<std::string> lr = args->get("lr")) {
     char *end = nullptr;
     double value = std::strtod(lr->c_str(), &end);
     if (lr->empty() || *end || !(value > 0))
-      return error(kExitUsage,
-                   "--lr needs a positive number, got '" + *lr + "'");
+      problems.push_back("--lr needs a positive number, got '" + *lr + "'");
   }
+  if (args->get("adapters") && args->get("resume"))
+    return error(kExitUsage, "--adapters and --resume exclude each other (a checkpoint holds "
+                             "the adapters)");
   // Output paths: their directory must exist and be writable now, not
   // after hours of training.
   for (const char *flag : {"save", "save-adapters", "profile"})
@@ -477,31 +684,33 @@ int kiln::run::runTrain(int argc, char **argv) {
       std::string dir = slash == std::string::npos ? "."
                         : slash == 0               ? "/"
                                                    : path->substr(0, slash);
-      if (path->empty() || path->back() == '/' ||
-          ::access(dir.c_str(), W_OK) != 0)
-        return error(kExitUsage, std::string("--") + flag + " " + *path +
-                                     ": cannot write there (directory '" + dir +
-                                     "' is missing or read-only)");
+      if (path->empty() || path->back() == '/' || ::access(dir.c_str(), W_OK) != 0) {
+        problems.push_back(std::string("--") + flag + " " + *path +
+                           ": cannot write there (directory '" + dir +
+                           "' is missing or read-only)");
+        continue;
+      }
+      // ... and each replaces only a regular file: never a directory, a
+      // device, a FIFO, or anything under /proc.
+      if (!std::strcmp(flag, "save-adapters")) {
+        if (Status s = checkPeftAdapterDir(*path); !s)
+          problems.push_back("--save-adapters " + s.getError());
+      } else if (Status s = checkReplaceableFile(*path); !s) {
+        problems.push_back(std::string("--") + flag + " " + s.getError());
+      }
     }
-  // ... and each replaces only a regular file: never a directory, a device,
-  // a FIFO, or anything under /proc.
-  if (std::optional<std::string> path = args->get("save"))
-    if (Status s = checkReplaceableFile(*path); !s)
-      return error(kExitUsage, "--save " + s.getError());
-  if (std::optional<std::string> path = args->get("profile"))
-    if (Status s = checkReplaceableFile(*path); !s)
-      return error(kExitUsage, "--profile " + s.getError());
-  if (std::optional<std::string> dir = args->get("save-adapters")) {
-    while (dir->size() > 1 && dir->back() == '/')
-      dir->pop_back();
-    if (Status s = checkPeftAdapterDir(*dir); !s)
-      return error(kExitUsage, "--save-adapters " + s.getError());
-  }
+  for (auto [flag, a, b] : {std::tuple<const char *, const char *, const char *>{"batching", "pad", "pack"},
+                            {"labels", "shifted", "unshifted"},
+                            {"shuffle", "on", "off"}})
+    if (std::optional<std::string> value = args->get(flag); value && *value != a && *value != b)
+      problems.push_back(std::string("--") + flag + " must be " + a + " or " + b + ", got '" +
+                         *value + "'");
   std::optional<TokenDType> tokenDType = TokenDType::U16;
   if (std::optional<std::string> text = args->get("token-dtype"))
-    if (!(tokenDType = parseTokenDType(*text)))
-      return error(kExitUsage, "--token-dtype must be uint16 or uint32, got '" +
-                                   *text + "'");
+    if (!(tokenDType = parseTokenDType(*text))) {
+      problems.push_back("--token-dtype must be uint16 or uint32, got '" + *text + "'");
+      tokenDType = TokenDType::U16;
+    }
   const std::vector<std::string> &weightFiles = args->getAll("weights");
   std::optional<std::string> init = args->get("init");
   std::optional<uint64_t> randomInitSeed;
@@ -509,35 +718,61 @@ int kiln::run::runTrain(int argc, char **argv) {
     int64_t initSeed;
     if (init->compare(0, 7, "random:") != 0 ||
         !parseCount("init", init->substr(7), 0, initSeed, message))
-      return error(kExitUsage,
-                   "--init must be random:SEED, got '" + *init + "'");
+      problems.push_back("--init must be random:SEED, got '" + *init + "'");
+    else
+      randomInitSeed = static_cast<uint64_t>(initSeed);
     if (!weightFiles.empty())
-      return error(kExitUsage, "--init and --weights exclude each other");
-    randomInitSeed = static_cast<uint64_t>(initSeed);
+      problems.push_back("--init and --weights exclude each other");
   } else if (weightFiles.empty()) {
-    return error(kExitUsage, "no weights: pass --weights FILE or --init "
-                             "random:SEED");
+    problems.push_back("no weights: pass --weights FILE or --init random:SEED");
   }
-
+  LoopOptions loop = parseLoopOptions(*args, problems);
+  if (loop.gradAccum > 1 && args->get("profile"))
+    problems.push_back("--profile times the fused step; it does not run with --grad-accum " +
+                       std::to_string(loop.gradAccum));
   // Data parallelism: --gpus N launches the ranks (each runs this command
   // again, under RANK/WORLD_SIZE); under those variables this process is one.
   Expected<std::optional<RankInfo>> rankEnv =
       rankFromEnvironment([](const char *name) { return std::getenv(name); });
   if (!rankEnv)
-    return error(kExitUsage, rankEnv.getError());
-  std::string rendezvousDir = args->get("rendezvous").value_or("");
+    problems.push_back(rankEnv.getError());
+  bool ranked = rankEnv && *rankEnv;
+  int64_t gpuCount = 0;
   if (std::optional<std::string> gpus = args->get("gpus")) {
-    int64_t count;
-    if (!parseCount("gpus", *gpus, 1, count, message))
-      return error(kExitUsage, message);
-    if (*rankEnv)
-      return error(kExitUsage, "--gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) "
-                               "leave it out: each process is one rank");
+    if (!parseCount("gpus", *gpus, 1, gpuCount, message))
+      problems.push_back(message);
+    else if (gpuCount > 1024)
+      problems.push_back("--gpus " + *gpus + ": more ranks than one host has GPUs");
+    if (ranked)
+      problems.push_back("--gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) "
+                         "leave it out: each process is one rank");
     if (args->get("device"))
-      return error(kExitUsage, "--gpus N uses GPUs 0..N-1; leave out --device (or set "
-                               "CUDA_VISIBLE_DEVICES)");
-    if (count > 1024)
-      return error(kExitUsage, "--gpus " + *gpus + ": more ranks than one host has GPUs");
+      problems.push_back("--gpus N uses GPUs 0..N-1; leave out --device (or set "
+                         "CUDA_VISIBLE_DEVICES)");
+  } else if (ranked && args->get("device")) {
+    problems.push_back("--device: under RANK/WORLD_SIZE each rank uses GPU LOCAL_RANK "
+                       "(set CUDA_VISIBLE_DEVICES to choose them)");
+  } else if (!ranked && rankEnv && args->get("rendezvous")) {
+    problems.push_back("--rendezvous needs --gpus N or RANK/WORLD_SIZE");
+  }
+  // The loop programs have no all-reduce (kiln compile refuses
+  // --data-parallel with --loop-programs).
+  if ((args->get("gpus") || ranked) && (loop.gradAccum > 1 || loop.evalData))
+    problems.push_back("--grad-accum and --eval-data do not run data-parallel yet; compile the "
+                       "accumulation in (kiln compile --data-parallel --grad-accum=N)");
+  // Only token windows are sharded over the ranks (TokenWindowSource::setShard).
+  if ((args->get("gpus") || ranked) && args->get("data") && isDocumentFile(*args->get("data")))
+    problems.push_back("--data " + *args->get("data") + " is a fine-tuning dataset; data-parallel "
+                       "runs read raw token files only (a dataset's micro-batches are not "
+                       "sharded over the ranks yet)");
+  if (!problems.empty()) {
+    bool missing = problems.size() > 1 || problems.front().compare(0, 10, "missing --") == 0;
+    return error(kExitUsage,
+                 joinProblems(problems) + (missing ? " (see 'kiln-run train --help')" : ""));
+  }
+
+  std::string rendezvousDir = args->get("rendezvous").value_or("");
+  if (args->get("gpus")) {
     // The ranks get every flag but --gpus and --rendezvous (KILN_RENDEZVOUS).
     std::vector<std::string> rankArgs;
     for (int i = 0; i < argc; ++i) {
@@ -551,21 +786,16 @@ int kiln::run::runTrain(int argc, char **argv) {
         continue;
       rankArgs.push_back(a);
     }
-    return launchRanks(static_cast<int>(count), "kiln-run", rankArgs, rendezvousDir);
+    return launchRanks(static_cast<int>(gpuCount), "kiln-run", rankArgs, rendezvousDir);
   }
   std::unique_ptr<RankSession> rank;
-  if (*rankEnv) {
-    if (args->get("device"))
-      return error(kExitUsage, "--device: under RANK/WORLD_SIZE each rank uses GPU LOCAL_RANK "
-                               "(set CUDA_VISIBLE_DEVICES to choose them)");
+  if (ranked) {
     Expected<std::unique_ptr<RankSession>> started =
         RankSession::start(**rankEnv, rendezvousDir);
     if (!started)
       return error(kExitUsage, started.getError());
     rank = std::move(*started);
     device = (*rankEnv)->localRank;
-  } else if (args->get("rendezvous")) {
-    return error(kExitUsage, "--rendezvous needs --gpus N or RANK/WORLD_SIZE");
   }
 
   // The artifact, and the sizes against its guards.
@@ -585,7 +815,8 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitBadInput, hash.getError());
     std::map<std::string, std::string> settings;
     for (const char *flag : {"steps", "batch", "seq", "seed", "lr", "init", "resume",
-                             "token-dtype", "graphs"})
+                             "token-dtype", "graphs", "adapters", "lr-schedule", "warmup",
+                             "min-lr-ratio"})
       if (std::optional<std::string> value = args->get(flag))
         settings[std::string("--") + flag] = *value;
     settings["WORLD_SIZE"] = std::to_string(rank->getRank().world);
@@ -605,6 +836,15 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitGuard, "--batch/--seq" +
                                    (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
                                    ": " + status.getError());
+
+  // Run-time accumulation and evaluation run the loop programs.
+  if ((loop.gradAccum > 1 || loop.evalData) && !step->getProgram("accum")) {
+    std::string flags = loop.gradAccum > 1 && loop.evalData ? "--grad-accum and --eval-data need"
+                        : loop.gradAccum > 1                ? "--grad-accum needs"
+                                                            : "--eval-data needs";
+    return error(kExitUsage, flags + " the loop programs, which " + artifactPath +
+                                 " lacks (compile with kiln compile --emit=artifact --loop-programs)");
+  }
 
   // --save-adapters writes PEFT's config from meta "lora": it must be there
   // now, not after training.
@@ -649,6 +889,7 @@ int kiln::run::runTrain(int argc, char **argv) {
                 tensors);
   }
   int64_t startStep = 0;
+  LoopState resumed_loop;
   if (std::optional<std::string> resume = args->get("resume")) {
     Expected<SafetensorsFile> ckpt = SafetensorsFile::open(*resume);
     if (!ckpt)
@@ -657,38 +898,113 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!resumed)
       return error(kExitBadInput, resumed.getError());
     startStep = *resumed;
+    Expected<LoopState> state = readLoopState(*ckpt);
+    if (!state)
+      return error(kExitBadInput, state.getError());
+    resumed_loop = *state;
     std::printf("resume %s: step %lld\n", resume->c_str(),
                 static_cast<long long>(startStep));
   }
-
-  // Data: the first step's windows, so a bad file fails now (--input alone
-  // feeds fixed tensors instead).
-  std::optional<TokenFile> tokens;
-  if (args->get("data")) {
-    Expected<TokenFile> opened = TokenFile::open(*args->get("data"), *tokenDType);
+  // The data order continues at the checkpoint's cursor (older checkpoints:
+  // the steps it counts, each --grad-accum micro-batches).
+  uint64_t startCursor = resumed_loop.dataCursor.value_or(
+      static_cast<uint64_t>(startStep) * static_cast<uint64_t>(loop.gradAccum));
+  std::optional<PeftAdapterInit> adapters;
+  if (std::optional<std::string> dir = args->get("adapters")) {
+    Expected<PeftAdapterInit> opened = openPeftAdapters(*step, *dir);
     if (!opened)
       return error(kExitBadInput, opened.getError());
-    tokens.emplace(std::move(*opened));
-    std::vector<uint32_t> windows;
+    adapters.emplace(std::move(*opened));
+    std::printf("adapters %s: %zu LoRA tensors (PEFT), replacing the init program's\n",
+                dir->c_str(), adapters->tensors.size());
+  }
+
+  // Data: the first step's micro-batches (one per shape), so a bad file
+  // fails now (--input alone feeds fixed tensors instead).
+  std::optional<TokenFile> tokens, evalTokens;
+  std::optional<DocumentFile> documents, evalDocuments;
+  std::unique_ptr<BatchSource> data, evalData;
+  // --data, or --eval-data (heldOut: a dataset's documents in file order).
+  auto openData = [&](const std::string &path, bool heldOut, std::optional<TokenFile> &tokens,
+                      std::optional<DocumentFile> &documents,
+                      std::unique_ptr<BatchSource> &data) -> int {
+    std::set<std::string> fixedNames;
+    for (const std::string &spec : args->getAll("input"))
+      fixedNames.insert(spec.substr(0, spec.find('=')));
+    std::vector<std::string> inputs;
+    if (const StepProgram *program = step->getProgram("step")) {
+      for (const ProgramBinding &arg : program->args)
+        if (arg.role == "input" && !fixedNames.count(arg.name))
+          inputs.push_back(arg.name);
+    } else {
+      inputs = {"input_ids", "labels"};
+    }
     uint32_t vocab = static_cast<uint32_t>(step->getVocabSize().value_or(0));
-    for (const SymbolBindings &sizes : shapes)
-      if (Status status = tokens->sampleBatch(static_cast<uint64_t>(seed),
-                                              static_cast<uint64_t>(startStep),
-                                              sizes.at("batch"), sizes.at("seq"), windows, vocab,
-                                              rank ? static_cast<uint64_t>(rank->getRank().rank *
-                                                                           sizes.at("batch"))
-                                                   : 0);
-          !status)
+    bool dataset = isDocumentFile(path);
+    for (const char *flag : {"batching", "labels", "shuffle"})
+      if (!dataset && args->get(flag))
+        return error(kExitUsage, std::string("--") + flag + " is for a fine-tuning dataset; " +
+                                     path + " is raw token ids (scripts/kiln_dataset.py writes one)");
+    if (dataset) {
+      Expected<DocumentFile> opened = DocumentFile::open(path);
+      if (!opened)
+        return error(kExitBadInput, opened.getError());
+      documents.emplace(std::move(*opened));
+      TokenDType fileDType = documents->getHeader().dtype;
+      if (args->get("token-dtype") && *tokenDType != fileDType)
+        return error(kExitUsage, path + ": the dataset holds " +
+                                     (fileDType == TokenDType::U16 ? "uint16" : "uint32") +
+                                     " tokens; --token-dtype " + *args->get("token-dtype") +
+                                     " does not apply (drop it)");
+      DocumentBatching batching;
+      batching.mode = args->get("batching").value_or("pad") == "pack"
+                          ? DocumentBatching::Mode::Pack
+                          : DocumentBatching::Mode::Pad;
+      batching.shiftedLabels = args->get("labels").value_or("shifted") == "shifted";
+      batching.shuffle = !heldOut && args->get("shuffle").value_or("on") == "on";
+      batching.seed = static_cast<uint64_t>(seed);
+      batching.vocabSize = vocab;
+      Expected<std::unique_ptr<DocumentSource>> made =
+          DocumentSource::create(*documents, shapes, inputs, batching);
+      if (!made)
+        return error(kExitBadInput, made.getError());
+      data = std::move(*made);
+    } else {
+      Expected<TokenFile> opened = TokenFile::open(path, *tokenDType);
+      if (!opened)
+        return error(kExitBadInput, opened.getError());
+      tokens.emplace(std::move(*opened));
+      auto windows = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
+                                                         static_cast<uint64_t>(seed), vocab);
+      // Rank r reads rows r*batch .. (r+1)*batch-1 of each step's order:
+      // together the ranks read what one process with world*batch would.
+      if (rank)
+        windows->setShard(static_cast<uint64_t>(rank->getRank().rank));
+      data = std::move(windows);
+    }
+    return 0;
+  };
+  if (args->get("data")) {
+    if (int rc = openData(*args->get("data"), false, tokens, documents, data))
+      return rc;
+    MicroBatch first;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      if (Status status = data->seek(startCursor + i); !status ||
+          !(status = data->next(first)))
         return error(kExitBadInput, status.getError());
-    const SymbolBindings &first = shapes.front();
-    std::printf("data %s: %llu tokens, %lld windows of %lld per step%s (seed "
-                "%lld)\n",
-                args->get("data")->c_str(),
-                static_cast<unsigned long long>(tokens->getTokenCount()),
-                static_cast<long long>(first.at("batch")),
-                static_cast<long long>(first.at("seq") + 1),
-                shapes.size() > 1 ? " at the first shape" : "",
-                static_cast<long long>(seed));
+    std::printf("%s\n", data->describe().c_str());
+  }
+  if (loop.evalData) {
+    if (int rc = openData(*loop.evalData, true, evalTokens, evalDocuments, evalData))
+      return rc;
+    MicroBatch first;
+    if (Status status = evalData->seek(0); !status)
+      return error(kExitBadInput, "--eval-data: " + status.getError());
+    for (int64_t i = 0; i < loop.evalBatches; ++i)
+      if (Status status = evalData->next(first); !status)
+        return error(kExitBadInput, "--eval-data: " + status.getError());
+    std::printf("eval %s, %lld micro-batch(es) every %lld steps\n", evalData->describe().c_str(),
+                static_cast<long long>(loop.evalBatches), static_cast<long long>(loop.evalEvery));
   }
 
   // The device, where there is a driver: every kernel's image must load
@@ -759,6 +1075,8 @@ int kiln::run::runTrain(int argc, char **argv) {
   std::printf("%s\n", deviceNote.c_str());
   return executeSteps(*step, *gpu, *lt, weightFiles,
                       *args, shapes, startStep, steps, logEvery,
-                      static_cast<uint64_t>(seed), tokens ? &*tokens : nullptr,
-                      randomInitSeed, rank.get());
+                      static_cast<uint64_t>(seed), data.get(),
+                      randomInitSeed, loop, evalData.get(), startCursor,
+                      adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr, dbPath,
+                      rank.get());
 }

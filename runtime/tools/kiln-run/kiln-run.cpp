@@ -34,6 +34,13 @@ constexpr const char *kUsage =
     "  train       Train a compiled step: STEP.kiln --data TOKENS.bin --steps "
     "N\n"
     "              (see 'kiln-run train --help')\n"
+    "  data-stats  Check a fine-tuning dataset and report its padding waste:\n"
+    "              DATA.kdocs --seq S (see 'kiln-run data-stats --help')\n"
+    "  report      Planned and measured peak memory, step time and tokens/s of\n"
+    "              artifacts: STEP.kiln... --batch B --seq S (see 'kiln-run report --help')\n"
+    "  tune        Measure the step's candidates on this GPU and write the\n"
+    "              tuning database: STEP.kiln --batch B --seq S\n"
+    "              (see 'kiln-run tune --help')\n"
     "\n"
     "OPTIONS:\n"
     "  -h, --help  Show this help ('kiln-run COMMAND --help': the command's)\n"
@@ -161,7 +168,10 @@ int main(int argc, char **argv) {
   } commands[] = {{"devices", runDevices, kNoFlags},
                   {"inspect", runInspect, kNoFlags},
                   {"ckpt-info", runCkptInfo, kNoFlags},
-                  {"train", runTrain, kTrainFlags}};
+                  {"train", runTrain, kTrainFlags},
+                  {"data-stats", runDataStats, kDataStatsFlags},
+                  {"report", runReport, kReportFlags},
+                  {"tune", runTune, kTuneFlags}};
   if (!std::strcmp(command, "--list-options")) {
     // Hidden: every command and the flags it accepts, for the test that
     // each --help lists them.

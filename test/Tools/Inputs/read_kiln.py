@@ -102,6 +102,9 @@ if "memory_plan" in sections:
     first, last = {}, {}
     for i, op in enumerate(step["ops"]):
         used = [op.get(k) for k in ("source", "target", "a", "b", "bias", "c")] + op.get("args", [])
+        if op["op"] == "linear_cross_entropy":  # every buffer it names, -1: none
+            used += [op[k] for k in ("hidden", "weight", "labels", "grad", "loss", "hidden_grad",
+                                     "weight_grad", "chunk", "stats", "weight_accum") if op[k] >= 0]
         if op["op"] == "alloc":
             first[op["result"]] = last[op["result"]] = i
         if op["op"] == "view":

@@ -35,6 +35,34 @@ struct GemmEpilogue {
 /// belongs to, if any.
 std::optional<GemmEpilogue> gemmEpilogueOf(mlir::Operation *op);
 
+/// The value of a scalar float constant (one element; through a cast, as
+/// the cast rounds it), if `v` is one.
+std::optional<double> scalarFactor(mlir::Value v);
+
+/// `mul(v, s)` with a scalar constant s whose every use is a matmul
+/// operand: the GEMMs take s as alpha and read v.
+bool isFoldedScale(mlir::Operation *op);
+/// (v, s) of such a folded scale, if `op` is one.
+std::optional<std::pair<mlir::Value, double>> foldedScaleOf(mlir::Operation *op);
+
+/// `add(into, [mul(] matmul [, s)])` of one type, the matmul (and the
+/// scale) used only there and `into` used only there, produced by a kernel,
+/// a GEMM or another such sum (not a parameter, constant or view): one GEMM
+/// with alpha = s and beta = 1 writing into `into`'s buffer.
+struct GemmAccumulate {
+  mlir::Operation *add = nullptr;
+  mlir::Operation *matmul = nullptr;
+  mlir::Operation *scale = nullptr; // the mul, or null
+  mlir::Value into;
+  double alpha = 1;
+};
+/// The accumulation `op` (the add, the matmul or the scale) belongs to.
+std::optional<GemmAccumulate> gemmAccumulateOf(mlir::Operation *op);
+
+/// A kernel without inputs (a scalar constant's cast) read only as scales
+/// that GEMMs take as alpha: kiln-lower-to-step launches nothing for it.
+bool onlyFeedsAlpha(mlir::Operation *fusion);
+
 } // namespace kiln::kernel
 
 #endif // KILN_DIALECT_KERNEL_FUSIONPOLICY_H

@@ -29,6 +29,7 @@ enum class OpClass {
   AttentionGrad,
   Quantize,    // nf4_quantize: absmax per block, then codes
   Collective,  // kiln.all_reduce: a step-program op of its own (NCCL), no kernel
+  ChunkedHead, // linear_cross_entropy(_grad): GEMMs and row kernels the runtime runs per chunk
   Unsupported,
 };
 
@@ -67,7 +68,7 @@ struct LaunchShape {
 LaunchShape launchShape(FusionKind kind, mlir::Block &body);
 
 /// Whether an attention / attention_grad op runs as the tiled tensor-core
-/// kernel (lib/Codegen/FlashAttention.cpp): q, k, v (and the gradient) of
+/// kernel (lib/Codegen/cuda/FlashAttention.cuh): q, k, v (and the gradient) of
 /// one bf16/f16 type and a static head dim, equal for q/k and v, that is a
 /// multiple of 16 and at most 128. Blocks of 128 threads own 64 query rows.
 bool isFlashAttention(mlir::Operation *op);

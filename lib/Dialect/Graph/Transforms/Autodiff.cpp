@@ -130,6 +130,16 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
       }
     }
 
+    // A trainable parameter the loss does not depend on through float data
+    // flow (a constant the exporter lifted into an initializer that only
+    // feeds a comparison, an unused head) has no gradient at all: PyTorch
+    // leaves its .grad None and its optimizer skips it, weight decay too.
+    // It is frozen here, so that the step neither decays nor stores it.
+    for (Operation &op : body.without_terminator())
+      if (auto param = llvm::dyn_cast<ParameterOp>(op);
+          param && param.getTrainable() && !grads.lookup(param))
+        param.setTrainable(false);
+
     // Return the loss and one gradient per trainable parameter, in order.
     SmallVector<Value> results = {loss};
     SmallVector<Attribute> resultAttrs = {func.getResultAttrDict(0)

@@ -93,7 +93,10 @@ int64_t bytesOf(Value v, const SymbolValues &symbols) {
 }
 
 bool mayRecompute(Operation *op) {
-  return isPure(op) && op->getNumRegions() == 0 && !llvm::isa<OpaqueOp>(op) &&
+  // The fused LM head's gradient op yields the loss, so it counts as forward;
+  // recomputing it would run the head twice for a few MiB of hidden_grad.
+  return isPure(op) && op->getNumRegions() == 0 &&
+         !llvm::isa<OpaqueOp, LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op) &&
          !Joint::isFree(op);
 }
 

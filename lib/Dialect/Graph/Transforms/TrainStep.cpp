@@ -108,6 +108,10 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
       return;
     if (func.isExternal())
       return;
+    // kiln-loop-programs' accumulate and eval programs update nothing.
+    if (auto program = func->getAttrOfType<StringAttr>("kiln.loop_program");
+        program && program.getValue() != "apply")
+      return;
     bool adamw = optimizer == "adamw", sgd = optimizer == "sgd";
     if (!adamw && !sgd) {
       func.emitError("unknown optimizer '") << optimizer << "' (adamw or sgd)";
@@ -129,6 +133,12 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     SmallVector<Value> passThrough = {ret.getOperand(0)};
     SmallVector<DictionaryAttr> passThroughAttrs = {func.getResultAttrDict(0)};
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
+      // The apply program clears its accumulators: those results pass.
+      if (func.getResultAttr(i, "kiln.accum")) {
+        passThrough.push_back(ret.getOperand(i));
+        passThroughAttrs.push_back(func.getResultAttrDict(i));
+        continue;
+      }
       auto name = func.getResultAttrOfType<StringAttr>(i, "kiln.grad_of");
       if (!name) {
         func.emitError("result ") << i << " is not a gradient; run kiln-autodiff first";
@@ -196,11 +206,22 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     Math m{b, func.getLoc(), element};
     for (Trained &t : trained)
       t.grad = m.wide(t.grad);
-    if (maxGradNorm > 0) {
+    // The global L2 norm before clipping (what clip_grad_norm_ returns).
+    Value norm;
+    if (maxGradNorm > 0 || gradNorm) {
       Value total = m.c(0);
       for (Trained &t : trained)
         total = m.add(total, m.sumAll(m.mul(t.grad, t.grad)));
-      Value coef = m.div(m.c(maxGradNorm), m.add(m.sqrt(total), m.c(1e-6)));
+      norm = m.sqrt(total);
+    }
+    if (gradNorm) {
+      passThrough.insert(passThrough.begin() + 1, norm);
+      passThroughAttrs.insert(passThroughAttrs.begin() + 1,
+                              b.getDictionaryAttr(b.getNamedAttr("kiln.name",
+                                                                 b.getStringAttr("grad_norm"))));
+    }
+    if (maxGradNorm > 0) {
+      Value coef = m.div(m.c(maxGradNorm), m.add(norm, m.c(1e-6)));
       coef = b.create<MinOp>(m.loc, coef, m.c(1));
       for (Trained &t : trained)
         t.grad = m.mul(t.grad, coef);

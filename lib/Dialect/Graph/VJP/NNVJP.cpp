@@ -145,6 +145,28 @@ struct CrossEntropyVJP : VJPModel<CrossEntropyVJP, CrossEntropyOp> {
   }
 };
 
+/// The fused LM head's gradient op recomputes each logits chunk from
+/// hidden and W (the chunks are never kept); it also yields the loss, so the
+/// canonicalizer drops the forward op in a train step (one chunked pass).
+struct LinearCrossEntropyVJP : VJPModel<LinearCrossEntropyVJP, LinearCrossEntropyOp> {
+  static LogicalResult vjp(LinearCrossEntropyOp op, OpBuilder &b, ArrayRef<Value> dys,
+                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+    if (!dys[0] || (!want[0] && !want[1])) {
+      grads.append({Value(), Value(), Value()});
+      return success();
+    }
+    Type weightGrad = want[1] ? op.getWeight().getType() : Type();
+    auto g = b.create<LinearCrossEntropyGradOp>(
+        op.getLoc(), op.getLoss().getType(), op.getHidden().getType(), weightGrad,
+        op.getHidden(), op.getWeight(), op.getLabels(), dys[0], op.getTransposeWeightAttr(),
+        op.getIgnoreIndexAttr(), op.getSoftcapAttr(), op.getChunkTokensAttr());
+    grads.push_back(want[0] ? g.getHiddenGrad() : Value());
+    grads.push_back(want[1] ? g.getWeightGrad() : Value());
+    grads.push_back(Value()); // Labels are integers.
+    return success();
+  }
+};
+
 } // namespace
 
 void attachNNVJPModels(MLIRContext &context) {
@@ -156,6 +178,7 @@ void attachNNVJPModels(MLIRContext &context) {
   RmsNormOp::attachInterface<RmsNormVJP>(context);
   AttentionOp::attachInterface<AttentionVJP>(context);
   CrossEntropyOp::attachInterface<CrossEntropyVJP>(context);
+  LinearCrossEntropyOp::attachInterface<LinearCrossEntropyVJP>(context);
 }
 
 } // namespace kiln

@@ -214,10 +214,12 @@ struct Fuser {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
       OpClass cls = classifyOp(&op);
-      // Batch sums and bias/activation epilogues are computed by the GEMM.
+      // Batch sums, bias/activation epilogues, scales (alpha) and sums into
+      // a GEMM's C (beta = 1) are computed by the GEMM. The fused LM head
+      // stays one op: lower-to-step hands it to the runtime.
       if (cls == OpClass::Gemm || cls == OpClass::Source || cls == OpClass::Collective ||
-          gemmOfBatchSum(&op) ||
-          gemmEpilogueOf(&op))
+          cls == OpClass::ChunkedHead || gemmOfBatchSum(&op) || gemmEpilogueOf(&op) ||
+          isFoldedScale(&op) || gemmAccumulateOf(&op))
         continue;
       if (cls == OpClass::Unsupported)
         return op.emitOpError("has no kernel (kiln-fuse)");

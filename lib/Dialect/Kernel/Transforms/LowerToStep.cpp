@@ -146,12 +146,27 @@ struct Lowering {
   func::FuncOp func;
   IRMapping map;
   OpBuilder builder;
-  unsigned kernels = 0, launches = 0, gemms = 0, allReduces = 0;
+  unsigned kernels = 0, launches = 0, gemms = 0, allReduces = 0, chunkedHeads = 0;
   llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
   /// All-reduce buckets not yet waited for: their buffers, and which
   /// graph values they produce.
   std::map<int64_t, SmallVector<Value>> pendingBuckets;
   DenseMap<Value, int64_t> bucketOf;
+  // Decided on the fused IR before lowering moves kernel bodies away (a
+  // scalar's value is read from its kernel's body).
+  llvm::DenseMap<Operation *, std::pair<Value, double>> scales;
+  llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
+  llvm::SmallPtrSet<Operation *, 8> alphaOnly;
+
+  /// The buffer a GEMM reads for `operand`: through a folded scale, whose
+  /// factor multiplies alpha.
+  Value gemmOperand(Value operand, double &alpha) {
+    auto it = scales.find(operand.getDefiningOp());
+    if (it == scales.end())
+      return lookup(operand);
+    alpha *= it->second.second;
+    return lookup(it->second.first);
+  }
 
   Value lookup(Value v) { return map.lookup(v); }
 
@@ -167,7 +182,7 @@ struct Lowering {
     return gemmOfBatchSum(user) ? cast<ReduceSumOp>(user) : nullptr;
   }
 
-  LogicalResult lowerMatmul(MatmulOp mm) {
+  LogicalResult lowerMatmul(MatmulOp mm, const GemmAccumulate *acc = nullptr) {
     MLIRContext *ctx = mm.getContext();
     Location loc = mm.getLoc();
     RankedTensorType a = tensorOf(mm.getLhs()), b = tensorOf(mm.getRhs()),
@@ -214,10 +229,24 @@ struct Lowering {
       epilogue = chain->kind;
       replaced = chain->last;
     }
-    Value out = alloc(loc, resultType);
-    builder.create<GemmOp>(loc, lookup(mm.getLhs()), lookup(mm.getRhs()), bias, out, ta, tb, m,
-                           n, k, batch, DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
-                           Float32Type::get(ctx));
+    // Scalar factors of the operands and of the product become alpha.
+    double alpha = 1;
+    Value lhs = gemmOperand(mm.getLhs(), alpha);
+    Value rhs = gemmOperand(mm.getRhs(), alpha);
+    Value out;
+    if (acc) {
+      // beta = 1: the product is added to the sum's first term in place.
+      alpha *= acc->alpha;
+      out = lookup(acc->into);
+      replaced = acc->add;
+    } else {
+      out = alloc(loc, resultType);
+    }
+    auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
+                                       DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
+                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr);
+    if (alpha != 1)
+      gemm.setAlphaAttr(builder.getF64FloatAttr(alpha));
     map.map(replaced->getResult(0), out);
     ++gemms;
     return success();
@@ -367,6 +396,46 @@ struct Lowering {
     }
   }
 
+  /// The fused LM head: its buffers, the scratch it runs in (one fp32
+  /// chunk of logits, per-row losses + the counted rows, and an fp32
+  /// weight-gradient accumulator for 16-bit weights) and one op the runtime
+  /// expands into per-chunk GEMMs and row kernels.
+  template <typename OpT> LogicalResult lowerLinearCrossEntropy(OpT op, Value grad) {
+    MLIRContext *ctx = op.getContext();
+    Location loc = op.getLoc();
+    auto weightType = tensorOf(op.getWeight());
+    auto hiddenType = tensorOf(op.getHidden());
+    int64_t vocab = weightType.getDimSize(op.getTransposeWeight() ? 0 : 1);
+    if (ShapedType::isDynamic(vocab))
+      return op.emitOpError("needs a static vocabulary size");
+    Type f32 = Float32Type::get(ctx);
+    Value loss = alloc(loc, op.getLoss().getType());
+    map.map(op.getLoss(), loss);
+    Value hiddenGrad, weightGrad, accum;
+    if (auto g = dyn_cast<LinearCrossEntropyGradOp>(op.getOperation())) {
+      hiddenGrad = alloc(loc, g.getHiddenGrad().getType());
+      map.map(g.getHiddenGrad(), hiddenGrad);
+      if (Value w = g.getWeightGrad()) {
+        weightGrad = alloc(loc, w.getType());
+        map.map(w, weightGrad);
+        if (!weightType.getElementType().isF32())
+          accum = alloc(loc, RankedTensorType::get(weightType.getShape(), f32));
+      }
+    }
+    Value chunk = alloc(loc, RankedTensorType::get(
+                                 {static_cast<int64_t>(op.getChunkTokens()), vocab}, f32));
+    Dim rows = getDim(hiddenType, 0);
+    Value stats = alloc(loc, makeTensorType({dimAdd(rows, dimConst(ctx, 1))}, f32));
+    builder.create<kernel::LinearCrossEntropyOp>(
+        loc, lookup(op.getHidden()), lookup(op.getWeight()), lookup(op.getLabels()),
+        grad ? lookup(grad) : Value(), loss, hiddenGrad, weightGrad, chunk, stats, accum,
+        op.getTransposeWeightAttr(), op.getIgnoreIndexAttr(),
+        builder.getF64FloatAttr(op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0),
+        op.getChunkTokensAttr());
+    ++chunkedHeads;
+    return success();
+  }
+
   LogicalResult lowerOp(Operation *op) {
     Location loc = op->getLoc();
     builder.setInsertionPoint(op);
@@ -381,6 +450,12 @@ struct Lowering {
       return success();
     }
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
+      // Read only as GEMM alphas: no buffer.
+      if (!constant->use_empty() && llvm::all_of(constant->getUsers(), [&](Operation *user) {
+            auto acc = accumulates.find(user);
+            return scales.count(user) || (acc != accumulates.end() && acc->second.scale == user);
+          }))
+        return success();
       map.map(constant.getResult(), builder.create<kernel::ConstantOp>(
                                         loc, bufferOf(constant.getType()), constant.getValue()));
       return success();
@@ -390,17 +465,34 @@ struct Lowering {
                                                        lookup(op->getOperand(0))));
       return success();
     }
+    // Scales folded into the alpha of every GEMM that reads them.
+    if (scales.count(op) || alphaOnly.contains(op))
+      return success();
+    // A product added into C is issued at the add.
+    if (auto it = accumulates.find(op); it != accumulates.end()) {
+      if (op == it->second.add) {
+        waitForBuckets(it->second.matmul); // the GEMM reads the matmul's operands here
+        return lowerMatmul(cast<MatmulOp>(it->second.matmul), &it->second);
+      }
+      return success();
+    }
     // A GEMM with a bias epilogue is issued where its chain ends: the bias
     // may be computed after the matmul.
     if (std::optional<GemmEpilogue> chain = gemmEpilogueOf(op)) {
-      if (op == chain->last)
+      if (op == chain->last) {
+        waitForBuckets(chain->matmul);
         return lowerMatmul(cast<MatmulOp>(chain->matmul));
+      }
       return success();
     }
     if (auto mm = dyn_cast<MatmulOp>(op))
       return lowerMatmul(mm);
     if (auto fusion = dyn_cast<FusionOp>(op))
       return lowerFusion(fusion);
+    if (auto fused = dyn_cast<kiln::LinearCrossEntropyOp>(op))
+      return lowerLinearCrossEntropy(fused, Value());
+    if (auto fused = dyn_cast<LinearCrossEntropyGradOp>(op))
+      return lowerLinearCrossEntropy(fused, fused.getGrad());
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<Value> values;
       for (Value v : ret.getOperands())
@@ -423,6 +515,14 @@ struct Lowering {
     SmallVector<Operation *> ops;
     for (Operation &op : block)
       ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (std::optional<std::pair<Value, double>> scale = foldedScaleOf(op))
+        scales[op] = *scale;
+      if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op))
+        accumulates[op] = *acc;
+      if (onlyFeedsAlpha(op))
+        alphaOnly.insert(op);
+    }
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();

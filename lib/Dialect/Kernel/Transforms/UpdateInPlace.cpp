@@ -75,7 +75,7 @@ struct UpdateInPlacePass final : kiln::kernel::impl::UpdateInPlacePassBase<Updat
     // Arguments by role and name.
     llvm::StringMap<BlockArgument> arguments;
     for (BlockArgument arg : func.getArguments())
-      for (StringRef role : {"kiln.param", "kiln.state"})
+      for (StringRef role : {"kiln.param", "kiln.state", "kiln.accum"})
         if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), role))
           arguments[(role + "=" + name.getValue()).str()] = arg;
     llvm::DenseMap<Operation *, unsigned> order;
@@ -84,7 +84,7 @@ struct UpdateInPlacePass final : kiln::kernel::impl::UpdateInPlacePassBase<Updat
     llvm::DenseSet<Value> taken;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       BlockArgument old;
-      for (StringRef role : {"kiln.param", "kiln.state"})
+      for (StringRef role : {"kiln.param", "kiln.state", "kiln.accum"})
         if (auto name = func.getResultAttrOfType<StringAttr>(i, role)) {
           auto it = arguments.find((role + "=" + name.getValue()).str());
           if (it != arguments.end())

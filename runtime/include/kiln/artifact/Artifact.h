@@ -17,7 +17,7 @@
 #define KILN_ARTIFACT_ARTIFACT_H
 
 #include "kiln/artifact/FileIO.h"
-#include "kiln/runtime/Expected.h"
+#include "kiln/artifact/Expected.h"
 
 #include <cstdint>
 #include <memory>
@@ -26,10 +26,6 @@
 #include <vector>
 
 namespace kiln::artifact {
-
-using runtime::Error;
-using runtime::Expected;
-using runtime::Status;
 
 /// The container format this library writes and reads.
 constexpr uint32_t kFormatVersion = 1;

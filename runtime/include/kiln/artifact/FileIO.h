@@ -19,7 +19,7 @@
 #ifndef KILN_ARTIFACT_FILEIO_H
 #define KILN_ARTIFACT_FILEIO_H
 
-#include "kiln/runtime/Expected.h"
+#include "kiln/artifact/Expected.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -28,10 +28,6 @@
 #include <string_view>
 
 namespace kiln::artifact {
-
-using runtime::Error;
-using runtime::Expected;
-using runtime::Status;
 
 /// A read-only, private memory mapping of a whole file (or an empty view for
 /// an empty file). Move-only; unmaps on destruction.

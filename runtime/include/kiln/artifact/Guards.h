@@ -15,7 +15,7 @@
 #ifndef KILN_ARTIFACT_GUARDS_H
 #define KILN_ARTIFACT_GUARDS_H
 
-#include "kiln/runtime/Expected.h"
+#include "kiln/artifact/Expected.h"
 
 #include <cstdint>
 #include <map>
@@ -24,9 +24,6 @@
 #include <vector>
 
 namespace kiln::artifact {
-
-using runtime::Expected;
-using runtime::Status;
 
 /// Values of the size symbols for one step.
 using SymbolBindings = std::map<std::string, int64_t, std::less<>>;

@@ -17,7 +17,7 @@
 #ifndef KILN_ARTIFACT_JSON_H
 #define KILN_ARTIFACT_JSON_H
 
-#include "kiln/runtime/Expected.h"
+#include "kiln/artifact/Expected.h"
 
 #include <cstdint>
 #include <functional>
@@ -26,8 +26,6 @@
 #include <vector>
 
 namespace kiln::artifact {
-
-using runtime::Expected;
 
 struct JsonMember;
 
@@ -62,15 +60,15 @@ public:
   /// element, not the whole array. An error of \p each stops the parse and
   /// is returned as is; a syntax error reads as parse()'s; valid JSON that
   /// is not an array is exactly "expected a JSON array".
-  static runtime::Status
+  static Status
   forEachElement(std::string_view text,
-                 const std::function<runtime::Status(Json &, size_t)> &each,
+                 const std::function<Status(Json &, size_t)> &each,
                  int maxDepth = 64);
   /// The same for the members of \p text, a JSON object, in order (keys
   /// are checked for duplicates; "expected a JSON object" otherwise).
-  static runtime::Status forEachMember(
+  static Status forEachMember(
       std::string_view text,
-      const std::function<runtime::Status(const std::string &, Json &)> &each,
+      const std::function<Status(const std::string &, Json &)> &each,
       int maxDepth = 64);
 
   /// Compact JSON text (no spaces), or indented by two spaces per level.

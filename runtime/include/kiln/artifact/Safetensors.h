@@ -23,6 +23,7 @@
 #ifndef KILN_ARTIFACT_SAFETENSORS_H
 #define KILN_ARTIFACT_SAFETENSORS_H
 
+#include "kiln/artifact/DType.h"
 #include "kiln/artifact/FileIO.h"
 
 #include <cstdint>
@@ -34,29 +35,6 @@
 #include <vector>
 
 namespace kiln::artifact {
-
-enum class DType {
-  F64,
-  F32,
-  F16,
-  BF16,
-  F8_E4M3,
-  F8_E5M2,
-  I64,
-  I32,
-  I16,
-  I8,
-  U64,
-  U32,
-  U16,
-  U8,
-  BOOL
-};
-
-/// The safetensors spelling ("BF16"); parseDType is its inverse.
-const char *dtypeName(DType dtype);
-std::optional<DType> parseDType(std::string_view name);
-size_t dtypeSize(DType dtype);
 
 /// "BF16 [768, 3072]".
 std::string describeTensorType(DType dtype, const std::vector<int64_t> &shape);

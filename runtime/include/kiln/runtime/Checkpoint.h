@@ -20,17 +20,31 @@
 
 #include "kiln/runtime/StepArtifact.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::runtime {
+
+/// Where the training loop stands, saved beside the step count so that
+/// --resume continues the data order: metadata "kiln.data_cursor" (the
+/// micro-batches drawn, BatchSource::getCursor) and "kiln.grad_accum".
+struct LoopState {
+  std::optional<uint64_t> dataCursor;
+  std::optional<int64_t> gradAccum;
+};
 
 /// Writes a checkpoint of \p params (by the step's parameter names) and
 /// \p state (named "<param>/<slot>") after \p step completed steps.
 Status writeCheckpoint(const std::string &path, int64_t step,
                        const std::vector<artifact::TensorData> &params,
                        const std::vector<artifact::TensorData> &state,
-                       const artifact::WriteProgress &progress = nullptr);
+                       const artifact::WriteProgress &progress = nullptr,
+                       const LoopState &loop = {});
+
+/// The LoopState a checkpoint holds (keys absent: nullopt); a present key
+/// that is not a non-negative integer is an error naming it.
+Expected<LoopState> readLoopState(const artifact::SafetensorsFile &checkpoint);
 
 /// Checks \p checkpoint against \p artifact's trainable parameters and,
 /// when it has a step program, the optimizer state the step reads (every

@@ -59,6 +59,8 @@ public:
 
   /// "cuDNN 9.19.0 (libcudnn.so.9)".
   const std::string &describe() const { return description; }
+  /// "9.19.0".
+  const std::string &getVersionString() const { return versionString; }
 
   /// A finalized execution plan for \p shape, or why cuDNN cannot run it.
   Expected<std::shared_ptr<Plan>> build(const AttentionShape &shape) const;
@@ -72,7 +74,7 @@ private:
   CudnnAttention() = default;
   void *library = nullptr;
   void *handle = nullptr; // cudnnHandle_t
-  std::string description;
+  std::string description, versionString;
 };
 
 } // namespace kiln::runtime

@@ -28,6 +28,7 @@
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
+#include "kiln/runtime/TuningDb.h"
 
 #include <functional>
 #include <map>
@@ -107,6 +108,11 @@ public:
     /// Data parallelism: the step's all_reduce ops run through it (NCCL);
     /// null: a run of one, where they are copies or nothing.
     Communicator *communicator = nullptr;
+    /// Choices measured by `kiln-run tune` (docs/tuning.md): used for the
+    /// ops whose entry matches this machine's key (getTuningKey); the others
+    /// keep the defaults. An explicit --attention kernels|cudnn wins over
+    /// the database.
+    const TuningDb *tuning = nullptr;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
@@ -142,6 +148,26 @@ public:
   Expected<double> runStep(int64_t step, double lr);
   /// runStep without the CUDA Graph, timing every op (\p times gets them).
   Expected<double> runProfiledStep(int64_t step, double lr, std::vector<ActionTime> &times);
+  /// What a program returned besides parameters and state.
+  struct ProgramOutputs {
+    double loss = 0;
+    std::optional<double> gradNorm; ///< the step and apply (--loop-programs)
+    std::optional<double> tokens;   ///< accum and eval: counted label tokens
+  };
+  /// Whether the artifact has the run-time loop's programs (kiln compile
+  /// --loop-programs): accum, apply, eval.
+  bool hasLoopPrograms() const;
+  /// Adds the current inputs' gradients, weighted by their counted tokens,
+  /// to the accumulators (the current shape's accum program). \p draw
+  /// numbers its seeds as runStep's step number does.
+  Expected<ProgramOutputs> runAccumulate(int64_t draw);
+  /// The optimizer step \p step on the accumulated token-weighted mean,
+  /// which also clears the accumulators; loss and gradient norm of it.
+  Expected<ProgramOutputs> runApply(int64_t step, double lr);
+  /// The forward-only loss of the current inputs (the eval program).
+  Expected<ProgramOutputs> runEval();
+  /// The gradient norm the last runStep computed, when the step returns one.
+  std::optional<double> getLastGradNorm() const { return lastGradNorm; }
   /// The compiled learning rate, if the step records one.
   std::optional<double> getDefaultLr() const;
   /// Host copies of the trainable parameters and optimizer state.
@@ -165,6 +191,65 @@ public:
   /// for the current shape, with the reason where cuDNN took none.
   std::string getAttentionSummary() const;
 
+  //===--------------------------------------------------------------------===//
+  // Tuning (docs/tuning.md)
+  //===--------------------------------------------------------------------===//
+
+  /// This machine's key: the device, the driver, the CUDA toolkit kiln-run
+  /// was built with, the cuBLASLt loaded and cuDNN (loaded now if the step
+  /// has attention it may run, else "none").
+  const TuningKey &getTuningKey() const { return tuningKey; }
+  /// Over every prepared shape: GEMMs and attention launches whose choice
+  /// came from the tuning database, and those left at the defaults.
+  size_t getTunedOpCount() const;
+  size_t getDefaultOpCount() const;
+  /// Why a matching database entry was not used (the first such), if any.
+  std::string getTuningNote() const;
+
+  /// One GEMM of the current shape, as `kiln-run tune` measures it.
+  struct GemmSite {
+    size_t action = 0;           ///< its index among the step's ops
+    std::string hash, shape, label;
+    CUdeviceptr a = 0, b = 0, c = 0;
+    size_t cBytes = 0;
+    artifact::DType cType = artifact::DType::F32;
+    cublasLtMatmulAlgo_t algo{}; ///< the one it runs now
+  };
+  std::vector<GemmSite> getGemmSites() const;
+  /// cuBLASLt's heuristic best \p topK algorithms for GEMM \p site (the
+  /// first is the default).
+  Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t site, int topK) const;
+  /// Enqueues GEMM \p site with \p algo, reading \p a and \p b (another
+  /// site's operands of the same signature: rotated inputs) into its own c.
+  Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
+                     CUdeviceptr b) const;
+  /// The attention of the current shape: its database hash and shape, a
+  /// label, and how many launches cuDNN and the kernels run.
+  struct AttentionSite {
+    std::string hash, shape, label;
+    size_t cudnnLaunches = 0, kernelLaunches = 0;
+  };
+  std::optional<AttentionSite> getAttentionSite() const;
+  bool hasCudnn() const { return cudnn != nullptr; }
+
+  /// Prepares the current shape again as variant \p name, with the choices
+  /// of \p tuning (null: the defaults) and, if set, attention forced onto
+  /// cuDNN (true) or the kernels (false); selectVariant switches to it ("":
+  /// the shape as first prepared). Variants share the arena.
+  Status prepareVariant(const std::string &name, const TuningDb *tuning,
+                        std::optional<bool> attentionOnCudnn);
+  Status selectVariant(const std::string &name);
+  /// runStep without the graph, calling \p beforeAction(i) before op i
+  /// (it may enqueue work of its own on the device's stream).
+  Expected<double> runStepWithHook(int64_t step, double lr,
+                                   const std::function<Status(size_t)> &beforeAction);
+  /// runStep, also returning the step's device time (events around it).
+  Expected<double> runTimedStep(int64_t step, double lr, double &deviceMs);
+  /// Device copies of the trainable parameters and optimizer state, and
+  /// putting them back (so measured steps leave the model as it was).
+  Status snapshotTrainable();
+  Status restoreTrainable();
+
 private:
   /// One shape: the program serving it, resolved at its sizes.
   struct Shape {
@@ -172,9 +257,14 @@ private:
     std::string key;     ///< "batch=4,seq=512"
     artifact::SymbolBindings sizes;
     std::unique_ptr<ProgramRunner> runner;
+    /// The loop programs at this shape (null without them).
+    std::unique_ptr<ProgramRunner> accum, eval;
+    std::string graphKey; ///< key, plus "#variant" for a tuning variant
   };
   StepExecutor() = default;
-  Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times);
+  Expected<double> runStepWith(int64_t step, double lr, std::vector<ActionTime> *times,
+                               const std::function<Status(size_t)> *hook = nullptr,
+                               double *deviceMs = nullptr);
   /// The program serving \p sizes, decoded once.
   Expected<const StepProgram *> programFor(const artifact::SymbolBindings &sizes,
                                            std::string &section);
@@ -183,6 +273,10 @@ private:
   Expected<ArenaPlan> planFor(const artifact::SymbolBindings &sizes, std::string &note);
   Expected<Shape *> prepareShape(const artifact::SymbolBindings &sizes,
                                  const WeightLoader &loadWeight);
+  /// The runner of \p sizes with \p tuning's choices and cuDNN \p cudnnFor.
+  Expected<std::unique_ptr<ProgramRunner>>
+  prepareRunner(const artifact::SymbolBindings &sizes, const WeightLoader &loadWeight,
+                const TuningDb *tuning, const CudnnAttention *cudnnFor, bool printNote);
   /// The loader of the persistent tensors programs name: from \p weights
   /// by the artifact's parameter list, --init random, or the artifact's own
   /// values (WeightLoading.cpp).
@@ -200,6 +294,7 @@ private:
   std::map<std::string, const KernelModule *> moduleIndex;
   struct {
     CUfunction fill = nullptr, copy = nullptr;
+    const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)
   } support; ///< The runtime's fill and copy kernels.
   const StepArtifact *artifact = nullptr;
   std::map<std::string, StepProgram> programs; ///< by section
@@ -209,8 +304,23 @@ private:
   std::unique_ptr<GraphCache> graphs;
   std::unique_ptr<CudnnAttention> cudnn;
   std::string cudnnNote; ///< why cuDNN was not loaded, if it was not
+  std::map<std::string, Shape> variants; ///< tuning variants, by graph key
+  std::vector<std::pair<NamedTensor *, DeviceBuffer>> snapshot;
+  TuningKey tuningKey;
+  size_t variantGeneration = 0;
   Options options;
   std::optional<double> defaultLr;
+  std::optional<double> lastGradNorm;
+  /// The apply program (no size symbols: one runner for every shape).
+  std::unique_ptr<ProgramRunner> apply;
+  /// Resolves the loop programs of \p shape (LoopPrograms.cpp).
+  Status prepareLoopPrograms(Shape &shape, const WeightLoader &loadWeight);
+  /// Zeroed accumulators, named as the accum program's arguments.
+  Status makeAccumulators(const artifact::SymbolBindings &sizes);
+  /// The largest arena the loop programs need at \p sizes.
+  Expected<size_t> loopArenaBytes(const artifact::SymbolBindings &sizes) const;
+  Expected<ProgramOutputs> runLoopProgram(ProgramRunner &runner, const std::string &graphKey,
+                                          int64_t stepNumber, int64_t draw, double lr);
 };
 
 } // namespace kiln::runtime

@@ -1,138 +1,30 @@
-//===- StepProgram.h - The decoded "step"/"init" section --------*- C++ -*-===//
+//===- StepProgram.h - The runtime's names for the step program -*- C++ -*-===//
 //
 // Part of the Kiln project.
 //
 //===----------------------------------------------------------------------===//
 //
-// The step program a .kiln artifact carries (docs/artifact.md, "The step
-// program"): buffers with dtype and symbolic shape, the function's argument
-// and result roles, and a straight-line list of ops. Decoding checks every
-// buffer id and expression, so the executor never meets a malformed one.
-// Plain C++17, no CUDA.
+// The decoded step program belongs to the artifact library
+// (kiln/artifact/StepProgram.h); the runtime uses it by these names.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_STEPPROGRAM_H
 #define KILN_RUNTIME_STEPPROGRAM_H
 
-#include "kiln/artifact/Guards.h"
-#include "kiln/artifact/Safetensors.h"
-
-#include <optional>
-#include <string>
-#include <vector>
+#include "kiln/artifact/StepProgram.h"
+#include "kiln/runtime/Expected.h"
 
 namespace kiln::runtime {
-
-struct ProgramBuffer {
-  artifact::DType dtype = artifact::DType::F32;
-  std::vector<artifact::SizeExpr> shape;
-};
-
-/// A function argument or result: "input" (data, by name), "param",
-/// "state", "lr", "step", "rng_seed", "loss", or "other".
-struct ProgramBinding {
-  std::string role;
-  std::string name;
-  int buffer = -1;
-};
-
-/// The "attention" object of a tiled attention launch: its buffers' roles,
-/// so the runtime may run another implementation instead of the kernel
-/// (docs/artifact.md). `replaces` are the ops that exist only for the kernel
-/// (the fills and fp32-to-bf16 narrowing of its accumulated outputs): they
-/// are skipped with it.
-struct AttentionRoles {
-  bool backward = false, causal = false;
-  double scale = 1;
-  int q = -1, k = -1, v = -1, o = -1;
-  int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
-  std::vector<size_t> replaces;
-};
-
-struct ProgramOp {
-  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, AllReduce,
-                    AllReduceWait };
-  Kind kind = Kind::Alloc;
-  int result = -1;         ///< alloc, view, weight, constant
-  int source = -1;         ///< view, copy
-  int target = -1;         ///< fill, copy
-  std::string name;        ///< weight: its name; launch: the kernel symbol
-  std::string bytes;       ///< constant: raw little-endian element bytes
-  double value = 0;        ///< fill
-  std::string module;      ///< launch: kernels/<module>/...
-  std::vector<int> args;   ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
-  std::vector<std::string> symbols; ///< launch: the int64 arguments after them
-  std::optional<artifact::SizeExpr> items, shared;
-  int64_t per = 1, block = 1;
-  int a = -1, b = -1, bias = -1, c = -1; ///< gemm
-  bool transA = false, transB = false;
-  std::optional<artifact::SizeExpr> m, n, k, batch;
-  std::vector<artifact::SizeExpr> strides; ///< gemm: a, b, c element strides
-  std::string epilogue;                    ///< gemm: "none", "bias", ...
-  std::optional<AttentionRoles> attention; ///< launch: tiled attention
-  /// all_reduce: outs[i] becomes the mean of ins[i] over the ranks (the same
-  /// id: in place); all_reduce_wait: the bucket the compute stream waits for.
-  int64_t bucket = -1;
-  std::vector<int> ins, outs;
-  bool loss = false; ///< all_reduce: the logged loss
-};
-
-/// Where a program's allocated buffers live in its one arena at given sizes.
-struct ArenaPlan {
-  std::vector<size_t> bytes;   ///< Per buffer id: its size in bytes.
-  std::vector<size_t> offsets; ///< Per buffer id: arena offset (allocs only).
-  std::vector<bool> inArena;   ///< Per buffer id: an alloc's own memory.
-  /// Per buffer id: the buffer it sits directly above (its offset is that
-  /// one's end, aligned up), or -1 at offset 0 and outside the arena.
-  std::vector<int> base;
-  size_t size = 0;             ///< The arena's size.
-  bool fromArtifact = false;   ///< The artifact's memory_plan, evaluated.
-};
-
-/// When each buffer's memory is in use, in op indices.
-struct LiveRanges {
-  std::vector<int> root;       ///< Per buffer id: whose memory (views: the source's).
-  std::vector<int> allocAt;    ///< Per buffer id: its alloc op, or -1.
-  std::vector<size_t> lastUse; ///< Per root: last op touching it (results: ops.size()).
-};
-
-class StepProgram {
-public:
-  /// Decodes the JSON of a "step" or "init" section; \p origin names it in
-  /// errors ("step.kiln: section 'step': ...").
-  static Expected<StepProgram> decode(std::string_view json,
-                                      const std::string &origin);
-
-  std::vector<ProgramBuffer> buffers;
-  std::vector<ProgramBinding> args, results;
-  std::vector<ProgramOp> ops;
-  std::optional<double> defaultLr;
-
-  /// The arena plan at \p sizes: a buffer lives from its alloc to its last
-  /// use through itself or a view of it (results: to the end); first fit by
-  /// offset among the buffers live at the same time, each aligned to
-  /// \p alignment.
-  Expected<ArenaPlan> planArena(const artifact::SymbolBindings &sizes,
-                                size_t alignment) const;
-
-  /// The live range of every buffer, as planArena sees it.
-  LiveRanges liveRanges() const;
-
-  /// Elements of buffer \p id at \p sizes.
-  Expected<int64_t> elementCount(int id,
-                                 const artifact::SymbolBindings &sizes) const;
-
-  /// Bytes of buffer \p id at \p sizes; an error if they overflow int64.
-  Expected<size_t> byteCount(int id, const artifact::SymbolBindings &sizes) const;
-
-  /// Bytes of buffer \p id as an expression ("4096*batch*seq").
-  Expected<artifact::SizeExpr> byteSize(int id) const;
-};
-
-/// Lowercase hex (two digits per byte) to bytes; false if malformed.
-bool decodeHex(const std::string &hex, std::string &out);
-
+using artifact::ArenaPlan;
+using artifact::AttentionRoles;
+using artifact::decodeHex;
+using artifact::LinearCrossEntropy;
+using artifact::LiveRanges;
+using artifact::ProgramBinding;
+using artifact::ProgramBuffer;
+using artifact::ProgramOp;
+using artifact::StepProgram;
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_STEPPROGRAM_H

@@ -18,6 +18,8 @@
 #define KILN_RUNTIME_TOKENDATA_H
 
 #include "kiln/artifact/FileIO.h"
+#include "kiln/runtime/BatchSource.h"
+#include "kiln/runtime/Expected.h"
 
 #include <cstdint>
 #include <optional>
@@ -37,6 +39,7 @@ public:
   static Expected<TokenFile> open(const std::string &path, TokenDType dtype);
 
   uint64_t getTokenCount() const { return count; }
+  const std::string &getPath() const { return path; }
   uint32_t getToken(uint64_t index) const;
 
   /// Where row \p row of step \p step starts: uniform over the valid starts
@@ -61,6 +64,41 @@ private:
   std::string path;
   TokenDType dtype = TokenDType::U16;
   uint64_t count = 0;
+};
+
+/// The raw token file as a BatchSource: micro-batch m runs shape m mod N of
+/// \p shapes and reads the windows sampleBatch gives for (seed, m). Labels
+/// ("labels", "targets", "target") are a window's last seq tokens, other
+/// token inputs its first seq; "attention_mask" is all 1 and
+/// "position_ids" 0..seq-1 (windows have no padding and no boundaries).
+class TokenWindowSource : public BatchSource {
+public:
+  TokenWindowSource(const TokenFile &tokens, std::vector<artifact::SymbolBindings> shapes,
+                    std::vector<std::string> inputs, uint64_t seed, uint32_t vocabSize)
+      : tokens(tokens), shapes(std::move(shapes)), inputs(std::move(inputs)), seed(seed),
+        vocabSize(vocabSize) {}
+  std::vector<std::string> getInputNames() const override { return inputs; }
+  Status next(MicroBatch &out) override;
+  uint64_t getCursor() const override { return cursor; }
+  Status seek(uint64_t to) override {
+    cursor = to;
+    return Status::success();
+  }
+  std::string describe() const override;
+  /// Data parallelism: rank \p rank reads rows rank*batch .. rank*batch+batch-1
+  /// of each micro-batch's window order, so the ranks together read what
+  /// one source with world*batch rows would.
+  void setShard(uint64_t rank) { shard = rank; }
+
+private:
+  const TokenFile &tokens;
+  std::vector<artifact::SymbolBindings> shapes;
+  std::vector<std::string> inputs;
+  uint64_t seed;
+  uint32_t vocabSize;
+  uint64_t cursor = 0;
+  uint64_t shard = 0;
+  std::vector<uint32_t> windows;
 };
 
 } // namespace kiln::runtime

@@ -1,8 +1,4 @@
-//===- FlashAttention.cpp - Tiled tensor-core attention kernels ----------===//
-//
-// Part of the Kiln project.
-//
-//===----------------------------------------------------------------------===//
+// Kiln's tiled tensor-core attention (lib/Codegen/cuda/FlashAttention.cuh).
 //
 // kiln.attention and kiln.attention_grad on bf16/f16 inputs with a head
 // dimension of 16..128 (a multiple of 16) run as FlashAttention-style tiled
@@ -10,9 +6,9 @@
 // walks the keys 64 at a time; Q K^T, P V and the backward's five products
 // are WMMA tensor-core products from shared memory, the softmax is online
 // (running row max and sum), so no S x S tensor exists anywhere. P and dS
-// enter their products as two bf16/f16 parts (x = hi + lo), so they carry
-// about 16 bits, not 8: the results stay within the interpreter's fp32
-// tolerance where plain FlashAttention numerics (P rounded once) do not.
+// are rounded once to bf16/f16 for their products, as FlashAttention does:
+// the numerics policy of docs/codegen.md (relative L2 error within 1.5x of
+// PyTorch's flash backend) holds, and the products cost one MMA each.
 //
 // The generated kernel passes q, k, v (and dout): dense [B, H, S, D] and
 // [B, Hkv, L, D] buffers, loaded 16 bytes at a time; the mask (possibly a
@@ -22,17 +18,10 @@
 // and Delta = rowsum(P * dP) online (no forward output or statistics
 // needed), the second makes P and dS, keeps dQ in registers and adds
 // the tile's dK and dV partial products into fp32 accumulators atomically.
-// Shared memory layouts are fixed by D; kernel::flashAttentionSharedBytes()
-// (FusionPolicy.cpp), which sizes the launch, is the same arithmetic.
-//
-//===----------------------------------------------------------------------===//
-
-#include "kiln/Codegen/Cuda.h"
-
-namespace kiln::codegen {
-
-const char *flashAttentionPrelude() {
-  return R"CUDA(#include <mma.h>
+// Shared memory layouts are fixed by D (ForwardSmem, BackwardSmem below);
+// kernel::flashAttentionSharedBytes() (OpClassification.cpp), which sizes
+// the launch, is the same arithmetic, and every kernel static_asserts so.
+#include <mma.h>
 namespace kiln_flash {
 using namespace nvcuda;
 constexpr int BM = 64, BN = 64;
@@ -133,6 +122,34 @@ struct TilePrefetch {
   }
 };
 
+// The dynamic shared memory of forward<T, D> and backward<T, D>: each
+// tile's byte offset and the total a launch must provide. The generated
+// kernel static_asserts `bytes` against the launch's size the compiler
+// computed (kernel::flashAttentionSharedBytes), so the two cannot disagree.
+template <typename T, int D> struct ForwardSmem {
+  static constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8;
+  // O's staging (rescales, the final store) is a warp's own S rows when they
+  // are wide enough (S is in registers by then), with S's row stride.
+  static constexpr bool kShared = D + 4 <= LDS;
+  static constexpr int LDO = kShared ? LDS : D + 4;
+  static constexpr int q = 0, k = q + BM * LD * (int)sizeof(T), v = k + BN * LD * (int)sizeof(T),
+                       s = v + BN * LD * (int)sizeof(T), p = s + BM * LDS * (int)sizeof(float),
+                       end = p + BM * LDP * (int)sizeof(T),
+                       o = kShared ? s : end,
+                       bytes = kShared ? end : end + BM * LDO * (int)sizeof(float);
+};
+template <typename T, int D> struct BackwardSmem {
+  static constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
+  static constexpr int q = 0, dout = q + BM * LD * (int)sizeof(T),
+                       k = dout + BM * LD * (int)sizeof(T), v = k + BN * LD * (int)sizeof(T),
+                       s = v + BN * LD * (int)sizeof(T), dp = s + BM * LDS * (int)sizeof(float),
+                       p = dp + BM * LDS * (int)sizeof(float), ds = p + BM * LDP * (int)sizeof(T),
+                       stage = ds + BM * LDP * (int)sizeof(T),
+                       bytes = stage + (BM / 16) * 256 * (int)sizeof(float);
+  // dQ's final staging reuses S and dP.
+  static_assert(BM * LDO <= 2 * BM * LDS, "dQ's staging must fit in S and dP");
+};
+
 // Row statistics are rescaled lazily: a row's reference max moves only when
 // a score exceeds it by more than this (natural log units), so P = exp(s -
 // m) stays below e^8 and the output accumulators (in registers) are
@@ -143,22 +160,18 @@ template <typename T, int D, typename Mask, typename StoreO>
 __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H, int64_t Hkv,
                         int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
                         StoreO storeO, unsigned char *smem) {
-  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8;
-  // O's staging (rescales, the final store) is a warp's own S rows when they
-  // are wide enough (S is in registers by then), with S's row stride.
-  constexpr bool kShared = D + 4 <= LDS;
-  constexpr int LDO = kShared ? LDS : D + 4;
-  T *Qs = reinterpret_cast<T *>(smem);
-  T *Ks = Qs + BM * LD;
-  T *Vs = Ks + BN * LD;
-  float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
-  T *Ps = reinterpret_cast<T *>(Ss + BM * LDS);
-  T *Pl = Ps + BM * LDP;
-  float *Os = kShared ? Ss : reinterpret_cast<float *>(Pl + BM * LDP);
+  using Smem = ForwardSmem<T, D>;
+  constexpr int LD = Smem::LD, LDS = Smem::LDS, LDP = Smem::LDP, LDO = Smem::LDO;
+  T *Qs = reinterpret_cast<T *>(smem + Smem::q);
+  T *Ks = reinterpret_cast<T *>(smem + Smem::k);
+  T *Vs = reinterpret_cast<T *>(smem + Smem::v);
+  float *Ss = reinterpret_cast<float *>(smem + Smem::s);
+  T *Ps = reinterpret_cast<T *>(smem + Smem::p);
+  float *Os = reinterpret_cast<float *>(smem + Smem::o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
   float *myS = Ss + warp * 16 * LDS, *myO = Os + warp * 16 * LDO;
-  T *myP = Ps + warp * 16 * LDP, *myPl = Pl + warp * 16 * LDP;
+  T *myP = Ps + warp * 16 * LDP;
   const int64_t group = H / Hkv, qTiles = (Sq + BM - 1) / BM, tiles = B * H * qTiles;
   TilePrefetch<T, D> nextK, nextV;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -220,23 +233,19 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
 #pragma unroll
       for (int c = 0; c < 32; ++c) {
         const float p = __expf(s[c] - base);
-        const T hi = static_cast<T>(p);
-        myP[(lane / 2) * LDP + c0 + c] = hi;
-        myPl[(lane / 2) * LDP + c0 + c] = static_cast<T>(p - static_cast<float>(hi));
+        myP[(lane / 2) * LDP + c0 + c] = static_cast<T>(p);
         sum += p;
       }
       l += sum + __shfl_xor_sync(0xffffffffu, sum, 1);
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < D / 16; ++n) // O += (P_hi + P_lo) V
+      for (int n = 0; n < D / 16; ++n) // O += P V
         for (int kk = 0; kk < BN / 16; ++kk) {
-          FragA<T, wmma::row_major> fa, fl;
+          FragA<T, wmma::row_major> fa;
           FragB<T, wmma::row_major> fb;
           wmma::load_matrix_sync(fa, myP + kk * 16, LDP);
-          wmma::load_matrix_sync(fl, myPl + kk * 16, LDP);
           wmma::load_matrix_sync(fb, Vs + kk * 16 * LD + n * 16, LD);
           wmma::mma_sync(o[n], fa, fb, o[n]);
-          wmma::mma_sync(o[n], fl, fb, o[n]);
         }
       empty = false;
       __syncwarp();
@@ -257,18 +266,17 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
                          int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
                          StoreDQ storeDQ, AddDK addDK, AddDV addDV, bool wantDQ, bool wantDK,
                          bool wantDV, unsigned char *smem) {
-  constexpr int LD = D + 8, LDS = BN + 4, LDP = BN + 8, LDO = D + 4;
-  T *Qs = reinterpret_cast<T *>(smem);
-  T *dOs = Qs + BM * LD;
-  T *Ks = dOs + BM * LD;
-  T *Vs = Ks + BN * LD;
-  float *Ss = reinterpret_cast<float *>(Vs + BN * LD);
-  float *dPs = Ss + BM * LDS;
-  T *Ps = reinterpret_cast<T *>(dPs + BM * LDS);
-  T *Pl = Ps + BM * LDP;
-  T *dSs = Pl + BM * LDP;
-  T *dSl = dSs + BM * LDP;
-  float *stage = reinterpret_cast<float *>(dSl + BM * LDP); // 16 x 16 per warp
+  using Smem = BackwardSmem<T, D>;
+  constexpr int LD = Smem::LD, LDS = Smem::LDS, LDP = Smem::LDP, LDO = Smem::LDO;
+  T *Qs = reinterpret_cast<T *>(smem + Smem::q);
+  T *dOs = reinterpret_cast<T *>(smem + Smem::dout);
+  T *Ks = reinterpret_cast<T *>(smem + Smem::k);
+  T *Vs = reinterpret_cast<T *>(smem + Smem::v);
+  float *Ss = reinterpret_cast<float *>(smem + Smem::s);
+  float *dPs = reinterpret_cast<float *>(smem + Smem::dp);
+  T *Ps = reinterpret_cast<T *>(smem + Smem::p);
+  T *dSs = reinterpret_cast<T *>(smem + Smem::ds);
+  float *stage = reinterpret_cast<float *>(smem + Smem::stage); // 16 x 16 per warp
   float *dQs = Ss; // dQ's final staging: S and dP (contiguous) are free then
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = warp * 16 + lane / 2, c0 = (lane % 2) * 32;
@@ -361,24 +369,19 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
       for (int c = 0; c < 32; ++c) {
         const float p = __expf(s[c] - base) * inv;
         const float ds = p * (dPs[r * LDS + c0 + c] - delta);
-        const T pHi = static_cast<T>(p), dsHi = static_cast<T>(ds);
-        Ps[r * LDP + c0 + c] = pHi;
-        Pl[r * LDP + c0 + c] = static_cast<T>(p - static_cast<float>(pHi));
-        dSs[r * LDP + c0 + c] = dsHi;
-        dSl[r * LDP + c0 + c] = static_cast<T>(ds - static_cast<float>(dsHi));
+        Ps[r * LDP + c0 + c] = static_cast<T>(p);
+        dSs[r * LDP + c0 + c] = static_cast<T>(ds);
       }
       __syncthreads(); // dK and dV contract over every row of the tile
       if (wantDQ) {
 #pragma unroll
-        for (int n = 0; n < D / 16; ++n) // dQ += (dS_hi + dS_lo) K
+        for (int n = 0; n < D / 16; ++n) // dQ += dS K
           for (int kk = 0; kk < BN / 16; ++kk) {
-            FragA<T, wmma::row_major> fa, fl;
+            FragA<T, wmma::row_major> fa;
             FragB<T, wmma::row_major> fb;
             wmma::load_matrix_sync(fa, dSs + warp * 16 * LDP + kk * 16, LDP);
-            wmma::load_matrix_sync(fl, dSl + warp * 16 * LDP + kk * 16, LDP);
             wmma::load_matrix_sync(fb, Ks + kk * 16 * LD + n * 16, LD);
             wmma::mma_sync(dq[n], fa, fb, dq[n]);
-            wmma::mma_sync(dq[n], fl, fb, dq[n]);
           }
       }
       // Warp w owns keys 16w .. 16w + 15 of the tile.
@@ -386,9 +389,6 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
       for (int n = 0; n < D / 16; ++n) {
         if (wantDK && jw < L) { // dK += dS^T Q
           product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, dSs + warp * 16, LDP,
-                                                       16 * LDP, Qs + n * 16, LD, 16 * LD,
-                                                       BM / 16);
-          product<T, wmma::col_major, wmma::row_major>(myStage, 16, true, dSl + warp * 16, LDP,
                                                        16 * LDP, Qs + n * 16, LD, 16 * LD,
                                                        BM / 16);
           __syncwarp();
@@ -403,9 +403,6 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
         }
         if (wantDV && jw < L) { // dV += P^T dO
           product<T, wmma::col_major, wmma::row_major>(myStage, 16, false, Ps + warp * 16, LDP,
-                                                       16 * LDP, dOs + n * 16, LD, 16 * LD,
-                                                       BM / 16);
-          product<T, wmma::col_major, wmma::row_major>(myStage, 16, true, Pl + warp * 16, LDP,
                                                        16 * LDP, dOs + n * 16, LD, 16 * LD,
                                                        BM / 16);
           __syncwarp();
@@ -433,7 +430,3 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
   }
 }
 } // namespace kiln_flash
-)CUDA";
-}
-
-} // namespace kiln::codegen

@@ -1,0 +1,160 @@
+//===- StepProgram.h - The decoded "step"/"init" section --------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The step program a .kiln artifact carries (docs/artifact.md, "The step
+// program"): buffers with dtype and symbolic shape, the function's argument
+// and result roles, and a straight-line list of ops. Decoding checks every
+// buffer id and expression, so the executor never meets a malformed one.
+// Plain C++17, no CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_ARTIFACT_STEPPROGRAM_H
+#define KILN_ARTIFACT_STEPPROGRAM_H
+
+#include "kiln/artifact/Guards.h"
+#include "kiln/artifact/Safetensors.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::artifact {
+
+struct ProgramBuffer {
+  DType dtype = DType::F32;
+  std::vector<SizeExpr> shape;
+};
+
+/// A function argument or result: "input" (data, by name), "param",
+/// "state", "lr", "step", "rng_seed", "loss", or "other".
+struct ProgramBinding {
+  std::string role;
+  std::string name;
+  int buffer = -1;
+};
+
+/// The "attention" object of a tiled attention launch: its buffers' roles,
+/// so the runtime may run another implementation instead of the kernel
+/// (docs/artifact.md). `replaces` are the ops that exist only for the kernel
+/// (the fills and fp32-to-bf16 narrowing of its accumulated outputs): they
+/// are skipped with it.
+struct AttentionRoles {
+  bool backward = false, causal = false;
+  double scale = 1;
+  int q = -1, k = -1, v = -1, o = -1;
+  int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
+  std::vector<size_t> replaces;
+};
+
+/// The fused LM head and mean cross entropy (docs/artifact.md, "The fused
+/// LM head"): buffer ids, -1 where absent (the forward-only form has no
+/// grad and no gradients).
+struct LinearCrossEntropy {
+  int hidden = -1, weight = -1, labels = -1, grad = -1, loss = -1;
+  int hiddenGrad = -1, weightGrad = -1, chunk = -1, stats = -1, weightAccum = -1;
+  bool transposeWeight = false;
+  int64_t ignoreIndex = -100, chunkTokens = 1;
+  double softcap = 0; ///< 0: none
+  /// Every buffer it reads or writes.
+  std::vector<int> buffers() const {
+    std::vector<int> ids;
+    for (int id : {hidden, weight, labels, grad, loss, hiddenGrad, weightGrad, chunk, stats,
+                   weightAccum})
+      if (id >= 0)
+        ids.push_back(id);
+    return ids;
+  }
+};
+
+struct ProgramOp {
+  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, LinearCrossEntropy,
+                    AllReduce, AllReduceWait };
+  Kind kind = Kind::Alloc;
+  int result = -1;         ///< alloc, view, weight, constant
+  int source = -1;         ///< view, copy
+  int target = -1;         ///< fill, copy
+  std::string name;        ///< weight: its name; launch: the kernel symbol
+  std::string bytes;       ///< constant: raw little-endian element bytes
+  double value = 0;        ///< fill
+  std::string module;      ///< launch: kernels/<module>/...
+  std::vector<int> args;   ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
+  std::vector<std::string> symbols; ///< launch: the int64 arguments after them
+  std::optional<SizeExpr> items, shared;
+  int64_t per = 1, block = 1;
+  int a = -1, b = -1, bias = -1, c = -1; ///< gemm
+  bool transA = false, transB = false;
+  std::optional<SizeExpr> m, n, k, batch;
+  std::vector<SizeExpr> strides; ///< gemm: a, b, c element strides
+  std::string epilogue;                    ///< gemm: "none", "bias", ...
+  double alpha = 1, beta = 0;              ///< gemm: C = alpha op(A) op(B) + beta C
+  std::optional<AttentionRoles> attention; ///< launch: tiled attention
+  std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
+  /// all_reduce: outs[i] becomes the mean of ins[i] over the ranks (the same
+  /// id: in place); all_reduce_wait: the bucket the compute stream waits for.
+  int64_t bucket = -1;
+  std::vector<int> ins, outs;
+  bool loss = false; ///< all_reduce: the logged loss
+};
+
+/// Where a program's allocated buffers live in its one arena at given sizes.
+struct ArenaPlan {
+  std::vector<size_t> bytes;   ///< Per buffer id: its size in bytes.
+  std::vector<size_t> offsets; ///< Per buffer id: arena offset (allocs only).
+  std::vector<bool> inArena;   ///< Per buffer id: an alloc's own memory.
+  /// Per buffer id: the buffer it sits directly above (its offset is that
+  /// one's end, aligned up), or -1 at offset 0 and outside the arena.
+  std::vector<int> base;
+  size_t size = 0;             ///< The arena's size.
+  bool fromArtifact = false;   ///< The artifact's memory_plan, evaluated.
+};
+
+/// When each buffer's memory is in use, in op indices.
+struct LiveRanges {
+  std::vector<int> root;       ///< Per buffer id: whose memory (views: the source's).
+  std::vector<int> allocAt;    ///< Per buffer id: its alloc op, or -1.
+  std::vector<size_t> lastUse; ///< Per root: last op touching it (results: ops.size()).
+};
+
+class StepProgram {
+public:
+  /// Decodes the JSON of a "step" or "init" section; \p origin names it in
+  /// errors ("step.kiln: section 'step': ...").
+  static Expected<StepProgram> decode(std::string_view json,
+                                      const std::string &origin);
+
+  std::vector<ProgramBuffer> buffers;
+  std::vector<ProgramBinding> args, results;
+  std::vector<ProgramOp> ops;
+  std::optional<double> defaultLr;
+
+  /// The arena plan at \p sizes: a buffer lives from its alloc to its last
+  /// use through itself or a view of it (results: to the end); first fit by
+  /// offset among the buffers live at the same time, each aligned to
+  /// \p alignment.
+  Expected<ArenaPlan> planArena(const SymbolBindings &sizes,
+                                size_t alignment) const;
+
+  /// The live range of every buffer, as planArena sees it.
+  LiveRanges liveRanges() const;
+
+  /// Elements of buffer \p id at \p sizes.
+  Expected<int64_t> elementCount(int id,
+                                 const SymbolBindings &sizes) const;
+
+  /// Bytes of buffer \p id at \p sizes; an error if they overflow int64.
+  Expected<size_t> byteCount(int id, const SymbolBindings &sizes) const;
+
+  /// Bytes of buffer \p id as an expression ("4096*batch*seq").
+  Expected<SizeExpr> byteSize(int id) const;
+};
+
+/// Lowercase hex (two digits per byte) to bytes; false if malformed.
+bool decodeHex(const std::string &hex, std::string &out);
+
+} // namespace kiln::artifact
+
+#endif // KILN_ARTIFACT_STEPPROGRAM_H

@@ -1,0 +1,373 @@
+//===- Autotune.cpp - Measure a step's candidates on this GPU -------------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Autotune.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+namespace {
+
+/// Events recorded in pairs around enqueued work, read after one sync.
+class EventPairs {
+public:
+  EventPairs(const Device &device, size_t pairs) : device(device), events(2 * pairs, nullptr) {}
+  ~EventPairs() {
+    for (CUevent e : events)
+      if (e)
+        device.getDriver().cuEventDestroy_v2(e);
+  }
+  Status create() {
+    for (CUevent &e : events)
+      if (Status s =
+              device.check(device.getDriver().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+          !s)
+        return s;
+    return Status::success();
+  }
+  Status record(size_t pair, bool end) {
+    return device.check(
+        device.getDriver().cuEventRecord(events[2 * pair + end], device.getStream()),
+        "cuEventRecord");
+  }
+  Expected<double> elapsed(size_t pair) {
+    float ms = 0;
+    if (Status s = device.check(
+            device.getDriver().cuEventElapsedTime_v2(&ms, events[2 * pair], events[2 * pair + 1]),
+            "cuEventElapsedTime");
+        !s)
+      return s.takeError();
+    return static_cast<double>(ms);
+  }
+
+private:
+  const Device &device;
+  std::vector<CUevent> events;
+};
+
+Expected<std::string> download(const Device &device, CUdeviceptr ptr, size_t bytes) {
+  // The synchronous copy runs on the legacy stream: wait for ours first.
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+  std::string data(bytes, '\0');
+  if (bytes)
+    if (Status s = device.check(device.getDriver().cuMemcpyDtoH_v2(data.data(), ptr, bytes),
+                                "cuMemcpyDtoH");
+        !s)
+      return s.takeError();
+  return data;
+}
+
+Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t bytes) {
+  return device.check(device.getDriver().cuMemcpyDtoDAsync_v2(to, from, bytes, device.getStream()),
+                      "cuMemcpyDtoDAsync");
+}
+
+/// Measures the candidates of one GEMM signature; \p sites share it, the
+/// first is the one the step is about to run.
+Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
+                               const std::vector<StepExecutor::GemmSite> &all,
+                               const std::vector<size_t> &sites, const TuneOptions &options,
+                               TunedOp &row) {
+  const StepExecutor::GemmSite &site = all[sites.front()];
+  Expected<std::vector<cublasLtMatmulAlgo_t>> candidates =
+      x.getGemmCandidates(sites.front(), options.topK);
+  if (!candidates)
+    return candidates.takeError();
+  // The algorithm the step runs now is the default, candidate 0 (cuBLASLt
+  // ranks it first too; kept first even if its top-K order differed).
+  auto same = [](const cublasLtMatmulAlgo_t &p, const cublasLtMatmulAlgo_t &q) {
+    return !std::memcmp(&p, &q, sizeof(p));
+  };
+  for (size_t j = 0; j < candidates->size(); ++j)
+    if (same((*candidates)[j], site.algo)) {
+      candidates->erase(candidates->begin() + static_cast<std::ptrdiff_t>(j));
+      break;
+    }
+  candidates->insert(candidates->begin(), site.algo);
+  if (candidates->size() > static_cast<size_t>(options.topK))
+    candidates->resize(static_cast<size_t>(options.topK));
+  size_t count = candidates->size();
+  // The output before: restored before every run, so a GEMM that reads its
+  // output (accumulation) sees the same values each time, and the step
+  // continues from them.
+  Expected<DeviceBuffer> saved = DeviceBuffer::allocate(device, std::max<size_t>(site.cBytes, 1));
+  if (!saved)
+    return Error{site.label + ": a copy of its output: " + saved.getError()};
+  if (Status s = copyDevice(device, saved->get(), site.c, site.cBytes); !s)
+    return s.takeError();
+  auto restore = [&]() { return copyDevice(device, site.c, saved->get(), site.cBytes); };
+
+  // Numerics: every candidate's output against the default's, on the real operands.
+  size_t elements = site.cBytes / dtypeSize(site.cType);
+  double bound = numericsBound(site.cType);
+  std::string reference;
+  std::vector<double> error(count, 0);
+  std::vector<bool> eligible(count, false);
+  for (size_t j = 0; j < count; ++j) {
+    if (Status s = restore(); !s)
+      return s.takeError();
+    if (Status s = x.enqueueGemm(sites.front(), (*candidates)[j], site.a, site.b); !s) {
+      if (j == 0)
+        return s.takeError();
+      continue; // a candidate that fails to run is not eligible
+    }
+    Expected<std::string> out = download(device, site.c, site.cBytes);
+    if (!out)
+      return out.takeError();
+    if (j == 0) {
+      reference = std::move(*out);
+      eligible[0] = true;
+      continue;
+    }
+    error[j] = relativeL2(out->data(), reference.data(), site.cType, elements);
+    eligible[j] = error[j] <= bound;
+  }
+
+  // Timing: round-robin over the eligible candidates, operands rotated.
+  std::vector<size_t> timed;
+  for (size_t j = 0; j < count; ++j)
+    if (eligible[j])
+      timed.push_back(j);
+  int runs = options.warmup + options.reps;
+  EventPairs events(device, timed.size() * static_cast<size_t>(options.reps));
+  if (Status s = events.create(); !s)
+    return s.takeError();
+  for (int r = 0; r < runs; ++r)
+    for (size_t t = 0; t < timed.size(); ++t) {
+      const StepExecutor::GemmSite &from = all[sites[static_cast<size_t>(r) % sites.size()]];
+      bool measured = r >= options.warmup;
+      size_t pair = static_cast<size_t>(r - options.warmup) * timed.size() + t;
+      if (measured)
+        if (Status s = events.record(pair, false); !s)
+          return s.takeError();
+      if (Status s = x.enqueueGemm(sites.front(), (*candidates)[timed[t]], from.a, from.b); !s)
+        return s.takeError();
+      if (measured)
+        if (Status s = events.record(pair, true); !s)
+          return s.takeError();
+    }
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+  std::vector<double> ms(count, -1);
+  for (size_t t = 0; t < timed.size(); ++t) {
+    std::vector<double> samples;
+    for (int r = 0; r < options.reps; ++r) {
+      Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
+      if (!e)
+        return e.takeError();
+      samples.push_back(*e);
+    }
+    ms[timed[t]] = median(samples);
+  }
+  if (Status s = restore(); !s)
+    return s.takeError();
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+
+  size_t winner = chooseWinner(ms);
+  TuningEntry entry;
+  entry.kind = "gemm";
+  entry.hash = site.hash;
+  entry.shape = site.shape;
+  entry.label = site.label;
+  entry.candidates = static_cast<int64_t>(count);
+  entry.choice = static_cast<int64_t>(winner);
+  entry.algo = toHex(&(*candidates)[winner], sizeof(cublasLtMatmulAlgo_t));
+  entry.defaultMs = ms[0];
+  entry.tunedMs = ms[winner];
+  entry.error = error[winner];
+  row.label = site.label;
+  row.calls = sites.size();
+  row.candidates = count;
+  row.eligible = timed.size();
+  row.defaultMs = ms[0];
+  row.tunedMs = ms[winner];
+  row.choice =
+      winner ? "algo " + std::to_string(winner + 1) + "/" + std::to_string(count) : "default";
+  row.error = error[winner];
+  row.changed = winner != 0;
+  return entry;
+}
+
+/// Median device times of whole steps of variants \p a and \p b, run
+/// alternately (graph replays), parameters restored after.
+Status timeVariants(StepExecutor &x, const std::string &a, const std::string &b,
+                    const TuneOptions &options, double &msA, double &msB) {
+  std::vector<double> samplesA, samplesB;
+  for (int r = 0; r < options.warmup + options.stepReps; ++r)
+    for (int v = 0; v < 2; ++v) {
+      if (Status s = x.selectVariant(v ? b : a); !s)
+        return s;
+      double ms = 0;
+      Expected<double> loss = x.runTimedStep(options.step, options.lr, ms);
+      if (!loss)
+        return loss.takeError();
+      if (r >= options.warmup)
+        (v ? samplesB : samplesA).push_back(ms);
+    }
+  if (Status s = x.selectVariant(""); !s)
+    return s;
+  msA = median(samplesA);
+  msB = median(samplesB);
+  return x.restoreTrainable();
+}
+
+/// The losses of one step of variants \p a and \p b from the same
+/// parameters: their relative difference.
+Expected<double> lossError(StepExecutor &x, const std::string &a, const std::string &b,
+                           const TuneOptions &options) {
+  double loss[2];
+  for (int v = 0; v < 2; ++v) {
+    if (Status s = x.selectVariant(v ? b : a); !s)
+      return s.takeError();
+    Expected<double> l = x.runStep(options.step, options.lr);
+    if (!l)
+      return l.takeError();
+    loss[v] = *l;
+    if (Status s = x.restoreTrainable(); !s)
+      return s.takeError();
+  }
+  if (Status s = x.selectVariant(""); !s)
+    return s.takeError();
+  if (!std::isfinite(loss[0]) || !std::isfinite(loss[1]))
+    return INFINITY;
+  return loss[0] == 0 ? std::fabs(loss[1]) : std::fabs(loss[1] - loss[0]) / std::fabs(loss[0]);
+}
+
+/// Signature key -> the sites sharing it, in step order.
+std::map<std::string, std::vector<size_t>>
+groupGemms(const std::vector<StepExecutor::GemmSite> &sites) {
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < sites.size(); ++i)
+    groups[sites[i].hash + " " + sites[i].shape].push_back(i);
+  return groups;
+}
+} // namespace
+
+size_t kiln::runtime::countTuningOps(const StepExecutor &x, bool tuneAttention) {
+  return groupGemms(x.getGemmSites()).size() + (tuneAttention && x.getAttentionSite() ? 1 : 0);
+}
+
+Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &device, TuningDb &db,
+                                              const TuneOptions &options, size_t &doneOps,
+                                              size_t totalOps) {
+  TuneResult result;
+  const TuningKey &key = x.getTuningKey();
+  auto begin = std::chrono::steady_clock::now();
+  size_t doneHere = 0;
+  auto progress = [&](const std::string &label) {
+    ++doneOps;
+    ++doneHere;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (options.progress)
+      options.progress(doneOps, totalOps, label,
+                       elapsed / static_cast<double>(doneHere) *
+                           static_cast<double>(totalOps - doneOps));
+  };
+  if (Status s = x.snapshotTrainable(); !s)
+    return s.takeError();
+  // One ordinary step first: kernels loaded, the graph captured, caches warm.
+  if (Expected<double> loss = x.runStep(options.step, options.lr); !loss)
+    return loss.takeError();
+  if (Status s = x.restoreTrainable(); !s)
+    return s.takeError();
+
+  // GEMMs, each when the step reaches its first use.
+  std::vector<StepExecutor::GemmSite> sites = x.getGemmSites();
+  std::map<std::string, std::vector<size_t>> groups = groupGemms(sites);
+  std::map<size_t, const std::vector<size_t> *> firstAt; // action -> group
+  for (const auto &[signature, members] : groups)
+    firstAt[sites[members.front()].action] = &members;
+  Expected<double> walked = x.runStepWithHook(options.step, options.lr, [&](size_t action) {
+    auto it = firstAt.find(action);
+    if (it == firstAt.end())
+      return Status::success();
+    TunedOp row;
+    Expected<TuningEntry> entry = tuneGemm(x, device, sites, *it->second, options, row);
+    if (!entry)
+      return Status(entry.takeError());
+    db.put(key, std::move(*entry));
+    result.ops.push_back(std::move(row));
+    progress(result.ops.back().label);
+    return Status::success();
+  });
+  if (!walked)
+    return walked.takeError();
+  if (Status s = x.restoreTrainable(); !s)
+    return s.takeError();
+
+  // Attention: cuDNN and the kernels, when both can run it.
+  std::optional<StepExecutor::AttentionSite> site;
+  if (options.tuneAttention)
+    site = x.getAttentionSite();
+  if (site) {
+    TunedOp row;
+    row.label = site->label;
+    row.calls = site->cudnnLaunches + site->kernelLaunches;
+    std::string defaultImpl = site->cudnnLaunches ? "cudnn" : "kernels";
+    TuningEntry entry;
+    entry.kind = "attention";
+    entry.hash = site->hash;
+    entry.shape = site->shape;
+    entry.label = site->label;
+    entry.candidates = 1;
+    entry.impl = defaultImpl;
+    row.candidates = 1;
+    row.eligible = 1;
+    row.choice = "default (" + defaultImpl + ")";
+    if (defaultImpl == "cudnn") {
+      // The alternative: every attention launch on the generated kernels.
+      if (Status s = x.prepareVariant("kernels", nullptr, false); !s)
+        return s.takeError();
+      entry.candidates = 2;
+      row.candidates = 2;
+      Expected<double> error = lossError(x, "", "kernels", options);
+      if (!error)
+        return error.takeError();
+      double msDefault = 0, msKernels = 0;
+      if (Status s = timeVariants(x, "", "kernels", options, msDefault, msKernels); !s)
+        return s.takeError();
+      bool ok = *error <= numericsBound(DType::BF16);
+      row.eligible = ok ? 2 : 1;
+      size_t winner = chooseWinner({msDefault, ok ? msKernels : -1.0});
+      entry.choice = static_cast<int64_t>(winner);
+      entry.impl = winner ? "kernels" : "cudnn";
+      entry.defaultMs = msDefault;
+      entry.tunedMs = winner ? msKernels : msDefault;
+      entry.error = winner ? *error : 0;
+      row.defaultMs = msDefault;
+      row.tunedMs = entry.tunedMs;
+      row.error = entry.error;
+      row.changed = winner != 0;
+      row.choice = winner ? "kernels (step)" : "default (cudnn, step)";
+    }
+    db.put(key, std::move(entry));
+    result.ops.push_back(std::move(row));
+    progress(site->label);
+  }
+
+  // The whole step, default against tuned, in this run.
+  if (Status s = x.prepareVariant("tuned", &db, std::nullopt); !s)
+    return s.takeError();
+  Expected<double> error = lossError(x, "", "tuned", options);
+  if (!error)
+    return error.takeError();
+  result.stepLossError = *error;
+  if (Status s = timeVariants(x, "", "tuned", options, result.defaultStepMs, result.tunedStepMs);
+      !s)
+    return s.takeError();
+  if (Status s = x.restoreTrainable(); !s)
+    return s.takeError();
+  return result;
+}

@@ -1,0 +1,173 @@
+//===- CrossEntropyKernels.cuh - The fused LM head's row kernels -*- CUDA -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The kernels the runtime launches between the cuBLASLt GEMMs of the fused
+// LM head and cross entropy (docs/artifact.md, "The fused LM head"), part of
+// the support fatbin (SupportKernels.cu includes this file). Every scalar
+// argument is an int64 (the launch ABI of generated kernels); the soft-cap
+// travels as the bits of a double. `stats` is fp32 [rows + 1]: the loss of
+// each row (0 for ignored ones), then the number of counted rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int kHeadBlock = 1024;
+
+__device__ int64_t headLabel(const void *labels, int64_t labels32, int64_t row) {
+  return labels32 ? static_cast<const int32_t *>(labels)[row]
+                  : static_cast<const int64_t *>(labels)[row];
+}
+
+/// A label that is not ignore_index and lies in [0, vocab) counts; others
+/// (out of range ones included: a kernel cannot fail) are ignored.
+__device__ bool headCounts(int64_t label, int64_t ignore, int64_t vocab) {
+  return label != ignore && label >= 0 && label < vocab;
+}
+
+/// Block-wide reductions over kHeadBlock threads; every thread gets the result.
+template <bool Max> __device__ float headReduce(float v, float *scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Max ? fmaxf(v, o) : v + o;
+  }
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads(); // scratch may still be read by the previous reduction
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < blockDim.x / 32 ? scratch[lane] : (Max ? -INFINITY : 0.f);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Max ? fmaxf(v, o) : v + o;
+  }
+  return v;
+}
+
+__device__ float headCap(float z, float cap) { return cap > 0 ? cap * tanhf(z / cap) : z; }
+
+template <typename T> __device__ T headStore(float v);
+template <> __device__ float headStore<float>(float v) { return v; }
+template <> __device__ __nv_bfloat16 headStore<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __half headStore<__half>(float v) { return __float2half(v); }
+
+/// One block per row of the chunk: logsumexp and the row's loss into
+/// stats[first + row]; with a gradient, the row becomes
+/// (softmax − onehot) · grad / counted (times 1 − tanh² under the cap), as T
+/// at the start of the row's own fp32 storage (16-bit T: leading dimension
+/// 2·vocab). Ignored rows become zeros.
+template <typename T>
+__device__ void headRows(float *chunk, const void *labels, const float *grad, float *stats,
+                         int64_t first, int64_t vocab, int64_t rows, int64_t labels32,
+                         int64_t ignore, int64_t capBits, int64_t gradient) {
+  __shared__ float scratch[32];
+  float cap = static_cast<float>(__longlong_as_double(capBits));
+  int64_t row = blockIdx.x;
+  float *z = chunk + row * vocab;
+  T *out = reinterpret_cast<T *>(z);
+  int64_t label = headLabel(labels, labels32, first + row);
+  if (!headCounts(label, ignore, vocab)) {
+    if (threadIdx.x == 0)
+      stats[first + row] = 0.f;
+    if (gradient) {
+      __syncthreads(); // every thread is past its reads (there are none)
+      for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+        out[v] = headStore<T>(0.f);
+    }
+    return;
+  }
+  float max = -INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    max = fmaxf(max, headCap(z[v], cap));
+  max = headReduce<true>(max, scratch);
+  float sum = 0.f;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    sum += __expf(headCap(z[v], cap) - max);
+  sum = headReduce<false>(sum, scratch);
+  float lse = max + logf(sum);
+  float target = headCap(z[label], cap);
+  __syncthreads(); // z[label] is read before any thread overwrites it
+  if (threadIdx.x == 0)
+    stats[first + row] = lse - target;
+  if (!gradient)
+    return;
+  float scale = grad[0] / stats[rows];
+  // A 16-bit element v lands on bytes of fp32 element v/2: tile by tile,
+  // every thread reads its fp32 element before any thread writes the tile.
+  for (int64_t base = 0; base < vocab; base += blockDim.x) {
+    int64_t v = base + threadIdx.x;
+    float d = 0.f;
+    if (v < vocab) {
+      float c = headCap(z[v], cap);
+      d = (__expf(c - lse) - (v == label ? 1.f : 0.f)) * scale;
+      if (cap > 0) {
+        float t = c / cap;
+        d *= 1.f - t * t;
+      }
+    }
+    if (sizeof(T) < 4)
+      __syncthreads();
+    if (v < vocab)
+      out[v] = headStore<T>(d);
+    if (sizeof(T) < 4)
+      __syncthreads();
+  }
+}
+
+} // namespace
+
+/// stats[rows] = the number of counted labels (one block).
+extern "C" __global__ void kiln_head_count(const void *labels, float *stats, int64_t rows,
+                                           int64_t vocab, int64_t labels32, int64_t ignore) {
+  __shared__ float scratch[32];
+  float count = 0.f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    count += headCounts(headLabel(labels, labels32, r), ignore, vocab) ? 1.f : 0.f;
+  count = headReduce<false>(count, scratch);
+  if (threadIdx.x == 0)
+    stats[rows] = count;
+}
+
+#define KILN_HEAD_ROWS(name, T)                                                                   \
+  extern "C" __global__ void name(float *chunk, const void *labels, const float *grad,           \
+                                  float *stats, int64_t first, int64_t vocab, int64_t rows,      \
+                                  int64_t labels32, int64_t ignore, int64_t capBits,             \
+                                  int64_t gradient) {                                            \
+    headRows<T>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore, capBits,        \
+                gradient);                                                                       \
+  }
+KILN_HEAD_ROWS(kiln_head_rows_f32, float)
+KILN_HEAD_ROWS(kiln_head_rows_bf16, __nv_bfloat16)
+KILN_HEAD_ROWS(kiln_head_rows_f16, __half)
+#undef KILN_HEAD_ROWS
+
+/// loss = sum of the row losses / counted rows, in a fixed order (one
+/// block): the same loss every run. 0 counted rows give NaN, as in PyTorch.
+extern "C" __global__ void kiln_head_loss(const float *stats, float *loss, int64_t rows) {
+  __shared__ float scratch[32];
+  float sum = 0.f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    sum += stats[r];
+  sum = headReduce<false>(sum, scratch);
+  if (threadIdx.x == 0)
+    loss[0] = sum / stats[rows];
+}
+
+/// The 16-bit weight gradient from its fp32 accumulator.
+extern "C" __global__ void kiln_head_narrow_bf16(const float *in, __nv_bfloat16 *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(in[i]);
+}
+extern "C" __global__ void kiln_head_narrow_f16(const float *in, __half *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2half(in[i]);
+}

@@ -1,0 +1,282 @@
+//===- TuningDbTest.cpp - Tests for the tuning database ---------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Check.h"
+
+#include "kiln/artifact/Crc32c.h"
+#include "kiln/runtime/TuningDb.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace kiln::runtime;
+using namespace kiln::artifact;
+
+static std::string tempDir;
+
+static TuningKey h200() {
+  TuningKey key;
+  key.gpu = "NVIDIA H200";
+  key.smCount = 132;
+  key.ccMajor = 9;
+  key.ccMinor = 0;
+  key.driver = 12080;
+  key.cuda = 12080;
+  key.cublasLt = 120804;
+  key.cudnn = "9.19.0";
+  return key;
+}
+
+static TuningEntry gemmEntry(const std::string &shape, int64_t choice) {
+  TuningEntry e;
+  e.kind = "gemm";
+  e.hash = hashSignature("bf16 " + shape);
+  e.shape = shape;
+  e.label = "gemm " + shape + " BF16";
+  e.candidates = 8;
+  e.choice = choice;
+  unsigned char algo[64];
+  for (int i = 0; i < 64; ++i)
+    algo[i] = static_cast<unsigned char>(i * 7 + choice);
+  e.algo = toHex(algo, 64);
+  e.defaultMs = 0.25;
+  e.tunedMs = 0.125;
+  e.error = 0.00390625;
+  return e;
+}
+
+static std::string readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+static void writeAll(const std::string &path, const std::string &text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+static void testRoundTrip() {
+  TuningDb db;
+  db.put(h200(), gemmEntry("m=4096,n=2048,k=16,batch=1", 3));
+  TuningEntry attention;
+  attention.kind = "attention";
+  attention.hash = hashSignature("step forward b4 h32 kv8 s2048 d64 causal");
+  attention.shape = "batch=4,seq=2048";
+  attention.label = "attention (step) batch=4,seq=2048";
+  attention.candidates = 2;
+  attention.choice = 1;
+  attention.impl = "kernels";
+  db.put(h200(), attention);
+  // Replacing an entry of the same op keeps one.
+  db.put(h200(), gemmEntry("m=4096,n=2048,k=16,batch=1", 5));
+  std::string path = tempDir + "/cache/kiln/tuning.db"; // directories made by write
+  CHECK(db.write(path));
+  Expected<TuningDb> back = TuningDb::load(path);
+  CHECK(back);
+  if (!back)
+    return std::fprintf(stderr, "%s\n", back.getError().c_str()), void();
+  CHECK(back->devices.size() == 1);
+  CHECK(back->devices[0].entries.size() == 2);
+  const TuningEntry *g = back->find(h200(), "gemm", gemmEntry("m=4096,n=2048,k=16,batch=1", 0).hash,
+                                    "m=4096,n=2048,k=16,batch=1");
+  CHECK(g && g->choice == 5 && g->algo == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).algo);
+  CHECK(g && g->defaultMs == 0.25 && g->tunedMs == 0.125 && g->error == 0.00390625);
+  const TuningEntry *a = back->find(h200(), "attention", attention.hash, "batch=4,seq=2048");
+  CHECK(a && a->impl == "kernels" && a->choice == 1);
+  CHECK_EQ(back->serialize(), db.serialize());
+  CHECK_EQ(readAll(path), db.serialize());
+  unsigned char bytes[64];
+  CHECK(fromHex(g->algo, bytes, 64) && bytes[1] == 7 + 5);
+}
+
+static void testKeyMismatch() {
+  TuningDb db;
+  db.put(h200(), gemmEntry("m=8,n=8,k=8,batch=1", 1));
+  std::string hash = gemmEntry("m=8,n=8,k=8,batch=1", 0).hash;
+  CHECK(db.find(h200(), "gemm", hash, "m=8,n=8,k=8,batch=1"));
+  // Any field of the key differing: nothing from the database.
+  TuningKey other = h200();
+  other.driver = 12090;
+  CHECK(!db.find(other, "gemm", hash, "m=8,n=8,k=8,batch=1"));
+  CHECK(!db.findDevice(other));
+  CHECK(db.countOtherDevices(other) == 1);
+  other = h200();
+  other.cudnn = "none";
+  CHECK(!db.find(other, "gemm", hash, "m=8,n=8,k=8,batch=1"));
+  other = h200();
+  other.smCount = 114; // an H100 PCIe-like part of the same architecture
+  CHECK(!db.find(other, "gemm", hash, "m=8,n=8,k=8,batch=1"));
+  // Another shape or hash: nothing either.
+  CHECK(!db.find(h200(), "gemm", hash, "m=8,n=8,k=16,batch=1"));
+  CHECK(!db.find(h200(), "attention", hash, "m=8,n=8,k=8,batch=1"));
+  // train's line: every op at its default, and why.
+  CHECK_EQ(describeTuningUse(db, "t.db", other, 0, 371, ""),
+           "tuning: 0 ops from t.db, 371 defaults (no entries for this machine, NVIDIA H200 "
+           "(sm_90, 114 SMs), driver 12080, CUDA 12080, cuBLASLt 120804, cuDNN 9.19.0; the "
+           "database holds 1 for others: run kiln-run tune here)");
+  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 32, "a note"),
+           "tuning: 339 ops from t.db, 32 defaults (a note)");
+  CHECK_EQ(describeTuningUse(db, "t.db", h200(), 339, 0, ""),
+           "tuning: 339 ops from t.db, 0 defaults");
+  // Two devices in one file.
+  other = h200();
+  other.gpu = "NVIDIA A100-SXM4-80GB";
+  db.put(other, gemmEntry("m=8,n=8,k=8,batch=1", 2));
+  Expected<TuningDb> back = TuningDb::parse(db.serialize(), "two.db");
+  CHECK(back && back->devices.size() == 2);
+  CHECK(back && back->find(other, "gemm", hash, "m=8,n=8,k=8,batch=1")->choice == 2);
+  CHECK(back && back->find(h200(), "gemm", hash, "m=8,n=8,k=8,batch=1")->choice == 1);
+}
+
+static void expectCorrupt(const std::string &text, const std::string &fragment) {
+  Expected<TuningDb> db = TuningDb::parse(text, "t.db");
+  CHECK(!db);
+  if (db)
+    return;
+  // One line that names the file.
+  CHECK(db.getError().find('\n') == std::string::npos);
+  CHECK(db.getError().rfind("t.db: ", 0) == 0);
+  if (db.getError().find(fragment) == std::string::npos) {
+    std::fprintf(stderr, "expected '%s' in: %s\n", fragment.c_str(), db.getError().c_str());
+    ++checkFailures();
+  }
+}
+
+static void testCorrupt() {
+  TuningDb db;
+  db.put(h200(), gemmEntry("m=8,n=8,k=8,batch=1", 1));
+  std::string good = db.serialize();
+  CHECK(TuningDb::parse(good, "t.db"));
+  expectCorrupt("", "not a Kiln tuning database");
+  expectCorrupt("{\"devices\": []}\n", "not a Kiln tuning database");
+  expectCorrupt(good.substr(0, good.size() - 10), "truncated or damaged");
+  std::string flipped = good;
+  flipped[flipped.find("\"choice\": 1") + 10] = '2';
+  expectCorrupt(flipped, "CRC-32C");
+  std::string version = good;
+  version.replace(std::strlen("kiln-tuning-db "), 1, "2");
+  expectCorrupt(version, "format version 2, this kiln-run reads 1");
+  expectCorrupt("kiln-tuning-db 1 garbage\n{}", "damaged header line");
+  // Well-formed files with bad fields: re-serialized with a valid checksum.
+  auto withBody = [](const std::string &body) {
+    TuningDb empty;
+    std::string text = empty.serialize();
+    std::string header = text.substr(0, text.find('\n'));
+    (void)header;
+    char line[96];
+    std::snprintf(line, sizeof line, "kiln-tuning-db 1 crc32c=0x%08x bytes=%zu\n",
+                  crc32c(0, body.data(), body.size()), body.size());
+    return std::string(line) + body;
+  };
+  expectCorrupt(withBody("[1, 2"), "invalid JSON");
+  expectCorrupt(withBody("{}"), "\"devices\" array");
+  std::string entryText = good.substr(good.find('\n') + 1);
+  std::string badChoice = entryText;
+  badChoice.replace(badChoice.find("\"choice\": 1"), 11, "\"choice\": 9");
+  expectCorrupt(withBody(badChoice), "\"choice\" must index the candidates");
+  std::string manyCandidates = entryText;
+  manyCandidates.replace(manyCandidates.find("\"candidates\": 8"), 15,
+                         "\"candidates\": 1000000000");
+  expectCorrupt(withBody(manyCandidates), "\"candidates\" must be from 1 to 64");
+  std::string badAlgo = entryText;
+  badAlgo.replace(badAlgo.find("\"algo\": \"") + 9, 2, "zz");
+  expectCorrupt(withBody(badAlgo), "\"algo\" must be 128 hex digits");
+  std::string badKind = entryText;
+  badKind.replace(badKind.find("\"kind\": \"gemm\""), 14, "\"kind\": \"conv\"");
+  expectCorrupt(withBody(badKind), "\"kind\" must be");
+  std::string badKey = entryText;
+  badKey.replace(badKey.find("\"sm_count\": 132"), 15, "\"sm_count\": \"x\"");
+  expectCorrupt(withBody(badKey), "devices[0].key: \"sm_count\" must be an integer");
+  // A file on disk: load names it.
+  std::string path = tempDir + "/bad.db";
+  writeAll(path, "kiln-tuning-db 1 crc32c=0x00000000 bytes=2\n{}");
+  Expected<TuningDb> loaded = TuningDb::load(path);
+  CHECK(!loaded && loaded.getError() == path + ": fails its CRC-32C check (damaged)");
+  CHECK(!TuningDb::load(tempDir + "/missing.db"));
+}
+
+static void testTieRule() {
+  // The default (index 0) stays unless a candidate beats it by > 3%.
+  CHECK(chooseWinner({1.0, 0.98, 0.99}) == 0);
+  CHECK(chooseWinner({1.0, 0.971}) == 0);
+  CHECK(chooseWinner({1.0, 0.95}) == 1);
+  CHECK(chooseWinner({1.0, 0.5, 0.9}) == 1);
+  CHECK(chooseWinner({1.0, 0.9, 0.5}) == 2);
+  // Candidates within the margin of the fastest: the best-ranked wins.
+  CHECK(chooseWinner({1.0, 0.80, 0.79, 0.60}) == 3);
+  CHECK(chooseWinner({1.0, 0.80, 0.79}) == 1);
+  // Ineligible candidates (negative) never win; nor does anything when the
+  // default itself failed.
+  CHECK(chooseWinner({1.0, -1, 0.9}) == 2);
+  CHECK(chooseWinner({1.0, -1, -1}) == 0);
+  CHECK(chooseWinner({-1, 0.5}) == 0);
+  CHECK(chooseWinner({}) == 0);
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 3, 2}) == 2.5);
+  CHECK(median({}) == 0);
+}
+
+static void testNumerics() {
+  std::vector<float> ref = {1, 2, 3, 4}, same = ref, off = {1, 2, 3, 4.04f};
+  CHECK(relativeL2(same.data(), ref.data(), DType::F32, 4) == 0);
+  double e = relativeL2(off.data(), ref.data(), DType::F32, 4);
+  CHECK(std::fabs(e - 0.04 / std::sqrt(30.0)) < 1e-6);
+  std::vector<float> nan = {1, 2, NAN, 4};
+  CHECK(std::isinf(relativeL2(nan.data(), ref.data(), DType::F32, 4)));
+  CHECK(relativeL2(nan.data(), nan.data(), DType::F32, 4) == 0);
+  std::vector<float> zero(4, 0.f);
+  CHECK(std::isinf(relativeL2(ref.data(), zero.data(), DType::F32, 4)));
+  // bf16 1.0 = 0x3f80, one ulp up 0x3f81 (1.0078125).
+  uint16_t a[2] = {0x3f80, 0x4000}, b[2] = {0x3f81, 0x4000};
+  double bf = relativeL2(b, a, DType::BF16, 2);
+  CHECK(std::fabs(bf - 0.0078125 / std::sqrt(5.0)) < 1e-9);
+  CHECK(bf < numericsBound(DType::BF16));
+  // bf16 NaN (0x7fc0) and Inf (0x7f80): reproduced is fine, anything else is not.
+  uint16_t n1[3] = {0x3f80, 0x7fc0, 0x4000}, n2[3] = {0x3f80, 0x7fc0, 0x4000},
+           n3[3] = {0x3f80, 0x3f80, 0x4000}, inf[3] = {0x3f80, 0x7f80, 0x4000};
+  CHECK(relativeL2(n2, n1, DType::BF16, 3) == 0);
+  CHECK(std::isinf(relativeL2(n3, n1, DType::BF16, 3)));
+  CHECK(std::isinf(relativeL2(n1, n3, DType::BF16, 3)));
+  CHECK(std::isinf(relativeL2(inf, n3, DType::BF16, 3)));
+  CHECK(relativeL2(inf, inf, DType::BF16, 3) == 0);
+  // f16 1.0 = 0x3c00, 2.0 = 0x4000.
+  uint16_t h[2] = {0x3c00, 0x4000}, h2[2] = {0x3c00, 0x4000};
+  CHECK(relativeL2(h2, h, DType::F16, 2) == 0);
+  CHECK(numericsBound(DType::F32) < numericsBound(DType::F16));
+}
+
+static void testDefaultPath() {
+  ::setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  CHECK_EQ(defaultTuningDbPath(), "/x/cache/kiln/tuning.db");
+  ::setenv("XDG_CACHE_HOME", "relative", 1); // not absolute: ignored, as XDG says
+  ::setenv("HOME", "/home/u", 1);
+  CHECK_EQ(defaultTuningDbPath(), "/home/u/.cache/kiln/tuning.db");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::unsetenv("HOME");
+  CHECK_EQ(defaultTuningDbPath(), "");
+  CHECK_EQ(hashSignature(""), "cbf29ce484222325");
+  CHECK(hashSignature("a") != hashSignature("b"));
+}
+
+int main() {
+  char pattern[] = "/tmp/kiln-tuningdb-XXXXXX";
+  if (!::mkdtemp(pattern))
+    return 1;
+  tempDir = pattern;
+  testRoundTrip();
+  testKeyMismatch();
+  testCorrupt();
+  testTieRule();
+  testNumerics();
+  testDefaultPath();
+  std::system(("rm -rf " + tempDir).c_str());
+  return finishChecks();
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Supervised fine-tuning on packed documents with masked prompts, Kiln
+# against PyTorch + PEFT (issue #19's acceptance), in two halves:
+#
+#   scripts/gpu-sft-check.sh prepare [OUT]   # CPU machine: a kiln build, torch,
+#                                            # transformers, onnx, onnxscript
+#   scripts/gpu-sft-check.sh run [OUT]       # GPU machine: CUDA toolkit, cmake,
+#                                            # torch, transformers, peft, numpy
+#
+# `prepare` writes a small random Llama config (4 layers, hidden 256, 8
+# heads / 4 kv, vocab 2048), exports it with scripts/export_hf.py
+# --position-ids (packed documents attend only to themselves), makes
+# synthetic SFT data (a random prompt, its reversal as the completion; the
+# prompt carries no loss) as train/eval datasets (scripts/kiln_dataset.py),
+# and compiles a bf16 LoRA step (r=16, alpha=32, no dropout, AdamW) into
+# OUT (default build-sftcheck/, git-ignored, a few MiB: carry it).
+#
+# `run` builds the runtime, prints data-stats, dumps the 100 packed
+# micro-batches kiln-run trains on (data-stats --dump: the same source,
+# seed and order) and the eval set's, writes Kiln's initial adapters
+# (--steps 0 --save-adapters), trains PyTorch + PEFT from them on exactly
+# those batches (sft_reference.py pytorch: bf16 autocast, AdamW, cosine
+# schedule with 10 warmup steps, eval every 20 on the first 8 eval
+# micro-batches), then kiln-run for 100 steps
+# with the same schedule and eval, and compares: every step's loss within
+# 1% (and the eval losses and learning rates where kiln-run's --log-file
+# records them). Results (logs, JSON, and the loss-curve picture kiln-run
+# writes beside its log file) go to OUT/results and to $OUT when set.
+#
+# The loop flags (kiln compile --loop-programs; kiln-run train
+# --lr-schedule/--warmup, --eval-data/--eval-every/--eval-batches,
+# --log-file) belong to the loop half of issue #19 (branch sft-loop): on a
+# tree without them set SFT_COMPILE_FLAGS= and SFT_LOOP_FLAGS= (and
+# SFT_SCHEDULE=constant SFT_WARMUP=0, so PyTorch runs the same constant lr).
+# Environment: KILN (build/bin/kiln), SFT_STEPS (100), SFT_LR (2e-4),
+# SFT_WARMUP (10), SFT_EVAL_EVERY (20), SFT_EVAL_BATCHES (8), SFT_BATCH (4),
+# SFT_SEQ (256), SFT_TOLERANCE (0.01), SFT_SCHEDULE (cosine | constant),
+# SFT_COMPILE_FLAGS (--loop-programs), SFT_LOOP_FLAGS (the flags above).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+out=${2:-build-sftcheck}
+steps=${SFT_STEPS:-100}
+lr=${SFT_LR:-2e-4}
+warmup=${SFT_WARMUP:-10}
+eval_every=${SFT_EVAL_EVERY:-20}
+eval_batches=${SFT_EVAL_BATCHES:-8}
+compile_flags=${SFT_COMPILE_FLAGS---loop-programs}
+batch=${SFT_BATCH:-4}
+seq=${SFT_SEQ:-256}
+tolerance=${SFT_TOLERANCE:-0.01}
+schedule=${SFT_SCHEDULE:-cosine}
+case "$mode" in
+prepare)
+  kiln=${KILN:-build/bin/kiln}
+  rm -rf "$out" && mkdir -p "$out/config"
+  python3 - "$out/config" <<'PY'
+import sys
+import transformers
+transformers.LlamaConfig(vocab_size=2048, hidden_size=256, intermediate_size=688,
+                         num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+                         max_position_embeddings=1024,
+                         tie_word_embeddings=False).save_pretrained(sys.argv[1])
+PY
+  python3 scripts/export_hf.py "$out/config/config.json" --out "$out/export" --position-ids
+  cp "$out/config/config.json" "$out/export/config.json"
+  python3 scripts/sft_reference.py make-data --out "$out/data" --vocab 2048
+  python3 scripts/kiln_dataset.py "$out/data/train.jsonl" -o "$out/train.kdocs" --vocab-size 2048
+  python3 scripts/kiln_dataset.py "$out/data/eval.jsonl" -o "$out/eval.kdocs" --vocab-size 2048
+  "$kiln" compile "$out/export/model.onnx" --lora=r=16,alpha=32,dropout=0 --precision=bf16 \
+    --optimizer=adamw:lr=$lr,weight_decay=0,betas=0.9/0.999,eps=1e-8 \
+    $compile_flags --emit=artifact --arch=sm_90 -o "$out/step.kiln"
+  du -sh "$out"
+  ;;
+run)
+  build=$out/runtime
+  [ -f "$build/build.ninja" ] ||
+    cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$build" kiln-run >/dev/null
+  kiln_run=$build/tools/kiln-run/kiln-run
+  results=$out/results
+  rm -rf "$results" && mkdir -p "$results/batches" "$results/eval_batches"
+  shape=(--batch "$batch" --seq "$seq")
+  "$kiln_run" data-stats "$out/train.kdocs" "${shape[@]}" | tee "$results/data-stats.txt"
+  "$kiln_run" data-stats "$out/train.kdocs" "${shape[@]}" --batching pack --seed 0 \
+    --dump "$results/batches" --count "$steps" >/dev/null
+  "$kiln_run" data-stats "$out/eval.kdocs" "${shape[@]}" --batching pack --shuffle off \
+    --dump "$results/eval_batches" --count "$eval_batches" >/dev/null
+  common=(--weights "$out/export/model.safetensors" --data "$out/train.kdocs" --batching pack
+          "${shape[@]}" --seed 0)
+  echo "== Kiln's initial adapters"
+  "$kiln_run" train "$out/step.kiln" "${common[@]}" --steps 0 \
+    --save-adapters "$results/init_adapters" | tee "$results/kiln-init.log"
+  warmup_ref=$warmup
+  [ "$schedule" = cosine ] || warmup_ref=0
+  echo "== PyTorch + PEFT, $steps steps"
+  python3 scripts/sft_reference.py pytorch --model "$out/export" \
+    --adapters "$results/init_adapters" --batches "$results/batches" \
+    --eval-batches "$results/eval_batches" --eval-every "$eval_every" \
+    --steps "$steps" --lr "$lr" --warmup "$warmup_ref" --schedule "$schedule" \
+    --json "$results/pytorch.json" |
+    tee "$results/pytorch.log"
+  default_flags="--lr-schedule $schedule --warmup $warmup_ref --eval-data $out/eval.kdocs"
+  default_flags+=" --eval-every $eval_every --eval-batches $eval_batches"
+  default_flags+=" --log-file $results/kiln.jsonl"
+  loop_flags=${SFT_LOOP_FLAGS-$default_flags}
+  echo "== Kiln, $steps steps ($loop_flags)"
+  set +e
+  # shellcheck disable=SC2086
+  "$kiln_run" train "$out/step.kiln" "${common[@]}" --steps "$steps" --lr "$lr" \
+    --log-every 1 --progress off $loop_flags 2>&1 | tee "$results/kiln.log"
+  kiln_rc=${PIPESTATUS[0]}
+  python3 scripts/sft_reference.py compare --kiln "$results/kiln.log" \
+    --pytorch "$results/pytorch.json" --kiln-log-file "$results/kiln.jsonl" \
+    --tolerance "$tolerance" | tee "$results/compare.txt"
+  compare_rc=${PIPESTATUS[0]}
+  set -e
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    cp "$results"/*.log "$results"/*.json "$results"/*.txt "$OUT"/
+    cp "$results"/kiln.jsonl "$results"/*.svg "$results"/*.png "$OUT"/ 2>/dev/null || true
+  fi
+  [ "$kiln_rc" = 0 ] || echo "gpu-sft-check: kiln-run exited $kiln_rc" >&2
+  exit $((compare_rc != 0 || kiln_rc != 0))
+  ;;
+*)
+  echo "usage: scripts/gpu-sft-check.sh prepare|run [OUT]" >&2
+  exit 2
+  ;;
+esac
