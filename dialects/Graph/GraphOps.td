@@ -713,6 +713,33 @@ def Kiln_DequantizeBlockwise8bitOp : Kiln_Op<"dequantize_blockwise_8bit",
                        "type($absmax) `->` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives (data parallelism)
+//===----------------------------------------------------------------------===//
+
+def Kiln_AllReduceOp : Kiln_Op<"all_reduce",
+    [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "Each operand averaged over the data-parallel ranks (one bucket)";
+  let description = [{
+    Result i is the mean of operand i over every rank of the run (NCCL's
+    `ncclAvg`); with one rank it is the operand. The operands of one op are
+    one bucket: the runtime reduces them together, on a communication stream
+    of their own, overlapping what follows. `kiln-data-parallel` inserts them
+    (gradients, and `loss` for the logged loss). It is a collective: every
+    rank must run the same ones in the same order, so it declares unknown
+    side effects and nothing moves across it.
+
+    ```mlir
+    %g:2 = kiln.all_reduce %dw2, %db2 bucket 0 : tensor<8x4xf32>, tensor<4xf32>
+    %l = kiln.all_reduce %loss bucket 3 {loss} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$bucket, UnitAttr:$loss);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let assemblyFormat = "$inputs `bucket` $bucket attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
 def Kiln_OpaqueOp : Kiln_Op<"opaque"> {
   let summary = "an ONNX node Kiln does not support, kept verbatim";
   let description = [{

@@ -365,6 +365,52 @@ def GradAccumPass : Pass<"kiln-grad-accum", "::mlir::func::FuncOp"> {
   ];
 }
 
+def DataParallelPass : Pass<"kiln-data-parallel", "::mlir::func::FuncOp"> {
+  let summary = "Average the gradients (and the logged loss) over data-parallel ranks";
+  let description = [{
+    Runs after `kiln-autodiff` and `kiln-grad-accum`, before
+    `kiln-train-step`: each gradient result (`kiln.grad_of`) becomes the
+    result of a `kiln.all_reduce` (the mean over the ranks), so the
+    optimizer, gradient clipping included, sees the averaged gradient, the
+    same on every rank. Gradients are grouped into buckets of at most
+    `bucket-mb` MiB (a larger one is a bucket of its own) in the order the
+    backward produces them, the last layers' first; each bucket's
+    all-reduce sits right after the op producing its last gradient, so the
+    runtime starts it while the backward of the earlier layers still runs.
+    The loss (result 0) gets the last bucket, right before the return:
+    what every rank logs is the mean loss. Only the results are replaced:
+    the backward keeps reading its own local values.
+
+    Before (`bucket-mb=0.0001`, 104 bytes):
+    ```mlir
+    func.func @main(...) -> (tensor<f32>, tensor<4x4xf32> {kiln.grad_of = "w1"},
+                             tensor<4x4xf32> {kiln.grad_of = "w2"}) {
+      ...
+      %dw2 = kiln.matmul %h, %dy {transpose_a} : ...   // produced first
+      ...
+      %dw1 = kiln.matmul %x, %dh {transpose_a} : ...
+      return %loss, %dw1, %dw2 : ...
+    }
+    ```
+    After:
+    ```mlir
+      %dw2 = kiln.matmul %h, %dy {transpose_a} : ...
+      %r0 = kiln.all_reduce %dw2 bucket 0 : tensor<4x4xf32>
+      ...
+      %dw1 = kiln.matmul %x, %dh {transpose_a} : ...
+      %r1 = kiln.all_reduce %dw1 bucket 1 : tensor<4x4xf32>
+      %l = kiln.all_reduce %loss bucket 2 {loss} : tensor<f32>
+      return %l, %r1, %r0 : ...
+    ```
+    The function gets `kiln.data_parallel = {bucket_mb, buckets}`.
+    Gradients need static shapes (parameters have them).
+  }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "largest bucket in MiB (2^20 bytes)">
+  ];
+}
+
 def LoopProgramsPass : Pass<"kiln-loop-programs", "::mlir::ModuleOp"> {
   let summary = "Accumulate, apply and eval programs for the run-time loop";
   let description = [{

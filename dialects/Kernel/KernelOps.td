@@ -270,6 +270,45 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
   let hasVerifier = 1;
 }
 
+def Kernel_AllReduceOp : Kernel_Op<"all_reduce", [SameVariadicOperandSize]> {
+  let summary = "Starts the mean over the data-parallel ranks of one bucket of buffers";
+  let description = [{
+    `outs[i]` becomes the mean of `ins[i]` over the ranks (NCCL's ncclAvg;
+    the same buffer for both when the reduction is in place). The runtime
+    issues it on a communication stream after everything before it on the
+    compute stream, and returns at once: the compute stream goes on with
+    the next ops, and waits for the bucket only at its
+    `kiln_kernel.all_reduce_wait`. Nothing between the two may touch these
+    buffers. With one rank and no communicator the runtime copies `ins`
+    into `outs` (nothing for in place).
+
+    ```mlir
+    kiln_kernel.all_reduce ins(%g : ...) outs(%g : ...) bucket 0
+    ```
+  }];
+  let arguments = (ins Variadic<Kernel_Buffer>:$ins, Variadic<Kernel_Buffer>:$outs,
+                       I64Attr:$bucket, UnitAttr:$loss);
+  let assemblyFormat = [{
+    `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` `bucket` $bucket attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Kernel_AllReduceWaitOp : Kernel_Op<"all_reduce_wait"> {
+  let summary = "The compute stream waits for an all-reduce bucket";
+  let description = [{
+    Placed before the first op that reads the bucket's results. Its
+    operands are the bucket's buffers (inputs and outputs), so they stay
+    live, in the memory plan too, until the exchange is known to be done.
+
+    ```mlir
+    kiln_kernel.all_reduce_wait %g bucket 0 : !kiln_kernel.buffer<tensor<8x4xf32>>
+    ```
+  }];
+  let arguments = (ins Variadic<Kernel_Buffer>:$buffers, I64Attr:$bucket);
+  let assemblyFormat = "$buffers `bucket` $bucket attr-dict `:` type($buffers)";
+}
+
 def Kernel_LinearCrossEntropyOp : Kernel_Op<"linear_cross_entropy",
     [AttrSizedOperandSegments]> {
   let summary = "The fused LM head and mean cross entropy, run by the runtime chunk by chunk";

@@ -68,7 +68,11 @@ def LowerToStepPass : Pass<"kiln-lower-to-step", "::mlir::ModuleOp"> {
     tanh-GELU) on a GEMM's only use is its cuBLASLt epilogue. Reshapes
     become views,
     frozen parameters weights. Accumulators of atomic adds are zero-filled
-    right before their launch.
+    right before their launch. A `kiln.all_reduce` (kiln-data-parallel)
+    becomes a `kiln_kernel.all_reduce` — in place on a gradient buffer only
+    it reads, else into a fresh buffer — and a `kiln_kernel.all_reduce_wait`
+    on the bucket's buffers right before the first op that reads a result
+    (before the return for the loss).
 
     Before:
     ```mlir
@@ -94,6 +98,7 @@ def LowerToStepPass : Pass<"kiln-lower-to-step", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numLaunches", "launches", "Kernel launches per step">,
     Statistic<"numGemms", "gemms", "cuBLASLt GEMMs per step">,
+    Statistic<"numAllReduces", "all-reduces", "All-reduce buckets per step">,
   ];
 }
 

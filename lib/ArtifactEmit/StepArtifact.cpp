@@ -131,6 +131,15 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
         settings.set("dropout", Json::number(dropout.getValueAsDouble()));
       meta.set("lora", std::move(settings));
     }
+  // kiln compile --data-parallel: kiln-run train --gpus N needs it.
+  if (auto dp = step->getAttrOfType<DictionaryAttr>("kiln.data_parallel")) {
+    Json settings = Json::object();
+    if (auto mb = dp.getAs<FloatAttr>("bucket_mb"))
+      settings.set("bucket_mb", Json::number(mb.getValueAsDouble()));
+    if (auto buckets = dp.getAs<IntegerAttr>("buckets"))
+      settings.set("buckets", Json::integer(buckets.getInt()));
+    meta.set("data_parallel", std::move(settings));
+  }
   // What kiln-run tune may measure (docs/tuning.md): cuBLASLt's top K per
   // GEMM, and the attention implementations the runtime has.
   if (auto module = step->getParentOfType<ModuleOp>())

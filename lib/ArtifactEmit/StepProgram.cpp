@@ -304,6 +304,26 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("ignore_index", Json::integer(static_cast<int64_t>(head.getIgnoreIndex())));
       entry.set("softcap", Json::number(head.getSoftcap().convertToDouble()));
       entry.set("chunk_tokens", Json::integer(static_cast<int64_t>(head.getChunkTokens())));
+    } else if (auto reduce = dyn_cast<kernel::AllReduceOp>(op)) {
+      entry.set("op", Json::string("all_reduce"));
+      entry.set("bucket", Json::integer(reduce.getBucket()));
+      entry.set("reduce", Json::string("avg"));
+      Json ins = Json::array(), outs = Json::array();
+      for (Value v : reduce.getIns())
+        ins.push(use(v));
+      for (Value v : reduce.getOuts())
+        outs.push(use(v));
+      entry.set("ins", std::move(ins));
+      entry.set("outs", std::move(outs));
+      if (reduce.getLoss())
+        entry.set("loss", Json::boolean(true));
+    } else if (auto wait = dyn_cast<kernel::AllReduceWaitOp>(op)) {
+      entry.set("op", Json::string("all_reduce_wait"));
+      entry.set("bucket", Json::integer(wait.getBucket()));
+      Json waited = Json::array();
+      for (Value v : wait.getBuffers())
+        waited.push(use(v));
+      entry.set("buffers", std::move(waited));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Json r = role(func.getResultAttrDict(i), /*result=*/true);

@@ -28,7 +28,8 @@ FailureOr<KernelPlan> prepareKernel(KernelOp kernel) {
     return kernel.emitOpError("has no ") << stringifyFusionKind(plan.kind) << " op";
   for (Operation &op : body.without_terminator()) {
     OpClass cls = classifyOp(&op);
-    if (cls == OpClass::Gemm || cls == OpClass::Unsupported || cls == OpClass::ChunkedHead ||
+    if (cls == OpClass::Gemm || cls == OpClass::Unsupported || cls == OpClass::Collective ||
+        cls == OpClass::ChunkedHead ||
         isa<ParameterOp>(op))
       return op.emitOpError("cannot be emitted inside a CUDA kernel");
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {

@@ -8,6 +8,8 @@
 
 #include "kiln/Pipelines/Pipelines.h"
 
+#include <cmath>
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -210,6 +212,14 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   if (until == "step" &&
       failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
     return failure();
+  if (options.dataParallel < 0 || !std::isfinite(options.dataParallel)) {
+    error = "--data-parallel bucket-mb must be a positive number of MiB";
+    return failure();
+  }
+  if (options.dataParallel > 0 && until == "forward") {
+    error = "--data-parallel needs a backward pass (--emit=grads-mlir, step-mlir or later)";
+    return failure();
+  }
   if (options.ceChunkTokens < 0) {
     error = "--ce-chunk-tokens must be >= 0 (0: automatic), got " +
             std::to_string(options.ceChunkTokens);
@@ -222,6 +232,13 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   if (options.loopPrograms && options.gradAccum != 1) {
     error = "--loop-programs accumulates micro-batches at run time (kiln-run train "
             "--grad-accum); drop --grad-accum=" + std::to_string(options.gradAccum);
+    return failure();
+  }
+  // The loop programs are copied from @main after kiln-data-parallel: their
+  // per-micro-batch all-reduces would average token-weighted sums wrongly.
+  if (options.loopPrograms && options.dataParallel > 0) {
+    error = "--data-parallel and --loop-programs cannot be combined yet (the run-time "
+            "loop's programs have no all-reduce); use --grad-accum=N with --data-parallel";
     return failure();
   }
   if (options.rematBudget != "none" && until == "forward") {

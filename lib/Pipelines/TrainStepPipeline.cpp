@@ -78,6 +78,12 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     GradAccumPassOptions accumulate;
     accumulate.microBatches = options.gradAccum;
     pm.addNestedPass<func::FuncOp>(createGradAccumPass(accumulate));
+    // Between backward and optimizer: clipping and the update see the mean.
+    if (options.dataParallel > 0) {
+      DataParallelPassOptions dataParallel;
+      dataParallel.bucketMb = options.dataParallel;
+      pm.addNestedPass<func::FuncOp>(createDataParallelPass(dataParallel));
+    }
   }
   if (options.loopPrograms && succeeded(optimizer)) {
     pm.addPass(createLoopProgramsPass());

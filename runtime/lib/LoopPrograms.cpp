@@ -72,7 +72,7 @@ Expected<size_t> StepExecutor::loopArenaBytes(const SymbolBindings &sizes) const
 
 Status StepExecutor::prepareLoopPrograms(Shape &shape, const WeightLoader &loadWeight) {
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get(), nullptr, nullptr, false, support.module};
+                      cudnn.get(), options.communicator, nullptr, nullptr, false, support.module};
   auto prepare = [&](const char *section,
                      std::unique_ptr<ProgramRunner> &into) -> Status {
     const StepProgram *program = artifact->getProgram(section);

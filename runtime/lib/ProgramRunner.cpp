@@ -86,6 +86,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   const std::vector<size_t> &offsets = plan.offsets;
   r->arenaSize = plan.size;
   r->fillKernel = memory.fill;
+  r->communicator = memory.communicator;
   r->copyKernel = memory.copy;
   if (memory.arena) {
     if (plan.size > memory.arenaBytes)
@@ -274,6 +275,11 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       r->fillList.push_back(fill);
       break;
     }
+    case ProgramOp::Kind::AllReduce:
+    case ProgramOp::Kind::AllReduceWait:
+      if (Status s = prepareAllReduce(*r, op); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
+      break;
     case ProgramOp::Kind::Copy:
       r->actions.push_back({Action::Copy, r->copyList.size()});
       r->copyList.push_back({r->pointers[op.source], r->pointers[op.target],
@@ -453,6 +459,9 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
         return fail(s.getError());
       break;
     }
+    case Action::AllReduce:
+    case Action::AllReduceWait:
+      return recordAllReduce(entry, stream);
     }
   }
   return Status::success();
@@ -524,6 +533,11 @@ std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
     return "memcpy";
   case Action::Attention:
     return attentionList[entry.second].label;
+  case Action::AllReduce:
+    return "nccl all_reduce bucket " + std::to_string(allReduceList[entry.second].bucket) +
+           " (enqueue)";
+  case Action::AllReduceWait:
+    return "nccl all_reduce wait bucket " + std::to_string(entry.second);
   }
   return "?";
 }

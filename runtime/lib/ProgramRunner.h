@@ -14,6 +14,7 @@
 #ifndef KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 #define KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 
+#include "kiln/runtime/Communicator.h"
 #include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 #include "kiln/runtime/StepExecutor.h"
@@ -42,6 +43,9 @@ struct SharedMemory {
   /// cuDNN's fused attention for the launches that allow it; null: the
   /// generated kernels.
   const CudnnAttention *cudnn = nullptr;
+  /// The data-parallel communicator for all_reduce ops; null: a run of one
+  /// (outputs are the inputs).
+  Communicator *communicator = nullptr;
   /// `kiln-run tune`'s choices for this machine (ProgramRunnerTuning.cpp).
   const TuningDb *tuning = nullptr;
   const TuningKey *tuningKey = nullptr;
@@ -144,7 +148,11 @@ private:
     AttentionPointers pointers;
     std::string label;
   };
-  enum class Action { Launch, Gemm, Fill, Copy, Attention };
+  struct AllReduce {
+    int64_t bucket = 0;
+    std::vector<Communicator::Item> items;
+  };
+  enum class Action { Launch, Gemm, Fill, Copy, Attention, AllReduce, AllReduceWait };
 
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
       : device(&device), lt(&lt), program(std::move(program)) {}
@@ -157,6 +165,9 @@ private:
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
   std::string actionLabel(std::pair<Action, size_t> action) const;
+  /// An all_reduce or its wait (ProgramRunnerAllReduce.cpp).
+  static Status prepareAllReduce(ProgramRunner &r, const ProgramOp &op);
+  Status recordAllReduce(std::pair<Action, size_t> action, CUstream stream) const;
   /// The cuBLASLt descriptors, layouts and algorithm of GEMM \p op at
   /// \p sizes (GemmDescriptors.cpp).
   Expected<Gemm> buildGemm(const ProgramOp &op, const artifact::SymbolBindings &sizes,
@@ -188,7 +199,9 @@ private:
   std::vector<Fill> fillList;
   std::vector<Copy> copyList, resultCopies;
   std::vector<Attention> attentionList;
+  std::vector<AllReduce> allReduceList;
   const CudnnAttention *cudnn = nullptr;
+  Communicator *communicator = nullptr;
   DeviceBuffer attentionWorkspace;
 };
 

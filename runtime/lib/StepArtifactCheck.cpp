@@ -44,6 +44,10 @@ const char *opName(ProgramOp::Kind kind) {
     return "launch";
   case ProgramOp::Kind::Gemm:
     return "gemm";
+  case ProgramOp::Kind::AllReduce:
+    return "all_reduce";
+  case ProgramOp::Kind::AllReduceWait:
+    return "all_reduce_wait";
   case ProgramOp::Kind::LinearCrossEntropy:
     return "linear_cross_entropy";
   }
@@ -97,6 +101,11 @@ public:
         for (const std::string &symbol : op.symbols)
           if (std::find(symbols.begin(), symbols.end(), symbol) == symbols.end())
             return fail(where + ": symbol '" + symbol + "' is not in meta \"symbols\"");
+        break;
+      case ProgramOp::Kind::AllReduce:
+        // The init program runs once at load on each rank alone.
+        if (section == "init")
+          return fail(where + ": the init program cannot all-reduce");
         break;
       case ProgramOp::Kind::Gemm:
         for (const auto &[name, e] : {std::pair<const char *, const SizeExpr *>{"m", &*op.m},

@@ -324,7 +324,8 @@ StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loa
   if (!note.empty() && printNote)
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), shapeKey(sizes).c_str());
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnnFor, tuning, &tuningKey, options.attention != Options::Attention::Auto,
+                      cudnnFor, options.communicator, tuning, &tuningKey,
+                      options.attention != Options::Attention::Auto,
                       support.module};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,

@@ -76,14 +76,14 @@ Status TokenFile::checkWindow(int64_t seq) const {
 
 Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch,
                               int64_t seq, std::vector<uint32_t> &windows,
-                              uint32_t vocabSize) const {
+                              uint32_t vocabSize, uint64_t firstRow) const {
   if (Status status = checkWindow(seq); !status)
     return status;
   if (batch < 1)
     return Error{"--batch must be at least 1"};
   windows.resize(static_cast<size_t>(batch) * (seq + 1));
   for (int64_t row = 0; row < batch; ++row) {
-    uint64_t start = windowStart(seed, step, row, seq);
+    uint64_t start = windowStart(seed, step, firstRow + static_cast<uint64_t>(row), seq);
     for (int64_t i = 0; i <= seq; ++i) {
       uint32_t token = getToken(start + i);
       if (vocabSize && token >= vocabSize)
@@ -100,7 +100,9 @@ Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch,
 Status TokenWindowSource::next(MicroBatch &out) {
   const artifact::SymbolBindings &sizes = shapes[cursor % shapes.size()];
   int64_t batch = sizes.at("batch"), seq = sizes.at("seq");
-  if (Status s = tokens.sampleBatch(seed, cursor, batch, seq, windows, vocabSize); !s)
+  if (Status s = tokens.sampleBatch(seed, cursor, batch, seq, windows, vocabSize,
+                                    shard * static_cast<uint64_t>(batch));
+      !s)
     return s;
   out.sizes = sizes;
   out.shape = cursor % shapes.size();

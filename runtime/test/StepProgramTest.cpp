@@ -274,6 +274,110 @@ static void testConvert() {
   CHECK_EQ(bad.getError(), "cannot convert F32 to I64");
 }
 
+// Data parallelism: g = k0(x); bucket 0 reduces g in place and x into h
+// (out of place); the wait comes before k1 reads them. The wait keeps both
+// live (planArena may not reuse their bytes while the exchange runs).
+static const char *kAllReduce = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main",
+  "buffers": [
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": []}
+  ],
+  "args": [{"role": "input", "name": "x", "buffer": 0}],
+  "results": [{"role": "loss", "name": "loss", "buffer": 4}],
+  "ops": [
+    {"op": "alloc", "result": 1},
+    {"op": "launch", "kernel": "k0", "module": "module0", "args": [0, 1], "symbols": [],
+     "items": "64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "alloc", "result": 2},
+    {"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1, 0], "outs": [1, 2]},
+    {"op": "alloc", "result": 3},
+    {"op": "launch", "kernel": "k2", "module": "module0", "args": [0, 3], "symbols": [],
+     "items": "64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "all_reduce_wait", "bucket": 0, "buffers": [1, 0, 2]},
+    {"op": "alloc", "result": 4},
+    {"op": "launch", "kernel": "k1", "module": "module0", "args": [1, 2, 3, 4], "symbols": [],
+     "items": "1", "per": 1, "block": 32, "shared": "0"}
+  ]
+})";
+
+static void testAllReduce() {
+  Expected<StepProgram> program = StepProgram::decode(kAllReduce, "step");
+  CHECK(program);
+  if (!program)
+    return;
+  const ProgramOp &reduce = program->ops[3];
+  CHECK(reduce.kind == ProgramOp::Kind::AllReduce);
+  CHECK(reduce.bucket == 0 && !reduce.loss);
+  CHECK(reduce.ins == std::vector<int>({1, 0}) && reduce.outs == std::vector<int>({1, 2}));
+  CHECK(program->ops[6].kind == ProgramOp::Kind::AllReduceWait);
+  LiveRanges live = program->liveRanges();
+  CHECK(live.lastUse[1] == 8 && live.lastUse[2] == 8);
+  // Buffer 3 is allocated while bucket 0 is in flight: it may not share
+  // bytes with the bucket's buffers 1 and 2.
+  Expected<ArenaPlan> plan = program->planArena({}, 256);
+  CHECK(plan);
+  if (plan) {
+    CHECK(plan->offsets[3] != plan->offsets[1] && plan->offsets[3] != plan->offsets[2]);
+    CHECK(plan->offsets[1] != plan->offsets[2]);
+  }
+
+  auto withOps = [](const std::string &ops) {
+    std::string json = kAllReduce;
+    size_t begin = json.find("\"ops\": [");
+    return json.substr(0, begin) + "\"ops\": [" + ops + "]\n}";
+  };
+  const std::string prefix =
+      R"({"op": "alloc", "result": 1}, {"op": "alloc", "result": 2}, )";
+  struct Case {
+    std::string ops;
+    const char *error;
+  } cases[] = {
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "sum", "ins": [1], "outs": [1]})",
+       "step: op 2 (all_reduce): reduce 'sum' is not avg"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1, 2], "outs": [1]})",
+       "step: op 2 (all_reduce): 'ins' and 'outs' need the same non-zero number of buffers"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1], "outs": [4]})",
+       "step: op 2 (all_reduce): buffers 1 and 4 differ in dtype or shape"},
+      {prefix + R"({"op": "all_reduce", "bucket": -1, "reduce": "avg", "ins": [1], "outs": [1]})",
+       "step: op 2 (all_reduce): negative bucket"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [9], "outs": [1]})",
+       "step: op 2 (all_reduce): bad buffer id in 'ins'"},
+      {prefix + R"({"op": "all_reduce_wait", "bucket": 0, "buffers": [1]})",
+       "step: op 2 (all_reduce_wait): bucket 0 has no all_reduce before it still to wait for"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1], "outs": [1]})",
+       "step: op 2 (all_reduce): bucket 0 is never waited for (no all_reduce_wait)"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1], "outs": [1]},
+                   {"op": "all_reduce_wait", "bucket": 0, "buffers": [2]})",
+       "step: op 3 (all_reduce_wait): 'buffers' are not those of bucket 0's all_reduce (op 2)"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1], "outs": [1]},
+                   {"op": "fill", "target": 1, "value": 0},
+                   {"op": "all_reduce_wait", "bucket": 0, "buffers": [1]})",
+       "step: op 3: touches buffer 1 while all_reduce bucket 0 is in flight (before its "
+       "all_reduce_wait)"},
+      {prefix + R"({"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [1], "outs": [1]},
+                   {"op": "all_reduce_wait", "bucket": 0, "buffers": [1]},
+                   {"op": "all_reduce", "bucket": 0, "reduce": "avg", "ins": [2], "outs": [2]},
+                   {"op": "all_reduce_wait", "bucket": 0, "buffers": [2]})",
+       "step: op 4 (all_reduce): bucket 0 appears twice"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> bad = StepProgram::decode(withOps(c.ops), "step");
+    CHECK(!bad);
+    CHECK_EQ(bad.getError(), c.error);
+  }
+  // Integers cannot be averaged.
+  std::string ints = kAllReduce;
+  ints.replace(ints.find("\"F32\""), 5, "\"I64\"");
+  Expected<StepProgram> badType = StepProgram::decode(ints, "step");
+  CHECK(!badType);
+  CHECK_EQ(badType.getError(),
+           "step: op 3 (all_reduce): buffer 0 is I64; all_reduce averages F32, F64, BF16 or F16");
+}
+
 // The fused LM head (docs/artifact.md, "The fused LM head"): it decodes,
 // every buffer it names is live at it (the chunk is planned once, beside
 // hidden_grad), and malformed ones are refused with the op named.
@@ -360,5 +464,6 @@ int main() {
   testAttentionRoles();
   testLinearCrossEntropy();
   testConvert();
+  testAllReduce();
   return checkFailures() != 0;
 }

@@ -60,12 +60,14 @@ static int fail(const std::string &message) {
 }
 
 /// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
+/// \p dataParallel: meta says kiln compile --data-parallel made it.
 static int writeArtifact(const std::string &out, const std::string &cubinOnly,
-                         bool badMemoryPlan) {
+                         bool badMemoryPlan, bool dataParallel = false) {
   ArtifactWriter writer;
-  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
-                     R"("targets":["sm_90"],"symbols":["batch","seq"],)"
-                     R"("vocab_size":1000})");
+  writer.add("meta", std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                                 R"("targets":["sm_90"],"symbols":["batch","seq"],)") +
+                         (dataParallel ? R"("data_parallel":{"bucket_mb":25,"buckets":2},)" : "") +
+                         R"("vocab_size":1000})");
   writer.add(
       "guards",
       R"([{"kind":"range","expr":"seq","min":8,"max":1024,"origin":"--dynamic seq=8..1024:8"},)"
@@ -292,10 +294,15 @@ static int writePeftAdapters(const std::string &dir) {
 /// loss = d[0, 0] (a view), new w = x^T c. With x = [[1,2,3],[4,5,6]] and
 /// w = [[1,0],[0,1],[1,1]]: step 1 loss 4, step 2 loss 376. Writes OUT.kiln,
 /// OUT.safetensors (w) and OUT.x.bin.
-static int writeGemmStep(const std::string &out, bool withState) {
+/// \p dataParallel: as kiln compile --data-parallel makes it, the new w
+/// and the loss are averaged over the ranks (all_reduce, in place) before
+/// the step ends: with every rank fed the same x, the losses stay 4, 376.
+static int writeGemmStep(const std::string &out, bool withState, bool dataParallel = false) {
   ArtifactWriter writer;
-  writer.add("meta", R"({"format":"kiln-step","creator":"kiln-test-files",)"
-                     R"("targets":[],"symbols":["batch","seq"]})");
+  writer.add("meta", std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                                 R"("targets":[],"symbols":["batch","seq"])") +
+                         (dataParallel ? R"(,"data_parallel":{"bucket_mb":25,"buckets":2}})"
+                                       : "}"));
   writer.add("guards", "[]");
   writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
   // --with-state: one optimizer-state tensor, passed through unchanged.
@@ -318,7 +325,14 @@ static int writeGemmStep(const std::string &out, bool withState) {
       {"op":"view","source":3,"result":4},
       {"op":"alloc","result":5},
       {"op":"gemm","a":0,"b":2,"c":5,"trans_a":true,"trans_b":false,"m":"seq","n":"2","k":"batch",
-       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"}]})";
+       "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"})" +
+                     std::string(dataParallel ? R"(,
+      {"op":"all_reduce","bucket":0,"reduce":"avg","ins":[5],"outs":[5]},
+      {"op":"all_reduce","bucket":1,"reduce":"avg","ins":[4],"outs":[4],"loss":true},
+      {"op":"all_reduce_wait","bucket":0,"buffers":[5]},
+      {"op":"all_reduce_wait","bucket":1,"buffers":[4]})"
+                                              : "") +
+                     "]}";
   writer.add("step", step);
   // The compiler's plan at the sizes the test runs (the executor uses it).
   Expected<StepProgram> program = StepProgram::decode(step, "step");
@@ -474,11 +488,13 @@ int main(int argc, char **argv) {
   };
   if (args.size() >= 2 && args[0] == "artifact")
     return writeArtifact(args[1], flag("--cubin-only", ""),
-                         std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end());
+                         std::find(args.begin(), args.end(), "--bad-memory-plan") != args.end(),
+                         std::find(args.begin(), args.end(), "--data-parallel") != args.end());
   if (args.size() == 2 && args[0] == "launch-step")
     return writeLaunchStep(args[1]);
   if (args.size() >= 2 && args[0] == "gemm-step")
-    return writeGemmStep(args[1], std::find(args.begin(), args.end(), "--with-state") != args.end());
+    return writeGemmStep(args[1], std::find(args.begin(), args.end(), "--with-state") != args.end(),
+                         std::find(args.begin(), args.end(), "--data-parallel") != args.end());
   if (args.size() >= 2 && args[0] == "gemm-resume")
     return writeGemmResume(args[1],
                            std::find(args.begin(), args.end(), "--drop-state") != args.end());

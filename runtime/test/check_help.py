@@ -54,7 +54,7 @@ def check(tool, path):
                 spelled = ("-" if len(option) == 1 else "--") + option
                 table = text.split("\nOPTIONS:", 1)[-1]
                 own = [l for l in table.splitlines()
-                       if re.match(r"\s+" + re.escape(spelled) + r"($|[\s=<])", l)]
+                       if re.match(r"\s+" + re.escape(spelled) + r"($|[\s=<\[])", l)]
                 if not own or not re.search(r"\s-\s+\S", own[0]):
                     failures.append(f"{tool} {command} --help: '{option}' has no description")
         print(f"{tool} {command}: --help lists {len(options)} options")

@@ -48,6 +48,119 @@ inspect)
   expect 2 "kiln-run: error: 'inspect' takes one artifact file" "$kiln_run" inspect
   expect 1 "kiln-run: error: none.kiln: No such file or directory" "$kiln_run" inspect none.kiln
   ;;
+train-data-parallel)
+  # The launcher (--gpus N), with a fake rank ($KILN_RUN_LAUNCH_EXEC): its
+  # environment and arguments, a failing rank stopping the others, a rank
+  # that ignores the failure killed after the grace period.
+  fixtures
+  cat >rank.sh <<'SH'
+#!/usr/bin/env bash
+echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE NVLS=$NCCL_NVLS_ENABLE ARGS=$*" >"env-$RANK.txt"
+echo "$KILN_RENDEZVOUS" >rendezvous.txt
+case "$FAKE_MODE" in
+  fail) if [ "$RANK" = 1 ]; then sleep 0.2; exit 3; fi
+        # Like a real rank: stop when the failure marker appears.
+        for _ in $(seq 100); do [ -e "$KILN_RENDEZVOUS/failed" ] && exit 6; sleep 0.05; done
+        exit 0 ;;
+  hang) if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 60 ;;
+esac
+exit 0
+SH
+  chmod +x rank.sh
+  export KILN_RUN_LAUNCH_EXEC=$PWD/rank.sh
+  FAKE_MODE=ok expect 0 "" train --gpus 2 --init random:1
+  grep -qx "RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 NVLS=0 ARGS=train a.kiln --data t.bin --steps 10 --batch 2 --seq 16 --init random:1" env-0.txt || fail "rank 0 env: $(cat env-0.txt)"
+  grep -q "^RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 " env-1.txt || fail "rank 1 env"
+  [ ! -e "$(cat rendezvous.txt)" ] || fail "the temporary rendezvous directory was left"
+  NCCL_NVLS_ENABLE=1 FAKE_MODE=ok expect 0 "" train --gpus 1 --init random:1
+  grep -q "NVLS=1 " env-0.txt || fail "the user's NCCL_NVLS_ENABLE was overridden"
+  FAKE_MODE=fail expect 3 "kiln-run: error: rank 1 of 3 failed (exit status 3); stopped the other ranks" \
+    train --gpus 3 --init random:1
+  mkdir rdzv
+  FAKE_MODE=hang KILN_RUN_STOP_GRACE=0.5 expect 3 \
+    "kiln-run: error: rank 1 of 2 failed (exit status 3); stopped the other ranks (killed after 0.5 s)" \
+    train --gpus 2 --init random:1 --rendezvous rdzv
+  grep -qx "rank 1: exit status 3" rdzv/failed || fail "failure marker: $(cat rdzv/failed)"
+  expect 2 "kiln-run: error: --rendezvous: rendezvous rdzv holds 'failed' of an earlier run; give each run an empty directory" \
+    train --gpus 2 --init random:1 --rendezvous rdzv
+  unset KILN_RUN_LAUNCH_EXEC
+  # Flags and the environment.
+  expect 2 "kiln-run: error: --gpus needs an integer >= 1, got '0'" train --gpus 0 --init random:1
+  expect 2 "kiln-run: error: --gpus N uses GPUs 0..N-1; leave out --device (or set CUDA_VISIBLE_DEVICES)" \
+    train --gpus 2 --device 1 --init random:1
+  expect 2 "kiln-run: error: --rendezvous needs --gpus N or RANK/WORLD_SIZE" train --rendezvous . --init random:1
+  expect 2 "kiln-run: error: --grad-accum and --eval-data do not run data-parallel yet; compile the accumulation in (kiln compile --data-parallel --grad-accum=N)" \
+    train --gpus 2 --grad-accum 2 --init random:1
+  printf '%s\n' '{"input_ids": [1, 2, 3, 4, 5]}' >d.jsonl
+  python3 "$kiln_dataset" d.jsonl -o d.kdocs >/dev/null || fail "converter"
+  expect 2 "kiln-run: error: --data d.kdocs is a fine-tuning dataset; data-parallel runs read raw token files only (a dataset's micro-batches are not sharded over the ranks yet)" \
+    "$kiln_run" train a.kiln --data d.kdocs --steps 1 --batch 2 --seq 16 --init random:1 --gpus 2
+  RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 expect 2 \
+    "kiln-run: error: --gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) leave it out: each process is one rank" \
+    train --gpus 2 --init random:1
+  RANK=x WORLD_SIZE=2 expect 2 "kiln-run: error: RANK='x' is not an integer in [0, WORLD_SIZE=2)" \
+    train --init random:1
+  RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 expect 2 \
+    "kiln-run: error: rank 0: RANK/WORLD_SIZE are set but there is no rendezvous directory: pass --rendezvous DIR (one every rank sees, empty) or set KILN_RENDEZVOUS" \
+    train --init random:1
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 expect 2 \
+    "kiln-run: error: rank 0: a.kiln was compiled without --data-parallel: its gradients would not be averaged over the ranks (kiln compile --data-parallel)" \
+    train --init random:1
+  # Two ranks started by hand (as torchrun would) on different artifacts:
+  # both stop at the rendezvous with the same line, naming both ranks.
+  "$test_files" artifact dp.kiln --data-parallel && "$test_files" artifact dp80.kiln --data-parallel --cubin-only sm_80 || fail "fixtures"
+  mkdir meet
+  RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 "$kiln_run" train dp80.kiln --data t.bin --steps 10 --batch 2 --seq 16 \
+    --init random:1 --rendezvous meet 2>err1.txt &
+  other=$!
+  RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$kiln_run" train dp.kiln --data t.bin --steps 10 --batch 2 --seq 16 \
+    --init random:1 --rendezvous meet >out0.txt 2>err0.txt
+  rc0=$?
+  wait $other
+  rc1=$?
+  cat err0.txt err1.txt
+  [ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "mismatched ranks exited $rc0 and $rc1, expected 1"
+  [ "$(wc -l <err0.txt)" = 1 ] && [ "$(wc -l <err1.txt)" = 1 ] || fail "more than one error line"
+  pattern='rank 0 runs dp.kiln (crc32c:[0-9a-f]\{8\} bytes:[0-9]*) but rank 1 runs dp80.kiln (crc32c:[0-9a-f]\{8\} bytes:[0-9]*): every rank needs the same artifact$'
+  grep -q "^kiln-run: error: rank 0: $pattern" err0.txt || fail "rank 0's line"
+  grep -q "^kiln-run: error: rank 1: $pattern" err1.txt || fail "rank 1's line"
+  # A compiled-style data-parallel step (all_reduce ops) passes every check
+  # up to the device: here, where there is no driver, that is the end.
+  "$test_files" gemm-step gdp --data-parallel || fail "fixtures"
+  "$kiln_run" inspect gdp.kiln >/dev/null || fail "inspect of the data-parallel step"
+  if ! "$kiln_run" devices >/dev/null 2>&1; then
+    mkdir solo
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 expect 3 \
+      "kiln-run: error: rank 0: no CUDA driver found (libcuda.so.1: cannot open shared object file: No such file or directory); kiln-run needs an NVIDIA GPU and driver; nothing was trained" \
+      "$kiln_run" train gdp.kiln --weights gdp.safetensors --input x=gdp.x.bin --steps 2 --batch 2 --seq 3 --rendezvous solo
+  fi
+  ;;
+train-data-parallel-gpu)
+  # The NCCL path on the GPU (a communicator of one is a real one; the
+  # all-reduces run on their own stream inside the CUDA graph): the same
+  # known losses as without it, graphs on and off; with two GPUs, two ranks
+  # fed the same input average to the same values.
+  nccl_path=$(dirname "$0")/../../scripts/nccl-path.sh
+  [ -f "$nccl_path" ] && . "$nccl_path"
+  "$test_files" gemm-step gdp --data-parallel || fail "fixture"
+  run() { "$kiln_run" train gdp.kiln --weights gdp.safetensors --input x=gdp.x.bin --steps 2 --batch 2 --seq 3 --log-every 1 "$@" >out.txt 2>err.txt; }
+  losses() {
+    cat out.txt err.txt
+    grep -q '^step 1 loss 4.0000000 step_ms' out.txt || fail "$1: step 1 loss"
+    grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "$1: step 2 loss"
+  }
+  run || fail "plain run exited $?"; losses plain
+  run --gpus 1 || fail "--gpus 1 exited $?"; losses "--gpus 1"
+  grep -q '^nccl: 2\.[0-9]*\.[0-9]* (.*), rank 0 of 1 on device 0, NCCL_NVLS_ENABLE=0$' out.txt || fail "nccl line"
+  grep -q '^cuda graphs: 1 captured, 1 instantiated' out.txt || fail "graph capture with NCCL"
+  grep -q '^peak_mem per GPU: rank 0 [0-9.]* GiB$' out.txt || fail "peak memory per GPU"
+  run --gpus 1 --graphs off || fail "--gpus 1 --graphs off exited $?"; losses "--graphs off"
+  gpus=$("$kiln_run" devices | grep -c '^device ')
+  if [ "$gpus" -ge 2 ]; then
+    run --gpus 2 || fail "--gpus 2 exited $?"; losses "--gpus 2"
+    grep -q 'rank 0 of 2' out.txt || fail "two ranks"
+  fi
+  ;;
 inspect-kernels)
   # Each distinct kernel once, with its module and launches over step + init.
   "$test_files" launch-step l.kiln || fail "fixtures"

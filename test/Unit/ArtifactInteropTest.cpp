@@ -338,3 +338,67 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
                      "(its pinned symbol values)");
 }
 } // namespace
+
+namespace {
+// kiln-data-parallel's all-reduces, lowered and encoded by the compiler,
+// decode in the runtime: every bucket is waited for, nothing touches an
+// in-flight output, and the arena plan keeps the buckets' buffers apart
+// while they are exchanged.
+TEST(ArtifactInterop, DataParallelStepDecodesInTheRuntime) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
+  const char *source = R"mlir(
+func.func @main(%x: tensor<4x8xf32> {kiln.name = "x"}) -> (tensor<f32> {kiln.name = "loss"}) {
+  %w1 = kiln.parameter "w1" trainable : tensor<8x16xf32>
+  %b1 = kiln.parameter "b1" trainable : tensor<16xf32>
+  %w2 = kiln.parameter "w2" trainable : tensor<16x4xf32>
+  %h = kiln.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %hb = kiln.add %h, %b1 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %a = kiln.relu %hb : tensor<4x16xf32>
+  %y = kiln.matmul %a, %w2 : (tensor<4x16xf32>, tensor<16x4xf32>) -> tensor<4x4xf32>
+  %l = kiln.reduce_sum %y {axes = array<i64: 0, 1>} : (tensor<4x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  PipelineOptions options;
+  options.dataParallel = 0.0004; // 419 bytes: {dw2, db1}, {dw1}, the loss
+  options.optimizer = "sgd";
+  mlir::PassManager pm(&context);
+  buildTrainStepPipeline(pm, options);
+  buildKernelPipeline(pm, options);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  llvm::StringMap<std::string> modules;
+  for (auto k : module->getOps<kernel::KernelOp>())
+    modules[k.getSymName()] = "module0";
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  mlir::FailureOr<std::string> json = emitStepProgramSection(main, modules);
+  ASSERT_TRUE(mlir::succeeded(json));
+  auto program = artifact::StepProgram::decode(*json, "step");
+  ASSERT_TRUE(program) << program.getError();
+  using Kind = artifact::ProgramOp::Kind;
+  std::vector<int64_t> started, waited;
+  std::vector<size_t> sizes;
+  bool lossLast = false;
+  for (const artifact::ProgramOp &op : program->ops) {
+    if (op.kind == Kind::AllReduce) {
+      started.push_back(op.bucket);
+      sizes.push_back(op.ins.size());
+      lossLast = op.loss;
+      for (size_t i = 0; i < op.ins.size(); ++i)
+        EXPECT_EQ(op.ins[i], op.outs[i]) << "every gradient here is a GEMM or kernel output";
+    } else if (op.kind == Kind::AllReduceWait) {
+      waited.push_back(op.bucket);
+    }
+  }
+  EXPECT_EQ(started, std::vector<int64_t>({0, 1, 2}));
+  EXPECT_EQ(sizes, std::vector<size_t>({2, 1, 1}));
+  EXPECT_TRUE(lossLast);
+  EXPECT_EQ(waited, std::vector<int64_t>({0, 1, 2}));
+  EXPECT_EQ(program->results[0].role, "loss");
+  auto plan = program->planArena({}, 256);
+  ASSERT_TRUE(plan) << plan.getError();
+}
+} // namespace

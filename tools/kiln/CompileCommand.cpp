@@ -26,6 +26,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace llvm;
 using namespace mlir;
 
@@ -118,6 +120,16 @@ cl::opt<double> clipGradNorm("clip-grad-norm",
                                       "is at most this (0: off)"),
                              cl::init(0.0), cl::sub(compileCommand()),
                              cl::cat(category()));
+cl::opt<std::string> dataParallel(
+    "data-parallel",
+    cl::desc("Data-parallel training (kiln-run train --gpus N): the gradients are "
+             "averaged over the ranks (NCCL all-reduce) between backward and optimizer, "
+             "in buckets of at most bucket-mb MiB (default 25) issued as the backward "
+             "produces them; the logged loss is averaged too. --data-parallel or "
+             "--data-parallel=bucket-mb=N"),
+    cl::ValueOptional, cl::value_desc("bucket-mb=N"), cl::sub(compileCommand()),
+    cl::cat(category()));
+
 cl::opt<bool> loopPrograms(
     "loop-programs",
     cl::desc("Also compile the run-time loop's programs: accumulate a "
@@ -372,6 +384,17 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.ceChunkTokens = ceChunkTokens.getValue();
   options.optimizer = optimizerSpec.getValue();
   options.clipGradNorm = clipGradNorm.getValue();
+  if (dataParallel.getNumOccurrences()) {
+    StringRef spec = StringRef(dataParallel).trim();
+    double mb = 25;
+    if (!spec.empty() && (!spec.consume_front("bucket-mb=") || spec.getAsDouble(mb) ||
+                          !(mb > 0) || !std::isfinite(mb)))
+      return fail("--data-parallel takes bucket-mb=N (a positive number of MiB), got '" +
+                  dataParallel + "'");
+    if (!trainStep && emit != Emit::GradsMlir)
+      return fail("--data-parallel needs a backward pass (--emit=grads-mlir, step-mlir or later)");
+    options.dataParallel = mb;
+  }
   options.loopPrograms = loopPrograms.getValue();
   options.dynamic = dynamicSymbols.getValue();
   options.buckets = llvm::join(bucketSpecs, ";");

@@ -74,7 +74,7 @@ StepCounts countUnfused(func::FuncOp func) {
       ++counts.gemms;
       return;
     }
-    if (cls == OpClass::Source || cls == OpClass::View)
+    if (cls == OpClass::Source || cls == OpClass::View || cls == OpClass::Collective)
       return;
     ++counts.kernels;
     for (Value v : op->getOperands())

@@ -75,6 +75,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Global gradient L2 norm limit (0: off)"),
                               llvm::cl::init(0.0)};
+  Option<double> dataParallel{*this, "data-parallel",
+                              llvm::cl::desc("Average gradients and the loss over data-parallel "
+                                             "ranks in gradient buckets of at most this many MiB "
+                                             "(0: off; kiln compile --data-parallel: 25)"),
+                              llvm::cl::init(0.0)};
   Option<bool> loopPrograms{*this, "loop-programs",
                             llvm::cl::desc("Also build the run-time loop's programs: "
                                            "@main__accum, @main__apply and @main__eval "
@@ -121,7 +126,8 @@ mlir::LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::s
 void buildImportCleanupPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// specialize-symbols, select-trainable, lora, precision, quantize-nf4,
-/// fuse-linear-cross-entropy, autodiff, grad-accum, loop-programs (optional), train-step,
+/// fuse-linear-cross-entropy, autodiff, grad-accum, data-parallel, loop-programs (optional),
+/// train-step,
 /// canonicalize + cse, remat,
 /// verify-shapes, shape-guards, shape-buckets: the graph-level step, as far
 /// as `until`. The options must verify.

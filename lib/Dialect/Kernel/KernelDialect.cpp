@@ -92,3 +92,14 @@ LogicalResult GemmOp::verify() {
 
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kernel/KernelOps.cpp.inc"
+
+LogicalResult AllReduceOp::verify() {
+  if (getIns().empty())
+    return emitOpError("needs at least one buffer");
+  if (getBucket() < 0)
+    return emitOpError("bucket must be non-negative");
+  for (auto [in, out] : llvm::zip(getIns(), getOuts()))
+    if (in.getType() != out.getType())
+      return emitOpError("reduces ") << in.getType() << " into " << out.getType();
+  return success();
+}

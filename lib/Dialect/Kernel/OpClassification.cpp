@@ -14,6 +14,7 @@ OpClass classifyOp(Operation *op) {
     return OpClass::Elementwise;
   return llvm::TypeSwitch<Operation *, OpClass>(op)
       .Case<MatmulOp>([](auto) { return OpClass::Gemm; })
+      .Case<kiln::AllReduceOp>([](auto) { return OpClass::Collective; })
       .Case<ParameterOp, kiln::ConstantOp>([](auto) { return OpClass::Source; })
       .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([](auto) { return OpClass::View; })
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,

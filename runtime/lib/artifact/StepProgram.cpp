@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <set>
 
 using namespace kiln::artifact;
 
@@ -187,6 +189,138 @@ bool decodeAttention(Decoder &d, const Json &a, const std::string &where, Progra
   }
   op.attention = std::move(roles);
   return true;
+}
+
+bool bufferList(Decoder &d, const Json &o, const char *key, std::vector<int> &out,
+                const std::string &where) {
+  const Json *list = d.member(o, key, Json::Kind::Array, where);
+  if (!list)
+    return false;
+  for (const Json &id : list->getElements()) {
+    if (!id.isInteger() || id.getInteger() < 0 ||
+        static_cast<size_t>(id.getInteger()) >= d.bufferCount)
+      return d.fail(where + ": bad buffer id in '" + key + "'");
+    out.push_back(static_cast<int>(id.getInteger()));
+  }
+  return true;
+}
+
+bool decodeAllReduce(Decoder &d, const Json &o, const std::string &where,
+                     const std::vector<ProgramBuffer> &buffers, ProgramOp &op) {
+  std::string reduce;
+  if (!d.integer(o, "bucket", op.bucket, where) || !d.string(o, "reduce", reduce, where) ||
+      !bufferList(d, o, "ins", op.ins, where) || !bufferList(d, o, "outs", op.outs, where))
+    return false;
+  if (op.bucket < 0)
+    return d.fail(where + ": negative bucket");
+  if (reduce != "avg")
+    return d.fail(where + ": reduce '" + reduce + "' is not avg");
+  if (op.ins.empty() || op.ins.size() != op.outs.size())
+    return d.fail(where + ": 'ins' and 'outs' need the same non-zero number of buffers");
+  for (size_t i = 0; i < op.ins.size(); ++i) {
+    const ProgramBuffer &in = buffers[op.ins[i]], &out = buffers[op.outs[i]];
+    if (in.dtype != DType::F32 && in.dtype != DType::F64 && in.dtype != DType::BF16 &&
+        in.dtype != DType::F16)
+      return d.fail(where + ": buffer " + std::to_string(op.ins[i]) + " is " +
+                    dtypeName(in.dtype) + "; all_reduce averages F32, F64, BF16 or F16");
+    bool same = in.dtype == out.dtype && in.shape.size() == out.shape.size();
+    for (size_t k = 0; same && k < in.shape.size(); ++k)
+      same = in.shape[k].getText() == out.shape[k].getText();
+    if (!same)
+      return d.fail(where + ": buffers " + std::to_string(op.ins[i]) + " and " +
+                    std::to_string(op.outs[i]) + " differ in dtype or shape");
+  }
+  if (const Json *loss = o.get("loss")) {
+    if (!loss->isBool())
+      return d.fail(where + ": 'loss' is not a boolean");
+    op.loss = loss->getBool();
+  }
+  return true;
+}
+
+/// The buffers an op reads or writes.
+std::vector<int> touched(const ProgramOp &op) {
+  switch (op.kind) {
+  case ProgramOp::Kind::View:
+    return {op.source};
+  case ProgramOp::Kind::Fill:
+    return {op.target};
+  case ProgramOp::Kind::Copy:
+    return {op.source, op.target};
+  case ProgramOp::Kind::Launch:
+  case ProgramOp::Kind::AllReduceWait:
+    return op.args;
+  case ProgramOp::Kind::Gemm: {
+    std::vector<int> ids;
+    for (int id : {op.a, op.b, op.bias, op.c})
+      if (id >= 0)
+        ids.push_back(id);
+    return ids;
+  }
+  case ProgramOp::Kind::AllReduce: {
+    std::vector<int> ids = op.ins;
+    ids.insert(ids.end(), op.outs.begin(), op.outs.end());
+    return ids;
+  }
+  default:
+    return {};
+  }
+}
+
+/// Every all_reduce bucket is unique and waited for once, after it, by an
+/// all_reduce_wait naming exactly its buffers; no op in between touches its
+/// outputs (the exchange writes them concurrently, on another stream).
+std::string checkAllReduces(const StepProgram &p, const std::string &origin) {
+  std::vector<int> root(p.buffers.size());
+  for (size_t id = 0; id < root.size(); ++id)
+    root[id] = static_cast<int>(id);
+  for (const ProgramOp &op : p.ops)
+    if (op.kind == ProgramOp::Kind::View)
+      root[op.result] = root[op.source];
+  std::map<int64_t, size_t> started; // bucket -> its all_reduce op, until waited
+  std::set<int64_t> seen;
+  std::map<int, int64_t> busy;        // root -> bucket in flight
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    std::string where = origin + ": op " + std::to_string(i);
+    if (op.kind == ProgramOp::Kind::AllReduceWait) {
+      auto it = started.find(op.bucket);
+      if (it == started.end())
+        return where + " (all_reduce_wait): bucket " + std::to_string(op.bucket) +
+               " has no all_reduce before it still to wait for";
+      std::vector<int> expected = touched(p.ops[it->second]), got = op.args;
+      std::sort(expected.begin(), expected.end());
+      expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+      std::sort(got.begin(), got.end());
+      got.erase(std::unique(got.begin(), got.end()), got.end());
+      if (expected != got)
+        return where + " (all_reduce_wait): 'buffers' are not those of bucket " +
+               std::to_string(op.bucket) + "'s all_reduce (op " + std::to_string(it->second) +
+               ")";
+      for (int id : got)
+        busy.erase(root[id]);
+      started.erase(it);
+      continue;
+    }
+    for (int id : touched(op))
+      if (auto b = busy.find(root[id]); b != busy.end())
+        return where + ": touches buffer " + std::to_string(id) + " while all_reduce bucket " +
+               std::to_string(b->second) + " is in flight (before its all_reduce_wait)";
+    if (op.kind != ProgramOp::Kind::AllReduce)
+      continue;
+    if (!seen.insert(op.bucket).second)
+      return where + " (all_reduce): bucket " + std::to_string(op.bucket) + " appears twice";
+    started[op.bucket] = i;
+    // The exchange writes the outputs; the compute stream may still read
+    // the inputs of an out-of-place reduction (nothing writes them again).
+    for (int id : op.outs)
+      busy[root[id]] = op.bucket;
+  }
+  if (!started.empty())
+    return origin + ": op " + std::to_string(started.begin()->second) +
+           " (all_reduce): bucket " + std::to_string(started.begin()->first) +
+           " is never waited for (no all_reduce_wait)";
+  return "";
 }
 
 } // namespace
@@ -390,6 +524,12 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     } else if (kind == "linear_cross_entropy") {
       op.kind = ProgramOp::Kind::LinearCrossEntropy;
       ok = decodeLinearCrossEntropy(d, o, where, program.buffers, op);
+    } else if (kind == "all_reduce") {
+      op.kind = ProgramOp::Kind::AllReduce;
+      ok = decodeAllReduce(d, o, where, program.buffers, op);
+    } else if (kind == "all_reduce_wait") {
+      op.kind = ProgramOp::Kind::AllReduceWait;
+      ok = d.integer(o, "bucket", op.bucket, where) && bufferList(d, o, "buffers", op.args, where);
     } else {
       ok = d.fail(where + ": unknown op");
     }
@@ -412,6 +552,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
                      ", which is not a fill or launch of this program"};
     }
   }
+  if (std::string bad = checkAllReduces(program, origin); !bad.empty())
+    return Error{bad};
   return program;
 }
 
@@ -460,6 +602,12 @@ LiveRanges StepProgram::liveRanges() const {
       break;
     case ProgramOp::Kind::LinearCrossEntropy:
       for (int id : op.head->buffers())
+        touch(id, i);
+      break;
+    case ProgramOp::Kind::AllReduce:
+    case ProgramOp::Kind::AllReduceWait:
+      // The exchange reads and writes them until its wait.
+      for (int id : touched(op))
         touch(id, i);
       break;
     default:

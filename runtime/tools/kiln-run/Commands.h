@@ -10,6 +10,7 @@
 #include "kiln/artifact/Guards.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,9 +24,13 @@ constexpr int kExitUsage = 2;    ///< Flags.
 constexpr int kExitNoDevice = 3; ///< No driver/device, wrong arch, no cuBLASLt.
 constexpr int kExitGuard = 4;    ///< Sizes violate the artifact's guards.
 constexpr int kExitNotBuilt = 5; ///< A part of the runtime not built yet.
+constexpr int kExitStopped = 6;  ///< A data-parallel rank stopped: another failed.
 
 /// Prints "kiln-run: error: <message>" and returns \p exitCode.
 int error(int exitCode, const std::string &message);
+/// A data-parallel rank: errors start with \p prefix ("rank 1: ") and are
+/// passed to \p hook (which tells the other ranks).
+void setErrorContext(std::string prefix, std::function<void(const std::string &)> hook);
 
 /// `--name value` / `--name=value` flags and positional arguments.
 struct Arguments {

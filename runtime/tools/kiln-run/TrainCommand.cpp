@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "DataParallel.h"
 #include "Profile.h"
 #include "Progress.h"
 #include "TrainLoopOptions.h"
@@ -28,6 +29,8 @@
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/BatchSource.h"
+#include "kiln/runtime/Nccl.h"
+#include "kiln/runtime/Rendezvous.h"
 #include "kiln/runtime/TokenData.h"
 #include "kiln/runtime/TrainMetrics.h"
 #include "kiln/runtime/TuningDb.h"
@@ -127,7 +130,20 @@ constexpr const char *kTrainUsage =
     "                          $XDG_CACHE_HOME/kiln/tuning.db, else ~/.cache/kiln/tuning.db)\n"
     "  --profile FILE          time every op of the last step (no graph): "
     "all ops to FILE\n"
-    "                          (TSV), the costliest kernels to stdout\n";
+    "                          (TSV), the costliest kernels to stdout\n"
+    "  --gpus N                data-parallel training on GPUs 0..N-1 of this host (an\n"
+    "                          artifact from kiln compile --data-parallel): one\n"
+    "                          process per GPU, each --batch rows of the step's\n"
+    "                          N*batch (its own shard of the data order), gradients\n"
+    "                          and the logged loss averaged by NCCL (libnccl.so.2;\n"
+    "                          KILN_NCCL_LIBRARY names it); rank 0 logs and saves.\n"
+    "                          Under torchrun-style RANK/WORLD_SIZE/LOCAL_RANK leave\n"
+    "                          it out: each process is one rank on GPU LOCAL_RANK.\n"
+    "                          Raw token --data only; not with --grad-accum or\n"
+    "                          --eval-data\n"
+    "  --rendezvous DIR        an empty directory every rank sees, where they meet\n"
+    "                          (default with --gpus: a fresh temporary one; under\n"
+    "                          RANK/WORLD_SIZE: $KILN_RENDEZVOUS)\n";
 
 } // namespace
 
@@ -137,7 +153,7 @@ const std::vector<std::string> kiln::run::kTrainFlags = {
     "input", "graphs", "graph-cache", "profile", "progress", "attention",
     "batching", "labels", "shuffle", "lr-schedule", "warmup", "min-lr-ratio",
     "grad-accum", "eval-data", "eval-every", "eval-batches", "save-every", "keep-last",
-    "log-file", "tuning", "db"};
+    "log-file", "tuning", "db", "gpus", "rendezvous"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
@@ -192,7 +208,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                  std::optional<uint64_t> randomInitSeed, const LoopOptions &loop,
                  BatchSource *evalData, uint64_t startCursor,
                  const PeftAdapterInit *adapters, const TuningDb *tuning,
-                 const std::string &dbPath) {
+                 const std::string &dbPath, RankSession *rank) {
+  int world = rank ? rank->getRank().world : 1;
+  bool leader = !rank || rank->isLeader();
   std::vector<SafetensorsFile> weights;
   if (!randomInitSeed)
     for (const std::string &path : weightPaths) {
@@ -205,6 +223,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   options.shapes = shapes;
   options.seed = seed;
   options.randomInitSeed = randomInitSeed;
+  options.communicator = rank ? rank->getCommunicator() : nullptr;
   options.tuning = tuning;
   if (std::optional<std::string> graphs = args.get("graphs")) {
     if (*graphs != "on" && *graphs != "off")
@@ -320,7 +339,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   schedule.total = startStep + steps;
   bool accumulate = loop.gradAccum > 1;
   std::optional<MetricsLog> log;
-  if (loop.logFile) {
+  // Rank 0 alone writes files: every rank holds the same parameters and loss.
+  if (loop.logFile && leader) {
     Expected<MetricsLog> opened = MetricsLog::open(*loop.logFile);
     if (!opened)
       return error(kExitBadInput, opened.getError());
@@ -425,8 +445,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
         return rc;
       positions = sizes->at("batch") * sizes->at("seq");
       std::optional<std::string> profilePath = args.get("profile");
-      loss = profilePath && t == startStep + steps ? x.runProfiledStep(t, stepLr, profile)
-                                                   : x.runStep(t, stepLr);
+      loss = profilePath && leader && t == startStep + steps
+                 ? x.runProfiledStep(t, stepLr, profile)
+                 : x.runStep(t, stepLr);
       gradNorm = x.getLastGradNorm();
     } else {
       for (int64_t m = 0; m < loop.gradAccum; ++m) {
@@ -459,7 +480,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     if (!std::isfinite(*loss))
       return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
                                       std::to_string(*loss));
-    double tokensPerSecond = static_cast<double>(positions) / (ms / 1000.0);
+    // Every rank's positions: the ranks run their shards at the same time.
+    double tokensPerSecond = static_cast<double>(positions * world) / (ms / 1000.0);
     if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1) {
       progress.clear();
       std::string extra;
@@ -478,7 +500,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     metrics.lr = stepLr;
     metrics.gradNorm = gradNorm;
     if (needsData)
-      metrics.tokens = counted;
+      metrics.tokens = counted * world;
     metrics.tokensPerSecond = tokensPerSecond;
     if (evalData && (t % loop.evalEvery == 0 || t == startStep + steps)) {
       double evalLoss;
@@ -489,7 +511,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     if (log)
       if (Status s = log->append(metrics); !s)
         return error(kExitBadInput, s.getError());
-    if (loop.saveEvery && t % loop.saveEvery == 0 && t != startStep + steps) {
+    if (leader && loop.saveEvery && t % loop.saveEvery == 0 && t != startStep + steps) {
       if (int rc = saveCheckpoint(periodicCheckpointPath(*savePath, t), t))
         return rc;
       std::vector<std::string> removed;
@@ -509,6 +531,10 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
                 x.getGraphRefusal().empty()
                     ? ""
                     : (" (the driver refused a patch: " + x.getGraphRefusal() + ")").c_str());
+  if (rank)
+    std::printf("peak_mem per GPU: %s\n", rank->peakMemorySummary(peak).c_str());
+  if (!leader)
+    return 0;
   if (std::optional<std::string> path = args.get("profile"); path && steps > 0)
     if (Status s = writeProfile(*path, profile); !s)
       return error(kExitBadInput, s.getError());
@@ -704,16 +730,102 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (loop.gradAccum > 1 && args->get("profile"))
     problems.push_back("--profile times the fused step; it does not run with --grad-accum " +
                        std::to_string(loop.gradAccum));
+  // Data parallelism: --gpus N launches the ranks (each runs this command
+  // again, under RANK/WORLD_SIZE); under those variables this process is one.
+  Expected<std::optional<RankInfo>> rankEnv =
+      rankFromEnvironment([](const char *name) { return std::getenv(name); });
+  if (!rankEnv)
+    problems.push_back(rankEnv.getError());
+  bool ranked = rankEnv && *rankEnv;
+  int64_t gpuCount = 0;
+  if (std::optional<std::string> gpus = args->get("gpus")) {
+    if (!parseCount("gpus", *gpus, 1, gpuCount, message))
+      problems.push_back(message);
+    else if (gpuCount > 1024)
+      problems.push_back("--gpus " + *gpus + ": more ranks than one host has GPUs");
+    if (ranked)
+      problems.push_back("--gpus starts its own ranks; under RANK/WORLD_SIZE (torchrun) "
+                         "leave it out: each process is one rank");
+    if (args->get("device"))
+      problems.push_back("--gpus N uses GPUs 0..N-1; leave out --device (or set "
+                         "CUDA_VISIBLE_DEVICES)");
+  } else if (ranked && args->get("device")) {
+    problems.push_back("--device: under RANK/WORLD_SIZE each rank uses GPU LOCAL_RANK "
+                       "(set CUDA_VISIBLE_DEVICES to choose them)");
+  } else if (!ranked && rankEnv && args->get("rendezvous")) {
+    problems.push_back("--rendezvous needs --gpus N or RANK/WORLD_SIZE");
+  }
+  // The loop programs have no all-reduce (kiln compile refuses
+  // --data-parallel with --loop-programs).
+  if ((args->get("gpus") || ranked) && (loop.gradAccum > 1 || loop.evalData))
+    problems.push_back("--grad-accum and --eval-data do not run data-parallel yet; compile the "
+                       "accumulation in (kiln compile --data-parallel --grad-accum=N)");
+  // Only token windows are sharded over the ranks (TokenWindowSource::setShard).
+  if ((args->get("gpus") || ranked) && args->get("data") && isDocumentFile(*args->get("data")))
+    problems.push_back("--data " + *args->get("data") + " is a fine-tuning dataset; data-parallel "
+                       "runs read raw token files only (a dataset's micro-batches are not "
+                       "sharded over the ranks yet)");
   if (!problems.empty()) {
     bool missing = problems.size() > 1 || problems.front().compare(0, 10, "missing --") == 0;
     return error(kExitUsage,
                  joinProblems(problems) + (missing ? " (see 'kiln-run train --help')" : ""));
   }
 
+  std::string rendezvousDir = args->get("rendezvous").value_or("");
+  if (args->get("gpus")) {
+    // The ranks get every flag but --gpus and --rendezvous (KILN_RENDEZVOUS).
+    std::vector<std::string> rankArgs;
+    for (int i = 0; i < argc; ++i) {
+      std::string a = argv[i];
+      bool takesValue = a == "--gpus" || a == "--rendezvous";
+      if (takesValue) {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--gpus=", 0) == 0 || a.rfind("--rendezvous=", 0) == 0)
+        continue;
+      rankArgs.push_back(a);
+    }
+    return launchRanks(static_cast<int>(gpuCount), "kiln-run", rankArgs, rendezvousDir);
+  }
+  std::unique_ptr<RankSession> rank;
+  if (ranked) {
+    Expected<std::unique_ptr<RankSession>> started =
+        RankSession::start(**rankEnv, rendezvousDir);
+    if (!started)
+      return error(kExitUsage, started.getError());
+    rank = std::move(*started);
+    device = (*rankEnv)->localRank;
+  }
+
   // The artifact, and the sizes against its guards.
   Expected<StepArtifact> step = StepArtifact::open(artifactPath);
   if (!step)
     return error(kExitBadInput, step.getError());
+  if (rank) {
+    const Json *dp = step->getMeta().get("data_parallel");
+    if (!dp)
+      return error(kExitUsage, artifactPath + " was compiled without --data-parallel: its "
+                                              "gradients would not be averaged over the ranks "
+                                              "(kiln compile --data-parallel)");
+    // Every rank must run the same step on the same schedule, or the
+    // all-reduces pair up wrongly or wait forever: compare before any GPU work.
+    Expected<std::string> hash = fileContentHash(artifactPath);
+    if (!hash)
+      return error(kExitBadInput, hash.getError());
+    std::map<std::string, std::string> settings;
+    for (const char *flag : {"steps", "batch", "seq", "seed", "lr", "init", "resume",
+                             "token-dtype", "graphs", "adapters", "lr-schedule", "warmup",
+                             "min-lr-ratio"})
+      if (std::optional<std::string> value = args->get(flag))
+        settings[std::string("--") + flag] = *value;
+    settings["WORLD_SIZE"] = std::to_string(rank->getRank().world);
+    if (Status s = rank->getRendezvous().checkRanks(artifactPath, *hash, settings); !s)
+      return error(kExitBadInput, s.getError());
+    std::printf("data parallel: %d rank%s, rendezvous %s, artifact %s\n", rank->getRank().world,
+                rank->getRank().world == 1 ? "" : "s",
+                rank->getRendezvous().getDirectory().c_str(), hash->c_str());
+  }
   for (const std::string &symbol : step->getSymbols())
     if (!shapes.front().count(symbol))
       return error(kExitBadInput, artifactPath +
@@ -862,8 +974,13 @@ int kiln::run::runTrain(int argc, char **argv) {
       if (!opened)
         return error(kExitBadInput, opened.getError());
       tokens.emplace(std::move(*opened));
-      data = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
-                                                 static_cast<uint64_t>(seed), vocab);
+      auto windows = std::make_unique<TokenWindowSource>(*tokens, shapes, inputs,
+                                                         static_cast<uint64_t>(seed), vocab);
+      // Rank r reads rows r*batch .. (r+1)*batch-1 of each step's order:
+      // together the ranks read what one process with world*batch would.
+      if (rank)
+        windows->setShard(static_cast<uint64_t>(rank->getRank().rank));
+      data = std::move(windows);
     }
     return 0;
   };
@@ -902,6 +1019,15 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitNoDevice, "--device " + std::to_string(device) + ": " +
                                       opened.getError());
     gpu.emplace(std::move(*opened));
+    if (rank) {
+      if (Status s = rank->connect(*gpu); !s)
+        return error(kExitNoDevice, s.getError());
+      const Nccl &nccl = rank->getCommunicator()->getNccl();
+      std::printf("nccl: %s (%s), rank %d of %d on device %lld, NCCL_NVLS_ENABLE=%s\n",
+                  nccl.getVersionString().c_str(), nccl.getLibrary().c_str(),
+                  rank->getRank().rank, rank->getRank().world, static_cast<long long>(device),
+                  std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset");
+    }
     const DeviceInfo &info = gpu->getInfo();
     std::vector<KernelModule> modules;
     size_t jitted = 0;
@@ -951,5 +1077,6 @@ int kiln::run::runTrain(int argc, char **argv) {
                       *args, shapes, startStep, steps, logEvery,
                       static_cast<uint64_t>(seed), data.get(),
                       randomInitSeed, loop, evalData.get(), startCursor,
-                      adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr, dbPath);
+                      adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr, dbPath,
+                      rank.get());
 }

@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 using namespace kiln::run;
 
@@ -75,8 +76,22 @@ bool kiln::run::isHelp(int argc, char **argv) {
   return argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"));
 }
 
+namespace {
+std::string errorPrefix;
+std::function<void(const std::string &)> errorHook;
+} // namespace
+
+void kiln::run::setErrorContext(std::string prefix,
+                                std::function<void(const std::string &)> hook) {
+  errorPrefix = std::move(prefix);
+  errorHook = std::move(hook);
+}
+
 int kiln::run::error(int exitCode, const std::string &message) {
-  std::fprintf(stderr, "kiln-run: error: %s\n", message.c_str());
+  std::fprintf(stderr, "kiln-run: error: %s%s\n", errorPrefix.c_str(), message.c_str());
+  std::fflush(stderr);
+  if (errorHook)
+    errorHook(message);
   return exitCode;
 }
 

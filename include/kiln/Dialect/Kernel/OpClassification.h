@@ -28,6 +28,7 @@ enum class OpClass {
   Attention,   // attention
   AttentionGrad,
   Quantize,    // nf4_quantize: absmax per block, then codes
+  Collective,  // kiln.all_reduce: a step-program op of its own (NCCL), no kernel
   ChunkedHead, // linear_cross_entropy(_grad): GEMMs and row kernels the runtime runs per chunk
   Unsupported,
 };

@@ -217,9 +217,9 @@ struct Fuser {
       // Batch sums, bias/activation epilogues, scales (alpha) and sums into
       // a GEMM's C (beta = 1) are computed by the GEMM. The fused LM head
       // stays one op: lower-to-step hands it to the runtime.
-      if (cls == OpClass::Gemm || cls == OpClass::Source || cls == OpClass::ChunkedHead ||
-          gemmOfBatchSum(&op) || gemmEpilogueOf(&op) || isFoldedScale(&op) ||
-          gemmAccumulateOf(&op))
+      if (cls == OpClass::Gemm || cls == OpClass::Source || cls == OpClass::Collective ||
+          cls == OpClass::ChunkedHead || gemmOfBatchSum(&op) || gemmEpilogueOf(&op) ||
+          isFoldedScale(&op) || gemmAccumulateOf(&op))
         continue;
       if (cls == OpClass::Unsupported)
         return op.emitOpError("has no kernel (kiln-fuse)");
@@ -432,7 +432,7 @@ struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
       if (op.hasTrait<OpTrait::IsTerminator>())
         continue;
       OpClass cls = classifyOp(&op);
-      if (cls != OpClass::Source && cls != OpClass::View)
+      if (cls != OpClass::Source && cls != OpClass::View && cls != OpClass::Collective)
         ++numOpsBefore;
       if (cls == OpClass::Gemm)
         ++numGemms;

@@ -15,6 +15,8 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace kiln::kernel {
 #define GEN_PASS_DEF_LOWERTOSTEPPASS
@@ -144,8 +146,12 @@ struct Lowering {
   func::FuncOp func;
   IRMapping map;
   OpBuilder builder;
-  unsigned kernels = 0, launches = 0, gemms = 0, chunkedHeads = 0;
+  unsigned kernels = 0, launches = 0, gemms = 0, allReduces = 0, chunkedHeads = 0;
   llvm::SmallPtrSet<Operation *, 8> folded; // reduce_sums merged into GEMMs
+  /// All-reduce buckets not yet waited for: their buffers, and which
+  /// graph values they produce.
+  std::map<int64_t, SmallVector<Value>> pendingBuckets;
+  DenseMap<Value, int64_t> bucketOf;
   // Decided on the fused IR before lowering moves kernel bodies away (a
   // scalar's value is read from its kernel's body).
   llvm::DenseMap<Operation *, std::pair<Value, double>> scales;
@@ -344,6 +350,52 @@ struct Lowering {
     return success();
   }
 
+  /// An all-reduce bucket: in place on a gradient buffer nothing else
+  /// reads (a fresh alloc whose value only the all-reduce uses), else into
+  /// a fresh buffer.
+  LogicalResult lowerAllReduce(kiln::AllReduceOp reduce) {
+    Location loc = reduce.getLoc();
+    SmallVector<Value> ins, outs;
+    llvm::SetVector<Value> buffers;
+    for (auto [input, result] : llvm::zip(reduce.getInputs(), reduce.getResults())) {
+      Value in = lookup(input);
+      bool inPlace = in.getDefiningOp<AllocOp>() && input.hasOneUse() &&
+                     !llvm::is_contained(ins, in);
+      Value out = inPlace ? in : alloc(loc, result.getType());
+      ins.push_back(in);
+      outs.push_back(out);
+      buffers.insert(in);
+      buffers.insert(out);
+      map.map(result, out);
+      bucketOf[result] = reduce.getBucket();
+    }
+    auto lowered = builder.create<kernel::AllReduceOp>(loc, ins, outs, reduce.getBucket());
+    if (reduce.getLoss())
+      lowered.setLoss(true);
+    if (!pendingBuckets.emplace(reduce.getBucket(), buffers.takeVector()).second)
+      return reduce.emitOpError("reuses bucket ") << reduce.getBucket();
+    ++allReduces;
+    return success();
+  }
+
+  /// Waits for the buckets \p op reads (all of them before the return).
+  void waitForBuckets(Operation *op) {
+    std::set<int64_t> needed;
+    for (Value v : op->getOperands())
+      if (auto it = bucketOf.find(v); it != bucketOf.end())
+        needed.insert(it->second);
+    if (isa<func::ReturnOp>(op))
+      for (auto &[bucket, buffers] : pendingBuckets)
+        needed.insert(bucket);
+    for (int64_t bucket : needed) {
+      auto it = pendingBuckets.find(bucket);
+      if (it == pendingBuckets.end())
+        continue;
+      builder.create<AllReduceWaitOp>(op->getLoc(), it->second, bucket);
+      pendingBuckets.erase(it);
+    }
+  }
+
   /// The fused LM head: its buffers, the scratch it runs in (one fp32
   /// chunk of logits, per-row losses + the counted rows, and an fp32
   /// weight-gradient accumulator for 16-bit weights) and one op the runtime
@@ -389,6 +441,9 @@ struct Lowering {
     builder.setInsertionPoint(op);
     if (folded.contains(op))
       return success();
+    waitForBuckets(op);
+    if (auto reduce = dyn_cast<kiln::AllReduceOp>(op))
+      return lowerAllReduce(reduce);
     if (auto param = dyn_cast<ParameterOp>(op)) {
       map.map(param.getResult(),
               builder.create<WeightOp>(loc, bufferOf(param.getType()), param.getName()));
@@ -415,15 +470,19 @@ struct Lowering {
       return success();
     // A product added into C is issued at the add.
     if (auto it = accumulates.find(op); it != accumulates.end()) {
-      if (op == it->second.add)
+      if (op == it->second.add) {
+        waitForBuckets(it->second.matmul); // the GEMM reads the matmul's operands here
         return lowerMatmul(cast<MatmulOp>(it->second.matmul), &it->second);
+      }
       return success();
     }
     // A GEMM with a bias epilogue is issued where its chain ends: the bias
     // may be computed after the matmul.
     if (std::optional<GemmEpilogue> chain = gemmEpilogueOf(op)) {
-      if (op == chain->last)
+      if (op == chain->last) {
+        waitForBuckets(chain->matmul);
         return lowerMatmul(cast<MatmulOp>(chain->matmul));
+      }
       return success();
     }
     if (auto mm = dyn_cast<MatmulOp>(op))
@@ -495,6 +554,7 @@ struct LowerToStepPass final : kiln::kernel::impl::LowerToStepPassBase<LowerToSt
         return signalPassFailure();
       numLaunches += lowering.launches;
       numGemms += lowering.gemms;
+      numAllReduces += lowering.allReduces;
     }
   }
 };

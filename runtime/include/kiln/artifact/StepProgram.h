@@ -71,7 +71,8 @@ struct LinearCrossEntropy {
 };
 
 struct ProgramOp {
-  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, LinearCrossEntropy };
+  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, LinearCrossEntropy,
+                    AllReduce, AllReduceWait };
   Kind kind = Kind::Alloc;
   int result = -1;         ///< alloc, view, weight, constant
   int source = -1;         ///< view, copy
@@ -80,7 +81,7 @@ struct ProgramOp {
   std::string bytes;       ///< constant: raw little-endian element bytes
   double value = 0;        ///< fill
   std::string module;      ///< launch: kernels/<module>/...
-  std::vector<int> args;   ///< launch: inputs then outputs
+  std::vector<int> args;   ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
   std::vector<std::string> symbols; ///< launch: the int64 arguments after them
   std::optional<SizeExpr> items, shared;
   int64_t per = 1, block = 1;
@@ -92,6 +93,11 @@ struct ProgramOp {
   double alpha = 1, beta = 0;              ///< gemm: C = alpha op(A) op(B) + beta C
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
   std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
+  /// all_reduce: outs[i] becomes the mean of ins[i] over the ranks (the same
+  /// id: in place); all_reduce_wait: the bucket the compute stream waits for.
+  int64_t bucket = -1;
+  std::vector<int> ins, outs;
+  bool loss = false; ///< all_reduce: the logged loss
 };
 
 /// Where a program's allocated buffers live in its one arena at given sizes.

@@ -73,6 +73,7 @@ Expected<std::string> convertElements(const void *data, artifact::DType from,
 
 class ProgramRunner;
 class CudnnAttention;
+class Communicator;
 
 /// Finds or loads the persistent tensor a program's `weight` op names.
 using WeightLoader = std::function<Expected<NamedTensor *>(
@@ -104,6 +105,9 @@ public:
     /// implementation: cuDNN where it loads and supports the shape (auto),
     /// always the generated kernels, or cuDNN or fail.
     enum class Attention { Auto, Kernels, Cudnn } attention = Attention::Auto;
+    /// Data parallelism: the step's all_reduce ops run through it (NCCL);
+    /// null: a run of one, where they are copies or nothing.
+    Communicator *communicator = nullptr;
     /// Choices measured by `kiln-run tune` (docs/tuning.md): used for the
     /// ops whose entry matches this machine's key (getTuningKey); the others
     /// keep the defaults. An explicit --attention kernels|cudnn wins over

@@ -50,11 +50,13 @@ public:
   /// Checks that one window of seq+1 tokens fits in the file.
   Status checkWindow(int64_t seq) const;
 
-  /// Fills \p windows with batch rows of seq+1 tokens for \p step. With
-  /// \p vocabSize > 0, a token >= vocabSize is an error naming its position.
+  /// Fills \p windows with batch rows of seq+1 tokens for \p step: rows
+  /// \p firstRow .. firstRow+batch-1 of the step's order (a data-parallel
+  /// rank reads its own slice of the global batch). With \p vocabSize > 0,
+  /// a token >= vocabSize is an error naming its position.
   Status sampleBatch(uint64_t seed, uint64_t step, int64_t batch, int64_t seq,
                      std::vector<uint32_t> &windows,
-                     uint32_t vocabSize = 0) const;
+                     uint32_t vocabSize = 0, uint64_t firstRow = 0) const;
 
 private:
   explicit TokenFile(artifact::MappedFile file) : file(std::move(file)) {}
@@ -83,6 +85,10 @@ public:
     return Status::success();
   }
   std::string describe() const override;
+  /// Data parallelism: rank \p rank reads rows rank*batch .. rank*batch+batch-1
+  /// of each micro-batch's window order, so the ranks together read what
+  /// one source with world*batch rows would.
+  void setShard(uint64_t rank) { shard = rank; }
 
 private:
   const TokenFile &tokens;
@@ -91,6 +97,7 @@ private:
   uint64_t seed;
   uint32_t vocabSize;
   uint64_t cursor = 0;
+  uint64_t shard = 0;
   std::vector<uint32_t> windows;
 };
 
