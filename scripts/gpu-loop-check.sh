@@ -40,7 +40,22 @@ prepare)
     cp "$out/split/input_$k.pb" "$out/twice/input_$k.pb"
     cp "$out/split/input_$k.pb" "$out/twice/input_$((k + 3)).pb"
   done
-  python3 scripts/onnx_to_safetensors.py --pb-inputs "$out/row" "$out/inputs"
+  # The fixture's input_K.pb tensors carry no names: write them under the
+  # model's input names, in the graph's order.
+  python3 - "$padded/model.onnx" "$out/row" "$out/inputs" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+model, src, dst = sys.argv[1:]
+names = [i.name for i in onnx.load(model, load_external_data=False).graph.input]
+os.makedirs(dst, exist_ok=True)
+for k, name in enumerate(names):
+    t = onnx.TensorProto()
+    with open(os.path.join(src, f"input_{k}.pb"), "rb") as f:
+        t.ParseFromString(f.read())
+    np.ascontiguousarray(numpy_helper.to_array(t)).tofile(os.path.join(dst, f"{name}.bin"))
+PY
   python3 scripts/onnx_to_safetensors.py "$padded/model.onnx" "$out/padded.safetensors"
   python3 scripts/onnx_to_safetensors.py "$llama/model.onnx" "$out/llama.safetensors"
   python3 scripts/onnx_to_safetensors.py --pb-inputs "$llama/test_data_set_0" "$out/tokens"
