@@ -29,7 +29,14 @@ def FusePass : Pass<"kiln-fuse", "::mlir::func::FuncOp"> {
     - reductions join a loop fusion as inner loops when they do not make a
       producer recompute more often;
     - attention / attention_grad are `attention` fusions (no S x S buffer),
-      which absorb the computation of the mask.
+      which absorb the computation of the mask;
+    - a loop producer read by several ops of one group joins once all its
+      readers are inside (the head transpose before both RoPE halves);
+      a group that reads nothing (a zero fill) is computed by its readers;
+    - sibling loop groups over one element count that read one input of
+      that size become one kernel (the SiLU-and-product gradient), and an
+      elementwise value whose operands a loop group reads anyway is
+      recomputed there instead of stored and read back (silu(gate)).
 
     Before:
     ```mlir

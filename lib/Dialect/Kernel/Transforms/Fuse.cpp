@@ -34,9 +34,15 @@ struct Group {
   bool hasReduce = false;
   bool onlyViews = true;
   bool dead = false;
-  /// Scalar groups copied into this one (see cloneable()).
+  /// Scalar groups copied into this one (see cloneable()), and elementwise
+  /// ops of other groups recomputed here (borrowRecomputable()).
   llvm::SetVector<Operation *> borrowed;
+  /// Where the fusion goes when not after its last op: a sibling merged
+  /// into an earlier group sits at that group's place (mergeSiblings()).
+  Operation *place = nullptr;
 };
+
+Operation *placeOf(Group *g) { return g->place ? g->place : g->ops.back(); }
 
 Dim numel(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
@@ -87,13 +93,30 @@ struct Fuser {
   }
 
   /// A scalar group without reductions: copying it is cheaper than a launch.
+  /// So is a group that reads nothing (a zero fill, an iota): its consumer
+  /// computes the value from the index instead of reading a buffer.
   bool cloneable(Group *p) {
     if (p->kind != FusionKind::loop || p->hasReduce || p->ops.size() > 32)
       return false;
+    if (readsNothing(p))
+      return true;
     return llvm::all_of(p->ops, [](Operation *op) {
       return llvm::all_of(op->getResultTypes(), [](Type t) {
         auto type = cast<RankedTensorType>(t);
         return type.hasStaticShape() && type.getNumElements() == 1;
+      });
+    });
+  }
+
+  /// Only fills and index arithmetic: cos/sin tables and the like stay
+  /// kernels (a transcendental per element of every reader costs more).
+  bool readsNothing(Group *p) {
+    return llvm::all_of(p->ops, [&](Operation *op) {
+      if (!isa<kiln::ConstantOp, IotaOp, ExpandOp, CastOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(op))
+        return false;
+      return llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return (def && contains(p, def)) || literal(def);
       });
     });
   }
@@ -274,9 +297,204 @@ struct Fuser {
           absorb(g, p);
         }
       }
+      if (g->kind == FusionKind::loop)
+        mergeLateProducers(g, &op);
     }
+    mergeSiblings();
+    borrowRecomputable();
     mergeStepOutputs();
     return success();
+  }
+
+  /// A loop producer read by several ops of `g` could not join while its
+  /// other readers were outside (the transpose before both halves of a RoPE
+  /// rotation; the two rotated halves of its gradient before the concats):
+  /// now that they are inside, try again.
+  void mergeLateProducers(Group *g, Operation *newest) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Operation *member : g->ops) {
+        for (OpOperand &operand : member->getOpOperands()) {
+          Group *p = groupOf.lookup(operand.get().getDefiningOp());
+          if (!p || p == g || p->dead || p->kind != FusionKind::loop || p->hasReduce ||
+              !tryMerge(p, g, newest, operand.getOperandNumber()))
+            continue;
+          absorb(g, p);
+          changed = true;
+          break;
+        }
+        if (changed)
+          break; // absorb() rebuilt g->ops
+      }
+    }
+  }
+
+  /// The one element count of everything `g` stores, if it has one, and
+  /// whether its values leave only to later kernels (not the step's results:
+  /// those join the multi-tensor update).
+  std::optional<Dim> siblingSpace(Group *g) {
+    if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce)
+      return std::nullopt;
+    Operation *terminator = block.getTerminator();
+    std::optional<Dim> space;
+    for (Value v : outsideValues(g, g)) {
+      if (llvm::is_contained(v.getUsers(), terminator))
+        return std::nullopt;
+      Dim n = numel(v);
+      if (space && *space != n)
+        return std::nullopt;
+      space = n;
+    }
+    return space;
+  }
+
+  /// A constant that build() copies into the kernel as a literal.
+  static bool literal(Operation *def) {
+    auto constant = dyn_cast_or_null<kiln::ConstantOp>(def);
+    auto type = constant ? cast<RankedTensorType>(constant.getType()) : nullptr;
+    return type && type.hasStaticShape() && type.getNumElements() <= 64;
+  }
+
+  /// The values `g` reads from outside (literals aside), as build() finds them.
+  llvm::SetVector<Value> inputsOf(Group *g) {
+    llvm::SetVector<Value> inputs;
+    auto add = [&](Operation *op) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || (!contains(g, def) && !g->borrowed.contains(def) && !literal(def)))
+          inputs.insert(v);
+      }
+    };
+    for (Operation *op : g->borrowed)
+      if (!contains(g, op))
+        add(op);
+    for (Operation *op : g->ops)
+      add(op);
+    return inputs;
+  }
+
+  /// Where the value `v` exists after fusion: after its group's fusion, or
+  /// where it is defined (an argument: before everything).
+  Operation *availableAfter(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return nullptr;
+    Group *g = groupOf.lookup(def);
+    return g && !g->dead && !g->onlyViews ? placeOf(g) : def;
+  }
+
+  /// Where `user` runs after fusion.
+  Operation *runsAt(Operation *user) {
+    Group *g = groupOf.lookup(user);
+    return g && !g->dead && !g->onlyViews ? placeOf(g) : user;
+  }
+
+  static int64_t elementBytes(Value v) {
+    unsigned bits = cast<RankedTensorType>(v.getType()).getElementType().getIntOrFloatBitWidth();
+    return std::max(1u, bits / 8);
+  }
+
+  /// Moving `b` up to `a`'s place keeps b's outputs alive longer, but the
+  /// inputs it read last die earlier: only hoist when that frees at least
+  /// as many bytes (per element of `space`) as it holds. The SiLU gradient
+  /// frees the output gradient, gate and up for the one d(gate) it holds.
+  bool hoistFrees(Group *a, Group *b, const llvm::SetVector<Value> &inB, Dim space) {
+    Operation *terminator = block.getTerminator();
+    int64_t held = 0, freed = 0;
+    for (Value v : outsideValues(b, b))
+      held += elementBytes(v);
+    for (Value v : inB) {
+      if (numel(v) != space)
+        continue;
+      bool lastReadHere = llvm::all_of(v.getUsers(), [&](Operation *user) {
+        if (user == terminator)
+          return false;
+        if (contains(a, user) || contains(b, user) || b->borrowed.contains(user))
+          return true;
+        Operation *at = runsAt(user);
+        return at == placeOf(a) || at->isBeforeInBlock(placeOf(a));
+      });
+      if (lastReadHere)
+        freed += elementBytes(v);
+    }
+    return freed >= held;
+  }
+
+  /// Sibling fusion: two loop kernels over the same element count that read
+  /// one input of that size and do not depend on each other become one
+  /// kernel reading it once. The SiLU-and-product gradient is the case that
+  /// matters: d(gate) and d(up) both read the output gradient (and, with
+  /// borrowRecomputable(), gate). The merged kernel sits where the later
+  /// one was when the earlier one's values are read only after that, else
+  /// where the earlier one was when every input of the later one exists by
+  /// then.
+  void mergeSiblings() {
+    for (auto &laterOwned : groups) {
+      Group *b = laterOwned.get();
+      std::optional<Dim> space = siblingSpace(b);
+      if (!space)
+        continue;
+      for (auto &earlierOwned : groups) {
+        Group *a = earlierOwned.get();
+        if (a == b || siblingSpace(a) != space)
+          continue;
+        if (!placeOf(a)->isBeforeInBlock(placeOf(b)))
+          continue;
+        llvm::SetVector<Value> inA = inputsOf(a), inB = inputsOf(b);
+        bool shared = llvm::any_of(inB, [&](Value v) {
+          return inA.contains(v) && numel(v) == *space;
+        });
+        bool dependent = llvm::any_of(inB, [&](Value v) {
+          return contains(a, v.getDefiningOp());
+        });
+        if (!shared || dependent)
+          continue;
+        Operation *at = nullptr;
+        if (usersAfter(a, b, placeOf(b)))
+          at = placeOf(b);
+        else if (llvm::all_of(inB,
+                              [&](Value v) {
+                                Operation *after = availableAfter(v);
+                                return !after || after == placeOf(a) ||
+                                       after->isBeforeInBlock(placeOf(a));
+                              }) &&
+                 hoistFrees(a, b, inB, *space))
+          at = placeOf(a);
+        if (!at)
+          continue;
+        absorb(a, b);
+        a->place = at == a->ops.back() ? nullptr : at;
+        break; // b is dead; a may take further siblings as `b` later
+      }
+    }
+  }
+
+  /// An elementwise op of another group whose operands this loop group reads
+  /// anyway is recomputed here instead of being stored by its group and read
+  /// back: silu(gate) in the SiLU gradient, which reads gate; the forward
+  /// kernel then stores only silu(gate) * up. Values inside kernels are
+  /// rounded to their type, so the copy computes the same bits.
+  void borrowRecomputable() {
+    for (auto &owned : groups) {
+      Group *g = owned.get();
+      if (g->dead || g->onlyViews || g->kind != FusionKind::loop)
+        continue;
+      llvm::SetVector<Value> inputs = inputsOf(g);
+      for (Value v : inputs) {
+        Operation *def = v.getDefiningOp();
+        Group *q = def ? groupOf.lookup(def) : nullptr;
+        if (!q || q == g || q->dead || q->onlyViews || !def->hasTrait<OpTrait::Elementwise>() ||
+            def->getNumOperands() == 0 || def->getNumResults() != 1)
+          continue;
+        bool recomputable = llvm::all_of(def->getOperands(), [&](Value operand) {
+          Operation *producer = operand.getDefiningOp();
+          return inputs.contains(operand) && numel(operand) == numel(v) &&
+                 !(producer && contains(q, producer));
+        });
+        if (recomputable)
+          g->borrowed.insert(def);
+      }
+    }
   }
 
   /// Horizontal fusion: the loop groups that compute only step results (the
@@ -319,7 +537,7 @@ void Fuser::build(FuseStats &stats) {
     Group *g = owned.get();
     if (g->dead || g->onlyViews)
       continue;
-    Operation *last = g->ops.back();
+    Operation *last = placeOf(g);
     // Ops computed inside: borrowed scalars first, then the group's own.
     SmallVector<Operation *> body;
     for (Operation *op : g->borrowed)
