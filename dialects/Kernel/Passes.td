@@ -36,7 +36,9 @@ def FusePass : Pass<"kiln-fuse", "::mlir::func::FuncOp"> {
     - sibling loop groups over one element count that read one input of
       that size become one kernel (the SiLU-and-product gradient), and an
       elementwise value whose operands a loop group reads anyway is
-      recomputed there instead of stored and read back (silu(gate)).
+      recomputed there instead of stored and read back (silu(gate));
+    - the small loop groups that read only arguments and parameters (the
+      bf16 copies of fp32 LoRA adapters) are one multi-tensor kernel.
 
     Before:
     ```mlir

@@ -97,3 +97,24 @@ func.func @zero_pieces(%p: tensor<?x2x?x32xbf16, #kiln.dims<[b, s]>>, %q: tensor
   %mc = kiln.matmul %c, %w : (tensor<?x2x?x64xbf16, #kiln.dims<[b, s]>>, tensor<64x16xbf16>) -> tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>
   return %ma, %mc : tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>
 }
+
+// -----
+
+// The bf16 copies of fp32 adapters (small, static, read only from arguments
+// and parameters) are one multi-tensor kernel where the first one was, not
+// one kernel per adapter before each GEMM.
+// CHECK-LABEL: func.func @adapter_casts
+// CHECK: %[[C:.+]]:2 = kiln_kernel.fusion <loop>(%arg1, %arg2)
+// CHECK: kiln.cast
+// CHECK: kiln.cast
+// CHECK: kiln_kernel.yield
+// CHECK: %[[Y:.+]] = kiln.matmul %arg0, %[[C]]#0 {transpose_b}
+// CHECK: kiln.matmul %[[Y]], %[[C]]#1 {transpose_b}
+// CHECK-NOT: kiln_kernel.fusion
+func.func @adapter_casts(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %a: tensor<16x64xf32>, %b: tensor<64x16xf32>) -> tensor<?x64xbf16, #kiln.dims<[n]>> {
+  %ca = kiln.cast %a : tensor<16x64xf32> -> tensor<16x64xbf16>
+  %t = kiln.matmul %x, %ca {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<16x64xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %cb = kiln.cast %b : tensor<64x16xf32> -> tensor<64x16xbf16>
+  %y = kiln.matmul %t, %cb {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<64x16xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %y : tensor<?x64xbf16, #kiln.dims<[n]>>
+}

@@ -302,6 +302,7 @@ struct Fuser {
     }
     mergeSiblings();
     borrowRecomputable();
+    mergeParameterCasts();
     mergeStepOutputs();
     return success();
   }
@@ -494,6 +495,62 @@ struct Fuser {
         if (recomputable)
           g->borrowed.insert(def);
       }
+    }
+  }
+
+  /// Horizontal fusion of the step's prologue: the small loop groups that
+  /// read only arguments and parameters (the bf16 copies of fp32 LoRA
+  /// adapters, zero-padded or concatenated for the shared GEMMs: ten
+  /// kernels per decoder layer) become one multi-tensor kernel at the
+  /// first one's place, where every input exists. Their outputs are small
+  /// (each at most 2^20 elements, 64 MiB together), so keeping them from
+  /// the start costs little memory.
+  void mergeParameterCasts() {
+    constexpr int64_t kMaxElements = int64_t(1) << 20, kMaxBytes = int64_t(64) << 20;
+    Operation *terminator = block.getTerminator();
+    SmallVector<Group *> candidates;
+    int64_t bytes = 0;
+    for (auto &owned : groups) {
+      Group *g = owned.get();
+      if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce ||
+          readsNothing(g))
+        continue;
+      bool prologue = llvm::all_of(inputsOf(g), [](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || classifyOp(def) == OpClass::Source;
+      });
+      SmallVector<Value> outputs = outsideValues(g, g);
+      int64_t groupBytes = 0;
+      for (Value v : outputs) {
+        auto type = cast<RankedTensorType>(v.getType());
+        if (!type.hasStaticShape() || type.getNumElements() > kMaxElements ||
+            llvm::is_contained(v.getUsers(), terminator))
+          prologue = false;
+        else
+          groupBytes += type.getNumElements() * elementBytes(v);
+      }
+      if (!prologue || outputs.empty() || bytes + groupBytes > kMaxBytes)
+        continue;
+      bytes += groupBytes;
+      candidates.push_back(g);
+    }
+    if (candidates.size() < 2)
+      return;
+    Group *into = *llvm::min_element(candidates, [](Group *x, Group *y) {
+      return placeOf(x)->isBeforeInBlock(placeOf(y));
+    });
+    Operation *at = placeOf(into);
+    for (Group *g : candidates) {
+      // A parameter defined after the place (frozen weights sit next to
+      // their first use) keeps its group apart.
+      bool available = g == into || llvm::all_of(inputsOf(g), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || def->isBeforeInBlock(at);
+      });
+      if (!available || g == into)
+        continue;
+      absorb(into, g);
+      into->place = at;
     }
   }
 
