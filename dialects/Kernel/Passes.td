@@ -35,8 +35,9 @@ def FusePass : Pass<"kiln-fuse", "::mlir::func::FuncOp"> {
       a group that reads nothing (a zero fill) is computed by its readers;
     - sibling loop groups over one element count that read one input of
       that size become one kernel (the SiLU-and-product gradient), and an
-      elementwise value whose operands a loop group reads anyway is
-      recomputed there instead of stored and read back (silu(gate));
+      elementwise value whose operands a loop or row group reads anyway (or
+      reads in fewer bytes) is recomputed there instead of stored and read
+      back (silu(gate); the fp32 norm input cast from the bf16 sum);
     - the small loop groups that read only arguments and parameters (the
       bf16 copies of fp32 LoRA adapters) are one multi-tensor kernel.
 

@@ -118,3 +118,26 @@ func.func @adapter_casts(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %a: tensor<16x6
   %y = kiln.matmul %t, %cb {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<64x16xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
   return %y : tensor<?x64xbf16, #kiln.dims<[n]>>
 }
+
+// -----
+
+// The norm gradient reads the fp32 norm input as a cast of the bf16
+// residual sum, which the forward stores anyway (the next layer reads it):
+// the forward kernel no longer stores the fp32 copy for the backward.
+// CHECK-LABEL: func.func @norm_input
+// CHECK: %[[F:.+]]:2 = kiln_kernel.fusion <row>(%arg0, %arg1, %arg2) : ({{.*}}) -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>)
+// CHECK: %[[G:.+]]:2 = kiln_kernel.fusion <row>(%[[F]]#0,
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.cast %{{.+}} : tensor<?x64xbf16, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
+// CHECK: kiln.rms_norm_grad
+func.func @norm_input(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %r: tensor<?x64xbf16, #kiln.dims<[n]>>, %w: tensor<64xf32>, %wq: tensor<64x64xbf16>, %dyo: tensor<?x64xbf16, #kiln.dims<[n]>>) -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
+  %s = kiln.add %x, %r : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %f = kiln.cast %s : tensor<?x64xbf16, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %n = kiln.rms_norm %f, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %c = kiln.cast %n : tensor<?x64xf32, #kiln.dims<[n]>> -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %y = kiln.matmul %c, %wq : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x64xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %dy = kiln.matmul %dyo, %wq {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x64xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %dyf = kiln.cast %dy : tensor<?x64xbf16, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %dx, %dw = kiln.rms_norm_grad %f, %w, %dyf {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
+  return %s, %y, %dx, %dw : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>
+}

@@ -58,6 +58,9 @@ struct Fuser {
   Block &block;
   std::vector<std::unique_ptr<Group>> groups;
   DenseMap<Operation *, Group *> groupOf;
+  /// Group values that build() already replaced by a fusion result: a
+  /// borrowed op of an earlier-built group may still read the original.
+  DenseMap<Value, Value> builtAs;
 
   bool contains(Group *g, Operation *op) { return op && groupOf.lookup(op) == g; }
   bool inEither(Group *a, Group *b, Operation *op) {
@@ -470,15 +473,19 @@ struct Fuser {
     }
   }
 
-  /// An elementwise op of another group whose operands this loop group reads
-  /// anyway is recomputed here instead of being stored by its group and read
-  /// back: silu(gate) in the SiLU gradient, which reads gate; the forward
-  /// kernel then stores only silu(gate) * up. Values inside kernels are
+  /// An elementwise op of another group whose operands this group reads
+  /// anyway, or reads in fewer bytes, is recomputed here instead of being
+  /// stored by its group and read back: silu(gate) in the SiLU gradient,
+  /// which reads gate; the fp32 copy of the residual sum that the norm
+  /// gradient reads, cast again from the bf16 sum the forward stores anyway.
+  /// The producing kernels then store neither. Values inside kernels are
   /// rounded to their type, so the copy computes the same bits.
   void borrowRecomputable() {
     for (auto &owned : groups) {
       Group *g = owned.get();
-      if (g->dead || g->onlyViews || g->kind != FusionKind::loop)
+      if (g->dead || g->onlyViews ||
+          (g->kind != FusionKind::loop &&
+           (g->kind != FusionKind::row || isa<CrossEntropyOp, CrossEntropyGradOp>(g->anchor))))
         continue;
       llvm::SetVector<Value> inputs = inputsOf(g);
       for (Value v : inputs) {
@@ -487,10 +494,25 @@ struct Fuser {
         if (!q || q == g || q->dead || q->onlyViews || !def->hasTrait<OpTrait::Elementwise>() ||
             def->getNumOperands() == 0 || def->getNumResults() != 1)
           continue;
+        // Reading a narrower operand instead pays only when v then need
+        // not be stored: every reader outside q is this group.
+        bool onlyReaderOutside = llvm::all_of(v.getUsers(), [&](Operation *user) {
+          return contains(q, user) || contains(g, user);
+        });
+        SmallVector<Value> qOut;
         bool recomputable = llvm::all_of(def->getOperands(), [&](Value operand) {
+          if (numel(operand) != numel(v))
+            return false;
+          if (!inputs.contains(operand) &&
+              (elementBytes(operand) >= elementBytes(v) || !onlyReaderOutside))
+            return false;
+          // A value of q's own must be one q stores (build() hands it over).
           Operation *producer = operand.getDefiningOp();
-          return inputs.contains(operand) && numel(operand) == numel(v) &&
-                 !(producer && contains(q, producer));
+          if (!producer || !contains(q, producer))
+            return true;
+          if (qOut.empty())
+            qOut = outsideValues(q, q);
+          return llvm::is_contained(qOut, operand);
         });
         if (recomputable)
           g->borrowed.insert(def);
@@ -636,8 +658,10 @@ void Fuser::build(FuseStats &stats) {
     SmallVector<Type> types;
     for (Value v : outputs)
       types.push_back(v.getType());
-    auto fusion = builder.create<FusionOp>(last->getLoc(), g->kind,
-                                           inputs.getArrayRef(), types);
+    SmallVector<Value> operands;
+    for (Value v : inputs)
+      operands.push_back(builtAs.lookup(v) ? builtAs.lookup(v) : v);
+    auto fusion = builder.create<FusionOp>(last->getLoc(), g->kind, operands, types);
     Block &region = fusion.getBody().front();
     IRMapping map;
     for (auto [v, arg] : llvm::zip(inputs, region.getArguments()))
@@ -653,6 +677,7 @@ void Fuser::build(FuseStats &stats) {
     builder.create<YieldOp>(last->getLoc(), yielded);
     for (auto [i, v] : llvm::enumerate(outputs)) {
       Operation *producer = v.getDefiningOp();
+      builtAs[v] = fusion.getResult(i);
       v.replaceUsesWithIf(fusion.getResult(i), [&](OpOperand &use) {
         return outsideUse(producer, use.getOwner());
       });
