@@ -17,12 +17,12 @@
     }                                                                                 \
   } while (0)
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kiln_fa90::kThreads, 1)
+template <typename T, int D, int NC>
+__global__ void __launch_bounds__(kiln_fa90::threads<NC>(), 1)
     fa90Forward(const T *q, const T *k, const T *v, T *o, float *lse, int64_t B, int64_t H,
                 int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  kiln_fa90::forward<T, D>(q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem);
+  kiln_fa90::forward<T, D, NC>(q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem);
 }
 
 // One block per query row: scores in shared memory, fp32 throughout.
@@ -96,7 +96,9 @@ static float gauss() {
 }
 
 static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, bool causal,
-                int iters, int stride = 1) {
+                int iters, int stride = 1, int nc = 0) {
+  if (!nc)
+    nc = D == 64 ? kiln_fa90::defaultConsumers<64>() : kiln_fa90::defaultConsumers<128>();
   const size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * Hkv * L * D;
   std::vector<__nv_bfloat16> hq(nq), hk(nk), hv(nk);
   for (auto &x : hq) x = __float2bfloat16(gauss());
@@ -115,20 +117,17 @@ static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, b
   CHECK(cudaMemset(lse, 0xff, rows * 4));
   const float scale = 1.f / std::sqrt((float)D);
   auto launch = [&] {
-    const int blocks = (int)((Sq + kiln_fa90::BM - 1) / kiln_fa90::BM) * B * H;
-    if (D == 64) {
-      const int bytes = kiln_fa90::Smem<64>::bytes;
-      CHECK(cudaFuncSetAttribute(fa90Forward<__nv_bfloat16, 64>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-      fa90Forward<__nv_bfloat16, 64><<<blocks, kiln_fa90::kThreads, bytes>>>(
-          q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal);
-    } else {
-      const int bytes = kiln_fa90::Smem<128>::bytes;
-      CHECK(cudaFuncSetAttribute(fa90Forward<__nv_bfloat16, 128>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-      fa90Forward<__nv_bfloat16, 128><<<blocks, kiln_fa90::kThreads, bytes>>>(
-          q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal);
-    }
+    const int blocks = (int)((Sq + 64 * nc - 1) / (64 * nc)) * B * H;
+    auto go = [&](auto kernel, int bytes, int threads) {
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      kernel<<<blocks, threads, bytes>>>(q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal);
+    };
+    if (D == 64 && nc == 2)
+      go(fa90Forward<__nv_bfloat16, 64, 2>, kiln_fa90::Smem<64, 2>::bytes, kiln_fa90::threads<2>());
+    else if (D == 64)
+      go(fa90Forward<__nv_bfloat16, 64, 3>, kiln_fa90::Smem<64, 3>::bytes, kiln_fa90::threads<3>());
+    else
+      go(fa90Forward<__nv_bfloat16, 128, 2>, kiln_fa90::Smem<128, 2>::bytes, kiln_fa90::threads<2>());
     CHECK(cudaGetLastError());
   };
   launch();
@@ -183,9 +182,9 @@ static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, b
   }
   const double flop = 4.0 * B * H * (double)Sq * L * D / (causal ? 2 : 1);
   std::fflush(stdout);
-  std::printf("%-10s b%d h%d kv%d sq%d l%d d%d %s: relL2 %.3e (bf16 rounding %.3e) lse max|d| %.2e "
+  std::printf("%-10s nc%d b%d h%d kv%d sq%d l%d d%d %s: relL2 %.3e (bf16 rounding %.3e) lse max|d| %.2e "
               "nonfinite %zu %s",
-              name, B, H, Hkv, Sq, L, D, causal ? "causal" : "full", err, errRound, lseErr, bad,
+              name, nc, B, H, Hkv, Sq, L, D, causal ? "causal" : "full", err, errRound, lseErr, bad,
               ok ? "PASS" : "FAIL");
   if (iters > 0)
     std::printf("  %.3f ms %.1f TFLOP/s", ms, flop / ms / 1e9);
@@ -197,12 +196,16 @@ static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, b
 int main() {
   bool ok = true;
   ok &= run("tail64", 1, 4, 2, 300, 300, 64, true, 0);
+  ok &= run("tail64", 1, 4, 2, 300, 300, 64, true, 0, 1, 2);
+  ok &= run("full64", 2, 4, 1, 200, 333, 64, false, 0, 1, 2);
   ok &= run("full64", 2, 4, 1, 200, 333, 64, false, 0);
   ok &= run("tail128", 1, 4, 2, 300, 300, 128, true, 0);
   ok &= run("full128", 1, 2, 2, 130, 257, 128, false, 0);
   ok &= run("1b", 4, 32, 8, 2048, 2048, 64, true, 30, 61);
   ok &= run("8b", 2, 32, 8, 4096, 4096, 128, true, 30, 127);
   ok &= run("small", 8, 12, 12, 1024, 1024, 64, true, 30, 31);
+  ok &= run("1b", 4, 32, 8, 2048, 2048, 64, true, 30, 61, 2);
+  ok &= run("small", 8, 12, 12, 1024, 1024, 64, true, 30, 31, 2);
   ok &= run("1b-full", 4, 32, 8, 2048, 2048, 64, false, 20, 61);
   ok &= run("8b-full", 2, 32, 8, 4096, 4096, 128, false, 20, 127);
   std::printf(ok ? "ALL PASS\n" : "SOME FAILED\n");

@@ -4,8 +4,9 @@
 // the portable kiln_flash kernels (FlashAttention.cuh), and the runtime runs
 // it on sm_90 when the shape fits (docs/codegen.md, "Attention on Hopper").
 //
-// A block owns 128 query rows of one (batch, head): three warpgroups, a
-// producer and two consumers of 64 rows each. The producer copies K and V
+// A block owns 64 NC query rows of one (batch, head): a producer warpgroup
+// and NC consumer warpgroups of 64 rows each (NC = 3 at head dim 64, 2 at
+// 128). The producer copies K and V
 // tiles of 128 keys (16-byte cp.async, zero-filled past the keys) into a
 // 3-stage ring of shared memory in the 128-byte-swizzled layout wgmma reads,
 // and hands each stage over on an mbarrier ("full"); the consumers hand it
@@ -28,21 +29,27 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 namespace kiln_fa90 {
-constexpr int BM = 128, BN = 128, kStages = 3, kThreads = 384;
+constexpr int BN = 128, kStages = 3;
+// Consumer warpgroups per block (64 query rows each): three for head dim
+// 64 (the softmax is a larger share of the work there), two for 128 (whose
+// accumulators need the registers).
+template <int D> constexpr int defaultConsumers() { return D == 64 ? 3 : 2; }
+template <int NC> constexpr int threads() { return 128 * (NC + 1); }
+// Whether tile t's S = Q K^T overlaps tile t-1's O += P V within a
+// warpgroup. Measured on the H200 (docs/benchmarks.md): +8% at head dim 64;
+// at 128 the second live accumulator set costs more than it hides (-22%).
+template <int D> constexpr bool kOverlap() { return D == 64; }
 // V's descriptor (N-major, 128-byte swizzle): LBO steps to the next 64
 // columns of the head dim (the next column block), SBO to the next 8 keys.
-#ifndef KILN_FA90_SWAP_V
+// (Measured on the H200: the swapped assignment reads wrong keys.)
 constexpr uint32_t kVLbo = BN * 128, kVSbo = 1024;
-#else
-constexpr uint32_t kVLbo = 1024, kVSbo = BN * 128;
-#endif
 
-// Dynamic shared memory: Q (BM rows), the K and V rings, the mbarriers;
+// Dynamic shared memory: Q (64 NC rows), the K and V rings, the mbarriers;
 // 1024 bytes of slack let the tiles start on a 1024-byte boundary (the
 // swizzle pattern repeats every 8 rows of 128 bytes).
-template <int D> struct Smem {
+template <int D, int NC = defaultConsumers<D>()> struct Smem {
   static constexpr int tile = BN * D * 2;
-  static constexpr int q = 0, k = q + BM * D * 2, v = k + kStages * tile,
+  static constexpr int q = 0, k = q + 64 * NC * D * 2, v = k + kStages * tile,
                        bars = v + kStages * tile, bytes = bars + 2 * kStages * 8 + 1024;
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 block gets");
 };
@@ -98,13 +105,23 @@ __device__ __forceinline__ void mmaFence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void mmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void mmaWait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void mmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // Keeps the compiler from moving accumulator reads or writes across the
 // asynchronous products.
 template <int N> __device__ __forceinline__ void pin(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
+}
+// The same for P's registers, which a product in flight still reads.
+template <int N> __device__ __forceinline__ void pinU(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      asm volatile("" : "+r"(a[i][j])::"memory");
 }
 __device__ __forceinline__ float exp2Approx(float x) {
   float y;
@@ -163,16 +180,17 @@ template <> __device__ __forceinline__ void mmaRS<128, __half>(float (&d)[64], c
 }
 
 
-// The forward of one block: BM query rows of one (batch, head). q, o:
+// The forward of one block: 64 NC query rows of one (batch, head). q, o:
 // dense [B, H, Sq, D]; k, v: [B, Hkv, L, D]; lse: [B, H, Sq] or null.
 // Blocks take the query tiles longest first (causal rows near the end see
 // the most keys), so the last wave is made of short tiles.
-template <typename T, int D>
+template <typename T, int D, int NC = defaultConsumers<D>()>
 __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *out, float *lse,
                                         int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L,
                                         float scale, bool causal, unsigned char *smemRaw) {
   static_assert(D == 64 || D == 128, "kiln_fa90 handles head dims 64 and 128");
-  using S = Smem<D>;
+  using S = Smem<D, NC>;
+  constexpr int BM = 64 * NC, QROWS = BM;
   constexpr int C = D / 8; // 16-byte chunks per row
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~static_cast<uintptr_t>(1023));
@@ -189,12 +207,16 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       barrierInit(full(s), 128); // every producer thread
-      barrierInit(empty(s), 8);  // lane 0 of every consumer warp
+      barrierInit(empty(s), 4 * NC); // lane 0 of every consumer warp
     }
   }
   __syncthreads();
   if (group == 0) { // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    // Registers move to the consumers: 128 x 24 + 128 NC x R <= 65536.
+    if constexpr (NC == 2)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
     const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
     for (int t = 0; t < nTiles; ++t) {
       const int s = t % kStages;
@@ -225,7 +247,10 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     return;
   }
   // consumers
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  if constexpr (NC == 2)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
   const int cg = group - 1, warp = tid / 32, lane = tid % 32;
   const int64_t r0 = i0 + 64 * cg;
   const T *qBase = q + (b * H + h) * Sq * D;
@@ -249,21 +274,33 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   const float kNegInf = -__int_as_float(0x7f800000), scaleLog2 = scale * 1.4426950408889634f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
   const int64_t rowA = r0 + 16 * warp + lane / 4; // this thread's rows: rowA, rowA + 8
-  for (int t = 0; t < nTiles; ++t) {
+  // With kOverlap, tile t's S = Q K^T is issued before tile t-1's O += P V,
+  // and the softmax of tile t runs while that product is in flight: the
+  // tensor cores and the exp2 units work at the same time within a
+  // warpgroup (the other warpgroups interleave on top).
+  uint32_t p[BN / 16][4];
+  auto scores = [&](int t) {
     const int s = t % kStages;
     barrierWait(full(s), (t / kStages) & 1);
-    mmaFence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) // S = Q K^T
       mmaSS<BN, T>(acc,
-                   descriptor(qAddr + (kk / 4) * BM * 128 + 64 * cg * 128 + (kk % 4) * 32, 16,
+                   descriptor(qAddr + (kk / 4) * QROWS * 128 + 64 * cg * 128 + (kk % 4) * 32, 16,
                               1024),
                    descriptor(kAddr + s * S::tile + (kk / 4) * BN * 128 + (kk % 4) * 32, 16,
                               1024),
                    kk > 0);
     mmaCommit();
-    mmaWait();
-    pin(acc);
+  };
+  auto values = [&](int t) { // O += P V
+    const int s = t % kStages;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      mmaRS<D, T>(o, p[kk], descriptor(vAddr + s * S::tile + kk * 16 * 128, kVLbo, kVSbo), 1);
+    mmaCommit();
+  };
+  // Masks, then exponentiates acc in place; returns the rows' rescales.
+  auto softmax = [&](int t, float (&alpha)[2]) {
     const int64_t j0 = (int64_t)t * BN;
     if (j0 + BN > L || (causal && j0 + BN - 1 > r0)) {
 #pragma unroll
@@ -274,7 +311,6 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
           acc[x] = kNegInf;
       }
     }
-    float base[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       float mx = kNegInf;
@@ -284,38 +320,81 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mNew = fmaxf(m[rr], mx * scaleLog2);
-      base[rr] = mNew == kNegInf ? 0.f : mNew;
-      const float alpha = exp2Approx(m[rr] - base[rr]);
+      const float base = mNew == kNegInf ? 0.f : mNew;
+      alpha[rr] = exp2Approx(m[rr] - base);
       m[rr] = mNew;
-      l[rr] *= alpha;
+      float sum = 0.f;
 #pragma unroll
-      for (int jb = 0; jb < D / 8; ++jb) {
-        o[4 * jb + 2 * rr] *= alpha;
-        o[4 * jb + 2 * rr + 1] *= alpha;
-      }
+      for (int jb = 0; jb < BN / 8; ++jb)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &x = acc[4 * jb + 2 * rr + e];
+          x = exp2Approx(fmaf(x, scaleLog2, -base));
+          sum += x;
+        }
+      l[rr] = l[rr] * alpha[rr] + sum;
     }
-    uint32_t p[BN / 16][4];
+  };
+  auto rescaleAndPack = [&](const float (&alpha)[2]) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int jb = 0; jb < D / 8; ++jb)
 #pragma unroll
-      for (int g = 0; g < 4; ++g) { // g: (row a | b) x (k low | high)
-        const int x = 8 * kk + 2 * g, rr = g & 1;
-        const float p0 = exp2Approx(fmaf(acc[x], scaleLog2, -base[rr]));
-        const float p1 = exp2Approx(fmaf(acc[x + 1], scaleLog2, -base[rr]));
-        l[rr] += p0 + p1;
-        p[kk][g] = pack<T>(p0, p1);
-      }
-    }
-    mmaFence();
+      for (int e = 0; e < 4; ++e)
+        o[4 * jb + e] *= alpha[e / 2];
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) // O += P V
-      mmaRS<D, T>(o, p[kk], descriptor(vAddr + s * S::tile + kk * 16 * 128, kVLbo, kVSbo), 1);
-    mmaCommit();
-    mmaWait();
-    pin(o);
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int g = 0; g < 4; ++g) // g: (row a | b) x (k low | high)
+        p[kk][g] = pack<T>(acc[8 * kk + 2 * g], acc[8 * kk + 2 * g + 1]);
+  };
+  auto release = [&](int t) {
     __syncwarp();
     if (lane == 0)
-      barrierArrive(empty(s));
+      barrierArrive(empty(t % kStages));
+  };
+  if (nTiles > 0 && kOverlap<D>()) {
+    float alpha[2];
+    mmaFence();
+    scores(0);
+    mmaWait<0>();
+    pin(acc);
+    softmax(0, alpha);
+    rescaleAndPack(alpha);
+    for (int t = 1; t < nTiles; ++t) {
+      mmaFence();
+      scores(t);
+      values(t - 1);
+      mmaWait<1>(); // S of tile t is in
+      pin(acc);
+      softmax(t, alpha);
+      mmaWait<0>(); // P V of tile t-1 is in: p and o are free
+      pin(o);
+      pinU(p);
+      release(t - 1);
+      rescaleAndPack(alpha);
+    }
+    mmaFence();
+    values(nTiles - 1);
+    mmaWait<0>();
+    pin(o);
+    pinU(p);
+    release(nTiles - 1);
+  } else {
+    for (int t = 0; t < nTiles; ++t) {
+      float alpha[2];
+      mmaFence();
+      scores(t);
+      mmaWait<0>();
+      pin(acc);
+      softmax(t, alpha);
+      rescaleAndPack(alpha);
+      mmaFence();
+      values(t);
+      mmaWait<0>();
+      pin(o);
+      pinU(p);
+      release(t);
+    }
   }
   // O / l, staged through this warpgroup's Q rows (no product reads them
   // any more) so that the stores are 16 bytes wide.
