@@ -33,12 +33,12 @@ constexpr int BN = 128, kStages = 3;
 // Consumer warpgroups per block (64 query rows each): three for head dim
 // 64 (the softmax is a larger share of the work there), two for 128 (whose
 // accumulators need the registers).
-template <int D> constexpr int defaultConsumers() { return D == 64 ? 3 : 2; }
-template <int NC> constexpr int threads() { return 128 * (NC + 1); }
+template <int D> __host__ __device__ constexpr int defaultConsumers() { return D == 64 ? 3 : 2; }
+template <int NC> __host__ __device__ constexpr int threads() { return 128 * (NC + 1); }
 // Whether tile t's S = Q K^T overlaps tile t-1's O += P V within a
 // warpgroup. Measured on the H200 (docs/benchmarks.md): +8% at head dim 64;
 // at 128 the second live accumulator set costs more than it hides (-22%).
-template <int D> constexpr bool kOverlap() { return D == 64; }
+template <int D> constexpr bool kOverlap = D == 64;
 // V's descriptor (N-major, 128-byte swizzle): LBO steps to the next 64
 // columns of the head dim (the next column block), SBO to the next 8 keys.
 // (Measured on the H200: the swapped assignment reads wrong keys.)
@@ -352,7 +352,7 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     if (lane == 0)
       barrierArrive(empty(t % kStages));
   };
-  if (nTiles > 0 && kOverlap<D>()) {
+  if (nTiles > 0 && kOverlap<D>) {
     float alpha[2];
     mmaFence();
     scores(0);
