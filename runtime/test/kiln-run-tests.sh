@@ -320,6 +320,7 @@ train-usage)
   expect 2 "kiln-run: error: --input feeds one shape; give one --batch and --seq with it" train --init random:1 --seq 8,16 --input x=t.bin
   expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
   expect 2 "kiln-run: error: --progress must be on, off or auto, got 'yes'" train --init random:1 --progress yes
+  expect 2 "kiln-run: error: --attention must be auto, kernels, cudnn or sm90, got 'fa3'" train --init random:1 --attention fa3
   ;;
 train-outputs)
   # --save, --save-adapters and --profile replace only regular files, and

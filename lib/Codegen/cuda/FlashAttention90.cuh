@@ -27,7 +27,14 @@
 // since wgmma reads shared memory through it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#ifdef __CUDACC_RTC__ // NVRTC has no <stdint.h>
+typedef long long int64_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
 #include <stdint.h>
+#endif
 namespace kiln_fa90 {
 constexpr int BN = 128, kStages = 3;
 // Consumer warpgroups per block (64 query rows each): three for head dim
