@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 #include "../../lib/Codegen/cuda/FlashAttention90.cuh"
 
@@ -193,7 +194,94 @@ static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, b
   return ok;
 }
 
-int main() {
+// bench/attention.py's mode: `fa90 io B H KV S D q.bin k.bin v.bin o.bin ITERS`
+// reads raw bf16 q, k, v ([B, H|KV, S, D]), writes the causal forward's O
+// (raw bf16) and prints the median time of ITERS launches.
+static int ioMode(char **argv) {
+  const int B = std::atoi(argv[2]), H = std::atoi(argv[3]), Hkv = std::atoi(argv[4]),
+            S = std::atoi(argv[5]), D = std::atoi(argv[6]), iters = std::atoi(argv[11]);
+  if (B <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || S <= 0 || (D != 64 && D != 128)) {
+    std::fprintf(stderr, "fa90 io: unsupported shape b%d h%d kv%d s%d d%d\n", B, H, Hkv, S, D);
+    return 2;
+  }
+  const size_t nq = (size_t)B * H * S * D, nk = (size_t)B * Hkv * S * D;
+  auto readRaw = [](const char *path, size_t count, std::vector<__nv_bfloat16> &data) {
+    data.resize(count);
+    FILE *f = std::fopen(path, "rb");
+    const bool ok = f && std::fread(data.data(), 2, count, f) == count;
+    if (f)
+      std::fclose(f);
+    if (!ok)
+      std::fprintf(stderr, "fa90 io: cannot read %zu bf16 values from %s\n", count, path);
+    return ok;
+  };
+  std::vector<__nv_bfloat16> hq, hk, hv;
+  if (!readRaw(argv[7], nq, hq) || !readRaw(argv[8], nk, hk) || !readRaw(argv[9], nk, hv))
+    return 2;
+  __nv_bfloat16 *q, *k, *v, *o;
+  CHECK(cudaMalloc(&q, nq * 2)); CHECK(cudaMalloc(&k, nk * 2)); CHECK(cudaMalloc(&v, nk * 2));
+  CHECK(cudaMalloc(&o, nq * 2));
+  CHECK(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(o, 0xff, nq * 2)); // NaN: an unwritten element shows
+  const float scale = 1.f / std::sqrt((float)D);
+  const int nc = D == 64 ? kiln_fa90::defaultConsumers<64>() : kiln_fa90::defaultConsumers<128>();
+  const int blocks = (S + 64 * nc - 1) / (64 * nc) * B * H;
+  auto launch = [&] {
+    if (D == 64) {
+      constexpr int bytes = kiln_fa90::Smem<64>::bytes;
+      CHECK(cudaFuncSetAttribute(fa90Forward<__nv_bfloat16, 64, kiln_fa90::defaultConsumers<64>()>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      fa90Forward<__nv_bfloat16, 64, kiln_fa90::defaultConsumers<64>()>
+          <<<blocks, kiln_fa90::threads<kiln_fa90::defaultConsumers<64>()>(), bytes>>>(
+              q, k, v, o, nullptr, B, H, Hkv, S, S, scale, true);
+    } else {
+      constexpr int bytes = kiln_fa90::Smem<128>::bytes;
+      CHECK(cudaFuncSetAttribute(fa90Forward<__nv_bfloat16, 128, kiln_fa90::defaultConsumers<128>()>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      fa90Forward<__nv_bfloat16, 128, kiln_fa90::defaultConsumers<128>()>
+          <<<blocks, kiln_fa90::threads<kiln_fa90::defaultConsumers<128>()>(), bytes>>>(
+              q, k, v, o, nullptr, B, H, Hkv, S, S, scale, true);
+    }
+    CHECK(cudaGetLastError());
+  };
+  launch();
+  CHECK(cudaDeviceSynchronize());
+  std::vector<__nv_bfloat16> ho(nq);
+  CHECK(cudaMemcpy(ho.data(), o, nq * 2, cudaMemcpyDeviceToHost));
+  FILE *f = std::fopen(argv[10], "wb");
+  if (!f || std::fwrite(ho.data(), 2, nq, f) != nq) {
+    std::fprintf(stderr, "fa90 io: cannot write %s\n", argv[10]);
+    return 2;
+  }
+  std::fclose(f);
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0)); CHECK(cudaEventCreate(&e1));
+  for (int w = 0; w < 3; ++w)
+    launch();
+  std::vector<float> times;
+  for (int it = 0; it < std::max(iters, 1); ++it) {
+    CHECK(cudaEventRecord(e0));
+    launch();
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("median %.4f ms\n", times[times.size() / 2]);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 12 && std::string(argv[1]) == "io")
+    return ioMode(argv);
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: fa90 (the checks and timings) | fa90 io B H KV S D q k v o ITERS\n");
+    return 2;
+  }
   bool ok = true;
   ok &= run("tail64", 1, 4, 2, 300, 300, 64, true, 0);
   ok &= run("tail64", 1, 4, 2, 300, 300, 64, true, 0, 1, 2);
