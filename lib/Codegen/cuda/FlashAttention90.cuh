@@ -281,6 +281,12 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   const float kNegInf = -__int_as_float(0x7f800000), scaleLog2 = scale * 1.4426950408889634f;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
   const int64_t rowA = r0 + 16 * warp + lane / 4; // this thread's rows: rowA, rowA + 8
+  // Causal: a warpgroup stops at its own rows' last key tile. It skips at
+  // most the block's last tile (its rows are 64 of the block's 64 NC), which
+  // the producer never waits to refill, so its missing "empty" arrival
+  // blocks nobody.
+  const int64_t ownEnd = causal ? (L < r0 + 64 ? L : r0 + 64) : L;
+  const int myTiles = ownEnd > 0 ? (int)min((int64_t)nTiles, (ownEnd + BN - 1) / BN) : 0;
   // With kOverlap, tile t's S = Q K^T is issued before tile t-1's O += P V,
   // and the softmax of tile t runs while that product is in flight: the
   // tensor cores and the exp2 units work at the same time within a
@@ -359,7 +365,7 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     if (lane == 0)
       barrierArrive(empty(t % kStages));
   };
-  if (nTiles > 0 && kOverlap<D>) {
+  if (myTiles > 0 && kOverlap<D>) {
     float alpha[2];
     mmaFence();
     scores(0);
@@ -367,7 +373,7 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     pin(acc);
     softmax(0, alpha);
     rescaleAndPack(alpha);
-    for (int t = 1; t < nTiles; ++t) {
+    for (int t = 1; t < myTiles; ++t) {
       mmaFence();
       scores(t);
       values(t - 1);
@@ -381,13 +387,13 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
       rescaleAndPack(alpha);
     }
     mmaFence();
-    values(nTiles - 1);
+    values(myTiles - 1);
     mmaWait<0>();
     pin(o);
     pinU(p);
-    release(nTiles - 1);
+    release(myTiles - 1);
   } else {
-    for (int t = 0; t < nTiles; ++t) {
+    for (int t = 0; t < myTiles; ++t) {
       float alpha[2];
       mmaFence();
       scores(t);
