@@ -146,7 +146,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
                  std::to_string(info.computeCapabilityMajor) +
                  std::to_string(info.computeCapabilityMinor) +
                  " device (kernels/kiln_fa90 is compiled for sm_90 targets whose step has a "
-                 "bf16/f16 attention of head dim 64 or 128)"};
+                 "bf16 attention of head dim 64 or 128)"};
   if (hasAttention && options.attention != Options::Attention::Kernels &&
       options.attention != Options::Attention::Sm90) {
     Expected<std::unique_ptr<CudnnAttention>> cudnn = CudnnAttention::load();

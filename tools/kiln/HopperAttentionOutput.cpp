@@ -6,7 +6,7 @@
 //
 // kernels/kiln_fa90 (docs/artifact.md): when --arch names sm_90 and the
 // step has a tiled attention forward the runtime may replace (a launch with
-// `attention` roles, bf16/f16, head dim 64 or 128), Kiln's own Hopper
+// `attention` roles, bf16, head dim 64 or 128), Kiln's own Hopper
 // forward (lib/Codegen/cuda/FlashAttention90.cuh) compiled by NVRTC for
 // sm_90a, one kernel per element type and head dim the step needs. The
 // runtime runs it on sm_90 devices in place of those launches; everywhere

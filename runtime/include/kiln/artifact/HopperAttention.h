@@ -30,8 +30,10 @@ namespace kiln::artifact {
 inline constexpr const char *kHopperAttentionModule = "kiln_fa90";
 
 /// Whether the module has a forward for \p dtype at head dim \p headDim.
+/// bf16 only: the template compiles for f16 too (FlashAttention90Test), but
+/// its numerics are checked on the GPU for bf16 alone so far.
 inline bool hopperAttentionFits(DType dtype, int64_t headDim) {
-  return (dtype == DType::BF16 || dtype == DType::F16) && (headDim == 64 || headDim == 128);
+  return dtype == DType::BF16 && (headDim == 64 || headDim == 128);
 }
 /// "kiln_fa90_fwd_bf16_d64".
 inline std::string hopperAttentionKernel(DType dtype, int64_t headDim) {
