@@ -222,9 +222,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
           artifact::hopperAttentionBlocks(s.batch, s.heads, s.seq, s.headDim));
       launch.block = static_cast<unsigned>(artifact::hopperAttentionThreads(s.headDim));
       launch.shared = static_cast<unsigned>(artifact::hopperAttentionSharedBytes(s.headDim));
-      if (Status st = check(driver.cuFuncSetAttribute(launch.function,
-                                                      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                      static_cast<int>(launch.shared)),
+      if (Status st = check(driver.cuFuncSetAttribute(
+                                launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(launch.shared)),
                             "cuFuncSetAttribute");
           !st)
         return Error{origin + ": kernel " + name + ": " + st.getError()};
@@ -232,8 +232,9 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       float scale = static_cast<float>(s.scale);
       uint32_t scaleBits = 0;
       std::memcpy(&scaleBits, &scale, sizeof scaleBits);
-      launch.symbols = {s.batch, s.heads, s.kvHeads, s.seq, s.kvSeq,
-                        static_cast<int64_t>(scaleBits), s.causal ? 1 : 0};
+      launch.symbols = {s.batch,         s.heads, s.kvHeads,
+                        s.seq,           s.kvSeq, static_cast<int64_t>(scaleBits),
+                        s.causal ? 1 : 0};
       for (CUdeviceptr &ptr : launch.pointers)
         launch.params.push_back(&ptr);
       for (int64_t &value : launch.symbols)

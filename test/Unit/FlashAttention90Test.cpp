@@ -25,10 +25,11 @@ std::string source(int skew, bool kernels) {
   std::string text = flashAttention90Prelude();
   for (int d : {64, 128}) {
     std::string D = std::to_string(d);
-    text += "static_assert(kiln_fa90::defaultConsumers<" + D + ">() == " +
-            std::to_string(artifact::hopperAttentionConsumers(d)) + " && kiln_fa90::threads<" +
-            std::to_string(artifact::hopperAttentionConsumers(d)) + ">() == " +
-            std::to_string(artifact::hopperAttentionThreads(d)) + " && kiln_fa90::Smem<" + D +
+    text += "static_assert(kiln_fa90::defaultConsumers<" + D +
+            ">() == " + std::to_string(artifact::hopperAttentionConsumers(d)) +
+            " && kiln_fa90::threads<" + std::to_string(artifact::hopperAttentionConsumers(d)) +
+            ">() == " + std::to_string(artifact::hopperAttentionThreads(d)) +
+            " && kiln_fa90::Smem<" + D +
             ">::bytes == " + std::to_string(artifact::hopperAttentionSharedBytes(d) + skew) +
             ", \"kiln_fa90 geometry\");\n";
     if (!kernels)
@@ -40,8 +41,8 @@ std::string source(int skew, bool kernels) {
               " *k, const " + t + " *v, " + t +
               " *o, float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L) {\n"
               "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-              "  kiln_fa90::forward<" + t + ", " + D +
-              ">(q, k, v, o, lse, B, H, Hkv, Sq, L, 0.125f, true, smem);\n}\n";
+              "  kiln_fa90::forward<" +
+              t + ", " + D + ">(q, k, v, o, lse, B, H, Hkv, Sq, L, 0.125f, true, smem);\n}\n";
   }
   return text + "extern \"C\" __global__ void layout() {}\n";
 }

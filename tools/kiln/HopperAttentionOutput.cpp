@@ -66,18 +66,19 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
     std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
     std::string name = artifact::hopperAttentionKernel(dtype, d);
     text += "\n// The runtime's launch geometry (kiln/artifact/HopperAttention.h).\n"
-            "static_assert(kiln_fa90::defaultConsumers<" + D + ">() == " +
-            std::to_string(artifact::hopperAttentionConsumers(d)) +
-            " && kiln_fa90::Smem<" + D + ">::bytes == " +
-            std::to_string(artifact::hopperAttentionSharedBytes(d)) +
+            "static_assert(kiln_fa90::defaultConsumers<" +
+            D + ">() == " + std::to_string(artifact::hopperAttentionConsumers(d)) +
+            " && kiln_fa90::Smem<" + D +
+            ">::bytes == " + std::to_string(artifact::hopperAttentionSharedBytes(d)) +
             ", \"kiln_fa90's layout is not the runtime's\");\n"
             "extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(artifact::hopperAttentionThreads(d)) + ", 1)\n" + name + "(const " +
-            t + " *q, const " + t + " *k, const " + t + " *v, " + t +
+            std::to_string(artifact::hopperAttentionThreads(d)) + ", 1)\n" + name + "(const " + t +
+            " *q, const " + t + " *k, const " + t + " *v, " + t +
             " *o, float *lse, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, "
             "int64_t scaleBits, int64_t causal) {\n"
             "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-            "  kiln_fa90::forward<" + t + ", " + D +
+            "  kiln_fa90::forward<" +
+            t + ", " + D +
             ">(q, k, v, o, lse, B, H, Hkv, Sq, L, __int_as_float((int)scaleBits), causal != 0,\n"
             "                               smem);\n}\n";
   }

@@ -53,12 +53,10 @@ inline int64_t hopperAttentionRows(int64_t headDim) {
 /// keys, six mbarriers, 1024 bytes of alignment slack.
 inline int hopperAttentionSharedBytes(int64_t headDim) {
   const int64_t tile = 128 * headDim * 2;
-  return static_cast<int>(hopperAttentionRows(headDim) * headDim * 2 + 3 * 2 * tile + 6 * 8 +
-                          1024);
+  return static_cast<int>(hopperAttentionRows(headDim) * headDim * 2 + 3 * 2 * tile + 6 * 8 + 1024);
 }
 /// One block per 64 NC query rows of every (batch, head).
-inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq,
-                                     int64_t headDim) {
+inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq, int64_t headDim) {
   const int64_t rows = hopperAttentionRows(headDim);
   return (seq + rows - 1) / rows * batch * heads;
 }
