@@ -10,6 +10,7 @@ bandwidth: what cuBLASLt can at best do for a GEMM this thin. Without a
 profile it prints the roles, their shapes, bytes and floors alone.
 
     python3 bench/lora_gemms.py --config 1b [--profile profile-1b.tsv] [--bandwidth-tbs 4.8]
+        [--order small-k-writes|frozen-writes]
 
 The "K-concat" column is what stays when the up projections and the
 adapters' input gradients become extra K columns of the frozen GEMMs
@@ -42,20 +43,26 @@ class Role:
         return 2 * (self.m * self.k + self.k * self.n + c)
 
 
-def lora_roles(cfg):
-    """The LoRA GEMMs of one decoder layer in the order the step issues them."""
+def lora_roles(cfg, order="small-k-writes"):
+    """The LoRA GEMMs of one decoder layer in the order the step issues them.
+
+    order "frozen-writes": as the compiler issued them until the smaller-k
+    rule (GemmAccumulate.cpp; the 2026-12-01 profiles): every up projection
+    and gate/up's dX add into the frozen GEMM's C (beta = 1). Since then
+    ("small-k-writes") they write C and the frozen GEMM adds into it."""
+    old = order == "frozen-writes"
     t, h, i, r = cfg.tokens, cfg.d_model, cfg.ffn, cfg.lora_r
     kv = cfg.kv_heads * cfg.head_dim
     fwd = [
         Role("q/k/v", "down x A^T (A of q,k,v concatenated)", "fwd", t, 3 * r, h, False, True),
-        Role("q/k/v", "q up += s t [0, Bq, 0]^T", "fwd", t, h, 3 * r, True, False),
-        Role("q/k/v", "k, v up += s t B^T", "fwd", t, kv, 3 * r, True, False, 2),
+        Role("q/k/v", "q up s t [0, Bq, 0]^T", "fwd", t, h, 3 * r, old, False),
+        Role("q/k/v", "k, v up s t B^T", "fwd", t, kv, 3 * r, old, False, 2),
         Role("o", "down x A^T", "fwd", t, r, h, False, True),
-        Role("o", "up += s t B^T", "fwd", t, h, r, True, False),
+        Role("o", "up s t B^T", "fwd", t, h, r, old, False),
         Role("gate/up", "down x A^T (A of gate,up concatenated)", "fwd", t, 2 * r, h, False, True),
-        Role("gate/up", "gate, up up += s t [B, 0]^T", "fwd", t, i, 2 * r, True, False, 2),
+        Role("gate/up", "gate, up up s t [B, 0]^T", "fwd", t, i, 2 * r, old, False, 2),
         Role("down", "down x A^T", "fwd", t, r, i, False, True),
-        Role("down", "up += s t B^T", "fwd", t, h, r, True, False),
+        Role("down", "up s t B^T", "fwd", t, h, r, old, False),
     ]
     bwd = [
         Role("down", "dT = dy B", "bwd", t, r, h, False, True),
@@ -64,7 +71,7 @@ def lora_roles(cfg):
         Role("down", "dA = s dT^T x", "bwd", r, i, t, False, True),
         Role("gate/up", "dT = dy [B, 0], dB = s dy^T t (gate, up)", "bwd", t, 2 * r, i, False, True, 4),
         Role("gate/up", "dA = s dT^T x", "bwd", 2 * r, h, t, False, True),
-        Role("gate/up", "dX += s dT A", "bwd", t, h, 2 * r, True, False),
+        Role("gate/up", "dX s dT A", "bwd", t, h, 2 * r, old, False),
         Role("o", "dT = dy B", "bwd", t, r, h, False, True),
         Role("o", "dB = s dy^T t", "bwd", h, r, t, False, True),
         Role("o", "dX = s dT A", "bwd", t, h, r, False, False),
@@ -151,10 +158,13 @@ def main(argv=None):
     p.add_argument("--profile", help="kiln-run train --profile TSV (op, label, ms)")
     p.add_argument("--bandwidth-tbs", type=float, default=4.8,
                    help="memory bandwidth for the floor, TB/s (H200: 4.8)")
+    p.add_argument("--order", default="small-k-writes", choices=("small-k-writes", "frozen-writes"),
+                   help="which GEMM of a LoRA sum writes C: the adapter's (now) or the "
+                        "frozen one's (profiles before the smaller-k rule)")
     args = p.parse_args(argv)
     cfg = CONFIGS[args.config]
     bw = args.bandwidth_tbs * 1e12
-    fwd, bwd = lora_roles(cfg)
+    fwd, bwd = lora_roles(cfg, args.order)
     measured = None
     frozen = {"fwd": [], "bwd": []}
     if args.profile:

@@ -65,10 +65,14 @@ class LoraGemmsTest(unittest.TestCase):
 
     def test_bytes(self):
         cfg = CONFIGS["1b"]
-        fwd, _ = lora_gemms.lora_roles(cfg)
+        fwd, _ = lora_gemms.lora_roles(cfg, "frozen-writes")
         gate_up = next(r for r in fwd if r.name.startswith("gate, up up"))
         # t [8192, 32] and B [8192, 32] read, C [8192, 8192] read and written.
         self.assertEqual(gate_up.bytes(), 2 * (8192 * 32 + 32 * 8192 + 2 * 8192 * 8192))
+        # Since the smaller-k rule the up projection only writes C.
+        fwd, _ = lora_gemms.lora_roles(cfg)
+        gate_up = next(r for r in fwd if r.name.startswith("gate, up up"))
+        self.assertEqual(gate_up.bytes(), 2 * (8192 * 32 + 32 * 8192 + 8192 * 8192))
 
     def test_unknown_gemm_is_an_error(self):
         text = "op\tlabel\tms\n0\tgemm 8192x16x999 BF16\t1.0\n"
