@@ -169,10 +169,16 @@ inspect-kernels)
   grep -q '^kernels (2 distinct, 5 launches):$' out.txt || fail "kernels header"
   grep -q '^  main_k0_silu  module0  4 launches$' out.txt || fail "shared kernel"
   grep -q '^  main_k1_exp  module0  1 launch$' out.txt || fail "single kernel"
+  grep -q '^gemms in the step program (0, 0 with beta = 1):$' out.txt || fail "no gemms"
   # The gemm-only step launches no kernel.
   "$test_files" gemm-step g || fail "fixtures"
   expect 0 "" "$kiln_run" inspect g.kiln
   grep -q '^kernels (0 distinct, 0 launches):$' out.txt || fail "no kernels"
+  # Its GEMMs by signature, at the memory plan's sizes (batch=2, seq=3).
+  grep -q '^gemms in the step program (3, 0 with beta = 1):$' out.txt || fail "gemms header"
+  grep -q '^     1  batch x 2 x seq  (2x2x3)$' out.txt || fail "gemm signature"
+  grep -q '^     1  2 x batch x seq, trans_a, trans_b  (2x2x3)$' out.txt || fail "gemm transposes"
+  grep -q '^     1  seq x 2 x batch, trans_a  (3x2x2)$' out.txt || fail "gemm sizes"
   ;;
 inspect-memory-plan)
   # A malformed memory_plan is one line naming the section and the field.
