@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/Autotune.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
