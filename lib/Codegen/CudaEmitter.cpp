@@ -324,8 +324,8 @@ void Printer::storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::
                        getDims(typeOf(out)) == getDims(typeOf(shaped))
                    ? Index(idx.begin(), idx.end())
                    : delinearize(flat, dims(out));
-    std::string target = vectorLanes || rowLanes ? outName(i) + "_v[lane]"
-                                                 : outName(i) + "[" + flat + "]";
+    std::string target =
+        vectorLanes || rowLanes ? outName(i) + "_v[lane]" : outName(i) + "[" + flat + "]";
     if (rowLanes)
       rowStored.insert(i);
     line(target + " = " + store(elementOf(out), value(out, at)) + ";");

@@ -81,8 +81,10 @@ std::string Printer::rowReduce(const std::string &v, bool isMax) {
 std::string Printer::vectorType(Type element, int64_t width) {
   unsigned bits = element.getIntOrFloatBitWidth();
   int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
-  return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned int"
-                                                                   : "unsigned short";
+  return bytes == 16  ? "uint4"
+         : bytes == 8 ? "uint2"
+         : bytes == 4 ? "unsigned int"
+                      : "unsigned short";
 }
 
 std::string Printer::rowLoads(bool weights) {
@@ -108,8 +110,8 @@ std::string Printer::rowLoads(bool weights) {
     std::string name = names.params.lookup(arg);
     std::string type = vectorType(typeOf(arg).getElementType(), rowVec.width);
     line("*reinterpret_cast<" + type + " *>(" + name + suffix + "[c]) = reinterpret_cast<const " +
-         type + " *>(" + name + ")[" + (weights ? std::string("chunk") : "row * " + vectors + " + chunk") +
-         "];");
+         type + " *>(" + name + ")[" +
+         (weights ? std::string("chunk") : "row * " + vectors + " + chunk") + "];");
   }
   if (rowVec.ragged)
     close();

@@ -78,11 +78,12 @@ Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t
 /// the operands rotated over \p sites (other layers' activations and
 /// weights: caches do not flatter a candidate that reads the same bytes
 /// again).
-Expected<std::vector<double>>
-timeCandidates(StepExecutor &x, const Device &device,
-               const std::vector<StepExecutor::GemmSite> &all, const std::vector<size_t> &sites,
-               const std::vector<cublasLtMatmulAlgo_t> &candidates,
-               const std::vector<size_t> &timed, int warmup, int reps) {
+Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &device,
+                                             const std::vector<StepExecutor::GemmSite> &all,
+                                             const std::vector<size_t> &sites,
+                                             const std::vector<cublasLtMatmulAlgo_t> &candidates,
+                                             const std::vector<size_t> &timed, int warmup,
+                                             int reps) {
   EventPairs events(device, timed.size() * static_cast<size_t>(reps));
   if (Status s = events.create(); !s)
     return s.takeError();

@@ -69,11 +69,11 @@ int64_t loopVectorWidth(mlir::Block &body);
 /// (one block per row, each pass re-reading the row), for dynamic or
 /// ragged rows and rows too long for registers.
 struct RowLayout {
-  int64_t width = 1;          ///< elements per vector access; 1: scalar template
-  int64_t cols = 0;           ///< the row length (static)
+  int64_t width = 1;           ///< elements per vector access; 1: scalar template
+  int64_t cols = 0;            ///< the row length (static)
   int64_t threadsPerRow = 256; ///< 32 (a warp) or 256 (the block)
-  int64_t chunks = 0;         ///< vectors per thread (the last maybe partial: ragged)
-  bool ragged = false;        ///< threadsPerRow * chunks vectors exceed the row
+  int64_t chunks = 0;          ///< vectors per thread (the last maybe partial: ragged)
+  bool ragged = false;         ///< threadsPerRow * chunks vectors exceed the row
   int64_t rowsPerBlock() const { return 256 / threadsPerRow; }
 };
 /// At most this many elements of one input per thread stay in registers.
