@@ -9,7 +9,8 @@
 # inputs every time, reference outputs from `kiln interp`'s interpreter) into
 # OUT (default build-kcheck/, git-ignored so it can be carried). `run` builds
 # the runtime there and runs kiln-kernel-check on every prepared directory
-# through ctest (label gpu). KILN=path/to/kiln overrides the compiler.
+# through ctest (label gpu). KILN=path/to/kiln (and KILN_OPT) override the
+# compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -26,6 +27,13 @@ prepare)
         -o "$out/data/${fixture}_$precision"
     done
   done
+  # The row kernels' vectorized layouts at the bench's row lengths (2048
+  # columns: a block per row; 768: a warp per row; ragged, cross entropy,
+  # scalar fallbacks), 37 rows (a last block of 5 warps' rows).
+  "${KILN_OPT:-build/bin/kiln-opt}" test/Codegen/row-vector.mlir --kiln-fuse --kiln-lower-to-step \
+    -o "$out/row-vector.mlir"
+  "$kiln" compile "$out/row-vector.mlir" --emit=cuda --arch=sm_90,sm_80 --kernel-check=n=37,m=40 \
+    -o "$out/data/row_vector"
   ;;
 run)
   dirs=$(find "$(cd "$out" && pwd)/data" -mindepth 1 -maxdepth 1 -type d | sort | tr '\n' ';')

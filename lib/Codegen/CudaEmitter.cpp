@@ -239,6 +239,10 @@ std::string Printer::load(Value arg, const std::string &offset) {
     vectorInputs.insert(arg);
     ptr = names.params.lookup(arg) + "_v[lane]";
   }
+  if (rowLanes && (offset == "flat" || offset == "col")) {
+    (offset == "flat" ? rowFlatInputs : rowColInputs).insert(arg);
+    ptr = names.params.lookup(arg) + (offset == "flat" ? "_v" : "_w") + "[c][lane]";
+  }
   if (element.isBF16())
     return "__bfloat162float(" + ptr + ")";
   if (element.isF16())
@@ -320,7 +324,10 @@ void Printer::storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::
                        getDims(typeOf(out)) == getDims(typeOf(shaped))
                    ? Index(idx.begin(), idx.end())
                    : delinearize(flat, dims(out));
-    std::string target = vectorLanes ? outName(i) + "_v[lane]" : outName(i) + "[" + flat + "]";
+    std::string target =
+        vectorLanes || rowLanes ? outName(i) + "_v[lane]" : outName(i) + "[" + flat + "]";
+    if (rowLanes)
+      rowStored.insert(i);
     line(target + " = " + store(elementOf(out), value(out, at)) + ";");
   }
 }

@@ -119,6 +119,15 @@ struct Printer {
   bool vectorLanes = false;
   llvm::SetVector<Value> vectorInputs;
 
+  /// A vectorized row kernel (rowLayout: width > 1): while its lanes print,
+  /// loads at `flat` / `col` read the registers every thread loaded before
+  /// the first pass (`<in>_v[c][lane]`, `<in>_w[c][lane]`), and row-shaped
+  /// outputs go to `<out>_v[lane]`, stored as one vector per chunk.
+  kernel::RowLayout rowVec;
+  bool rowLanes = false;
+  llvm::SetVector<Value> rowFlatInputs, rowColInputs;
+  llvm::SetVector<unsigned> rowStored;
+
   std::string load(Value arg, const std::string &offset);
   std::string store(Type element, const std::string &value);
   std::string convert(const std::string &value, Type from, Type to);
@@ -174,6 +183,13 @@ struct Printer {
   void forCols(const Index &lead, ArrayRef<std::string> trail,
                llvm::function_ref<void(const Index &)> each);
   std::string blockSum(const std::string &v) { return "kiln_block_reduce(" + v + ", red, false)"; }
+  /// The sum (or max) over the current row's threads: the block, or the
+  /// warp of a warp-per-row layout.
+  std::string rowReduce(const std::string &v, bool isMax = false);
+  /// The C type moving `width` elements of \p element in one access.
+  static std::string vectorType(Type element, int64_t width);
+  /// The vectorized row template's register loads and stores (RowKernel.cpp).
+  std::string rowLoads(bool weights);
 
   void rowKernel();
 

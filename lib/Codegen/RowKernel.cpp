@@ -20,12 +20,105 @@ namespace kiln::codegen::detail {
 
 void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
                       llvm::function_ref<void(const Index &)> each) {
-  open("for (int64_t col = threadIdx.x; col < cols; col += blockDim.x)");
+  if (rowVec.width == 1) {
+    open("for (int64_t col = threadIdx.x; col < cols; col += blockDim.x)");
+    Index idx(lead.begin(), lead.end());
+    Index t = delinearize("col", trail);
+    idx.append(t.begin(), t.end());
+    each(idx);
+    close();
+    return;
+  }
+  // The thread's chunks of the row, from the registers loaded before the
+  // first pass; unrolled, so the arrays' indices are constants (registers).
+  std::string w = std::to_string(rowVec.width);
+  line("#pragma unroll");
+  open("for (int c = 0; c < " + std::to_string(rowVec.chunks) + "; ++c)");
+  line("const int64_t chunk = c * " + std::to_string(rowVec.threadsPerRow) + " + tr;");
+  if (rowVec.ragged)
+    open("if (chunk < " + std::to_string(rowVec.cols / rowVec.width) + ")");
+  // The lanes first: they tell which outputs this pass stores.
+  std::string outer = std::move(body);
+  body.clear();
+  rowStored.clear();
+  line("#pragma unroll");
+  open("for (int lane = 0; lane < " + w + "; ++lane)");
+  line("const int64_t col = chunk * " + w + " + lane;");
+  line("const int64_t flat = row * cols + col;");
   Index idx(lead.begin(), lead.end());
   Index t = delinearize("col", trail);
   idx.append(t.begin(), t.end());
+  relate("flat", idx, dims(plan.anchor->getOperand(0)));
+  rowLanes = true;
   each(idx);
+  rowLanes = false;
   close();
+  std::string lanes = std::move(body);
+  body = std::move(outer);
+  SmallVector<unsigned> stored(rowStored.begin(), rowStored.end());
+  for (unsigned i : stored)
+    line("__align__(16) " + storageType(elementOf(plan.outputs[i])) + " " + outName(i) + "_v[" + w +
+         "];");
+  body += lanes;
+  for (unsigned i : stored) {
+    std::string type = vectorType(elementOf(plan.outputs[i]), rowVec.width);
+    line("reinterpret_cast<" + type + " *>(" + outName(i) + ")[row * " +
+         std::to_string(rowVec.cols / rowVec.width) + " + chunk] = *reinterpret_cast<const " +
+         type + " *>(" + outName(i) + "_v);");
+  }
+  if (rowVec.ragged)
+    close();
+  close();
+}
+
+std::string Printer::rowReduce(const std::string &v, bool isMax) {
+  std::string flag = isMax ? "true" : "false";
+  if (rowVec.width > 1 && rowVec.threadsPerRow == 32)
+    return "kiln_warp_reduce(" + v + ", " + flag + ")";
+  return "kiln_block_reduce(" + v + ", red, " + flag + ")";
+}
+
+std::string Printer::vectorType(Type element, int64_t width) {
+  unsigned bits = element.getIntOrFloatBitWidth();
+  int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
+  return bytes == 16  ? "uint4"
+         : bytes == 8 ? "uint2"
+         : bytes == 4 ? "unsigned int"
+                      : "unsigned short";
+}
+
+std::string Printer::rowLoads(bool weights) {
+  const llvm::SetVector<Value> &inputs = weights ? rowColInputs : rowFlatInputs;
+  if (inputs.empty())
+    return "";
+  std::string outer = std::move(body);
+  body.clear();
+  std::string w = std::to_string(rowVec.width), chunks = std::to_string(rowVec.chunks);
+  std::string vectors = std::to_string(rowVec.cols / rowVec.width);
+  std::string suffix = weights ? "_w" : "_v";
+  line(weights ? "// The weights' chunks of this thread, for every row."
+               : "// The row's chunks of this thread: every load in flight at once, one read.");
+  for (Value arg : inputs)
+    line("__align__(16) " + storageType(typeOf(arg).getElementType()) + " " +
+         names.params.lookup(arg) + suffix + "[" + chunks + "][" + w + "];");
+  line("#pragma unroll");
+  open("for (int c = 0; c < " + chunks + "; ++c)");
+  line("const int64_t chunk = c * " + std::to_string(rowVec.threadsPerRow) + " + tr;");
+  if (rowVec.ragged)
+    open("if (chunk < " + vectors + ")");
+  for (Value arg : inputs) {
+    std::string name = names.params.lookup(arg);
+    std::string type = vectorType(typeOf(arg).getElementType(), rowVec.width);
+    line("*reinterpret_cast<" + type + " *>(" + name + suffix + "[c]) = reinterpret_cast<const " +
+         type + " *>(" + name + ")[" +
+         (weights ? std::string("chunk") : "row * " + vectors + " + chunk") + "];");
+  }
+  if (rowVec.ragged)
+    close();
+  close();
+  std::string text = std::move(body);
+  body = std::move(outer);
+  return text;
 }
 
 void Printer::rowKernel() {
@@ -40,9 +133,20 @@ void Printer::rowKernel() {
   Dim rowsDim = dimProduct(ArrayRef<Dim>(all).take_front(axis), ctx);
   Dim colsDim = dimProduct(ArrayRef<Dim>(all).drop_front(axis), ctx);
   Dim space = dimMul(rowsDim, colsDim);
+  rowVec = rowLayout(plan.kernel.getBody().front());
+  rowFlatInputs.clear();
+  rowColInputs.clear();
   line("__shared__ float red[33];");
   line("const int64_t rows = " + dim(rowsDim) + ";");
   line("const int64_t cols = " + dim(colsDim) + ";");
+  if (rowVec.width > 1) {
+    std::string t = std::to_string(rowVec.threadsPerRow);
+    line("// " + std::to_string(rowVec.width) + "-element vectors, " +
+         std::to_string(rowVec.chunks) + " per thread in registers, " +
+         (rowVec.threadsPerRow == 32 ? std::string("a warp per row (8 rows per block)")
+                                     : std::string("a block per row")));
+    line("const int tr = threadIdx.x % " + t + "; // the thread's place in its row");
+  }
   // Cross entropy's mean divides by the rows whose label is counted.
   auto ce = dyn_cast<CrossEntropyOp>(anchor);
   CrossEntropyGradOp ceGrad;
@@ -60,14 +164,24 @@ void Printer::rowKernel() {
     close();
     line("counted = " + blockSum("counted") + ";");
   }
-  open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
+  size_t weightLoadsAt = body.size();
+  unsigned weightIndent = indent;
+  if (rowVec.width > 1 && rowVec.threadsPerRow == 32)
+    open("for (int64_t row = blockIdx.x * 8 + threadIdx.x / 32; row < rows; "
+         "row += (int64_t)gridDim.x * 8)");
+  else
+    open("for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)");
   Index lead = delinearize("row", leadDims);
+  size_t rowLoadsAt = body.size();
+  unsigned rowIndent = indent;
   auto flatOf = [&]() { return std::string("row * cols + col"); };
   auto finalLoop = [&](Value bound, llvm::function_ref<std::string(const Index &)> compute,
                        llvm::function_ref<bool(unsigned)> skip = nullptr) {
     forCols(lead, trail, [&](const Index &idx) {
-      line("const int64_t flat = " + flatOf() + ";");
-      relate("flat", idx, sizes);
+      if (rowVec.width == 1) {
+        line("const int64_t flat = " + flatOf() + ";");
+        relate("flat", idx, sizes);
+      }
       bind(bound, idx, compute(idx));
       storeOutputs("flat", x, idx, space, skip);
     });
@@ -87,7 +201,7 @@ void Printer::rowKernel() {
   auto meanOf = [&](llvm::function_ref<std::string(const Index &)> term, StringRef name) {
     line("float " + name.str() + " = 0.f;");
     forCols(lead, trail, [&](const Index &idx) { line(name.str() + " += " + term(idx) + ";"); });
-    line(name.str() + " = " + blockSum(name.str()) + " / (float)cols;");
+    line(name.str() + " = " + rowReduce(name.str()) + " / (float)cols;");
   };
   llvm::TypeSwitch<Operation *>(anchor)
       .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp, CrossEntropyGradOp>([&](Operation *op) {
@@ -96,11 +210,11 @@ void Printer::rowKernel() {
           std::string v = value(x, idx);
           line("mx = fmaxf(mx, " + v + ");");
         });
-        line("mx = kiln_block_reduce(mx, red, true);");
+        line("mx = " + rowReduce("mx", true) + ";");
         line("if (mx == -KILN_INF) mx = 0.f; // a fully masked row");
         line("float se = 0.f;");
         forCols(lead, trail, [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
-        line("se = " + blockSum("se") + ";");
+        line("se = " + rowReduce("se") + ";");
         if (isa<SoftmaxOp>(op))
           return finalLoop(op->getResult(0), [&](const Index &idx) {
             return let(op->getResult(0), idx, "expf(" + value(x, idx) + " - mx) / se");
@@ -118,7 +232,7 @@ void Printer::rowKernel() {
         forCols(lead, trail, [&](const Index &idx) {
           line("s += " + (log ? value(dy, idx) : value(dy, idx) + " * " + value(y, idx)) + ";");
         });
-        line("s = " + blockSum("s") + ";");
+        line("s = " + rowReduce("s") + ";");
         finalLoop(op->getResult(0), [&](const Index &idx) {
           std::string yv = value(y, idx), g = value(dy, idx);
           return let(op->getResult(0), idx,
@@ -180,7 +294,22 @@ void Printer::rowKernel() {
                      "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xv + " * rstd * rstd * mgx)");
         }, [&](unsigned i) { return isAccumulator(i); });
       });
+  if (rowVec.width > 1) {
+    // What the passes read at the row's offset, loaded at the row's start;
+    // what they read at the column (weights), before the first row.
+    auto insertAt = [&](size_t at, unsigned level, bool weights) {
+      unsigned saved = indent;
+      indent = level;
+      std::string text = rowLoads(weights);
+      indent = saved;
+      body.insert(at, text);
+      return text.size();
+    };
+    insertAt(rowLoadsAt, rowIndent, false);
+    insertAt(weightLoadsAt, weightIndent, true);
+  }
   close();
+  rowVec = kernel::RowLayout();
 }
 
 void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const Index &lead,
@@ -193,7 +322,7 @@ void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const I
   line("const bool counts = label != " + std::to_string(ignore) + ";");
   if (ce && accumulatorIndex(ce.getResult()) >= 0) {
     std::string out = outName(accumulatorIndex(ce.getResult()));
-    open("if (threadIdx.x == 0)");
+    open(rowVec.width > 1 ? "if (tr == 0)" : "if (threadIdx.x == 0)");
     line("float loss = 0.f;");
     open("if (counts)");
     line("loss = mx + logf(se) - " + value(x, {"row", "label"}) + ";");
@@ -213,8 +342,10 @@ void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const I
   line("const float scale = counts ? " + g +
        (reduction == Reduction::mean ? std::string(" / counted") : std::string()) + " : 0.f;");
   forCols(lead, trail, [&](const Index &idx) {
-    line("const int64_t flat = row * cols + col;");
-    relate("flat", idx, dims(x));
+    if (rowVec.width == 1) {
+      line("const int64_t flat = row * cols + col;");
+      relate("flat", idx, dims(x));
+    }
     std::string p = "expf(" + value(x, idx) + " - mx) / se";
     bind(ceGrad.getResult(), idx,
          let(ceGrad.getResult(), idx, "(" + p + " - (col == label ? 1.f : 0.f)) * scale"));

@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/Autotune.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -70,6 +71,50 @@ Expected<std::string> download(const Device &device, CUdeviceptr ptr, size_t byt
 Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t bytes) {
   return device.check(device.getDriver().cuMemcpyDtoDAsync_v2(to, from, bytes, device.getStream()),
                       "cuMemcpyDtoDAsync");
+}
+
+/// Median times of \p candidates[timed[t]], run round-robin: \p warmup
+/// untimed rounds, then \p reps timed ones, each call between two events,
+/// the operands rotated over \p sites (other layers' activations and
+/// weights: caches do not flatter a candidate that reads the same bytes
+/// again).
+Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &device,
+                                             const std::vector<StepExecutor::GemmSite> &all,
+                                             const std::vector<size_t> &sites,
+                                             const std::vector<cublasLtMatmulAlgo_t> &candidates,
+                                             const std::vector<size_t> &timed, int warmup,
+                                             int reps) {
+  EventPairs events(device, timed.size() * static_cast<size_t>(reps));
+  if (Status s = events.create(); !s)
+    return s.takeError();
+  for (int r = 0; r < warmup + reps; ++r)
+    for (size_t t = 0; t < timed.size(); ++t) {
+      const StepExecutor::GemmSite &from = all[sites[static_cast<size_t>(r) % sites.size()]];
+      bool measured = r >= warmup;
+      size_t pair = static_cast<size_t>(r - warmup) * timed.size() + t;
+      if (measured)
+        if (Status s = events.record(pair, false); !s)
+          return s.takeError();
+      if (Status s = x.enqueueGemm(sites.front(), candidates[timed[t]], from.a, from.b); !s)
+        return s.takeError();
+      if (measured)
+        if (Status s = events.record(pair, true); !s)
+          return s.takeError();
+    }
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+  std::vector<double> medians;
+  for (size_t t = 0; t < timed.size(); ++t) {
+    std::vector<double> samples;
+    for (int r = 0; r < reps; ++r) {
+      Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
+      if (!e)
+        return e.takeError();
+      samples.push_back(*e);
+    }
+    medians.push_back(median(samples));
+  }
+  return medians;
 }
 
 /// Measures the candidates of one GEMM signature; \p sites share it, the
@@ -138,36 +183,34 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   for (size_t j = 0; j < count; ++j)
     if (eligible[j])
       timed.push_back(j);
-  int runs = options.warmup + options.reps;
-  EventPairs events(device, timed.size() * static_cast<size_t>(options.reps));
-  if (Status s = events.create(); !s)
-    return s.takeError();
-  for (int r = 0; r < runs; ++r)
-    for (size_t t = 0; t < timed.size(); ++t) {
-      const StepExecutor::GemmSite &from = all[sites[static_cast<size_t>(r) % sites.size()]];
-      bool measured = r >= options.warmup;
-      size_t pair = static_cast<size_t>(r - options.warmup) * timed.size() + t;
-      if (measured)
-        if (Status s = events.record(pair, false); !s)
-          return s.takeError();
-      if (Status s = x.enqueueGemm(sites.front(), (*candidates)[timed[t]], from.a, from.b); !s)
-        return s.takeError();
-      if (measured)
-        if (Status s = events.record(pair, true); !s)
-          return s.takeError();
-    }
-  if (Status s = device.synchronize(); !s)
-    return s.takeError();
   std::vector<double> ms(count, -1);
-  for (size_t t = 0; t < timed.size(); ++t) {
-    std::vector<double> samples;
-    for (int r = 0; r < options.reps; ++r) {
-      Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
-      if (!e)
-        return e.takeError();
-      samples.push_back(*e);
+  Expected<std::vector<double>> first =
+      timeCandidates(x, device, all, sites, *candidates, timed, options.warmup, options.reps);
+  if (!first)
+    return first.takeError();
+  for (size_t t = 0; t < timed.size(); ++t)
+    ms[timed[t]] = (*first)[t];
+  // A close call: the finalists again, interleaved, in rounds whose order
+  // rotates; the median of the rounds' medians decides, so a candidate
+  // whose first median was lucky does not flip the choice between runs.
+  std::vector<size_t> finalists = closeCallFinalists(ms);
+  if (!finalists.empty() && options.closeRounds > 0) {
+    std::vector<std::vector<double>> rounds(finalists.size());
+    for (int round = 0; round < options.closeRounds; ++round) {
+      std::vector<size_t> order(finalists.size());
+      for (size_t f = 0; f < finalists.size(); ++f)
+        order[f] = finalists[(f + static_cast<size_t>(round)) % finalists.size()];
+      Expected<std::vector<double>> again =
+          timeCandidates(x, device, all, sites, *candidates, order, 1, options.reps);
+      if (!again)
+        return again.takeError();
+      for (size_t f = 0; f < order.size(); ++f)
+        rounds[(f + static_cast<size_t>(round)) % finalists.size()].push_back((*again)[f]);
     }
-    ms[timed[t]] = median(samples);
+    std::fill(ms.begin(), ms.end(), -1.0); // only finalists may win a close call
+    for (size_t f = 0; f < finalists.size(); ++f)
+      ms[finalists[f]] = median(rounds[f]);
+    row.remeasured = finalists.size();
   }
   if (Status s = restore(); !s)
     return s.takeError();

@@ -543,3 +543,31 @@ size_t kiln::runtime::chooseWinner(const std::vector<double> &ms, double margin)
       return i;
   return fastest;
 }
+
+std::vector<size_t> kiln::runtime::closeCallFinalists(const std::vector<double> &ms, double margin,
+                                                      double band) {
+  if (ms.empty() || ms[0] < 0)
+    return {};
+  size_t fastest = 0;
+  for (size_t i = 1; i < ms.size(); ++i)
+    if (ms[i] >= 0 && ms[i] < ms[fastest])
+      fastest = i;
+  if (fastest == 0)
+    return {};
+  std::vector<size_t> challengers;
+  for (size_t i = 1; i < ms.size(); ++i)
+    if (ms[i] >= 0 && ms[i] < ms[0] * (1 - margin + band) &&
+        ms[i] <= ms[fastest] * (1 + margin + band))
+      challengers.push_back(i);
+  if (challengers.empty())
+    return {}; // nothing comes near beating the default
+  if (challengers.size() == 1 && ms[fastest] < ms[0] * (1 - margin - band))
+    return {}; // one clear winner
+  std::stable_sort(challengers.begin(), challengers.end(),
+                   [&](size_t p, size_t q) { return ms[p] < ms[q]; });
+  if (challengers.size() > kMaxFinalists - 1)
+    challengers.resize(kMaxFinalists - 1);
+  std::sort(challengers.begin(), challengers.end());
+  challengers.insert(challengers.begin(), 0);
+  return challengers;
+}

@@ -224,6 +224,30 @@ static void testTieRule() {
   CHECK(median({}) == 0);
 }
 
+static void testCloseCalls() {
+  using V = std::vector<size_t>;
+  // Clear decisions are not measured again: nothing near beating the
+  // default, or one candidate far ahead of the default and of the rest.
+  CHECK(closeCallFinalists({1.0, 0.995, 1.2}) == V{});
+  CHECK(closeCallFinalists({1.0, 0.94}) == V{});
+  CHECK(closeCallFinalists({1.0, 0.5, 0.9}) == V{});
+  // Near the margin against the default: the default and the challenger.
+  CHECK(closeCallFinalists({1.0, 0.98, 1.1}) == (V{0, 1}));
+  CHECK(closeCallFinalists({1.0, 0.96}) == (V{0, 1}));
+  // Two candidates within the margin of each other (the H200's 1b run:
+  // algorithms 2 and 7 of the frozen 8192x8192x2048 GEMM swapped between
+  // two tunes); the slower ones stay out.
+  CHECK(closeCallFinalists({0.379, 0.3517, 0.37, 0.375, 0.38, 0.39, 0.3544}) == (V{0, 1, 6}));
+  CHECK(closeCallFinalists({1.0, 0.80, 0.79}) == (V{0, 1, 2}));
+  // At most kMaxFinalists: the fastest challengers, in index order.
+  CHECK(closeCallFinalists({1.0, 0.80, 0.81, 0.79, 0.795, 0.82}) == (V{0, 1, 3, 4}));
+  // Ineligible candidates (negative) are never finalists.
+  CHECK(closeCallFinalists({1.0, -1, 0.97}) == (V{0, 2}));
+  CHECK(closeCallFinalists({-1, 0.5}) == V{});
+  CHECK(closeCallFinalists({}) == V{});
+  CHECK(closeCallFinalists({1.0}) == V{});
+}
+
 static void testNumerics() {
   std::vector<float> ref = {1, 2, 3, 4}, same = ref, off = {1, 2, 3, 4.04f};
   CHECK(relativeL2(same.data(), ref.data(), DType::F32, 4) == 0);
@@ -275,6 +299,7 @@ int main() {
   testKeyMismatch();
   testCorrupt();
   testTieRule();
+  testCloseCalls();
   testNumerics();
   testDefaultPath();
   std::system(("rm -rf " + tempDir).c_str());

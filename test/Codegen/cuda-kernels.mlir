@@ -59,14 +59,16 @@ func.func @bias_silu(%x: tensor<?x32xf32, #kiln.dims<[n]>>, %b: tensor<32xf32>) 
   return %2 : tensor<?x32xbf16, #kiln.dims<[n]>>
 }
 
-// One block per row with block reductions; the weight gradient sums over
-// rows with atomic adds.
-// ROW: for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-// ROW: ms = kiln_block_reduce(ms, red, false) / (float)cols;
+// 64 f32 columns: 16 vectors of 4, a warp per row (16 of its lanes hold
+// one vector each, in registers) with warp reductions; the weight gradient
+// sums over rows with atomic adds (test/Codegen/row-vector.mlir has the
+// vectorized layouts).
+// ROW: for (int64_t row = blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += (int64_t)gridDim.x * 8)
+// ROW: ms = kiln_warp_reduce(ms, false) / (float)cols;
 // ROW: const float rstd = rsqrtf(ms + 1.000000000e-06f);
-// ROW: mgx = kiln_block_reduce(mgx, red, false) / (float)cols;
+// ROW: mgx = kiln_warp_reduce(mgx, false) / (float)cols;
 // ROW: kiln_atomic_add(&out1[col],
-// ROW: out0[flat] =
+// ROW: out0_v[lane] =
 func.func @norm(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64xf32>, %dy: tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
   %dx, %dw = kiln.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)
   return %dx, %dw : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>
@@ -75,11 +77,11 @@ func.func @norm(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %w: tensor<64xf32>, %dy: 
 // Loss and logit gradient from one pass over each row: the fp32 logits are
 // read, the gradient written, no probabilities stored.
 // XENT: counted = kiln_block_reduce(counted, red, false);
-// XENT: mx = kiln_block_reduce(mx, red, true);
-// XENT: se = kiln_block_reduce(se, red, false);
+// XENT: mx = kiln_warp_reduce(mx, true);
+// XENT: se = kiln_warp_reduce(se, false);
 // XENT: kiln_atomic_add(out0, loss / counted);
 // XENT: const float scale = counts ? 1.000000000e+00f / counted : 0.f;
-// XENT: out1[flat] = (float)(
+// XENT: out1_v[lane] = (float)(
 func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.dims<[n]>>) -> (tensor<f32>, tensor<?x256xf32, #kiln.dims<[n]>>) {
   %one = kiln.constant dense<1.0> : tensor<f32>
   %0 = kiln.cross_entropy %l, %y : (tensor<?x256xf32, #kiln.dims<[n]>>, tensor<?xi64, #kiln.dims<[n]>>) -> tensor<f32>

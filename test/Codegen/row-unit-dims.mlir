@@ -10,8 +10,8 @@
 // WROTE: wrote {{.*}} (1 kernels in 1 modules, 0 GEMMs)
 // CHECK: se += expf(
 // CHECK: const float [[P:v[0-9]+]] = expf({{v[0-9]+}} - mx) / se;
-// CHECK: out0[flat] = (float)([[P]]);
-// CHECK: out1[flat] = __float2bfloat16({{v[0-9]+}});
+// CHECK: out0_v[lane] = (float)([[P]]);
+// CHECK: out1_v[lane] = __float2bfloat16({{v[0-9]+}});
 
 func.func @sm(%m: tensor<16x16xf32>, %x: tensor<1x4x16x16xbf16>) -> (tensor<1x4x16x16xf32>, tensor<1x4x16x16xbf16>) {
   %0 = kiln.cast %m : tensor<16x16xf32> -> tensor<16x16xbf16>

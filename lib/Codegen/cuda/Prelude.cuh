@@ -25,6 +25,15 @@ __device__ __forceinline__ float kiln_block_reduce(float v, float *red, bool is_
   __syncthreads();
   return red[32];
 }
+// Sum (or max) over the warp; every lane gets the result (warp-per-row row
+// kernels: no shared memory, no barrier).
+__device__ __forceinline__ float kiln_warp_reduce(float v, bool is_max) {
+  for (int o = 16; o > 0; o >>= 1) {
+    float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, w) : v + w;
+  }
+  return v;
+}
 __device__ __forceinline__ void kiln_atomic_add(float *p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(double *p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(int64_t *p, int64_t v) {

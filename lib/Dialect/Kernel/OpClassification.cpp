@@ -142,6 +142,45 @@ int64_t loopVectorWidth(Block &body) {
   return width;
 }
 
+RowLayout rowLayout(Block &body) {
+  RowLayout layout;
+  Operation *anchor = anchorOp(FusionKind::row, body);
+  if (!anchor || rowAxis(anchor) < 0)
+    return layout;
+  auto type = cast<RankedTensorType>(anchor->getOperand(0).getType());
+  int64_t axis = rowAxis(anchor);
+  int64_t cols = 1;
+  for (int64_t i = axis; i < type.getRank(); ++i) {
+    if (type.isDynamicDim(i))
+      return layout;
+    cols *= type.getDimSize(i);
+  }
+  unsigned widest = 1;
+  auto widen = [&](Type t) {
+    Type element = cast<RankedTensorType>(t).getElementType();
+    unsigned bits = element.getIntOrFloatBitWidth();
+    widest = std::max(widest, bits < 8 ? 1u : bits / 8);
+  };
+  for (Type t : body.getArgumentTypes())
+    widen(t);
+  for (Type t : body.getTerminator()->getOperandTypes())
+    widen(t);
+  int64_t width = 16 / widest;
+  if (width < 2 || cols % width)
+    return layout;
+  int64_t vectors = cols / width;
+  // Short rows: a warp each; longer ones: the block. The last vectors of a
+  // row that does not split evenly over the threads are guarded.
+  layout.threadsPerRow = vectors < 256 ? 32 : 256;
+  layout.chunks = (vectors + layout.threadsPerRow - 1) / layout.threadsPerRow;
+  layout.ragged = vectors % layout.threadsPerRow != 0;
+  if (layout.chunks * width > kRowRegisterElements)
+    return RowLayout();
+  layout.width = width;
+  layout.cols = cols;
+  return layout;
+}
+
 bool isFlashAttention(Operation *op) {
   if (!isa<AttentionOp, AttentionGradOp>(op))
     return false;
@@ -191,7 +230,7 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
     DimList dims = getDims(type(anchor->getOperand(0)));
     int64_t axis = rowAxis(anchor);
     shape.items = dimProduct(ArrayRef<Dim>(dims).take_front(axis), context);
-    shape.itemsPerBlock = 1;
+    shape.itemsPerBlock = rowLayout(body).rowsPerBlock();
     break;
   }
   case FusionKind::scan: {

@@ -58,12 +58,51 @@ template <> __device__ float headStore<float>(float v) { return v; }
 template <> __device__ __nv_bfloat16 headStore<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __half headStore<__half>(float v) { return __float2half(v); }
 
+/// The row's log-sum-exp, one pass: each thread keeps a running max and a
+/// sum rescaled whenever its max grows (online softmax), then the block
+/// combines them. `Vector`: the row is float4-aligned (vocab % 4 == 0, the
+/// chunk 16-byte aligned), read 16 bytes per access, four in flight per
+/// thread.
+template <bool Vector> __device__ float headLse(const float *z, int64_t vocab, float cap,
+                                                float *scratch) {
+  float m = -INFINITY, s = 0.f;
+  if constexpr (Vector) {
+    const float4 *z4 = reinterpret_cast<const float4 *>(z);
+    int64_t n4 = vocab / 4;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+      float4 q = z4[i];
+      float a = headCap(q.x, cap), b = headCap(q.y, cap), c = headCap(q.z, cap),
+            d = headCap(q.w, cap);
+      float mx = fmaxf(fmaxf(a, b), fmaxf(c, d));
+      if (mx > m) {
+        s *= __expf(m - mx); // 0 while m is -inf (s is 0 then)
+        m = mx;
+      }
+      s += __expf(a - m) + __expf(b - m) + __expf(c - m) + __expf(d - m);
+    }
+  } else {
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      float c = headCap(z[v], cap);
+      if (c > m) {
+        s *= __expf(m - c);
+        m = c;
+      }
+      s += __expf(c - m);
+    }
+  }
+  float max = headReduce<true>(m, scratch);
+  float sum = headReduce<false>(m == -INFINITY ? 0.f : s * __expf(m - max), scratch);
+  return max + logf(sum);
+}
+
 /// One block per row of the chunk: logsumexp and the row's loss into
 /// stats[first + row]; with a gradient, the row becomes
 /// (softmax − onehot) · grad / counted (times 1 − tanh² under the cap), as T
 /// at the start of the row's own fp32 storage (16-bit T: leading dimension
-/// 2·vocab). Ignored rows become zeros.
-template <typename T>
+/// 2·vocab). Ignored rows become zeros. The logits are read twice (the
+/// log-sum-exp, the gradient) and the gradient written once.
+template <typename T, bool Vector>
 __device__ void headRows(float *chunk, const void *labels, const float *grad, float *stats,
                          int64_t first, int64_t vocab, int64_t rows, int64_t labels32,
                          int64_t ignore, int64_t capBits, int64_t gradient) {
@@ -76,48 +115,77 @@ __device__ void headRows(float *chunk, const void *labels, const float *grad, fl
   if (!headCounts(label, ignore, vocab)) {
     if (threadIdx.x == 0)
       stats[first + row] = 0.f;
-    if (gradient) {
-      __syncthreads(); // every thread is past its reads (there are none)
+    if (gradient)
       for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
         out[v] = headStore<T>(0.f);
-    }
     return;
   }
-  float max = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    max = fmaxf(max, headCap(z[v], cap));
-  max = headReduce<true>(max, scratch);
-  float sum = 0.f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    sum += __expf(headCap(z[v], cap) - max);
-  sum = headReduce<false>(sum, scratch);
-  float lse = max + logf(sum);
+  // z[label] is read before any thread overwrites it: the reductions in
+  // headLse synchronize the block.
   float target = headCap(z[label], cap);
-  __syncthreads(); // z[label] is read before any thread overwrites it
+  float lse = headLse<Vector>(z, vocab, cap, scratch);
   if (threadIdx.x == 0)
     stats[first + row] = lse - target;
   if (!gradient)
     return;
   float scale = grad[0] / stats[rows];
-  // A 16-bit element v lands on bytes of fp32 element v/2: tile by tile,
-  // every thread reads its fp32 element before any thread writes the tile.
-  for (int64_t base = 0; base < vocab; base += blockDim.x) {
-    int64_t v = base + threadIdx.x;
-    float d = 0.f;
-    if (v < vocab) {
-      float c = headCap(z[v], cap);
-      d = (__expf(c - lse) - (v == label ? 1.f : 0.f)) * scale;
-      if (cap > 0) {
-        float t = c / cap;
-        d *= 1.f - t * t;
+  auto dlogit = [&](float zv, int64_t v) {
+    float c = headCap(zv, cap);
+    float d = (__expf(c - lse) - (v == label ? 1.f : 0.f)) * scale;
+    if (cap > 0) {
+      float t = c / cap;
+      d *= 1.f - t * t;
+    }
+    return d;
+  };
+  if constexpr (Vector) {
+    // Tiles of kPer float4 per thread: every thread reads its part of the
+    // tile before any thread writes it (a 16-bit element v lands on bytes of
+    // fp32 element v/2, inside this tile or an earlier one, never a later
+    // one); fp32 gradients overwrite only their own element.
+    constexpr int kPer = 4;
+    const float4 *z4 = reinterpret_cast<const float4 *>(z);
+    int64_t n4 = vocab / 4;
+    for (int64_t base = 0; base < n4; base += int64_t(blockDim.x) * kPer) {
+      float4 q[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        int64_t i = base + int64_t(k) * blockDim.x + threadIdx.x;
+        if (i < n4)
+          q[k] = z4[i];
+      }
+      if (sizeof(T) < 4)
+        __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        int64_t i = base + int64_t(k) * blockDim.x + threadIdx.x;
+        if (i >= n4)
+          continue;
+        __align__(16) T d[4] = {headStore<T>(dlogit(q[k].x, 4 * i)),
+                                headStore<T>(dlogit(q[k].y, 4 * i + 1)),
+                                headStore<T>(dlogit(q[k].z, 4 * i + 2)),
+                                headStore<T>(dlogit(q[k].w, 4 * i + 3))};
+        if (sizeof(T) == 4)
+          reinterpret_cast<uint4 *>(out)[i] = *reinterpret_cast<const uint4 *>(d);
+        else
+          reinterpret_cast<uint2 *>(out)[i] = *reinterpret_cast<const uint2 *>(d);
       }
     }
-    if (sizeof(T) < 4)
-      __syncthreads();
-    if (v < vocab)
-      out[v] = headStore<T>(d);
-    if (sizeof(T) < 4)
-      __syncthreads();
+  } else {
+    // A 16-bit element v lands on bytes of fp32 element v/2: tile by tile,
+    // every thread reads its fp32 element before any thread writes the tile.
+    for (int64_t base = 0; base < vocab; base += blockDim.x) {
+      int64_t v = base + threadIdx.x;
+      float d = 0.f;
+      if (v < vocab)
+        d = dlogit(z[v], v);
+      if (sizeof(T) < 4)
+        __syncthreads();
+      if (v < vocab)
+        out[v] = headStore<T>(d);
+      if (sizeof(T) < 4)
+        __syncthreads();
+    }
   }
 }
 
@@ -140,8 +208,12 @@ extern "C" __global__ void kiln_head_count(const void *labels, float *stats, int
                                   float *stats, int64_t first, int64_t vocab, int64_t rows,      \
                                   int64_t labels32, int64_t ignore, int64_t capBits,             \
                                   int64_t gradient) {                                            \
-    headRows<T>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore, capBits,        \
-                gradient);                                                                       \
+    if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(chunk) % 16 == 0)                         \
+      headRows<T, true>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,         \
+                        capBits, gradient);                                                      \
+    else                                                                                         \
+      headRows<T, false>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,        \
+                         capBits, gradient);                                                     \
   }
 KILN_HEAD_ROWS(kiln_head_rows_f32, float)
 KILN_HEAD_ROWS(kiln_head_rows_bf16, __nv_bfloat16)

@@ -385,6 +385,14 @@ int kiln::run::runTune(int argc, char **argv) {
   if (!changed)
     std::printf("(none: every default held or won within the %.0f%% noise margin)\n",
                 kTieMargin * 100);
+  size_t close = 0;
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      close += op.remeasured > 0;
+  if (close)
+    std::printf("close calls: %zu ops measured again (finalists interleaved, the median of %d "
+                "rounds' medians)\n",
+                close, tune.closeRounds);
   for (const TuneResult &r : results) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "

@@ -45,13 +45,14 @@ func.func @batched(%q: tensor<?x4x?x16xbf16, #kiln.dims<[n, s]>>, %k: tensor<?x4
 // -----
 
 // Norm weight gradients accumulate atomically: their buffer is zeroed
-// right before the launch. Frozen parameters become weights.
+// right before the launch. Frozen parameters become weights. Rows of 64
+// f32 (16 vectors) run a warp each, 8 per block (RowLayout).
 // CHECK-LABEL: func.func @normgrad
 // CHECK: %[[W:.+]] = kiln_kernel.weight "norm.weight" : !kiln_kernel.buffer<tensor<64xf32>>
 // CHECK: %[[DX:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xf32, #kiln.dims<[n]>>>
 // CHECK: %[[DW:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<64xf32>>
 // CHECK: kiln_kernel.fill %[[DW]], 0.000000e+00
-// CHECK: kiln_kernel.launch @normgrad_k0_rms_norm_grad ins(%{{.+}}, %[[W]], %{{.+}} : {{.*}}) outs(%[[DX]], %[[DW]] : {{.*}}) items = #kiln.expr<n> per 1 block 256
+// CHECK: kiln_kernel.launch @normgrad_k0_rms_norm_grad ins(%{{.+}}, %[[W]], %{{.+}} : {{.*}}) outs(%[[DX]], %[[DW]] : {{.*}}) items = #kiln.expr<n> per 8 block 256
 func.func @normgrad(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %dy: tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>) {
   %w = kiln.parameter "norm.weight" : tensor<64xf32>
   %dx, %dw = kiln.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>, tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64xf32>)

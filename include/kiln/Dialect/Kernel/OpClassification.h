@@ -58,6 +58,28 @@ llvm::SmallVector<SymExprAttr> loopSegments(mlir::Block &body);
 /// start 16-byte aligned). 1 when that does not hold.
 int64_t loopVectorWidth(mlir::Block &body);
 
+/// How a row kernel walks its rows. With a static row length that is a
+/// multiple of the vector width (16 bytes / the widest element of the
+/// body's inputs and outputs), each thread holds `chunks` vectors of
+/// `width` elements of every input it reads at the row's own offset (or at
+/// the column: weights) in registers, loaded once with 16-byte (or
+/// narrower) accesses before the first pass, and the row's outputs leave
+/// the same way: a warp per row (8 rows per block of 256) for rows of fewer
+/// than 256 vectors, a block of 256 per row for longer ones. `width` 1 is the scalar template
+/// (one block per row, each pass re-reading the row), for dynamic or
+/// ragged rows and rows too long for registers.
+struct RowLayout {
+  int64_t width = 1;           ///< elements per vector access; 1: scalar template
+  int64_t cols = 0;            ///< the row length (static)
+  int64_t threadsPerRow = 256; ///< 32 (a warp) or 256 (the block)
+  int64_t chunks = 0;          ///< vectors per thread (the last maybe partial: ragged)
+  bool ragged = false;         ///< threadsPerRow * chunks vectors exceed the row
+  int64_t rowsPerBlock() const { return 256 / threadsPerRow; }
+};
+/// At most this many elements of one input per thread stay in registers.
+inline constexpr int64_t kRowRegisterElements = 32;
+RowLayout rowLayout(mlir::Block &body);
+
 /// The launch geometry of a kernel body (see kiln_kernel.launch).
 struct LaunchShape {
   SymExprAttr items;

@@ -39,6 +39,9 @@ struct TuneOptions {
   int warmup = 3;    ///< untimed runs of each candidate first
   int reps = 20;     ///< timed runs; the median counts
   int stepReps = 20; ///< timed whole steps per variant
+  /// A close call (closeCallFinalists): rounds of `reps` interleaved runs
+  /// of the finalists; the median of the rounds' medians decides.
+  int closeRounds = 5;
   int64_t step = 1;  ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
@@ -54,6 +57,7 @@ struct TunedOp {
   size_t calls = 0;      ///< ops of the step sharing it
   size_t candidates = 0; ///< measured, eligible or not
   size_t eligible = 0;   ///< within the numerics bound
+  size_t remeasured = 0; ///< finalists of a close call measured again (0: none)
   double defaultMs = 0, tunedMs = 0;
   std::string choice; ///< "algo 3/8", "kernels", "default"
   double error = 0;   ///< the winner's relative error against the default

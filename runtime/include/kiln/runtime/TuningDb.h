@@ -154,6 +154,23 @@ double relativeL2(const void *candidate, const void *reference, artifact::DType 
 /// measuring nearly the same times choose the same.
 size_t chooseWinner(const std::vector<double> &ms, double margin = kTieMargin);
 
+/// A first measurement whose decision lies within this fraction of one of
+/// chooseWinner's thresholds is a close call and is measured again.
+constexpr double kCloseCallBand = 0.02;
+/// The most candidates a close call re-measures (the default included).
+constexpr size_t kMaxFinalists = 4;
+
+/// The candidates to measure again, interleaved, before chooseWinner
+/// decides (ascending indices, the default first); empty when the first
+/// medians \p ms decide clearly: no candidate comes within \p band of
+/// beating the default by \p margin, or one beats it by more than margin +
+/// band and every other is slower than it by more than margin + band.
+/// Otherwise the default and the fastest challengers (at most
+/// kMaxFinalists in all): those faster than the default by more than
+/// margin - band and within margin + band of the fastest.
+std::vector<size_t> closeCallFinalists(const std::vector<double> &ms, double margin = kTieMargin,
+                                       double band = kCloseCallBand);
+
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_TUNINGDB_H
