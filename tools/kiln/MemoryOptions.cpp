@@ -46,10 +46,11 @@ cl::opt<std::string> memoryPlanFile(
 cl::opt<std::string> rematBudgetFlag(
     "remat-budget",
     cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
-             "auto (keep the fewest bytes, never recompute matmul/attention), "
-             "min (the smallest planned peak it can reach) or a planned-peak "
-             "limit in GiB"),
-    cl::value_desc("none|auto|min|GiB"), cl::init("none"), cl::sub(compileCommand()),
+             "pointwise (keep the fewest bytes recomputing only pointwise, cast "
+             "and shape ops), auto (also norms, and matmul/attention while the "
+             "estimated step time grows by at most 10%), min (the smallest "
+             "planned peak it can reach) or a planned-peak limit in GiB"),
+    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("none"), cl::sub(compileCommand()),
     cl::cat(category()));
 
 /// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.
@@ -138,6 +139,12 @@ void printRematSummary(func::FuncOp func, const SymbolValues &values,
     os << llvm::formatv(" (+{0:F1}% of the step)",
                         100.0 * extra / static_cast<double>(stepFlops - extra));
   os << "\n";
+  int64_t stepBefore = number("step_us_before"), step = number("step_us");
+  if (stepBefore > 0)
+    os << llvm::formatv("  estimated step time     {0:F1} ms -> {1:F1} ms ({2}{3:F1}%, "
+                        "roofline estimate)\n",
+                        stepBefore / 1000.0, step / 1000.0, step >= stepBefore ? "+" : "",
+                        100.0 * (step - stepBefore) / static_cast<double>(stepBefore));
   os << "  planned peak            " << formatBytes(number("peak_bytes_before"))
      << " -> " << formatBytes(number("peak_bytes")) << "\n";
 }
