@@ -14,6 +14,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/artifact/MemoryPlanSection.h"
 
 #include <optional>
@@ -110,9 +111,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module,
 /// the runtime plans it; on failure `error` holds the first diagnostic.
 mlir::FailureOr<artifact::StepMemoryPlan>
 planStepProgram(mlir::ModuleOp module, const SymbolValues &values,
-                std::string &error);
+                std::string &error, StepPeak *peak = nullptr);
 /// "step program (after fusion): persistent ..., planned peak ...".
-void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os);
+void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os,
+                   const StepPeak *peak = nullptr);
 
 /// Exit code of `--fullgraph` when the model has graph breaks.
 inline constexpr int kGraphBreakExit = 4;

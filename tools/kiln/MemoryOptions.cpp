@@ -202,9 +202,11 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
                 plan.unboundSymbols.front() + "=1024)");
   // The kernel-level plan: what the runtime allocates for this step.
   std::optional<artifact::StepMemoryPlan> step;
+  StepPeak stepPeak;
   std::string stepError;
   if (stepProgram)
-    if (FailureOr<artifact::StepMemoryPlan> lowered = planStepProgram(module, *values, stepError);
+    if (FailureOr<artifact::StepMemoryPlan> lowered =
+            planStepProgram(module, *values, stepError, &stepPeak);
         succeeded(lowered))
       step = std::move(*lowered);
   if (memoryReport.getNumOccurrences() > 0) {
@@ -212,7 +214,7 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
     printRematSummary(func, *values, outs());
     printBucketPeaks(func, *values, outs());
     if (step)
-      printStepPlan(*step, outs());
+      printStepPlan(*step, outs(), &stepPeak);
     else if (stepProgram)
       outs() << "step program (after fusion): not planned: " << stepError << "\n";
   }
