@@ -85,6 +85,9 @@ int runReport(mlir::MLIRContext &context);
 // Memory flags of kiln compile (MemoryOptions.cpp).
 /// --remat-budget.
 llvm::StringRef rematBudget();
+/// Whether --remat-budget was given (else its default, pointwise, applies
+/// to compiles with a backward pass).
+bool rematBudgetGiven();
 /// With a remat budget, the symbol values kiln-remat plans at: the
 /// --memory-report values, then the maxima of `dynamicSpec` (--dynamic).
 mlir::LogicalResult setRematSymbols(PipelineOptions &options, llvm::StringRef dynamicSpec);

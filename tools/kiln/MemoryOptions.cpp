@@ -49,8 +49,9 @@ cl::opt<std::string> rematBudgetFlag(
              "pointwise (keep the fewest bytes recomputing only pointwise, cast "
              "and shape ops), auto (also norms, and matmul/attention while the "
              "estimated step time grows by at most 10%), min (the smallest "
-             "planned peak it can reach) or a planned-peak limit in GiB"),
-    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("none"), cl::sub(compileCommand()),
+             "planned peak it can reach) or a planned-peak limit in GiB; "
+             "default pointwise"),
+    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("pointwise"), cl::sub(compileCommand()),
     cl::cat(category()));
 
 /// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.
@@ -175,6 +176,7 @@ void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
 } // namespace
 
 StringRef rematBudget() { return rematBudgetFlag; }
+bool rematBudgetGiven() { return rematBudgetFlag.getNumOccurrences() > 0; }
 
 LogicalResult setRematSymbols(PipelineOptions &options, StringRef dynamicSpec) {
   if (options.rematBudget == "none")

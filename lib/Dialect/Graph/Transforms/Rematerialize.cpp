@@ -47,6 +47,13 @@ constexpr int64_t kSampleSymbolValue = 1024;
 /// (StepTime.h) grows by at most this fraction.
 constexpr double kAutoTimeBound = 0.10;
 
+/// What one recomputed op must save, as a fraction of the bytes the
+/// backward pass reads without remat: the cut's price of a recomputation
+/// (a kernel launch at least). Scale-free, so that tiny graphs and the 1b
+/// step alike keep their few-KiB values (the LoRA weights' casts and pads,
+/// 3 MiB on 1b) rather than recompute them.
+constexpr int64_t kRecomputePenaltyDivisor = 4096;
+
 /// The joint function split into its forward part (what the loss depends
 /// on) and the rest, by position so a clone of the function maps 1:1.
 struct Joint {
@@ -143,6 +150,11 @@ llvm::DenseSet<Value> backwardReads(const Joint &joint) {
 /// are recomputed.
 Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
              const SymbolValues &symbols, bool pointwiseOnly = false) {
+  llvm::DenseSet<Value> reads = backwardReads(joint);
+  int64_t readBytes = 0;
+  for (Value v : reads)
+    readBytes += bytesOf(v, symbols);
+  int64_t penalty = std::max<int64_t>(1, readBytes / kRecomputePenaltyDivisor);
   FlowNetwork network;
   unsigned source = network.addNode(), sink = network.addNode();
   llvm::DenseMap<Operation *, unsigned> opNode;
@@ -156,6 +168,10 @@ Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
     opNode[op] = node;
     if (banned[i] || !mayRecompute(op, pointwiseOnly))
       network.addEdge(source, node, FlowNetwork::kInfinite);
+    else
+      // Recomputing costs a kernel launch at least: an op is recomputed only
+      // where that saves more than the penalty.
+      network.addEdge(source, node, penalty);
     for (Value operand : op->getOperands()) {
       auto it = valueNodes.find(operand);
       if (it != valueNodes.end())
@@ -168,7 +184,6 @@ Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
       valueNodes[result] = {in, out};
     }
   }
-  llvm::DenseSet<Value> reads = backwardReads(joint);
   for (Value v : reads)
     network.addEdge(valueNodes[v].second, sink, FlowNetwork::kInfinite);
   network.maxFlow(source, sink);
