@@ -407,6 +407,10 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.buckets = llvm::join(bucketSpecs, ";");
   options.fuseOnly = emit == Emit::FusedMlir;
   options.rematBudget = rematBudget().str();
+  // The default (pointwise) applies where there is a backward pass; only an
+  // explicit budget on a forward-only compile is an error.
+  if (!rematBudgetGiven() && options.until == "forward")
+    options.rematBudget = "none";
   std::string invalid;
   if (failed(verifyPipelineOptions(options, invalid)))
     return fail(invalid);

@@ -14,6 +14,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/artifact/MemoryPlanSection.h"
 
 #include <optional>
@@ -84,6 +85,9 @@ int runReport(mlir::MLIRContext &context);
 // Memory flags of kiln compile (MemoryOptions.cpp).
 /// --remat-budget.
 llvm::StringRef rematBudget();
+/// Whether --remat-budget was given (else its default, pointwise, applies
+/// to compiles with a backward pass).
+bool rematBudgetGiven();
 /// With a remat budget, the symbol values kiln-remat plans at: the
 /// --memory-report values, then the maxima of `dynamicSpec` (--dynamic).
 mlir::LogicalResult setRematSymbols(PipelineOptions &options, llvm::StringRef dynamicSpec);
@@ -110,9 +114,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module,
 /// the runtime plans it; on failure `error` holds the first diagnostic.
 mlir::FailureOr<artifact::StepMemoryPlan>
 planStepProgram(mlir::ModuleOp module, const SymbolValues &values,
-                std::string &error);
+                std::string &error, StepPeak *peak = nullptr);
 /// "step program (after fusion): persistent ..., planned peak ...".
-void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os);
+void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os,
+                   const StepPeak *peak = nullptr);
 
 /// Exit code of `--fullgraph` when the model has graph breaks.
 inline constexpr int kGraphBreakExit = 4;

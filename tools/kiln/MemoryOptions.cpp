@@ -46,10 +46,12 @@ cl::opt<std::string> memoryPlanFile(
 cl::opt<std::string> rematBudgetFlag(
     "remat-budget",
     cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
-             "auto (keep the fewest bytes, never recompute matmul/attention), "
-             "min (the smallest planned peak it can reach) or a planned-peak "
-             "limit in GiB"),
-    cl::value_desc("none|auto|min|GiB"), cl::init("none"), cl::sub(compileCommand()),
+             "pointwise (keep the fewest bytes recomputing only pointwise, cast "
+             "and shape ops), auto (also norms, and matmul/attention while the "
+             "estimated step time grows by at most 10%), min (the smallest "
+             "planned peak it can reach) or a planned-peak limit in GiB; "
+             "default pointwise"),
+    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("pointwise"), cl::sub(compileCommand()),
     cl::cat(category()));
 
 /// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.
@@ -138,6 +140,12 @@ void printRematSummary(func::FuncOp func, const SymbolValues &values,
     os << llvm::formatv(" (+{0:F1}% of the step)",
                         100.0 * extra / static_cast<double>(stepFlops - extra));
   os << "\n";
+  int64_t stepBefore = number("step_us_before"), step = number("step_us");
+  if (stepBefore > 0)
+    os << llvm::formatv("  estimated step time     {0:F1} ms -> {1:F1} ms ({2}{3:F1}%, "
+                        "roofline estimate)\n",
+                        stepBefore / 1000.0, step / 1000.0, step >= stepBefore ? "+" : "",
+                        100.0 * (step - stepBefore) / static_cast<double>(stepBefore));
   os << "  planned peak            " << formatBytes(number("peak_bytes_before"))
      << " -> " << formatBytes(number("peak_bytes")) << "\n";
 }
@@ -168,6 +176,7 @@ void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
 } // namespace
 
 StringRef rematBudget() { return rematBudgetFlag; }
+bool rematBudgetGiven() { return rematBudgetFlag.getNumOccurrences() > 0; }
 
 LogicalResult setRematSymbols(PipelineOptions &options, StringRef dynamicSpec) {
   if (options.rematBudget == "none")
@@ -195,9 +204,11 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
                 plan.unboundSymbols.front() + "=1024)");
   // The kernel-level plan: what the runtime allocates for this step.
   std::optional<artifact::StepMemoryPlan> step;
+  StepPeak stepPeak;
   std::string stepError;
   if (stepProgram)
-    if (FailureOr<artifact::StepMemoryPlan> lowered = planStepProgram(module, *values, stepError);
+    if (FailureOr<artifact::StepMemoryPlan> lowered =
+            planStepProgram(module, *values, stepError, &stepPeak);
         succeeded(lowered))
       step = std::move(*lowered);
   if (memoryReport.getNumOccurrences() > 0) {
@@ -205,7 +216,7 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
     printRematSummary(func, *values, outs());
     printBucketPeaks(func, *values, outs());
     if (step)
-      printStepPlan(*step, outs());
+      printStepPlan(*step, outs(), &stepPeak);
     else if (stepProgram)
       outs() << "step program (after fusion): not planned: " << stepError << "\n";
   }

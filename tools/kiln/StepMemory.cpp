@@ -47,7 +47,7 @@ OwningOpRef<ModuleOp> lowerStepProgram(ModuleOp module, std::string &error) {
 }
 
 FailureOr<artifact::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
-                                                   std::string &error) {
+                                                   std::string &error, StepPeak *peak) {
   OwningOpRef<ModuleOp> lowered = lowerStepProgram(module, error);
   if (!lowered)
     return failure();
@@ -56,10 +56,17 @@ FailureOr<artifact::StepMemoryPlan> planStepProgram(ModuleOp module, const Symbo
       error = diag.str();
     return success();
   });
-  return planLoweredStep(lowered->lookupSymbol<func::FuncOp>("main"), toBindings(values));
+  auto main = lowered->lookupSymbol<func::FuncOp>("main");
+  if (peak) {
+    FailureOr<StepPeak> described = describeLoweredStepPeak(main, toBindings(values), 10);
+    if (failed(described))
+      return failure();
+    *peak = std::move(*described);
+  }
+  return planLoweredStep(main, toBindings(values));
 }
 
-void printStepPlan(const artifact::StepMemoryPlan &plan, raw_ostream &os) {
+void printStepPlan(const artifact::StepMemoryPlan &plan, raw_ostream &os, const StepPeak *at) {
   int64_t persistent = plan.persistentBytes, arena = plan.arenaBytes,
           workspace = plan.workspaceBytes, peak = persistent + arena + workspace;
   os << "step program (after fusion): persistent " << formatBytes(persistent) << ", arena "
@@ -69,6 +76,12 @@ void printStepPlan(const artifact::StepMemoryPlan &plan, raw_ostream &os) {
                 persistent, arena, workspace, peak);
   os << "  arena buffers " << plan.buffers.size() << ", most live at one op "
      << formatBytes(plan.livePeakBytes) << "\n";
+  if (!at)
+    return;
+  os << formatv("  largest buffers live at op {0} ({1}):\n", at->op, at->opName);
+  for (const StepPeak::Buffer &b : at->largest)
+    os << formatv("    {0,10}  {1}  {2}, last used at op {3}\n",
+                  formatBytes(static_cast<int64_t>(b.bytes)), b.type, b.writer, b.lastUse);
 }
 
 } // namespace kiln::driver

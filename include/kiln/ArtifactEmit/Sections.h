@@ -88,6 +88,26 @@ addBucketSections(mlir::func::FuncOp step,
 mlir::FailureOr<artifact::StepMemoryPlan>
 planLoweredStep(mlir::func::FuncOp func, const artifact::SymbolBindings &values);
 
+/// Where the lowered step's arena peaks: the op with the most arena bytes
+/// live (the runtime's liveness) and the largest buffers live there.
+struct StepPeak {
+  struct Buffer {
+    size_t bytes = 0;   ///< Aligned as the arena places it.
+    std::string type;   ///< "bf16 [8192*batch*seq]"
+    std::string writer; ///< The first op after its alloc that writes it.
+    size_t lastUse = 0; ///< Op index of its last use.
+  };
+  size_t op = 0, liveBytes = 0;
+  std::string opName;
+  std::vector<Buffer> largest;
+};
+
+/// \p func after kiln-lower-to-step at \p values: its peak op and the
+/// \p count largest buffers live there.
+mlir::FailureOr<StepPeak> describeLoweredStepPeak(mlir::func::FuncOp func,
+                                                  const artifact::SymbolBindings &values,
+                                                  size_t count);
+
 /// meta, guards and params of \p module's `@main` (a graph-level train
 /// step), with \p targets as meta's kernel architectures.
 mlir::FailureOr<std::vector<std::pair<std::string, std::string>>>

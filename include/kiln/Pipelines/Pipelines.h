@@ -89,7 +89,8 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                            "(kiln-loop-programs), and the gradient norm as a "
                                            "result of the step and of apply")};
   Option<std::string> rematBudget{*this, "remat-budget",
-                                  llvm::cl::desc("kiln-remat's budget: none, auto or GiB"),
+                                  llvm::cl::desc("kiln-remat's budget: none, pointwise, "
+                                                 "auto, min or GiB (kiln compile: pointwise)"),
                                   llvm::cl::init("none")};
   Option<std::string> rematSymbols{*this, "remat-symbols",
                                    llvm::cl::desc("Symbol values kiln-remat plans at: batch=4")};

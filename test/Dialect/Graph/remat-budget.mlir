@@ -43,7 +43,7 @@
 // IMPOSSIBLE: error: kiln-remat: budget 0.01 GiB cannot be met: the smallest plan needs 11.0 MiB (parameters, optimizer state and inputs alone: 3.00 MiB)
 // UNBOUND: error: kiln-remat: budget=1 needs a value for n (give --memory-report or --dynamic ranges, or symbols=)
 // MINUNBOUND: error: kiln-remat: budget=min needs a value for n
-// BAD: error: kiln-remat: budget must be none, auto, min or a positive number of GiB, got 'lots'
+// BAD: error: kiln-remat: budget must be none, pointwise, auto, min or a positive number of GiB, got 'lots'
 // BADSYM: error: kiln-remat: bad symbol value 'n=x' (want name=N)
 func.func @layers(%x: tensor<?x256xf32, #kiln.dims<[n]>>) -> (tensor<f32>, tensor<256x1024xf32> {kiln.grad_of = "wu"}) {
   %wu = kiln.parameter "wu" trainable : tensor<256x1024xf32>

@@ -14,6 +14,7 @@
 #include "kiln/Analysis/CostModel.h"
 #include "kiln/Analysis/MemoryPlan.h"
 #include "kiln/Analysis/MinCut.h"
+#include "kiln/Analysis/StepTime.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 
@@ -23,6 +24,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -40,6 +42,17 @@ namespace {
 /// Symbols nobody gave a value for size the cut at this (relative costs
 /// only; a byte budget refuses to guess).
 constexpr int64_t kSampleSymbolValue = 1024;
+
+/// `auto` lets contractions be recomputed while the estimated step time
+/// (StepTime.h) grows by at most this fraction.
+constexpr double kAutoTimeBound = 0.10;
+
+/// What one recomputed op must save, as a fraction of the bytes the
+/// backward pass reads without remat: the cut's price of a recomputation
+/// (a kernel launch at least). Scale-free, so that tiny graphs and the 1b
+/// step alike keep their few-KiB values (the LoRA weights' casts and pads,
+/// 3 MiB on 1b) rather than recompute them.
+constexpr int64_t kRecomputePenaltyDivisor = 4096;
 
 /// The joint function split into its forward part (what the loss depends
 /// on) and the rest, by position so a clone of the function maps 1:1.
@@ -92,12 +105,24 @@ int64_t bytesOf(Value v, const SymbolValues &symbols) {
   return type ? tensorBytes(type, symbols).value_or(0) : 0;
 }
 
-bool mayRecompute(Operation *op) {
+/// Pointwise, cast and data-movement ops: recomputed in the backward pass
+/// they fuse into the kernel that reads them (torch.compile's partitioner
+/// makes the same choice by default). Norms, reductions, gathers and
+/// contractions are not in this class.
+bool isPointwiseOrShape(Operation *op) {
+  return op->getNumResults() == 1 &&
+         (op->hasTrait<OpTrait::Elementwise>() ||
+          llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp, EqOp, NeOp, LtOp,
+                    LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, CastOp, ReshapeOp, SqueezeOp,
+                    UnsqueezeOp, TransposeOp, SliceOp, ConcatOp, PadOp, ExpandOp>(op));
+}
+
+bool mayRecompute(Operation *op, bool pointwiseOnly) {
   // The fused LM head's gradient op yields the loss, so it counts as forward;
   // recomputing it would run the head twice for a few MiB of hidden_grad.
   return isPure(op) && op->getNumRegions() == 0 &&
          !llvm::isa<OpaqueOp, LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op) &&
-         !Joint::isFree(op);
+         !Joint::isFree(op) && (!pointwiseOnly || isPointwiseOrShape(op));
 }
 
 /// Forward values read by a backward op.
@@ -124,7 +149,12 @@ llvm::DenseSet<Value> backwardReads(const Joint &joint) {
 /// source side are kept; ops on the sink side that feed a backward read
 /// are recomputed.
 Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
-             const SymbolValues &symbols) {
+             const SymbolValues &symbols, bool pointwiseOnly = false) {
+  llvm::DenseSet<Value> reads = backwardReads(joint);
+  int64_t readBytes = 0;
+  for (Value v : reads)
+    readBytes += bytesOf(v, symbols);
+  int64_t penalty = std::max<int64_t>(1, readBytes / kRecomputePenaltyDivisor);
   FlowNetwork network;
   unsigned source = network.addNode(), sink = network.addNode();
   llvm::DenseMap<Operation *, unsigned> opNode;
@@ -136,8 +166,12 @@ Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
       continue;
     unsigned node = network.addNode();
     opNode[op] = node;
-    if (banned[i] || !mayRecompute(op))
+    if (banned[i] || !mayRecompute(op, pointwiseOnly))
       network.addEdge(source, node, FlowNetwork::kInfinite);
+    else
+      // Recomputing costs a kernel launch at least: an op is recomputed only
+      // where that saves more than the penalty.
+      network.addEdge(source, node, penalty);
     for (Value operand : op->getOperands()) {
       auto it = valueNodes.find(operand);
       if (it != valueNodes.end())
@@ -150,7 +184,6 @@ Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
       valueNodes[result] = {in, out};
     }
   }
-  llvm::DenseSet<Value> reads = backwardReads(joint);
   for (Value v : reads)
     network.addEdge(valueNodes[v].second, sink, FlowNetwork::kInfinite);
   network.maxFlow(source, sink);
@@ -276,14 +309,19 @@ struct RematerializePass final
     return values;
   }
 
-  int64_t peakWith(func::FuncOp func, const std::vector<bool> &banned,
-                   const SymbolValues &values) {
+  /// The planned peak and the estimated step seconds with a cut applied (on
+  /// a copy of the function).
+  struct Trial {
+    int64_t peak = 0;
+    double seconds = 0;
+  };
+  Trial tryCut(func::FuncOp func, const Cut &cut, const SymbolValues &values) {
     auto trial = llvm::cast<func::FuncOp>(func->clone());
     Joint joint(trial);
-    applyCut(joint, solveCut(joint, banned, values), values);
-    int64_t peak = planMemory(trial, values).peakBytes();
+    applyCut(joint, cut, values);
+    Trial result{planMemory(trial, values).peakBytes(), estimateStepSeconds(trial, values)};
     trial->erase();
-    return peak;
+    return result;
   }
 
   void runOnOperation() override {
@@ -294,11 +332,13 @@ struct RematerializePass final
       return; // Nothing is kept for a backward pass (e.g. @kiln_init).
 
     double budgetGiB = 0;
-    bool byBytes = budget != "auto";
+    bool pointwise = budget == "pointwise";
+    bool automatic = budget == "auto";
+    bool byBytes = !pointwise && !automatic;
     // `min`: the scan a GiB budget makes, to its end; the smallest peak wins.
     bool smallest = budget == "min";
     if (byBytes && !smallest && (StringRef(budget).getAsDouble(budgetGiB) || budgetGiB <= 0)) {
-      func.emitError("kiln-remat: budget must be none, auto, min or a positive "
+      func.emitError("kiln-remat: budget must be none, pointwise, auto, min or a positive "
                      "number of GiB, got '")
           << budget << "'";
       return signalPassFailure();
@@ -327,9 +367,10 @@ struct RematerializePass final
     });
 
     MemoryPlan before = planMemory(func, *values);
+    double secondsBefore = estimateStepSeconds(func, *values);
     Builder b(&getContext());
     auto record = [&](const Cut &cut, int64_t extraFlops, unsigned recomputed,
-                      int64_t peak) {
+                      int64_t peak, double seconds) {
       std::vector<std::string> pairs;
       for (const auto &entry : *values)
         pairs.push_back(entry.getKey().str() + "=" + std::to_string(entry.getValue()));
@@ -349,16 +390,62 @@ struct RematerializePass final
               b.getNamedAttr("extra_flops", b.getI64IntegerAttr(extraFlops)),
               b.getNamedAttr("peak_bytes_before", b.getI64IntegerAttr(before.peakBytes())),
               b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(peak)),
+              // The roofline estimate (StepTime.h), in microseconds.
+              b.getNamedAttr("step_us_before",
+                             b.getI64IntegerAttr(static_cast<int64_t>(secondsBefore * 1e6))),
+              b.getNamedAttr("step_us", b.getI64IntegerAttr(static_cast<int64_t>(seconds * 1e6))),
           }));
     };
     auto apply = [&](const Cut &cut) {
       unsigned recomputed = llvm::count(cut.recompute, true);
       int64_t flops = applyCut(graph, cut, *values);
-      record(cut, flops, recomputed, planMemory(func, *values).peakBytes());
+      record(cut, flops, recomputed, planMemory(func, *values).peakBytes(),
+             estimateStepSeconds(func, *values));
     };
 
-    if (!byBytes) {
-      apply(solveCut(graph, banned, *values));
+    if (pointwise) {
+      apply(solveCut(graph, banned, *values, /*pointwiseOnly=*/true));
+      return;
+    }
+    if (automatic) {
+      // The cut without contractions, then contractions one at a time (the
+      // order above) while the estimated step stays within the time bound;
+      // the smallest peak among those plans wins (the earliest of equal
+      // ones). The scan stops at the first plan over the bound.
+      double limit = secondsBefore * (1.0 + kAutoTimeBound);
+      Cut chosen = solveCut(graph, banned, *values);
+      Trial best = tryCut(func, chosen, *values);
+      Cut previous = chosen;
+      // Among equal FLOPs per byte (every projection with the same inner
+      // dimension) the largest results first: they free the most bytes per
+      // recomputed op.
+      auto resultBytes = [&](unsigned i) {
+        int64_t bytes = 0;
+        for (Value r : graph.ops[i]->getResults())
+          bytes += bytesOf(r, *values);
+        return bytes;
+      };
+      std::stable_sort(expensive.begin(), expensive.end(), [&](unsigned a, unsigned b) {
+        double fa = flopsPerByte(a), fb = flopsPerByte(b);
+        if (std::abs(fa - fb) > 1e-3 * std::max(fa, fb))
+          return fa < fb;
+        return resultBytes(a) > resultBytes(b);
+      });
+      for (unsigned next : expensive) {
+        banned[next] = false;
+        Cut cut = solveCut(graph, banned, *values);
+        if (cut == previous)
+          continue;
+        previous = cut;
+        Trial trial = tryCut(func, cut, *values);
+        if (trial.seconds > limit)
+          break;
+        if (trial.peak < best.peak) {
+          best = trial;
+          chosen = cut;
+        }
+      }
+      apply(chosen);
       return;
     }
     auto limit = smallest ? std::numeric_limits<int64_t>::min()
@@ -368,7 +455,7 @@ struct RematerializePass final
       none.recompute.assign(graph.ops.size(), false);
       none.savedTensors = before.savedActivations;
       none.savedBytes = before.savedActivationBytes;
-      record(none, 0, 0, before.peakBytes());
+      record(none, 0, 0, before.peakBytes(), secondsBefore);
     };
     if (before.peakBytes() <= limit)
       return keepAll(); // Fits as it is: recompute nothing.
@@ -384,7 +471,7 @@ struct RematerializePass final
         banned[expensive[unbanned - 1]] = false;
       Cut cut = solveCut(graph, banned, *values);
       if (unbanned == 0 || !(cut == previous)) {
-        int64_t peak = peakWith(func, banned, *values);
+        int64_t peak = tryCut(func, cut, *values).peak;
         if (peak <= limit) {
           apply(cut);
           return;
