@@ -155,6 +155,9 @@ def run_pytorch(cfg, mode, args, device):
     if cuda:
         torch.cuda.synchronize()
     first_step = time.perf_counter() - start
+    # Said at once: a run cut off by a time limit still shows how far it got.
+    print(f"{cfg.name} {mode}{', NF4' if args.quant else ''}: first step (compile) "
+          f"{first_step:.1f} s", file=sys.stderr, flush=True)
     for _ in range(args.warmup):
         step()
 

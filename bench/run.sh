@@ -15,7 +15,11 @@
 #                                bench/out/hf-<config>/{step.kiln, compile_seconds}
 #
 # BENCH_CONFIGS="small" (or "1b") runs one config's table only; each config
-# also gets a QLoRA table (NF4 frozen weights; BENCH_QLORA=0 skips it).
+# also gets a QLoRA table (NF4 frozen weights; BENCH_QLORA=0 skips it,
+# BENCH_LORA=0 runs it alone: the 1b QLoRA table's torch.compile row compiles
+# for minutes, so give it a device command of its own). Kiln's QLoRA column
+# reads DIR/<config>q/step.kiln, compiled with `--quant nf4 --double-quant`
+# (QLoRA's recipe; the PyTorch rows keep fp32 absmax, bench/nf4.py).
 # BENCH_MODELS="hand hf" adds the Hugging Face rows (default "hand"): HF's
 # LlamaForCausalLM + PEFT LoRA in PyTorch eager and torch.compile
 # (bench.py --model hf) and Kiln on that model's export, from
@@ -83,10 +87,13 @@ for model in ${BENCH_MODELS:-hand}; do
       seconds=$(dirname "$artifact")/compile_seconds
       [ -f "$seconds" ] && kiln+=(--kiln-compile-seconds "$(cat "$seconds")")
     fi
-    python3 bench/bench.py --model "$model" --config "$config" --json "$out/$name.json" \
-      "${kiln[@]}" "$@"
+    if [ "$model" = hf ] || [ "${BENCH_LORA:-1}" = 1 ]; then
+      python3 bench/bench.py --model "$model" --config "$config" --json "$out/$name.json" \
+        "${kiln[@]}" "$@"
+    fi
     # The QLoRA table (BENCH_QLORA=0 skips it): PyTorch's rows with NF4 frozen
-    # weights (bench/nf4.py), Kiln's from DIR/<config>q/step.kiln (--quant nf4).
+    # weights (bench/nf4.py), Kiln's from DIR/<config>q/step.kiln (--quant nf4
+    # --double-quant).
     if [ "$model" = hand ] && [ "${BENCH_QLORA:-1}" = 1 ]; then
       qkiln=(--kiln-run "$kiln_run")
       qartifact=${KILN_ARTIFACTS:-/nonexistent}/${config}q/step.kiln

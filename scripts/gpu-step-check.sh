@@ -7,7 +7,7 @@
 #
 # `prepare` compiles the Llama fixture's step into .kiln artifacts (fp32 SGD
 # lr=1 to expose gradients, fp32 AdamW, the same with --dynamic and a
-# --buckets copy, bf16 + LoRA, bf16 + QLoRA), writes
+# --buckets copy, bf16 + LoRA, bf16 + QLoRA, the same with --double-quant), writes
 # its initializers as safetensors and its test_data_set_0 inputs as raw
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
 # reference; all into OUT (default build-stepcheck/, git-ignored, about 12
@@ -48,6 +48,8 @@ prepare)
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_lora.kiln"
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_qlora.kiln"
+  "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 --double-quant \
+    --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_qlora_dq.kiln"
   du -sh "$out"
   ;;
 run)

@@ -16,6 +16,10 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
   bf16-lora   Llama bf16 + LoRA, 100 steps on the fixture's tokens: every
               loss finite, the last ten average below the first ten.
   qlora       The same with NF4-quantized frozen weights (init program).
+  qlora-dq    The same with --double-quant (the absmax as 8-bit codes, the
+              8-bit decode fused into the NF4 dequantize); its first loss
+              within 1e-2 relative of qlora's (same weights and seed: only
+              the absmax's 8-bit rounding differs).
   shapes      Llama fp32 AdamW compiled with --dynamic and --buckets seq=16,
               run at --seq 8,16,24,8 in one process with CUDA Graphs (seq
               16 runs the bucket; 8 and 24 the symbolic step; again with one
@@ -170,8 +174,9 @@ elif case in ("fp32-adamw", "graphs-off"):
                 check(rel <= 1e-5, f"step {step}: graphs off {losses[step]:.7f} vs on "
                                    f"{with_graphs[step]:.7f}")
     json.dump(losses, open(os.path.join(work, "losses.json"), "w"))
-elif case in ("bf16-lora", "qlora"):
-    artifact = "llama_bf16_lora.kiln" if case == "bf16-lora" else "llama_bf16_qlora.kiln"
+elif case in ("bf16-lora", "qlora", "qlora-dq"):
+    artifact = {"bf16-lora": "llama_bf16_lora.kiln", "qlora": "llama_bf16_qlora.kiln",
+                "qlora-dq": "llama_bf16_qlora_dq.kiln"}[case]
     losses = train(artifact, "--steps", "100", "--data", os.path.join(data, "inputs", "tokens.bin"),
                    "--seed", "1")
     values = [losses[s] for s in sorted(losses)]
@@ -179,6 +184,16 @@ elif case in ("bf16-lora", "qlora"):
     check(all(np.isfinite(values)), "every loss finite")
     first, last = np.mean(values[:10]), np.mean(values[-10:])
     check(last < first, f"mean loss steps 1-10 {first:.4f} > steps 91-100 {last:.4f}")
+    os.makedirs(work, exist_ok=True)
+    json.dump(losses, open(os.path.join(work, "losses.json"), "w"))
+    plain = os.path.join(data, "runs", "qlora", "losses.json")
+    if case == "qlora-dq":
+        check(os.path.exists(plain), "the qlora case's losses (run it first)")
+        if os.path.exists(plain):
+            nf4 = {int(k): v for k, v in json.load(open(plain)).items()}
+            rel = abs(losses[1] - nf4[1]) / abs(nf4[1])
+            check(rel <= 1e-2, f"step 1: double-quantized {losses[1]:.6f} vs fp32 absmax "
+                               f"{nf4[1]:.6f} (rel {rel:.2e})")
 elif case == "shapes":
     tokens = ["--data", os.path.join(data, "inputs", "tokens.bin"), "--seed", "3"]
     schedule = ["8", "16", "24", "8"]

@@ -61,8 +61,12 @@ struct RecomputeDequantizedPass final
 
     for (Operation &op : body.without_terminator()) {
       bool dequantize = isa<Nf4DequantizeOp, DequantizeBlockwise8bitOp>(op);
-      bool reshaping = isa<TransposeOp, ReshapeOp, CastOp>(op);
-      if (!dequantize && !reshaping)
+      // What follows a dequantize on its way to the matmul: layout changes,
+      // casts, and elementwise arithmetic with other stored values (double
+      // quantization adds the absmax mean back to the 8-bit-dequantized
+      // absmax before the NF4 dequantize reads it).
+      bool follows = isa<TransposeOp, ReshapeOp, CastOp, AddOp, SubOp, MulOp>(op);
+      if (!dequantize && !follows)
         continue;
       bool anyDerived = false, allKnown = true;
       for (Value operand : op.getOperands()) {
