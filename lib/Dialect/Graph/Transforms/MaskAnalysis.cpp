@@ -157,11 +157,14 @@ std::optional<Index> viewIndex(Operation *op, const Index &idx) {
 
 std::optional<int64_t> splatInt(Value v) {
   if (auto param = v.getDefiningOp<ParameterOp>()) {
+    // An initializer the importer found to hold one value (kSplatValueAttr).
     auto value = param->getAttrOfType<FloatAttr>(kSplatValueAttr);
-    double d = value ? value.getValueAsDouble() : 0.5;
-    if (d == static_cast<double>(static_cast<int64_t>(d)))
-      return static_cast<int64_t>(d);
-    return std::nullopt;
+    if (!value)
+      return std::nullopt;
+    double d = value.getValueAsDouble();
+    if (d != static_cast<double>(static_cast<int64_t>(d)))
+      return std::nullopt;
+    return static_cast<int64_t>(d);
   }
   DenseElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
