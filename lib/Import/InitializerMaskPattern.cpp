@@ -85,7 +85,9 @@ std::optional<std::string> initializerMaskPattern(const onnx::TensorProto &proto
   });
   if (kind == MaskKind::Causal)
     return std::string("causal");
-  if (kind == MaskKind::All)
+  // A float initializer of zeros may as well be a zero-initialized bias a
+  // full fine-tune trains: only a bool one is an all-keep mask for sure.
+  if (kind == MaskKind::All && !additive)
     return std::string("all");
   return std::nullopt;
 }

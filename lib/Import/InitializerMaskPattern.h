@@ -15,7 +15,8 @@ namespace kiln {
 
 /// "causal" or "all" when the initializer's values are a keep pattern over
 /// its last two (square) dims for every leading index (bool: nonzero keeps;
-/// float: 0 keeps, -inf or <= -1e4 drops); nullopt for anything else.
+/// float: 0 keeps, -inf or <= -1e4 drops); nullopt for anything else, and
+/// for a float one of zeros (a bias initialized to 0 is no mask).
 std::optional<std::string> initializerMaskPattern(const onnx::TensorProto &proto,
                                                   const std::string &folder, DType dtype,
                                                   llvm::ArrayRef<int64_t> shape);

@@ -13,7 +13,8 @@ OUT_DIR/<variant>/expected/output_0.pb (numpy, float64 then float32):
   float_min      the same with finfo(float32).min instead of -inf, [1, 2, S, S]
   trilu          Cast(Trilu(ones [S, S]), bool) selecting 0 or -inf
   range          GreaterOrEqual(Range(0, S)[:, None], Range(0, S)[None, :])
-  all_keep       a float [1, 1, S, S] initializer of zeros (no mask at all)
+  all_keep       a bool [S, S] initializer of trues (no mask at all)
+  zeros          a float [1, 1, S, S] initializer of zeros (a bias for all Kiln knows: stays)
   banded         a 0/-inf initializer keeping j in [i - 3, i] (a window: stays a mask)
   upper          the transposed (upper-triangular) pattern (not causal: stays a mask)
 """
@@ -58,8 +59,12 @@ def variant(name, s):
     if name in ("bool_init", "bool_const"):
         nodes, inits = select_nodes("keep")
         return nodes, inits + [numpy_helper.from_array(tril, "keep")], "mask", tril
-    if name in ("float_init", "float_min", "all_keep", "banded", "upper"):
-        keep = {"float_init": tril, "float_min": tril, "all_keep": np.ones((s, s), bool),
+    if name == "all_keep":
+        nodes, inits = select_nodes("keep")
+        return nodes, inits + [numpy_helper.from_array(np.ones((s, s), bool), "keep")], "mask", \
+            np.ones((s, s), bool)
+    if name in ("float_init", "float_min", "zeros", "banded", "upper"):
+        keep = {"float_init": tril, "float_min": tril, "zeros": np.ones((s, s), bool),
                 "banded": tril & ~np.tril(np.ones((s, s), bool), -4), "upper": tril.T}[name]
         drop = np.finfo(np.float32).min if name == "float_min" else -np.inf
         lead = (1, HEADS) if name == "float_min" else (1, 1)
@@ -89,7 +94,7 @@ def main():
     out = pathlib.Path(sys.argv[1])
     rng = np.random.default_rng(0)
     for name in ("bool_init", "bool_const", "float_init", "float_min", "trilu", "range",
-                 "all_keep", "banded", "upper"):
+                 "all_keep", "zeros", "banded", "upper"):
         s = 8 if name == "bool_const" else 16
         nodes, inits, mask_name, keep = variant(name, s)
         d = out / name
