@@ -20,7 +20,11 @@ the GPU is:
       FlashAttention convention: forward 4·b·h·s²·d/2 for causal, backward
       2.5× that) and each implementation's ‖out − ref‖/‖ref‖ with its ratio
       to the flash backend's, the numerics policy of docs/codegen.md: a
-      ratio above 1.5 fails. Writes OUT/results.json.
+      ratio above 1.5 fails. Writes OUT/results.json. With --fa90 PATH (the
+      harness bench/fa90/run.sh builds, bench/fa90/fa90), also Kiln's sm_90a
+      forward (lib/Codegen/cuda/FlashAttention90.cuh: the kernels/kiln_fa90
+      module the runtime runs on sm_90) on the same inputs: row "kiln sm90a
+      fwd", forward only.
 """
 import argparse
 import json
@@ -182,6 +186,27 @@ def run_kernel_check(tool, directory, inputs, dump, kernels, launches):
     return times
 
 
+def run_fa90(tool, shape, q, k, v, scratch, launches):
+    """Kiln's sm_90a forward through its harness (`fa90 io ...`): O and the
+    median time of `launches` launches."""
+    import numpy as np
+    import torch
+    b, h, kv, s, d = shape
+    scratch.mkdir(parents=True, exist_ok=True)
+    paths = [scratch / f"{n}.bin" for n in ("q", "k", "v", "o")]
+    for t, path in zip((q, k, v), paths):
+        t.contiguous().cpu().view(torch.int16).numpy().tofile(path)
+    done = subprocess.run([tool, "io", str(b), str(h), str(kv), str(s), str(d)] +
+                          [str(p) for p in paths] + [str(launches)],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.startswith("median "):
+        sys.exit(f"attention.py: {tool} io failed:\n{done.stdout}{done.stderr}")
+    raw = np.fromfile(paths[3], dtype=np.int16)
+    assert raw.size == b * h * s * d
+    o = torch.from_numpy(raw).view(torch.bfloat16).reshape(b, h, s, d).cuda()
+    return o, float(done.stdout.split()[1])
+
+
 def rel_l2(x, ref):
     x = x.detach().double()
     return float((x - ref).norm() / ref.norm())
@@ -298,6 +323,11 @@ def run(args):
                                         zip((o.cuda(), dq, dk, dv), ref)],
                                 "note": "backward: the tiled kernel alone (its fp32 "
                                         "accumulator fills and narrowing not timed)"}
+        if args.fa90 and d in (64, 128):
+            o90, fwd_ms = run_fa90(args.fa90, shape, q, k, v, scratch / "fa90", args.launches)
+            rows["kiln sm90a fwd"] = {"fwd_ms": fwd_ms, "bwd_ms": None,
+                                      "err": [rel_l2(o90, ref[0])],
+                                      "note": "forward only (the backward is the tiled kernel)"}
         flash = rows.get("torch flash", {}).get("err")
         print(f"\n{name}: b{b} h{h} kv{kv} s{s} d{d}, causal bf16")
         print(f"{'':14} {'fwd ms':>8} {'TFLOP/s':>8} {'bwd ms':>8} {'TFLOP/s':>8}   "
@@ -307,7 +337,8 @@ def run(args):
                 print(f"{label:14} unavailable: {row['error']}")
                 continue
             row["fwd_tflops"] = flops(shape) / row["fwd_ms"] / 1e9
-            row["bwd_tflops"] = flops(shape, True) / row["bwd_ms"] / 1e9
+            bwd = row["bwd_ms"] is not None
+            row["bwd_tflops"] = flops(shape, True) / row["bwd_ms"] / 1e9 if bwd else None
             ratio = max(e / f for e, f in zip(row["err"], flash)) if flash else float("nan")
             row["ratio_to_flash"] = ratio
             verdict = ""
@@ -316,8 +347,11 @@ def run(args):
                 failed |= not ok
                 verdict = "PASS" if ok else f"FAIL (> {POLICY_RATIO})"
             errs = " ".join(f"{e:8.2e}" for e in row["err"])
+            bwd_text = (f"{row['bwd_ms']:8.3f} {row['bwd_tflops']:8.1f}" if bwd
+                        else f"{'-':>8} {'-':>8}")
+            errs += " " * (9 * (4 - len(row["err"])))
             print(f"{label:14} {row['fwd_ms']:8.3f} {row['fwd_tflops']:8.1f} "
-                  f"{row['bwd_ms']:8.3f} {row['bwd_tflops']:8.1f}   {errs}  {ratio:5.2f} {verdict}")
+                  f"{bwd_text}   {errs}  {ratio:5.2f} {verdict}")
         results["shapes"][name] = {"shape": shape, "rows": rows}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\n{results['device']}, torch {results['torch']}, CUDA {results['cuda']}, "
@@ -333,6 +367,8 @@ def main():
     parser.add_argument("--kernel-check",
                         default=str(ROOT / "build-rt/tools/kiln-kernel-check/kiln-kernel-check"))
     parser.add_argument("--launches", type=int, default=20)
+    parser.add_argument("--fa90", help="bench/fa90's harness binary: time Kiln's sm_90a "
+                        "forward too")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.phase == "prepare":

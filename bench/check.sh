@@ -4,7 +4,8 @@
 #                      accounting matches hand-computed values, the loss
 #                      curve judge (loss_curve.py compare) passes, fails and
 #                      maps names as it should on synthetic data, hf_peft.py's
-#                      configs and judge, and scripts/compat_table.py's table
+#                      configs and judge, lora_gemms.py's attribution of a
+#                      profile to adapter roles, and scripts/compat_table.py's table
 #                      (no torch needed; hf_peft's model tests run where torch,
 #                      transformers and peft are installed)
 #   check.sh dry-run   the whole benchmark on the tiny config on the CPU (its
@@ -26,11 +27,11 @@ static)
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
           "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
-          "attention.py", "nf4.py", "test_nf4.py", "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
+          "attention.py", "nf4.py", "test_nf4.py", "lora_gemms.py", "test_lora_gemms.py", "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
           "../scripts/test_compat_table.py"):
     ast.parse(open(f).read(), f)
 PY
-  python3 -m unittest -q test_configs test_loss_curve test_hf_peft
+  python3 -m unittest -q test_configs test_loss_curve test_hf_peft test_lora_gemms
   python3 -m unittest discover -q -s ../scripts -p 'test_compat_table.py'
   bash -n run.sh
   bash -n nf4gemm/run.sh

@@ -24,6 +24,9 @@ CONFIGS = {
                intermediate=8192, tied=True),
     "tiny": dict(vocab=256, hidden=64, layers=2, heads=4, kv_heads=2,
                  intermediate=176, tied=False),
+    # Head dim 64 (the attention kernels' shapes, test/Codegen/attention-sm90a.test).
+    "tiny64": dict(vocab=256, hidden=256, layers=1, heads=4, kv_heads=2,
+                   intermediate=512, tied=False),
 }
 
 

@@ -623,6 +623,44 @@ def LoraConcatPass : Pass<"kiln-lora-concat", "::mlir::func::FuncOp"> {
   }];
 }
 
+def LoraKConcatPass : Pass<"kiln-lora-k-concat", "::mlir::func::FuncOp"> {
+  let summary = "A frozen and a LoRA product summed into one GEMM over concatenated K";
+  let description = [{
+    Runs after autodiff, train-step and CSE. A sum whose terms include a
+    LoRA product (a matmul whose right operand comes from `lora_A`/`lora_B`
+    parameters alone, optionally times a scalar) and a frozen product with a
+    larger contraction that reads rows of the same shape becomes one
+    product over the concatenated contraction:
+    `x W + s (t B^T) = [x | t] [W ; s B^T]` in the forward (a `[tokens,
+    in + r]` left operand, the frozen weight with the scaled adapter matrix
+    below it, or beside it for a transposed weight) and `dy W^T + dT A =
+    [dy | dT] [W | A^T]^T` for the input gradient. The other terms of the
+    sum stay, in their order; the adapters of a group (q/k/v, gate/up, after
+    `kiln-lora-concat`) share one `[x | t]`. The rank-r GEMM that read and
+    wrote the whole `[tokens, out]` output is gone; the frozen GEMM does r
+    more columns. The concatenations are graph ops: they cost a copy unless
+    the lowering writes their inputs in place, which it does not yet
+    (`docs/design/lora-k-concat.md`), so `kiln compile` runs this pass only
+    with `--lora-k-concat`.
+
+    Before:
+    ```mlir
+    %y = kiln.matmul %x, %w : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x176xbf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+    %u = kiln.matmul %t, %b {transpose_b} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<176x16xbf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+    %v = kiln.mul %u, %s : (tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<bf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+    %z = kiln.add %y, %v : (tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<?x176xbf16, #kiln.dims<[n]>>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %xt = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x80xbf16, #kiln.dims<[n]>>
+    %bt = kiln.transpose %b {perm = array<i64: 1, 0>} : (tensor<176x16xbf16>) -> tensor<16x176xbf16>
+    %bs = kiln.mul %bt, %s : (tensor<16x176xbf16>, tensor<bf16>) -> tensor<16x176xbf16>
+    %wb = kiln.concat %w, %bs {axis = 0 : i64} : (tensor<64x176xbf16>, tensor<16x176xbf16>) -> tensor<80x176xbf16>
+    %z = kiln.matmul %xt, %wb : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<80x176xbf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+    ```
+  }];
+}
+
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   let summary = "Store frozen linear-layer weights as NF4 with explicit dequantization";
   let description = [{

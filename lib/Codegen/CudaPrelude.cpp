@@ -25,6 +25,7 @@ namespace {
 #include "F16.cuh.inc"
 #include "DynamicMap8.cuh.inc"
 #include "FlashAttention.cuh.inc"
+#include "FlashAttention90.cuh.inc"
 
 } // namespace
 
@@ -41,6 +42,8 @@ static std::string dynamicMap8Prelude() {
 }
 
 const char *flashAttentionPrelude() { return kFlashAttentionCuh; }
+
+const char *flashAttention90Prelude() { return kFlashAttention90Cuh; }
 
 std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8, bool flashAttention) {
   std::string prelude;

@@ -201,6 +201,10 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   }
   if (!options.lora.empty() && failed(parseLoraSpec(options.lora, options.loraSkip, error)))
     return failure();
+  if (options.loraKConcat && options.lora.empty()) {
+    error = "--lora-k-concat needs --lora";
+    return failure();
+  }
   if (options.doubleQuant && options.quant.empty()) {
     error = "--double-quant needs --quant nf4";
     return failure();

@@ -94,6 +94,9 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (backward) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    // On the whole step: the input gradients are sums only after autodiff.
+    if (options.loraKConcat && succeeded(lora))
+      pm.addNestedPass<func::FuncOp>(createLoraKConcatPass());
     // After CSE, which would merge the clones back.
     if (!options.quant.empty())
       pm.addNestedPass<func::FuncOp>(createRecomputeDequantizedPass());

@@ -8,6 +8,7 @@
 
 #include "ElementConversion.h"
 #include "LinearCrossEntropyRun.h"
+#include "kiln/artifact/HopperAttention.h"
 
 #include <algorithm>
 #include <cstring>
@@ -145,6 +146,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   std::vector<bool> replaced(p.ops.size(), false);
   std::map<int, CUdeviceptr> statsOfOutput;
   std::vector<CUdeviceptr> statsOf(p.ops.size(), 0);
+  // Forwards cuDNN does not take run as kiln_fa90 where it fits.
+  std::vector<std::optional<AttentionShape>> hopperShape(p.ops.size());
   int64_t attentionWorkspaceBytes = 0;
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
@@ -157,6 +160,15 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
                   : cudnnFor->build(*shape);
     if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
       plan = Error{"its forward did not run on cuDNN"};
+    if (!plan && memory.hopper && shape && !shape->backward &&
+        artifact::hopperAttentionFits(shape->dtype, shape->headDim) && shape->kvHeads > 0 &&
+        shape->heads % shape->kvHeads == 0) {
+      hopperShape[i] = *shape;
+      for (size_t skip : op.attention->replaces)
+        replaced[skip] = true;
+      ++r->hopperAttention;
+      continue;
+    }
     if (!plan) {
       ++r->kernelAttention;
       if (r->attentionNote.empty() && !plan.getError().empty())
@@ -193,6 +205,45 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
     std::string where = "op " + std::to_string(i);
     if (replaced[i])
       continue;
+    if (hopperShape[i]) {
+      // Kiln's sm_90a forward (kiln/artifact/HopperAttention.h has its
+      // parameters and geometry); no statistics: the generated backward
+      // recomputes them.
+      const AttentionShape &s = *hopperShape[i];
+      const AttentionRoles &a = *op.attention;
+      std::string name = artifact::hopperAttentionKernel(s.dtype, s.headDim);
+      Expected<CUfunction> function = memory.hopper->getFunction(name);
+      if (!function)
+        return Error{origin + ": " + where + ": " + function.getError()};
+      Launch launch;
+      launch.name = "kiln_fa90 attention " + s.describe();
+      launch.function = *function;
+      launch.grid = static_cast<unsigned>(
+          artifact::hopperAttentionBlocks(s.batch, s.heads, s.seq, s.headDim));
+      launch.block = static_cast<unsigned>(artifact::hopperAttentionThreads(s.headDim));
+      launch.shared = static_cast<unsigned>(artifact::hopperAttentionSharedBytes(s.headDim));
+      if (Status st = check(driver.cuFuncSetAttribute(
+                                launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(launch.shared)),
+                            "cuFuncSetAttribute");
+          !st)
+        return Error{origin + ": kernel " + name + ": " + st.getError()};
+      launch.pointers = {r->pointers[a.q], r->pointers[a.k], r->pointers[a.v], r->pointers[a.o], 0};
+      float scale = static_cast<float>(s.scale);
+      uint32_t scaleBits = 0;
+      std::memcpy(&scaleBits, &scale, sizeof scaleBits);
+      launch.symbols = {s.batch,         s.heads, s.kvHeads,
+                        s.seq,           s.kvSeq, static_cast<int64_t>(scaleBits),
+                        s.causal ? 1 : 0};
+      for (CUdeviceptr &ptr : launch.pointers)
+        launch.params.push_back(&ptr);
+      for (int64_t &value : launch.symbols)
+        launch.params.push_back(&value);
+      r->actions.push_back({Action::Launch, r->launchList.size()});
+      r->launchList.push_back(std::move(launch));
+      ++r->launches;
+      continue;
+    }
     if (cudnnPlan[i]) {
       const AttentionRoles &a = *op.attention;
       Attention run;

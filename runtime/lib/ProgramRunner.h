@@ -53,6 +53,9 @@ struct SharedMemory {
   bool attentionFixed = false;
   /// The support kernels' module (the fused LM head's kernels); null: none.
   const KernelModule *support = nullptr;
+  /// kernels/kiln_fa90 (Kiln's sm_90a attention forward) where this device
+  /// runs it and --attention allows it; null: none.
+  const KernelModule *hopper = nullptr;
 };
 
 /// The persistent tensor a param, state or accum binding names in the
@@ -88,8 +91,9 @@ public:
   /// The compiler's memory plan placed the arena (not a run-time plan).
   bool usedArtifactPlan = false;
   size_t launches = 0, gemms = 0;
-  /// Attention launches run by cuDNN, and those left to the kernel.
-  size_t cudnnAttention = 0, kernelAttention = 0;
+  /// Attention launches run by cuDNN, by kiln_fa90 (sm_90a), and those left
+  /// to the generated kernel.
+  size_t cudnnAttention = 0, kernelAttention = 0, hopperAttention = 0;
   /// Why the first attention launch that cuDNN could not take stayed a kernel.
   std::string attentionNote;
 

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/StepExecutor.h"
+#include "kiln/artifact/HopperAttention.h"
 
 #include "ElementConversion.h"
 #include "ProgramRunner.h"
@@ -108,6 +109,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   for (const auto &kernel : artifact.getKernels()) {
     Expected<KernelImageChoice> image =
         artifact.selectImage(kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
+    // Kiln's sm_90a attention is an alternative, not a kernel the programs
+    // launch: other devices run without it.
+    if (!image && kernel.first == artifact::kHopperAttentionModule)
+      continue;
     if (!image)
       return image.takeError();
     Expected<KernelModule> module = KernelModule::load(device, container.contents(image->section),
@@ -118,6 +123,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     modules[kernel.first] = &x->modules.back();
   }
   x->moduleIndex = modules;
+  if (auto hopper = modules.find(artifact::kHopperAttentionModule); hopper != modules.end())
+    x->hopper = hopper->second;
   // The runtime's own fill and copy kernels: graph nodes a new shape can
   // patch (memset nodes may refuse a new extent).
   Expected<KernelModule> supportModule = loadSupportKernels(device);
@@ -134,7 +141,14 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   bool hasAttention = false;
   for (const ProgramOp &op : program->ops)
     hasAttention |= op.kind == ProgramOp::Kind::Launch && op.attention.has_value();
-  if (hasAttention && options.attention != Options::Attention::Kernels) {
+  if (hasAttention && options.attention == Options::Attention::Sm90 && !x->hopper)
+    return Error{"--attention sm90: the artifact has no sm_90a attention for this sm_" +
+                 std::to_string(info.computeCapabilityMajor) +
+                 std::to_string(info.computeCapabilityMinor) +
+                 " device (kernels/kiln_fa90 is compiled for sm_90 targets whose step has a "
+                 "bf16 attention of head dim 64 or 128)"};
+  if (hasAttention && options.attention != Options::Attention::Kernels &&
+      options.attention != Options::Attention::Sm90) {
     Expected<std::unique_ptr<CudnnAttention>> cudnn = CudnnAttention::load();
     if (cudnn)
       x->cudnn = std::move(*cudnn);
@@ -143,7 +157,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     else
       x->cudnnNote = cudnn.getError();
   } else if (hasAttention) {
-    x->cudnnNote = "--attention kernels";
+    x->cudnnNote = options.attention == Options::Attention::Sm90 ? "--attention sm90"
+                                                                  : "--attention kernels";
   }
   // The machine's tuning key: a database entry applies only where it equals.
   x->tuningKey.gpu = info.name;
@@ -326,7 +341,11 @@ StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loa
   SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
                       cudnnFor, options.communicator, tuning, &tuningKey,
                       options.attention != Options::Attention::Auto,
-                      support.module};
+                      support.module,
+                      options.attention == Options::Attention::Auto ||
+                              options.attention == Options::Attention::Sm90
+                          ? hopper
+                          : nullptr};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
                              *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -555,10 +574,13 @@ size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }
 
 std::string StepExecutor::getAttentionSummary() const {
   const ProgramRunner &r = *current->runner;
-  if (!r.cudnnAttention && !r.kernelAttention)
+  if (!r.cudnnAttention && !r.kernelAttention && !r.hopperAttention)
     return "";
   std::string line = "attention: " + std::to_string(r.cudnnAttention) + " launches on " +
                      (cudnn ? cudnn->describe() : std::string("cuDNN")) + ", " +
+                     (r.hopperAttention ? std::to_string(r.hopperAttention) +
+                                              " on kiln_fa90 (sm_90a), "
+                                        : std::string()) +
                      std::to_string(r.kernelAttention) + " on kernels";
   if (!cudnnNote.empty())
     line += " (cuDNN: " + cudnnNote + ")";

@@ -169,10 +169,16 @@ inspect-kernels)
   grep -q '^kernels (2 distinct, 5 launches):$' out.txt || fail "kernels header"
   grep -q '^  main_k0_silu  module0  4 launches$' out.txt || fail "shared kernel"
   grep -q '^  main_k1_exp  module0  1 launch$' out.txt || fail "single kernel"
+  grep -q '^gemms in the step program (0, 0 with beta = 1):$' out.txt || fail "no gemms"
   # The gemm-only step launches no kernel.
   "$test_files" gemm-step g || fail "fixtures"
   expect 0 "" "$kiln_run" inspect g.kiln
   grep -q '^kernels (0 distinct, 0 launches):$' out.txt || fail "no kernels"
+  # Its GEMMs by signature, at the memory plan's sizes (batch=2, seq=3).
+  grep -q '^gemms in the step program (3, 0 with beta = 1):$' out.txt || fail "gemms header"
+  grep -q '^     1  batch x 2 x seq  (2x2x3)$' out.txt || fail "gemm signature"
+  grep -q '^     1  2 x batch x seq, trans_a, trans_b  (2x2x3)$' out.txt || fail "gemm transposes"
+  grep -q '^     1  seq x 2 x batch, trans_a  (3x2x2)$' out.txt || fail "gemm sizes"
   ;;
 inspect-memory-plan)
   # A malformed memory_plan is one line naming the section and the field.
@@ -320,6 +326,7 @@ train-usage)
   expect 2 "kiln-run: error: --input feeds one shape; give one --batch and --seq with it" train --init random:1 --seq 8,16 --input x=t.bin
   expect 2 "kiln-run: error: --graph-cache needs an integer >= 1, got '0'" train --init random:1 --graph-cache 0
   expect 2 "kiln-run: error: --progress must be on, off or auto, got 'yes'" train --init random:1 --progress yes
+  expect 2 "kiln-run: error: --attention must be auto, kernels, cudnn or sm90, got 'fa3'" train --init random:1 --attention fa3
   ;;
 train-outputs)
   # --save, --save-adapters and --profile replace only regular files, and

@@ -128,6 +128,8 @@ int writeArtifact(ModuleOp module, std::vector<std::pair<std::string, std::strin
     sections.push_back({"kernels/" + name + "/compute_" + ptxArch + ".ptx", build.compiled[m].ptx});
     sections.push_back({"kernels/" + name + "/source", build.modules[m].source});
   }
+  if (int rc = addHopperAttentionSections(module, options, sections))
+    return rc;
   auto step = module.lookupSymbol<func::FuncOp>("main");
   if (!step)
     return fail("no @main step function to write");

@@ -167,6 +167,12 @@ cl::opt<std::string> loraSkip("lora-skip",
                               cl::desc("Regex of weights that get no adapter"),
                               cl::value_desc("regex"), cl::sub(compileCommand()),
                               cl::cat(category()));
+cl::opt<bool> loraKConcat(
+    "lora-k-concat",
+    cl::desc("With --lora: add each adapter's product to its frozen GEMM as extra K "
+             "columns, [x | t] [W ; s B^T] and [dy | dT] [W | A^T]^T (kiln-lora-k-concat; "
+             "the concatenations are copies until the lowering writes them in place)"),
+    cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> quant(
     "quant",
     cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
@@ -374,6 +380,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
                 "(without --lora every parameter trains)");
   options.lora = loraSpec.getValue();
   options.loraSkip = loraSkip.getValue();
+  options.loraKConcat = loraKConcat.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());
   options.quant = quant.getValue();

@@ -41,6 +41,12 @@ struct KernelBuild {
 /// Returns the exit code (errors are printed).
 int buildKernels(mlir::ModuleOp module, const CudaOutputOptions &options, KernelBuild &build);
 
+/// kernels/kiln_fa90 (HopperAttentionOutput.cpp): Kiln's sm_90a attention
+/// forward for the step's replaceable attention forwards, when options.archs
+/// names sm_90. Returns the exit code.
+int addHopperAttentionSections(mlir::ModuleOp module, const CudaOutputOptions &options,
+                               std::vector<std::pair<std::string, std::string>> &sections);
+
 /// -o FILE.kiln for a lowered module: the meta/guards/params sections
 /// (computed before lowering), kernel images per NVRTC module, the step
 /// program of @main and the init program of @kiln_init. Returns the exit code.

@@ -52,6 +52,7 @@ std::set<std::string> compilePassNames() {
   all.until = "step";
   all.staticSymbols = "batch=1";
   all.lora = "r=8";
+  all.loraKConcat = true;
   all.precision = "bf16";
   all.quant = "nf4";
   all.rematBudget = "auto";

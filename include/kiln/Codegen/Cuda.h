@@ -58,6 +58,9 @@ std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false,
                         bool flashAttention = false);
 /// The tiled tensor-core attention kernels' device code (kiln_flash).
 const char *flashAttentionPrelude();
+/// Kiln's sm_90a attention forward (kiln_fa90, cuda/FlashAttention90.cuh):
+/// wgmma and setmaxnreg, so it compiles for sm_90a only.
+const char *flashAttention90Prelude();
 
 /// Step 3: the kernel's CUDA C++.
 mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names);

@@ -47,6 +47,9 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                           "last); as kiln compile --lora")};
   Option<std::string> loraSkip{*this, "lora-skip",
                                llvm::cl::desc("Regex of weights that get no adapter")};
+  Option<bool> loraKConcat{*this, "lora-k-concat",
+                           llvm::cl::desc("With lora: each adapter's product summed with its "
+                                          "frozen GEMM as one GEMM over concatenated K")};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
   ListOption<std::string> fp32Ops{*this, "fp32-ops",

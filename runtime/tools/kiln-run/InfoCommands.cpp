@@ -11,6 +11,7 @@
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -90,13 +91,65 @@ static int printKernelLaunches(const StepArtifact &step, const char *path) {
   return 0;
 }
 
+/// The step program's cuBLASLt GEMMs by signature (m x n x k, transposes,
+/// beta = 1), with the sizes at the memory plan's values when it has them:
+/// how many GEMMs of which shape a step issues (the LoRA ones are those
+/// with a rank-sized dim), the labels `kiln-run train --profile` prints.
+static int printGemms(const StepArtifact &step, const char *path) {
+  if (!step.hasStepProgram())
+    return 0;
+  Expected<StepProgram> program = StepProgram::decode(
+      step.getContainer().contents("step"), std::string(path) + ": section 'step'");
+  if (!program)
+    return error(kExitBadInput, program.getError());
+  SymbolBindings at;
+  if (const std::optional<StepMemoryPlan> &plan = step.getMemoryPlan())
+    at = plan->plannedAt;
+  struct Signature {
+    size_t count = 0;
+    std::string sizes; // "8192x8192x32", or "" when a symbol has no value
+  };
+  std::map<std::string, Signature> signatures;
+  size_t gemms = 0, accumulating = 0;
+  for (const ProgramOp &op : program->ops) {
+    if (op.kind != ProgramOp::Kind::Gemm || !op.m || !op.n || !op.k)
+      continue;
+    ++gemms;
+    if (op.beta != 0)
+      ++accumulating;
+    std::string key = op.m->getText() + " x " + op.n->getText() + " x " + op.k->getText();
+    if (op.transA)
+      key += ", trans_a";
+    if (op.transB)
+      key += ", trans_b";
+    if (op.beta != 0)
+      key += ", beta = 1";
+    Signature &sig = signatures[key];
+    if (sig.count++ == 0 && !at.empty()) {
+      Expected<int64_t> m = op.m->evaluate(at), n = op.n->evaluate(at), k = op.k->evaluate(at);
+      if (m && n && k)
+        sig.sizes = std::to_string(*m) + "x" + std::to_string(*n) + "x" + std::to_string(*k);
+    }
+  }
+  std::printf("gemms in the step program (%zu, %zu with beta = 1):\n", gemms, accumulating);
+  std::vector<std::pair<std::string, Signature>> sorted(signatures.begin(), signatures.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto &a, const auto &b) { return a.second.count > b.second.count; });
+  for (const auto &[key, sig] : sorted) {
+    std::string sizes = sig.sizes.empty() ? "" : "  (" + sig.sizes + ")";
+    std::printf("  %4zu  %s%s\n", sig.count, key.c_str(), sizes.c_str());
+  }
+  return 0;
+}
+
 int kiln::run::runInspect(int argc, char **argv) {
   if (argc == 1 &&
       (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
                 "header, sections, meta, guards, parameters, kernel\nmodules, the "
                 "distinct kernels the programs launch (with their module\nand launch "
-                "count), memory plan and shape buckets.\n");
+                "count), the step program's GEMMs by shape (sizes at the\nmemory plan's "
+                "values), memory plan and shape buckets.\n");
     return 0;
   }
   if (argc != 1)
@@ -155,6 +208,8 @@ int kiln::run::runInspect(int argc, char **argv) {
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
   }
   if (int rc = printKernelLaunches(*step, argv[0]))
+    return rc;
+  if (int rc = printGemms(*step, argv[0]))
     return rc;
   if (const std::optional<StepMemoryPlan> &plan = step->getMemoryPlan()) {
     std::string at;

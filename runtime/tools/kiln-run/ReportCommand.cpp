@@ -55,7 +55,7 @@ constexpr const char *kReportUsage =
     "  --format md|json        Markdown table (default) or JSON\n"
     "  --output FILE           write the report to FILE instead of stdout\n"
     "  --device N              CUDA device ordinal (default 0)\n"
-    "  --attention auto|kernels|cudnn\n"
+    "  --attention auto|kernels|cudnn|sm90\n"
     "                          as for train\n"
     "  --plan-only             no device: the planned columns alone\n";
 
@@ -387,10 +387,12 @@ int kiln::run::runReport(int argc, char **argv) {
     return error(kExitUsage, "--format must be md or json, got '" + format + "'");
   StepExecutor::Options::Attention attention = StepExecutor::Options::Attention::Auto;
   if (std::optional<std::string> mode = args->get("attention")) {
-    if (*mode != "auto" && *mode != "kernels" && *mode != "cudnn")
-      return error(kExitUsage, "--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+    if (*mode != "auto" && *mode != "kernels" && *mode != "cudnn" && *mode != "sm90")
+      return error(kExitUsage,
+                   "--attention must be auto, kernels, cudnn or sm90, got '" + *mode + "'");
     attention = *mode == "kernels" ? StepExecutor::Options::Attention::Kernels
                 : *mode == "cudnn" ? StepExecutor::Options::Attention::Cudnn
+                : *mode == "sm90"  ? StepExecutor::Options::Attention::Sm90
                                    : StepExecutor::Options::Attention::Auto;
   }
   std::optional<std::string> output = args->get("output");

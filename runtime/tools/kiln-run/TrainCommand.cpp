@@ -118,11 +118,15 @@ constexpr const char *kTrainUsage =
     "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
     "  --graph-cache N         executable graphs kept per program (default 8);\n"
     "                          further shapes patch the least recently used\n"
-    "  --attention auto|kernels|cudnn\n"
+    "  --attention auto|kernels|cudnn|sm90\n"
     "                          who runs attention: cuDNN's fused attention where\n"
     "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
-    "                          and takes the shape, else the generated kernels\n"
-    "                          (auto, default); only the kernels; cuDNN or fail\n"
+    "                          and takes the shape, else Kiln's sm_90a forward\n"
+    "                          (kernels/kiln_fa90) on an H100/H200, else the\n"
+    "                          generated kernels (auto, default); only the\n"
+    "                          generated kernels; cuDNN or fail; Kiln's sm_90a\n"
+    "                          forward where it fits and the generated kernels\n"
+    "                          elsewhere (sm90)\n"
     "  --tuning on|off         use the tuning database's choices where its key\n"
     "                          matches this machine (default: on when the database\n"
     "                          exists; written by 'kiln-run tune')\n"
@@ -235,6 +239,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   if (std::optional<std::string> mode = args.get("attention")) // checked by runTrain
     options.attention = *mode == "kernels" ? StepExecutor::Options::Attention::Kernels
                         : *mode == "cudnn" ? StepExecutor::Options::Attention::Cudnn
+                        : *mode == "sm90"  ? StepExecutor::Options::Attention::Sm90
                                            : StepExecutor::Options::Attention::Auto;
   // Measured peak: device memory free before the step is loaded minus
   // free after each step (arena, weights, workspace, graphs, and what
@@ -637,8 +642,8 @@ int kiln::run::runTrain(int argc, char **argv) {
       mode && *mode != "on" && *mode != "off" && *mode != "auto")
     problems.push_back("--progress must be on, off or auto, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("attention");
-      mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn")
-    problems.push_back("--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+      mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn" && *mode != "sm90")
+    problems.push_back("--attention must be auto, kernels, cudnn or sm90, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("graphs"); mode && *mode != "on" && *mode != "off")
     problems.push_back("--graphs must be on or off, got '" + *mode + "'");
   // The tuning database: used when it exists (or --tuning on), never

@@ -1,15 +1,16 @@
 // RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-lower-to-step | FileCheck %s
 
-// The LoRA output y + s * (t B^T): the up projection is a GEMM with
-// alpha = s (the bf16-rounded constant) accumulating into the frozen GEMM's
-// buffer (beta = 1): no kernel, no [tokens x out] buffer of its own.
+// The LoRA output y + s * (t B^T): the up projection (k = 4) writes
+// s * t B^T with alpha = s (the bf16-rounded constant) and the frozen GEMM
+// (k = 32) adds into its buffer (beta = 1): no kernel, no [tokens x out]
+// buffer of its own, and the small-k GEMM does not read C.
 // CHECK-LABEL: func.func @lora_forward
-// CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xbf16, #kiln.dims<[n]>>>
-// CHECK: kiln_kernel.gemm %arg0, %arg1 -> %[[Y]] {{.*}} compute f32 {trans_b}
 // CHECK: %[[T:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x4xbf16, #kiln.dims<[n]>>>
 // CHECK: kiln_kernel.gemm %arg0, %arg2 -> %[[T]] {{.*}} compute f32 {trans_b}
+// CHECK: %[[Y:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x64xbf16, #kiln.dims<[n]>>>
+// CHECK: kiln_kernel.gemm %[[T]], %arg3 -> %[[Y]] m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<4> {{.*}} compute f32 {alpha = 2.000000e+00 : f64, trans_b}
 // CHECK-NOT: kiln_kernel.alloc
-// CHECK: kiln_kernel.gemm %[[T]], %arg3 -> %[[Y]] m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<4> {{.*}} compute f32 {accumulate, alpha = 2.000000e+00 : f64, trans_b}
+// CHECK: kiln_kernel.gemm %arg0, %arg1 -> %[[Y]] m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<32> {{.*}} compute f32 {accumulate, trans_b}
 // CHECK-NOT: kiln_kernel.launch
 // CHECK: return %[[Y]]
 func.func @lora_forward(%x: tensor<?x32xbf16, #kiln.dims<[n]>>, %w: tensor<64x32xbf16>, %a: tensor<4x32xbf16>, %b: tensor<64x4xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>> {
@@ -68,4 +69,31 @@ func.func @not_in_place(%x: tensor<?x32xf32, #kiln.dims<[n]>>, %w: tensor<64x32x
   %b = kiln.add %e, %y2 : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
   %f = kiln.mul %e, %b : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
   return %a, %f : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>
+}
+
+// -----
+
+// Two products: the one with the smaller k writes C whichever side of the
+// add it is on; with a symbolic k the right side accumulates into the left.
+// CHECK-LABEL: func.func @small_k_writes
+// CHECK: %[[D:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x32xf32, #kiln.dims<[n]>>>
+// CHECK: kiln_kernel.gemm %arg1, %arg3 -> %[[D]] m = #kiln.expr<n> n = #kiln.expr<32> k = #kiln.expr<4> {{.*}} compute f32 {alpha = 5.000000e-01 : f64}
+// CHECK-NOT: kiln_kernel.alloc
+// CHECK: kiln_kernel.gemm %arg0, %arg2 -> %[[D]] m = #kiln.expr<n> n = #kiln.expr<32> k = #kiln.expr<64> {{.*}} compute f32 {accumulate}
+// CHECK: %[[E:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<4x32xf32>>
+// CHECK: kiln_kernel.gemm %arg4, %arg2 -> %[[E]] m = #kiln.expr<4> n = #kiln.expr<32> k = #kiln.expr<64> {{.*}} compute f32
+// CHECK-NOT: kiln_kernel.alloc
+// CHECK: kiln_kernel.gemm %arg5, %arg6 -> %[[E]] m = #kiln.expr<4> n = #kiln.expr<32> k = #kiln.expr<m> {{.*}} compute f32 {accumulate}
+// CHECK-NOT: kiln_kernel.launch
+// CHECK: return %[[D]], %[[E]]
+func.func @small_k_writes(%g: tensor<?x64xf32, #kiln.dims<[n]>>, %dt: tensor<?x4xf32, #kiln.dims<[n]>>, %w: tensor<64x32xf32>, %a: tensor<4x32xf32>, %p: tensor<4x64xf32>, %q: tensor<4x?xf32, #kiln.dims<[m]>>, %r: tensor<?x32xf32, #kiln.dims<[m]>>) -> (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<4x32xf32>) {
+  %frozen = kiln.matmul %g, %w : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %lora = kiln.matmul %dt, %a : (tensor<?x4xf32, #kiln.dims<[n]>>, tensor<4x32xf32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %s = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %scaled = kiln.mul %lora, %s : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<f32>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %d = kiln.add %frozen, %scaled : (tensor<?x32xf32, #kiln.dims<[n]>>, tensor<?x32xf32, #kiln.dims<[n]>>) -> tensor<?x32xf32, #kiln.dims<[n]>>
+  %e1 = kiln.matmul %p, %w : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
+  %e2 = kiln.matmul %q, %r : (tensor<4x?xf32, #kiln.dims<[m]>>, tensor<?x32xf32, #kiln.dims<[m]>>) -> tensor<4x32xf32>
+  %e = kiln.add %e1, %e2 : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  return %d, %e : tensor<?x32xf32, #kiln.dims<[n]>>, tensor<4x32xf32>
 }

@@ -49,15 +49,29 @@ std::optional<std::pair<mlir::Value, double>> foldedScaleOf(mlir::Operation *op)
 /// scale) used only there and `into` used only there, produced by a kernel,
 /// a GEMM or another such sum (not a parameter, constant or view): one GEMM
 /// with alpha = s and beta = 1 writing into `into`'s buffer.
+///
+/// When both terms are products, the one with the smaller static k writes C
+/// and the other accumulates: a GEMM with a small k (a LoRA up projection,
+/// k = r) costs the traffic of C, which beta = 1 doubles, while a large-k
+/// GEMM reads C in its epilogue behind its math. `into` may then be a
+/// scaled product `mul(matmul, s)` itself (`intoScale`): its GEMM writes C
+/// with alpha = `intoAlpha`.
 struct GemmAccumulate {
   mlir::Operation *add = nullptr;
   mlir::Operation *matmul = nullptr;
   mlir::Operation *scale = nullptr; // the mul, or null
   mlir::Value into;
   double alpha = 1;
+  mlir::Operation *intoScale = nullptr; // mul(into's matmul, s), or null
+  double intoAlpha = 1;
 };
-/// The accumulation `op` (the add, the matmul or the scale) belongs to.
+/// The accumulation `op` (the add, the matmul, the scale or the into scale)
+/// belongs to.
 std::optional<GemmAccumulate> gemmAccumulateOf(mlir::Operation *op);
+
+/// The scaled product that `mm` computes as the C of an accumulation
+/// (GemmAccumulate::intoScale), if any: its GEMM has alpha = that scale.
+std::optional<GemmAccumulate> gemmAccumulateIntoOf(mlir::Operation *mm);
 
 /// A kernel without inputs (a scalar constant's cast) read only as scales
 /// that GEMMs take as alpha: kiln-lower-to-step launches nothing for it.

@@ -4,7 +4,10 @@
 // training step map onto alpha and beta = 1 instead of elementwise kernels:
 // the LoRA output `y + s * (t B^T)` and every sum of matmul products that
 // autodiff builds for an input read by several linear layers (q/k/v, gate/up,
-// the frozen and the adapter path).
+// the frozen and the adapter path). Of two products, the one with the
+// smaller k writes C: the LoRA up projection (k = r) writes s * t B^T and the
+// frozen GEMM (k = in) adds into it, reading C behind its math, instead of
+// the k = r GEMM reading and writing all of [tokens, out] again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +76,7 @@ bool onlyFeedsAlpha(Operation *fusion) {
     if (isFoldedScale(user))
       return true;
     std::optional<GemmAccumulate> acc = gemmAccumulateOf(user);
-    return acc && acc->scale == user;
+    return acc && (acc->scale == user || acc->intoScale == user);
   });
 }
 
@@ -92,43 +95,86 @@ std::optional<std::pair<Value, double>> foldedScaleOf(Operation *op) {
 
 namespace {
 
-/// `add` as into + alpha * matmul, trying the right side as the product
-/// first (so a chain of sums accumulates into its first term).
+/// A term of a sum as a GEMM product: the matmul, and the scale in front
+/// of it (its alpha), each used once.
+struct Product {
+  MatmulOp matmul;
+  Operation *scale = nullptr;
+  double alpha = 1;
+};
+
+std::optional<Product> productOf(Value v, Type type) {
+  if (v.getType() != type || !v.hasOneUse())
+    return std::nullopt;
+  Product p;
+  Operation *def = v.getDefiningOp();
+  if (std::optional<std::pair<Value, double>> s = scaled(def)) {
+    p.scale = def;
+    p.alpha = s->second;
+    def = s->first.getDefiningOp();
+    if (!def || !s->first.hasOneUse())
+      return std::nullopt;
+  }
+  auto mm = dyn_cast_or_null<MatmulOp>(def);
+  if (!mm || mm.getType() != type)
+    return std::nullopt;
+  p.matmul = mm;
+  return p;
+}
+
+/// The contraction size of `mm` when it is static, or -1.
+int64_t staticK(MatmulOp mm) {
+  auto a = cast<RankedTensorType>(mm.getLhs().getType());
+  int64_t k = a.getShape()[a.getRank() - (mm.getTransposeA() ? 2 : 1)];
+  return ShapedType::isDynamic(k) ? -1 : k;
+}
+
+/// `add` as into + alpha * product with `product` the given side.
+std::optional<GemmAccumulate> accumulateInto(AddOp add, Value product, Value into) {
+  if (product == into || into.getType() != add.getType() || !into.hasOneUse())
+    return std::nullopt;
+  std::optional<Product> p = productOf(product, add.getType());
+  if (!p)
+    return std::nullopt;
+  // C is written in place: a buffer of its own, read by nothing else.
+  Operation *source = into.getDefiningOp();
+  if (!source)
+    return std::nullopt;
+  // (A kernel's output after kiln-fuse; before it, the op it fuses.)
+  OpClass cls = classifyOp(source);
+  if (!isa<FusionOp>(source) &&
+      (cls == OpClass::Source || cls == OpClass::View || cls == OpClass::Unsupported))
+    return std::nullopt;
+  GemmAccumulate acc;
+  acc.add = add;
+  acc.matmul = p->matmul;
+  acc.scale = p->scale;
+  acc.alpha = p->alpha;
+  acc.into = into;
+  // A scaled product as C: its GEMM writes it with the scale as alpha.
+  if (std::optional<Product> c = productOf(into, add.getType()); c && c->scale) {
+    acc.intoScale = c->scale;
+    acc.intoAlpha = c->alpha;
+  }
+  return acc;
+}
+
+/// `add` as into + alpha * matmul. The right side is the product first (so
+/// a chain of sums accumulates into its first term), unless both sides are
+/// products and the right one has the smaller k: that one writes C.
 std::optional<GemmAccumulate> accumulateOfAdd(AddOp add) {
   if (!gemmElement(add.getType()))
     return std::nullopt;
-  for (auto [product, into] :
-       {std::pair(add.getRhs(), add.getLhs()), std::pair(add.getLhs(), add.getRhs())}) {
-    if (product == into || product.getType() != add.getType() ||
-        into.getType() != add.getType() || !product.hasOneUse() || !into.hasOneUse())
-      continue;
-    GemmAccumulate acc;
-    acc.add = add;
-    Operation *def = product.getDefiningOp();
-    if (std::optional<std::pair<Value, double>> s = scaled(def)) {
-      acc.scale = def;
-      acc.alpha = s->second;
-      def = s->first.getDefiningOp();
-      if (!def || !s->first.hasOneUse())
-        continue;
-    }
-    auto mm = dyn_cast_or_null<MatmulOp>(def);
-    if (!mm || mm.getType() != add.getType())
-      continue;
-    // C is written in place: a buffer of its own, read by nothing else.
-    Operation *source = into.getDefiningOp();
-    if (!source)
-      continue;
-    // (A kernel's output after kiln-fuse; before it, the op it fuses.)
-    OpClass cls = classifyOp(source);
-    if (!isa<FusionOp>(source) &&
-        (cls == OpClass::Source || cls == OpClass::View || cls == OpClass::Unsupported))
-      continue;
-    acc.matmul = mm;
-    acc.into = into;
-    return acc;
+  std::optional<GemmAccumulate> intoLhs = accumulateInto(add, add.getRhs(), add.getLhs());
+  std::optional<GemmAccumulate> intoRhs = accumulateInto(add, add.getLhs(), add.getRhs());
+  if (intoLhs && intoRhs) {
+    // Each orientation's product is the other's C.
+    int64_t kl = staticK(cast<MatmulOp>(intoRhs->matmul));
+    int64_t kr = staticK(cast<MatmulOp>(intoLhs->matmul));
+    if (kl >= 0 && kr >= 0 && kr < kl)
+      return intoRhs;
   }
-  return std::nullopt;
+  return intoLhs ? intoLhs : intoRhs;
 }
 
 } // namespace
@@ -143,10 +189,25 @@ std::optional<GemmAccumulate> gemmAccumulateOf(Operation *op) {
       user = *user->user_begin();
     if (auto add = dyn_cast<AddOp>(user))
       if (std::optional<GemmAccumulate> acc = accumulateOfAdd(add);
-          acc && (acc->matmul == op || acc->scale == op))
+          acc && (acc->matmul == op || acc->scale == op || acc->intoScale == op))
         return acc;
   }
   return std::nullopt;
+}
+
+std::optional<GemmAccumulate> gemmAccumulateIntoOf(Operation *mm) {
+  if (!isa<MatmulOp>(mm) || !mm->hasOneUse())
+    return std::nullopt;
+  Operation *scale = *mm->user_begin();
+  if (!isa<MulOp>(scale) || !scale->hasOneUse())
+    return std::nullopt;
+  auto add = dyn_cast<AddOp>(*scale->user_begin());
+  if (!add)
+    return std::nullopt;
+  std::optional<GemmAccumulate> acc = accumulateOfAdd(add);
+  if (!acc || acc->intoScale != scale)
+    return std::nullopt;
+  return acc;
 }
 
 } // namespace kiln::kernel

@@ -156,6 +156,7 @@ struct Lowering {
   // scalar's value is read from its kernel's body).
   llvm::DenseMap<Operation *, std::pair<Value, double>> scales;
   llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
+  llvm::DenseMap<Operation *, GemmAccumulate> intoScales; // by the C's matmul
   llvm::SmallPtrSet<Operation *, 8> alphaOnly;
 
   /// The buffer a GEMM reads for `operand`: through a folded scale, whose
@@ -241,6 +242,12 @@ struct Lowering {
       replaced = acc->add;
     } else {
       out = alloc(loc, resultType);
+    }
+    // The C of a sum, scaled: the scale is this GEMM's alpha and reads the
+    // same buffer.
+    if (auto it = intoScales.find(mm); it != intoScales.end()) {
+      alpha *= it->second.intoAlpha;
+      map.map(it->second.intoScale->getResult(0), out);
     }
     auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
                                        DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
@@ -453,7 +460,9 @@ struct Lowering {
       // Read only as GEMM alphas: no buffer.
       if (!constant->use_empty() && llvm::all_of(constant->getUsers(), [&](Operation *user) {
             auto acc = accumulates.find(user);
-            return scales.count(user) || (acc != accumulates.end() && acc->second.scale == user);
+            return scales.count(user) ||
+                   (acc != accumulates.end() &&
+                    (acc->second.scale == user || acc->second.intoScale == user));
           }))
         return success();
       map.map(constant.getResult(), builder.create<kernel::ConstantOp>(
@@ -520,6 +529,8 @@ struct Lowering {
         scales[op] = *scale;
       if (std::optional<GemmAccumulate> acc = gemmAccumulateOf(op))
         accumulates[op] = *acc;
+      if (std::optional<GemmAccumulate> acc = gemmAccumulateIntoOf(op))
+        intoScales[op] = *acc;
       if (onlyFeedsAlpha(op))
         alphaOnly.insert(op);
     }

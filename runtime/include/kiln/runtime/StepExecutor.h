@@ -102,9 +102,12 @@ public:
     /// weights 1, other vectors 0.
     std::optional<uint64_t> randomInitSeed;
     /// Who runs the tiled attention launches that allow another
-    /// implementation: cuDNN where it loads and supports the shape (auto),
-    /// always the generated kernels, or cuDNN or fail.
-    enum class Attention { Auto, Kernels, Cudnn } attention = Attention::Auto;
+    /// implementation: cuDNN where it loads and supports the shape, else
+    /// Kiln's sm_90a forward (kernels/kiln_fa90) where the device and shape
+    /// fit, else the generated kernels (auto); always the generated kernels;
+    /// cuDNN or fail; Kiln's sm_90a forward where it fits (the artifact must
+    /// carry it for this device), the generated kernels elsewhere.
+    enum class Attention { Auto, Kernels, Cudnn, Sm90 } attention = Attention::Auto;
     /// Data parallelism: the step's all_reduce ops run through it (NCCL);
     /// null: a run of one, where they are copies or nothing.
     Communicator *communicator = nullptr;
@@ -304,6 +307,9 @@ private:
   std::unique_ptr<GraphCache> graphs;
   std::unique_ptr<CudnnAttention> cudnn;
   std::string cudnnNote; ///< why cuDNN was not loaded, if it was not
+  /// kernels/kiln_fa90 for this device (Kiln's sm_90a attention forward);
+  /// null: the artifact has none, or none for this device.
+  const KernelModule *hopper = nullptr;
   std::map<std::string, Shape> variants; ///< tuning variants, by graph key
   std::vector<std::pair<NamedTensor *, DeviceBuffer>> snapshot;
   TuningKey tuningKey;

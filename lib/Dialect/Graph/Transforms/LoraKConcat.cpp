@@ -1,0 +1,259 @@
+//===- LoraKConcat.cpp - A frozen and an adapter product as one GEMM ------===//
+//
+// y = x W + s (t B^T) and dX = dy W^T + dT A are sums of a frozen product
+// and a LoRA product of the same shape. Concatenated along the contraction
+// they are one product: y = [x | t] [W ; s B^T], dX = [dy | dT] [W | A^T]^T.
+// The adapter's rank-r GEMM then no longer reads and writes the whole
+// [tokens, out] output (the memory-bound part of the LoRA step); the frozen
+// GEMM does r more columns of work. The concatenations are ordinary graph
+// ops (the interpreter runs them as they are); they are cheap only when the
+// lowering writes their inputs in place (docs/design/lora-k-concat.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Graph/GraphDialect.h"
+#include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Graph/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+
+namespace kiln {
+#define GEN_PASS_DEF_LORAKCONCATPASS
+#include "kiln/Dialect/Graph/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+bool isLoraName(StringRef name) {
+  return name.contains(".lora_A.") || name.contains(".lora_B.");
+}
+
+/// Whether `v` is computed from LoRA parameters (and constants) alone:
+/// the adapter side of a product (B padded and cast, A concatenated).
+bool fromLoraParameters(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<void *, 16> seen;
+  bool lora = false;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x.getAsOpaquePointer()).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.param")
+                       : StringAttr();
+      if (!name || !isLoraName(name.getValue()))
+        return false;
+      lora = true;
+      continue;
+    }
+    Operation *def = x.getDefiningOp();
+    if (auto param = dyn_cast<ParameterOp>(def)) {
+      if (!isLoraName(param.getName()))
+        return false;
+      lora = true;
+      continue;
+    }
+    if (isa<kiln::ConstantOp>(def))
+      continue;
+    if (def->getNumRegions() || def->getNumOperands() == 0)
+      return false;
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+  return lora;
+}
+
+/// A term of a sum: matmul(a, b) or mul(matmul(a, b), s) with a scalar s,
+/// each used once, b a static 2-D matrix and no transpose of a.
+struct Product {
+  Value term;
+  MatmulOp matmul;
+  Value scale; // rank-0, or null
+  int64_t k = 0;
+};
+
+std::optional<Product> productOf(Value term) {
+  if (!term.hasOneUse())
+    return std::nullopt;
+  Product p;
+  p.term = term;
+  Value v = term;
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    for (auto [x, s] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
+      auto st = cast<RankedTensorType>(s.getType());
+      if (st.getRank() == 0 && x.getType() == mul.getType() && x.getDefiningOp<MatmulOp>()) {
+        p.scale = s;
+        v = x;
+        break;
+      }
+    }
+    if (!p.scale || !v.hasOneUse())
+      return std::nullopt;
+  }
+  auto mm = v.getDefiningOp<MatmulOp>();
+  if (!mm || mm.getTransposeA() || mm.getType() != term.getType())
+    return std::nullopt;
+  auto a = cast<RankedTensorType>(mm.getLhs().getType());
+  auto b = cast<RankedTensorType>(mm.getRhs().getType());
+  if (a.getRank() < 2 || b.getRank() != 2 || !b.hasStaticShape() ||
+      ShapedType::isDynamic(a.getShape().back()) || a.getElementType() != b.getElementType())
+    return std::nullopt;
+  p.matmul = mm;
+  p.k = a.getShape().back();
+  return p;
+}
+
+/// An add of two terms of its own type (not a broadcast bias).
+bool isSum(AddOp add) {
+  return add && add.getLhs().getType() == add.getType() &&
+         add.getRhs().getType() == add.getType();
+}
+
+/// The terms of the sum `root` is the last add of (inner adds of one type,
+/// each used once), in order.
+void collectTerms(Value v, Type type, SmallVectorImpl<Value> &terms,
+                  SmallVectorImpl<AddOp> &adds) {
+  auto add = v.getDefiningOp<AddOp>();
+  if (isSum(add) && add.getType() == type && (adds.empty() || add->hasOneUse())) {
+    adds.push_back(add);
+    collectTerms(add.getLhs(), type, terms, adds);
+    collectTerms(add.getRhs(), type, terms, adds);
+    return;
+  }
+  terms.push_back(v);
+}
+
+/// Both left operands with the same dims but the last (the contraction).
+bool sameRows(Value a, Value b) {
+  auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
+  return ta.getRank() == tb.getRank() && ta.getElementType() == tb.getElementType() &&
+         ta.getShape().drop_back() == tb.getShape().drop_back() &&
+         ta.getEncoding() == tb.getEncoding();
+}
+
+struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> {
+  using LoraKConcatPassBase::LoraKConcatPassBase;
+
+  // One [x | t] per pair of left operands: the adapters of a group share it.
+  std::map<std::pair<void *, void *>, Value> lhsConcats;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    lhsConcats.clear();
+    fused.clear();
+    // Roots of sums: adds whose result is not an inner term of a larger sum.
+    SmallVector<AddOp> roots;
+    func.walk([&](AddOp add) {
+      if (!isSum(add))
+        return;
+      if (add->hasOneUse())
+        if (auto user = dyn_cast<AddOp>(*add->user_begin()); isSum(user) && user.getType() == add.getType())
+          return;
+      roots.push_back(add);
+    });
+    // A sum with several adapter products (adapters with dropout keep their
+    // own) pairs each with another frozen product.
+    for (AddOp root : roots)
+      while (root)
+        root = rewrite(root);
+  }
+
+  llvm::SmallPtrSet<Operation *, 16> fused;
+
+  /// Rewrites the sum ending at `root`; returns the new sum's last add, or
+  /// null when nothing changed.
+  AddOp rewrite(AddOp root) {
+    Type type = root.getType();
+    SmallVector<Value> terms;
+    SmallVector<AddOp> adds;
+    collectTerms(root.getResult(), type, terms, adds);
+    // The adapter product (its right operand from LoRA parameters alone) and
+    // the frozen product with the largest k that reads rows like it.
+    std::optional<Product> thin, wide;
+    for (Value term : terms) {
+      std::optional<Product> p = productOf(term);
+      if (p && !thin && fromLoraParameters(p->matmul.getRhs()))
+        thin = p;
+    }
+    if (!thin || thin->matmul->getBlock() != root->getBlock())
+      return nullptr;
+    for (Value term : terms) {
+      std::optional<Product> p = productOf(term);
+      if (!p || p->scale || term == thin->term || fused.contains(p->matmul) ||
+          p->matmul->getBlock() != root->getBlock() || fromLoraParameters(p->matmul.getRhs()) ||
+          p->k <= thin->k || !sameRows(p->matmul.getLhs(), thin->matmul.getLhs()))
+        continue;
+      if (!wide || p->k > wide->k)
+        wide = p;
+    }
+    if (!wide)
+      return nullptr;
+    OpBuilder b(root);
+    Location loc = root.getLoc();
+    Value fusedValue = concatenated(b, loc, *wide, *thin);
+    // The sum of the other terms and the fused product, in their order.
+    Value sum;
+    for (Value term : terms) {
+      if (term == thin->term)
+        continue;
+      Value v = term == wide->term ? fusedValue : term;
+      sum = sum ? b.create<AddOp>(loc, sum, v).getResult() : v;
+    }
+    root.getResult().replaceAllUsesWith(sum);
+    for (AddOp add : adds)
+      add->dropAllReferences();
+    for (AddOp add : adds)
+      add->erase();
+    for (Product *p : {&*thin, &*wide}) {
+      Operation *term = p->term.getDefiningOp();
+      if (term != p->matmul.getOperation() && term->use_empty())
+        term->erase();
+      if (p->matmul->use_empty())
+        p->matmul->erase();
+    }
+    fused.insert(fusedValue.getDefiningOp());
+    return sum.getDefiningOp<AddOp>();
+  }
+
+  /// matmul([a_w | a_t], [b_w ; op(b_t) * s] in b_w's orientation).
+  Value concatenated(OpBuilder &b, Location loc, const Product &wide, const Product &thin) {
+    MatmulOp w = wide.matmul, t = thin.matmul;
+    int64_t axis = cast<RankedTensorType>(w.getLhs().getType()).getRank() - 1;
+    Value &lhs = lhsConcats[{w.getLhs().getAsOpaquePointer(), t.getLhs().getAsOpaquePointer()}];
+    if (!lhs || !lhs.getParentBlock()) {
+      // Where the later of the two operands is defined, so that every
+      // product of the group can read it.
+      OpBuilder at(b);
+      Operation *later = nullptr;
+      for (Value v : {w.getLhs(), t.getLhs()})
+        if (Operation *def = v.getDefiningOp(); def && (!later || later->isBeforeInBlock(def)))
+          later = def;
+      if (later && later->getBlock() == b.getInsertionBlock())
+        at.setInsertionPointAfter(later);
+      else
+        at.setInsertionPointToStart(b.getInsertionBlock());
+      lhs = at.create<ConcatOp>(loc, ValueRange{w.getLhs(), t.getLhs()},
+                                static_cast<uint64_t>(axis));
+    }
+    // The adapter's matrix as rows (k-major) when the frozen one is not
+    // transposed, as columns when it is.
+    Value rhs = t.getRhs();
+    if (t.getTransposeB() != w.getTransposeB())
+      rhs = b.create<TransposeOp>(loc, rhs, b.getDenseI64ArrayAttr({1, 0}));
+    if (thin.scale)
+      rhs = b.create<MulOp>(loc, rhs, thin.scale);
+    Value weights = b.create<ConcatOp>(loc, ValueRange{w.getRhs(), rhs},
+                                       static_cast<uint64_t>(w.getTransposeB() ? 1 : 0));
+    return b.create<MatmulOp>(loc, lhs, weights, false, w.getTransposeB());
+  }
+};
+
+} // namespace

@@ -1,0 +1,66 @@
+//===- HopperAttention.h - Kiln's sm_90a attention kernels ------*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The artifact's kernels/kiln_fa90 module (lib/Codegen/cuda/
+// FlashAttention90.cuh, compiled by NVRTC for sm_90a when --arch names
+// sm_90): one forward kernel per element type and head dim. The compiler
+// writes the module and static_asserts these numbers into its source; the
+// runtime launches the kernels with them in place of a tiled attention
+// forward launch (docs/codegen.md, "Attention on Hopper").
+//
+// Kernel parameters: q, k, v, o, lse (fp32 [B, H, Sq] or 0), then int64 B,
+// H, Hkv, Sq, L, the scale's float bits, causal (0/1). Dense row-major
+// [B, H, Sq, D] and [B, Hkv, L, D] tensors, 16-byte aligned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_ARTIFACT_HOPPERATTENTION_H
+#define KILN_ARTIFACT_HOPPERATTENTION_H
+
+#include "kiln/artifact/DType.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::artifact {
+
+inline constexpr const char *kHopperAttentionModule = "kiln_fa90";
+
+/// Whether the module has a forward for \p dtype at head dim \p headDim.
+/// bf16 only: the template compiles for f16 too (FlashAttention90Test), but
+/// its numerics are checked on the GPU for bf16 alone so far.
+inline bool hopperAttentionFits(DType dtype, int64_t headDim) {
+  return dtype == DType::BF16 && (headDim == 64 || headDim == 128);
+}
+/// "kiln_fa90_fwd_bf16_d64".
+inline std::string hopperAttentionKernel(DType dtype, int64_t headDim) {
+  return std::string("kiln_fa90_fwd_") + (dtype == DType::BF16 ? "bf16" : "f16") + "_d" +
+         std::to_string(headDim);
+}
+/// Consumer warpgroups of a block (kiln_fa90::defaultConsumers): each owns
+/// 64 query rows; one producer warpgroup more.
+inline int hopperAttentionConsumers(int64_t headDim) { return headDim == 64 ? 3 : 2; }
+inline int hopperAttentionThreads(int64_t headDim) {
+  return 128 * (hopperAttentionConsumers(headDim) + 1);
+}
+inline int64_t hopperAttentionRows(int64_t headDim) {
+  return 64 * hopperAttentionConsumers(headDim);
+}
+/// kiln_fa90::Smem<D>::bytes: Q, three stages of K and V tiles of 128
+/// keys, six mbarriers, 1024 bytes of alignment slack.
+inline int hopperAttentionSharedBytes(int64_t headDim) {
+  const int64_t tile = 128 * headDim * 2;
+  return static_cast<int>(hopperAttentionRows(headDim) * headDim * 2 + 3 * 2 * tile + 6 * 8 + 1024);
+}
+/// One block per 64 NC query rows of every (batch, head).
+inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq, int64_t headDim) {
+  const int64_t rows = hopperAttentionRows(headDim);
+  return (seq + rows - 1) / rows * batch * heads;
+}
+
+} // namespace kiln::artifact
+
+#endif // KILN_ARTIFACT_HOPPERATTENTION_H

@@ -1,0 +1,107 @@
+//===- HopperAttentionOutput.cpp - The artifact's sm_90a attention --------===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// kernels/kiln_fa90 (docs/artifact.md): when --arch names sm_90 and the
+// step has a tiled attention forward the runtime may replace (a launch with
+// `attention` roles, bf16, head dim 64 or 128), Kiln's own Hopper
+// forward (lib/Codegen/cuda/FlashAttention90.cuh) compiled by NVRTC for
+// sm_90a, one kernel per element type and head dim the step needs. The
+// runtime runs it on sm_90 devices in place of those launches; everywhere
+// else the portable kernels stay.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaOutput.h"
+#include "Driver.h"
+
+#include "kiln/Codegen/Cuda.h"
+#include "kiln/Codegen/Nvrtc.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/artifact/HopperAttention.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <set>
+
+using namespace llvm;
+using namespace mlir;
+
+namespace kiln::driver {
+
+namespace {
+using artifact::DType;
+
+/// (dtype, head dim) of every tiled attention forward the runtime may replace.
+std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module) {
+  std::set<std::pair<DType, int64_t>> needed;
+  module.walk([&](kernel::LaunchOp launch) {
+    std::optional<DictionaryAttr> roles = launch.getAttention();
+    if (!roles || !*roles)
+      return;
+    auto direction = roles->getAs<StringAttr>("direction");
+    auto q = roles->getAs<IntegerAttr>("q");
+    if (!direction || direction.getValue() != "forward" || !q)
+      return;
+    SmallVector<Value> operands(launch.getIns());
+    llvm::append_range(operands, launch.getOuts());
+    if (q.getInt() < 0 || q.getInt() >= (int64_t)operands.size())
+      return;
+    RankedTensorType type = cast<kernel::BufferType>(operands[q.getInt()].getType()).getTensor();
+    Type element = type.getElementType();
+    DType dtype = element.isBF16() ? DType::BF16 : element.isF16() ? DType::F16 : DType::F32;
+    if (type.getRank() == 4 && !type.isDynamicDim(3) &&
+        artifact::hopperAttentionFits(dtype, type.getDimSize(3)))
+      needed.insert({dtype, type.getDimSize(3)});
+  });
+  return needed;
+}
+} // namespace
+
+std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &forwards) {
+  std::string text = "// kiln: Kiln's sm_90a attention forward (kernels/kiln_fa90)\n";
+  text += codegen::flashAttention90Prelude();
+  for (auto [dtype, d] : forwards) {
+    std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
+    std::string name = artifact::hopperAttentionKernel(dtype, d);
+    text += "\n// The runtime's launch geometry (kiln/artifact/HopperAttention.h).\n"
+            "static_assert(kiln_fa90::defaultConsumers<" +
+            D + ">() == " + std::to_string(artifact::hopperAttentionConsumers(d)) +
+            " && kiln_fa90::Smem<" + D +
+            ">::bytes == " + std::to_string(artifact::hopperAttentionSharedBytes(d)) +
+            ", \"kiln_fa90's layout is not the runtime's\");\n"
+            "extern \"C\" __global__ void __launch_bounds__(" +
+            std::to_string(artifact::hopperAttentionThreads(d)) + ", 1)\n" + name + "(const " + t +
+            " *q, const " + t + " *k, const " + t + " *v, " + t +
+            " *o, float *lse, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, "
+            "int64_t scaleBits, int64_t causal) {\n"
+            "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+            "  kiln_fa90::forward<" +
+            t + ", " + D +
+            ">(q, k, v, o, lse, B, H, Hkv, Sq, L, __int_as_float((int)scaleBits), causal != 0,\n"
+            "                               smem);\n}\n";
+  }
+  return text;
+}
+
+int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options,
+                               std::vector<std::pair<std::string, std::string>> &sections) {
+  if (!llvm::is_contained(options.archs, "sm_90"))
+    return 0;
+  std::set<std::pair<DType, int64_t>> forwards = hopperForwards(module);
+  if (forwards.empty())
+    return 0;
+  codegen::KernelSource source{artifact::kHopperAttentionModule, hopperAttentionSource(forwards)};
+  codegen::NvrtcOptions nvrtc;
+  nvrtc.cacheDir = options.cacheDir;
+  Expected<std::string> cubin = codegen::compileKernel(source, "sm_90a", nvrtc);
+  if (!cubin)
+    return fail("kernels/" + source.name + ": " + toString(cubin.takeError()));
+  std::string prefix = std::string("kernels/") + artifact::kHopperAttentionModule + "/";
+  sections.push_back({prefix + "sm_90a.cubin", std::move(*cubin)});
+  sections.push_back({prefix + "source", std::move(source.source)});
+  return 0;
+}
+
+} // namespace kiln::driver
