@@ -23,7 +23,12 @@ bench.py's `--model hf` rows and scripts/gpu-hf-peft-check.sh use it.
   hf_peft.py eval --config curve --weights W --adapters DIR --data tokens.bin
       --step T --kiln LOG [--tolerance 1e-3]
       PEFT loads DIR (PeftModel.from_pretrained) onto the model from W; its
-      loss on step T's windows against the loss kiln-run logged for step T
+      loss on step T's windows against the loss kiln-run logged for step T;
+      --checkpoint CKPT: the adapters must equal the checkpoint's params;
+      --same-batch-kiln LOG: kiln-run's loss of the same adapter files on
+      the same batch; --noise-floor: the same adapters in fp32
+  hf_peft.py window --config curve --data tokens.bin --step T --out DIR
+      step T's (inputs, labels) as raw int64 files for kiln-run --input
 
 Precision everywhere (what bench/curve.sh validated for the hand model):
 bf16 base weights, fp32 adapters (PEFT's autocast_adapter_dtype), the
@@ -258,6 +263,29 @@ def judge_reload(peft_loss, kiln_loss, tolerance):
     return rel <= tolerance, rel
 
 
+def compare_checkpoint(adapters_dir, checkpoint):
+    """(ok, line): every tensor of the adapter directory equals the
+    checkpoint's params/<name> (what the resumed step computes with)."""
+    from safetensors.numpy import load_file
+
+    import numpy as np
+
+    saved = load_file(os.path.join(adapters_dir, "adapter_model.safetensors"))
+    ckpt = load_file(checkpoint)
+    worst, missing = 0.0, []
+    for name, value in saved.items():
+        key = "params/" + name[len(PEFT_PREFIX):]
+        if key not in ckpt:
+            missing.append(key)
+            continue
+        other = ckpt[key].astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(value.astype(np.float64) - other), initial=0.0)))
+    ok = not missing and worst == 0.0
+    text = (f"{len(saved)} adapter tensors against {checkpoint}: "
+            + (f"missing {missing[:3]}" if missing else f"max |diff| {worst:.3g}"))
+    return ok, text
+
+
 def cmd_eval(args):
     import torch
 
@@ -274,8 +302,44 @@ def cmd_eval(args):
     print(f"PEFT (PeftModel.from_pretrained {args.adapters}) on step {args.step}'s batch: "
           f"loss {loss:.7f}; kiln-run step {args.step}: {kiln:.7f}; |diff| {abs(loss - kiln):.2e}, "
           f"relative {rel:.2e} (tolerance {args.tolerance:g})")
+    if args.same_batch_kiln:
+        # The same adapter files loaded by kiln-run (--adapters) on the same
+        # batch (--input): like with like, whatever the checkpoint holds.
+        same = logged_loss(args.same_batch_kiln, 1)
+        print(f"kiln-run --adapters {args.adapters} on that batch: {same:.7f} "
+              f"(resumed step: relative {abs(same - kiln) / abs(kiln):.2e}; "
+              f"PEFT: relative {abs(loss - same) / abs(same):.2e})")
+    if args.noise_floor:
+        # The bf16 noise floor: the same adapters with the forward in fp32.
+        with torch.no_grad():
+            fp32 = float(causal_lm_loss(model.float(), inputs, labels))
+        print(f"PEFT fp32 with the same adapters: {fp32:.7f}; bf16 noise floor "
+              f"(PEFT bf16 vs fp32) {abs(loss - fp32) / abs(fp32):.2e}, kiln vs fp32 "
+              f"{abs(kiln - fp32) / abs(fp32):.2e}")
+    if args.checkpoint:
+        same, text = compare_checkpoint(args.adapters, args.checkpoint)
+        print(("OK " if same else "MISMATCH ") + text)
+        ok = ok and same
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def cmd_window(args):
+    """Step T's (inputs, labels) as raw little-endian int64 files, what
+    `kiln-run train --input input_ids=FILE --input labels=FILE` feeds."""
+    import numpy as np
+
+    cfg = CONFIGS[args.config]
+    tokens = read_tokens(args.data, cfg)
+    from tokens import windows
+
+    w = windows(tokens, args.seed, args.step, cfg.batch, cfg.seq).astype("<i8")
+    os.makedirs(args.out, exist_ok=True)
+    np.ascontiguousarray(w[:, :-1]).tofile(os.path.join(args.out, "input_ids.bin"))
+    np.ascontiguousarray(w[:, 1:]).tofile(os.path.join(args.out, "labels.bin"))
+    print(f"wrote {args.out}/input_ids.bin and labels.bin: step {args.step}'s windows "
+          f"[{cfg.batch}, {cfg.seq}] int64")
+    return 0
 
 
 def parse_args(argv=None):
@@ -315,13 +379,26 @@ def parse_args(argv=None):
     e.add_argument("--kiln", required=True, metavar="LOG")
     e.add_argument("--tolerance", type=float, default=1e-3, help="relative")
     e.add_argument("--device", default="cuda")
+    e.add_argument("--same-batch-kiln", metavar="LOG",
+                   help="kiln-run's log of the same adapters (--adapters) on the same batch "
+                        "(--input): its step-1 loss is printed beside the others")
+    e.add_argument("--noise-floor", action="store_true",
+                   help="also the same adapters' loss with the forward in fp32")
+    e.add_argument("--checkpoint", metavar="CKPT",
+                   help="kiln-run's --save checkpoint: the adapters must equal its params")
+    wi = sub.add_parser("window", help="step T's windows as raw int64 files for --input")
+    wi.add_argument("--config", default="curve", choices=sorted(CONFIGS))
+    wi.add_argument("--data", required=True)
+    wi.add_argument("--step", type=int, required=True)
+    wi.add_argument("--seed", type=int, default=0)
+    wi.add_argument("--out", required=True)
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     handler = {"config": cmd_config, "init": cmd_init, "weights": cmd_weights, "train": cmd_train,
-               "eval": cmd_eval}[args.command]
+               "eval": cmd_eval, "window": cmd_window}[args.command]
     try:
         return handler(args)
     except HfError as e:

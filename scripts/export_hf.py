@@ -3,7 +3,7 @@
 
   scripts/export_hf.py MODEL --out DIR [--task causal-lm|masked-lm]
                        [--attention-mask | --position-ids]
-                       [--batch 2 --seq 16] [--seed 0]
+                       [--batch 2 --seq 16] [--seed 0] [--static]
 
 MODEL is a Hugging Face model directory (config.json and weights: the
 weights are loaded) or a config.json alone (random init from --seed). DIR
@@ -14,7 +14,8 @@ gets:
                       with --position-ids), labels
                       [batch, seq] (-100 is ignored; by default already the
                       next tokens, see --labels), output the model's own
-                      loss; dynamic batch and seq; torch.onnx.export
+                      loss; dynamic batch and seq (--static: --batch and
+                      --seq fixed, the causal mask a folded constant); torch.onnx.export
                       (dynamo=True). Weights over 1 GiB go to model.onnx.data.
   model.safetensors   the weights under their Hugging Face names (the
                       graph's initializers keep those names, or record them
@@ -105,6 +106,9 @@ def main():
     parser.add_argument("--batch", type=int, default=2, help="example batch to trace with")
     parser.add_argument("--seq", type=int, default=16, help="example seq to trace with")
     parser.add_argument("--seed", type=int, default=0, help="init seed for a config alone")
+    parser.add_argument("--static", action="store_true",
+                        help="export at --batch and --seq only (no dynamic dims): the "
+                        "exporter then folds the causal mask into a constant initializer")
     args = parser.parse_args()
     if args.batch < 1 or args.seq < 2:
         parser.error("--batch must be >= 1 and --seq >= 2")
@@ -141,10 +145,10 @@ def main():
                "labels": ids.clone()}
     example = [example[n] for n in names]
     batch, seq = torch.export.Dim("batch", min=1), torch.export.Dim("seq", min=2)
+    dynamic = None if args.static else {n: {0: batch, 1: seq} for n in names}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.onnx.export(graph, tuple(example),
-                                    dynamic_shapes={n: {0: batch, 1: seq} for n in names},
+        program = torch.onnx.export(graph, tuple(example), dynamic_shapes=dynamic,
                                     input_names=names, output_names=["loss"], dynamo=True)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     program.save(str(out / "model.onnx"), external_data=weight_bytes > (1 << 30))
@@ -169,6 +173,7 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "attn_implementation": config._attn_implementation,
+        "static": [args.batch, args.seq] if args.static else None,
     }
     (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
     print(f"export_hf: {class_name} -> {out / 'model.onnx'}, {len(unique)} weights in "

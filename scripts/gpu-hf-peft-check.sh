@@ -30,7 +30,16 @@
 #   holds (a step's logged loss is computed before its update, so step
 #   100's loss used the adapters after step 99);
 #   (7) hf_peft.py eval: PeftModel.from_pretrained(base, kiln_adapters) on
-#   step 101's windows reproduces that loss within 1e-3.
+#   step 101's windows reproduces that loss within 1e-3; it also checks that
+#   kiln_adapters equals the checkpoint's params exactly, prints kiln-run's
+#   loss of the same adapter files on the same batch (--adapters kiln_adapters
+#   --input step 101's windows: like with like, no checkpoint involved) and
+#   the bf16 noise floor (PEFT bf16 against PEFT fp32 on those adapters).
+# Reading the reload lines: same-batch kiln == resumed kiln and PEFT far off
+# -> Kiln's GPU forward of non-zero adapters differs from PEFT's (the CPU
+# interpreter agrees with PEFT: test/HF/peft-roundtrip.test); same-batch
+# kiln == PEFT but != resumed -> the checkpoint/resume path; a checkpoint
+# MISMATCH -> --save-adapters wrote other tensors than the step trained.
 # Prints PASS or FAIL per part and at the end; exit 0 only if all pass.
 # About a minute on the H200 with kiln-run carried (plus ~2 min when it is
 # built there). Logs and JSON go to DIR/results and to $OUT when set.
@@ -112,11 +121,20 @@ PY
     --steps 1 2>&1 | tee "$results/kiln-eval.log"
   eval_rc=${PIPESTATUS[0]}
 
+  echo "== The same adapter files and batch in kiln-run (--adapters kiln_adapters, --input: step $last's windows)"
+  python3 bench/hf_peft.py window --config $config --data "$results/tokens.bin" --step "$last" \
+    --out "$results/window"
+  "$kiln_run" train "$dir/step.kiln" --weights "$results/model.safetensors" --batch "$batch" \
+    --seq "$seq" --seed 0 --lr 1e-3 --log-every 1 --progress off --steps 1 \
+    --adapters "$results/kiln_adapters" --input input_ids="$results/window/input_ids.bin" \
+    --input labels="$results/window/labels.bin" 2>&1 | tee "$results/kiln-same-batch.log"
+
   echo "== PEFT loads Kiln's adapters (tolerance $reload_tolerance, relative)"
   python3 bench/hf_peft.py eval --config $config --weights "$results/model.safetensors" \
     --adapters "$results/kiln_adapters" --data "$results/tokens.bin" --step "$last" \
-    --kiln "$results/kiln-eval.log" --tolerance "$reload_tolerance" --device "$device" |
-    tee "$results/reload.txt"
+    --kiln "$results/kiln-eval.log" --tolerance "$reload_tolerance" --device "$device" \
+    --checkpoint "$results/ckpt.safetensors" --same-batch-kiln "$results/kiln-same-batch.log" \
+    --noise-floor | tee "$results/reload.txt"
   reload_rc=${PIPESTATUS[0]}
   set -e
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then

@@ -15,6 +15,14 @@
 # and compiles a bf16 LoRA step (r=16, alpha=32, no dropout, AdamW) into
 # OUT (default build-sftcheck/, git-ignored, a few MiB: carry it).
 #
+# `prepare` also runs the step on the first packed micro-batch in `kiln
+# interp` (OUT/batch0-interp.txt, when build-rt's kiln-run is there for the
+# dump); `run` then prints step 1 on exactly that micro-batch three ways —
+# kiln-run with it as --input, PyTorch+PEFT (sft_reference.py loss) and the
+# interpreter — which must agree within bf16 noise (~1e-4) before the curves
+# can (2026-12-01: kiln-run's step 1 from --data was 7.6354, PyTorch's on
+# the dump 7.6587, the interpreter's 7.6588: see docs/gpu-validation.md).
+#
 # `run` builds the runtime, prints data-stats, dumps the 100 packed
 # micro-batches kiln-run trains on (data-stats --dump: the same source,
 # seed and order) and the eval set's, writes Kiln's initial adapters
@@ -70,6 +78,28 @@ PY
   "$kiln" compile "$out/export/model.onnx" --lora=r=16,alpha=32,dropout=0 --precision=bf16 \
     --optimizer=adamw:lr=$lr,weight_decay=0,betas=0.9/0.999,eps=1e-8 \
     $compile_flags --emit=artifact --arch=sm_90 -o "$out/step.kiln"
+  # The CPU reference of step 1 on micro-batch 0 (packed, as kiln-run's
+  # --batching pack --seed 0 draws it): the same step in the interpreter.
+  kiln_run_cpu=${KILN_RUN:-build-rt/tools/kiln-run/kiln-run}
+  if [ -x "$kiln_run_cpu" ]; then
+    mkdir -p "$out/batch0"
+    "$kiln_run_cpu" data-stats "$out/train.kdocs" --batch "$batch" --seq "$seq" --batching pack \
+      --seed 0 --dump "$out/batch0" --count 1 >/dev/null
+    python3 - "$out/batch0" "$batch" "$seq" <<'PY'
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+d, b, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for k, name in enumerate(["input_ids", "position_ids", "labels"]):  # the export's input order
+    a = np.fromfile(f"{d}/0.{name}.bin", "<i8").reshape(b, s)
+    onnx.save_tensor(numpy_helper.from_array(a), f"{d}/input_{k}.pb")
+PY
+    "$kiln" compile "$out/export/model.onnx" --lora=r=16,alpha=32,dropout=0 --precision=bf16 \
+      --optimizer=adamw:lr=$lr,weight_decay=0,betas=0.9/0.999,eps=1e-8 \
+      $compile_flags --emit=step-mlir -o "$out/step.mlir"
+    "$kiln" interp "$out/step.mlir" --inputs "$out/batch0" --outputs "$out/batch0/out" --steps 1 \
+      | sed 's/^/kiln interp (CPU) /' | tee "$out/batch0-interp.txt"
+    rm -f "$out/step.mlir"
+  fi
   du -sh "$out"
   ;;
 run)
@@ -91,6 +121,15 @@ run)
   echo "== Kiln's initial adapters"
   "$kiln_run" train "$out/step.kiln" "${common[@]}" --steps 0 \
     --save-adapters "$results/init_adapters" | tee "$results/kiln-init.log"
+  echo "== Step 1 on micro-batch 0, like with like (the same batch and adapters everywhere)"
+  "$kiln_run" train "$out/step.kiln" --weights "$out/export/model.safetensors" "${shape[@]}" \
+    --seed 0 --steps 1 --lr "$lr" --log-every 1 --progress off --adapters "$results/init_adapters" \
+    --input input_ids="$results/batches/0.input_ids.bin" \
+    --input position_ids="$results/batches/0.position_ids.bin" \
+    --input labels="$results/batches/0.labels.bin" 2>&1 | tee "$results/kiln-batch0.log"
+  python3 scripts/sft_reference.py loss --model "$out/export" --adapters "$results/init_adapters" \
+    --batches "$results/batches" | tee "$results/pytorch-batch0.txt"
+  [ -f "$out/batch0-interp.txt" ] && cat "$out/batch0-interp.txt"
   warmup_ref=$warmup
   [ "$schedule" = cosine ] || warmup_ref=0
   echo "== PyTorch + PEFT, $steps steps"

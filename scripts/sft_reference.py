@@ -10,12 +10,15 @@ fine-tuning on packed documents with masked prompts, issue #19).
   sft_reference.py pytorch --model DIR --adapters INIT --batches DIR --steps 100
       --lr 2e-4 --warmup 10 [--eval-batches DIR --eval-every 20] --json OUT
       the exported Hugging Face model (DIR/config.json + model.safetensors)
-      with Kiln's initial LoRA adapters (PeftModel, trainable), AdamW under
-      bf16 autocast and transformers' cosine schedule with warmup, trained
+      with Kiln's initial LoRA adapters (PeftModel, trainable; bf16 frozen
+      weights, fp32 adapters, --base-dtype float32 for an fp32 base), AdamW
+      under bf16 autocast and transformers' cosine schedule with warmup, trained
       on exactly the micro-batches kiln-run feeds (`kiln-run data-stats
       --dump`): step t reads micro-batch t-1; loss = cross entropy over the
       counted labels (already the next tokens), position_ids given and no
       attention_mask, so attention stays within each packed document
+  sft_reference.py loss --model DIR --adapters INIT --batches DIR
+      the loss of the dumped micro-batch 0 with those adapters (no update)
   sft_reference.py compare --kiln LOG --pytorch JSON [--kiln-log-file JSONL]
       [--tolerance 0.01]
       every step's loss within the tolerance (bench/loss_curve.py's
@@ -85,21 +88,52 @@ def summed_loss(model, tensors, device):
         reduction="sum")
 
 
-def cmd_pytorch(args):
+def load_model(model_dir, adapters, device, base_dtype):
+    """The export's Hugging Face model with `adapters` (PeftModel,
+    trainable) as a PEFT user trains it in bf16: frozen base weights in
+    `base_dtype` (bf16 by default, as Kiln's --precision=bf16 stores them and
+    bench/hf_peft.py loads them; with fp32 the residual stream and norms
+    would run in fp32 under autocast, which Kiln's step does not), adapters
+    in fp32 (PEFT's autocast_adapter_dtype), the forward under autocast."""
     import torch
     import transformers
     from peft import PeftModel
     from safetensors.torch import load_file
 
-    torch.manual_seed(0)
-    model_dir = pathlib.Path(args.model)
+    model_dir = pathlib.Path(model_dir)
     config = transformers.AutoConfig.from_pretrained(model_dir)
     base = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = base.load_state_dict(load_file(model_dir / "model.safetensors"),
                                                strict=False)
     if unexpected:
         sys.exit(f"sft_reference: weights the model lacks: {unexpected}")
-    model = PeftModel.from_pretrained(base, args.adapters, is_trainable=True).to(args.device)
+    base = base.to(dtype=getattr(torch, base_dtype))
+    model = PeftModel.from_pretrained(base, adapters, is_trainable=True).to(device)
+    for name, p in model.named_parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            sys.exit(f"sft_reference: adapter {name} is {p.dtype}, expected fp32")
+    return model
+
+
+def cmd_loss(args):
+    """The loss of one dumped micro-batch with the given adapters, no
+    update: what kiln-run's step 1 on that batch (--input) must print."""
+    import torch
+
+    model = load_model(args.model, args.adapters, args.device, args.base_dtype)
+    (tensors, counted), = load_batches(args.batches, 1)
+    with torch.no_grad():
+        loss = summed_loss(model, tensors, args.device).item() / counted
+    print(f"pytorch+peft loss of micro-batch 0: {loss:.7f}")
+    return 0
+
+
+def cmd_pytorch(args):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    model = load_model(args.model, args.adapters, args.device, args.base_dtype)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, **ADAMW)
@@ -193,15 +227,22 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--base-dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p.add_argument("--json", required=True)
+    p = sub.add_parser("loss")
+    p.add_argument("--model", required=True)
+    p.add_argument("--adapters", required=True)
+    p.add_argument("--batches", required=True, help="a --dump directory: micro-batch 0")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--base-dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p = sub.add_parser("compare")
     p.add_argument("--kiln", required=True)
     p.add_argument("--pytorch", required=True)
     p.add_argument("--kiln-log-file")
     p.add_argument("--tolerance", type=float, default=0.01)
     args = parser.parse_args()
-    return {"make-data": cmd_make_data, "pytorch": cmd_pytorch, "compare": cmd_compare}[
-        args.command](args)
+    return {"make-data": cmd_make_data, "pytorch": cmd_pytorch, "compare": cmd_compare,
+            "loss": cmd_loss}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,14 @@ try:
 except ImportError:
     pass
 
+# peft (PyPI): the PEFT round trip of test/HF/peft-roundtrip.test.
+try:
+    import importlib.util
+    if importlib.util.find_spec("peft"):
+        config.available_features.add("peft")
+except ImportError:
+    pass
+
 # clang-format (Debian's, 14): test/Tools/format-script.test runs scripts/format.sh.
 import shutil
 if shutil.which("clang-format"):

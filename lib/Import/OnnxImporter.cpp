@@ -11,6 +11,8 @@
 
 #include "kiln/Import/OnnxImporter.h"
 #include "NodeContext.h"
+#include "InitializerMaskPattern.h"
+#include "kiln/Dialect/Graph/MaskAnalysis.h"
 #include "kiln/Import/TensorProto.h"
 #include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/Passes.h"
@@ -322,6 +324,13 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
     auto source = foldedFrom_.find(tensor.name());
     if (source != foldedFrom_.end())
       param->setAttr(kSourceNameAttr, builder_.getStringAttr(source->second));
+    else if (std::optional<std::string> pattern =
+                 initializerMaskPattern(tensor, folderOf(path_), *dtype, shape))
+      // A folded attention mask (a module's weights record folded_from).
+      param->setAttr(kMaskPatternAttr, builder_.getStringAttr(*pattern));
+    else if (std::optional<double> splat =
+                 initializerSplatValue(tensor, folderOf(path_), *dtype, shape))
+      param->setAttr(kSplatValueAttr, builder_.getF64FloatAttr(*splat));
     result.value = param.getResult();
     return result;
   }

@@ -156,6 +156,16 @@ std::optional<Index> viewIndex(Operation *op, const Index &idx) {
 }
 
 std::optional<int64_t> splatInt(Value v) {
+  if (auto param = v.getDefiningOp<ParameterOp>()) {
+    // An initializer the importer found to hold one value (kSplatValueAttr).
+    auto value = param->getAttrOfType<FloatAttr>(kSplatValueAttr);
+    if (!value)
+      return std::nullopt;
+    double d = value.getValueAsDouble();
+    if (d != static_cast<double>(static_cast<int64_t>(d)))
+      return std::nullopt;
+    return static_cast<int64_t>(d);
+  }
   DenseElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
     return std::nullopt;
@@ -170,12 +180,122 @@ std::optional<int64_t> splatInt(Value v) {
   return std::nullopt;
 }
 
+/// Constants this large are not evaluated element by element.
+constexpr int64_t kMaxEvaluatedElements = int64_t(1) << 26;
+
+/// A non-splat static constant's elements as doubles (integers and bools
+/// exactly), or null.
+std::optional<std::vector<double>> constantValues(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || attr.isSplat() ||
+      attr.getNumElements() > kMaxEvaluatedElements)
+    return std::nullopt;
+  std::vector<double> values;
+  values.reserve(attr.getNumElements());
+  Type element = attr.getElementType();
+  if (element.isInteger(1)) {
+    for (bool b : attr.getValues<bool>())
+      values.push_back(b ? 1.0 : 0.0);
+  } else if (llvm::isa<IntegerType>(element)) {
+    for (const APInt &i : attr.getValues<APInt>())
+      values.push_back(static_cast<double>(i.getSExtValue()));
+  } else if (llvm::isa<FloatType>(element)) {
+    for (const APFloat &f : attr.getValues<APFloat>())
+      values.push_back(f.convertToDouble());
+  } else {
+    return std::nullopt;
+  }
+  return values;
+}
+
+/// c0 + sum(c_d * index_d) when every element of the static integer
+/// constant `v` is that affine function of its own indices (an arange the
+/// importer folded, a position table): checked on every element.
+std::optional<Affine> affineConstant(Value v, const Index &idx) {
+  auto type = typeOf(v);
+  if (!type.hasStaticShape() || llvm::isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  std::optional<std::vector<double>> values = constantValues(v);
+  if (!values || values->empty())
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> strides(rank, 1), coeff(rank, 0);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  double base = (*values)[0];
+  for (int64_t d = 0; d < rank; ++d)
+    if (shape[d] > 1)
+      coeff[d] = static_cast<int64_t>((*values)[strides[d]] - base);
+  for (int64_t flat = 0, n = values->size(); flat < n; ++flat) {
+    double want = base;
+    for (int64_t d = 0, rest = flat; d < rank; ++d) {
+      want += static_cast<double>(coeff[d] * (rest / strides[d]));
+      rest %= strides[d];
+    }
+    if ((*values)[flat] != want)
+      return std::nullopt;
+  }
+  Affine a = Affine::of(static_cast<int64_t>(base));
+  for (int64_t d = 0; d < rank; ++d)
+    if (coeff[d])
+      a = a.plus(idx[d].scaled(coeff[d]));
+  return a;
+}
+
+/// Keep/drop of an element value: masks are bool (nonzero keeps) or
+/// additive (0 keeps, -inf or a large negative drops).
+std::optional<bool> keepOfValue(double v, bool additive) {
+  if (!additive)
+    return v != 0;
+  if (v == 0)
+    return true;
+  if (v <= -1e4)
+    return false;
+  return std::nullopt;
+}
+
+/// The keep pattern of a constant or of a parameter the importer
+/// classified (kMaskPatternAttr), or nullopt.
+std::optional<MaskKind> recordedPattern(Value v, bool additive) {
+  if (auto param = v.getDefiningOp<ParameterOp>()) {
+    auto attr = param->getAttrOfType<StringAttr>(kMaskPatternAttr);
+    if (!attr)
+      return std::nullopt;
+    if (attr.getValue() == "causal")
+      return MaskKind::Causal;
+    if (attr.getValue() == "all")
+      return MaskKind::All;
+    return std::nullopt;
+  }
+  auto type = typeOf(v);
+  if (!type.hasStaticShape() || type.getRank() < 2)
+    return std::nullopt;
+  std::optional<std::vector<double>> values = constantValues(v);
+  if (!values)
+    return std::nullopt;
+  MaskKind kind = classifyMaskValues(type.getShape(), [&](int64_t i) {
+    return keepOfValue((*values)[i], additive);
+  });
+  return kind == MaskKind::Unknown ? std::nullopt : std::optional<MaskKind>(kind);
+}
+
+/// The predicate of a recorded pattern at `idx` (its last two indices).
+Pred patternPred(MaskKind kind, const Index &idx) {
+  if (kind == MaskKind::All)
+    return Pred();
+  size_t r = idx.size(); // causal: key j <= query i
+  return Pred::atLeastZero(idx[r - 2].plus(idx[r - 1].scaled(-1)));
+}
+
 /// The element of an integer-valued tensor at `idx`.
 std::optional<Affine> intAt(Value v, const Index &idx, int depth) {
   if (depth > 64)
     return std::nullopt;
   if (std::optional<int64_t> c = splatInt(v))
     return Affine::of(*c);
+  if (std::optional<Affine> a = affineConstant(v, idx))
+    return a;
   Operation *op = v.getDefiningOp();
   if (!op)
     return std::nullopt;
@@ -230,9 +350,35 @@ std::optional<Pred> boolAt(Value v, const Index &idx, int depth) {
     p.isFalse = *c == 0;
     return p;
   }
+  if (std::optional<MaskKind> kind = recordedPattern(v, /*additive=*/false))
+    return patternPred(*kind, idx);
   Operation *op = v.getDefiningOp();
   if (!op)
     return std::nullopt;
+  // trilu keeps (i, j) where j - i <= k (lower) or j - i >= k (upper).
+  auto triluFact = [&](TriluOp t) {
+    size_t r = idx.size();
+    Affine jMinusI = idx[r - 1].plus(idx[r - 2].scaled(-1));
+    int64_t k = t.getDiagonal();
+    return Pred::atLeastZero(t.getUpper() ? jMinusI.plus(Affine::of(-k))
+                                          : jMinusI.scaled(-1).plus(Affine::of(k)));
+  };
+  if (auto t = llvm::dyn_cast<TriluOp>(op)) {
+    std::optional<Pred> in = boolAt(t.getInput(), idx, depth + 1);
+    if (!in)
+      return std::nullopt;
+    return conjunction(*in, triluFact(t));
+  }
+  // A cast to bool of trilu(nonzero constant): nonzero where trilu keeps.
+  if (auto cast = llvm::dyn_cast<CastOp>(op))
+    if (auto t = cast.getInput().getDefiningOp<TriluOp>()) {
+      Value ones = t.getInput();
+      if (auto expand = ones.getDefiningOp<ExpandOp>())
+        ones = expand.getInput();
+      std::optional<int64_t> c = splatInt(ones);
+      if (c && *c != 0)
+        return triluFact(t);
+    }
   auto intOperand = [&](unsigned i) -> std::optional<Affine> {
     std::optional<Index> in = broadcastIndex(op->getOperand(i), v, idx);
     return in ? intAt(op->getOperand(i), *in, depth + 1) : std::nullopt;
@@ -312,15 +458,9 @@ bool alwaysHolds(const Affine &fact) {
          llvm::all_of(fact.coeffs, [](auto entry) { return entry.second >= 0; });
 }
 
-MaskKind classifyMask(Value mask) {
-  auto type = llvm::dyn_cast<RankedTensorType>(mask.getType());
-  if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
-    return MaskKind::Unknown;
-  unsigned rank = type.getRank();
-  Index idx;
-  for (unsigned d = 0; d < rank; ++d)
-    idx.push_back(Affine::index(d));
-  std::optional<Pred> p = boolAt(mask, idx, 0);
+namespace {
+/// What predicate `p` over the indices of a rank-`rank` mask is.
+MaskKind kindOf(const std::optional<Pred> &p, unsigned rank) {
   if (!p || p->isFalse)
     return MaskKind::Unknown;
   std::vector<Affine> facts;
@@ -341,6 +481,72 @@ MaskKind classifyMask(Value mask) {
     return MaskKind::Unknown;
   int64_t k = fact.coeffs.at(i);
   return k > 0 && fact.coeffs.at(j) == -k ? MaskKind::Causal : MaskKind::Unknown;
+}
+
+Index maskIndex(unsigned rank) {
+  Index idx;
+  for (unsigned d = 0; d < rank; ++d)
+    idx.push_back(Affine::index(d));
+  return idx;
+}
+} // namespace
+
+MaskKind classifyMask(Value mask) {
+  auto type = llvm::dyn_cast<RankedTensorType>(mask.getType());
+  if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
+    return MaskKind::Unknown;
+  return kindOf(boolAt(mask, maskIndex(type.getRank()), 0), type.getRank());
+}
+
+MaskKind classifyAdditiveMask(Value mask) {
+  auto type = llvm::dyn_cast<RankedTensorType>(mask.getType());
+  if (!type || type.getRank() < 2 || !llvm::isa<FloatType>(type.getElementType()))
+    return MaskKind::Unknown;
+  Index idx = maskIndex(type.getRank());
+  Value v = mask;
+  for (int depth = 0; depth < 64; ++depth) {
+    if (std::optional<MaskKind> kind = recordedPattern(v, /*additive=*/true))
+      return kindOf(patternPred(*kind, idx), type.getRank());
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return MaskKind::Unknown;
+    if (auto cast = llvm::dyn_cast<CastOp>(op)) {
+      // 0 and -inf (or a large negative) survive a float-to-float cast.
+      if (!llvm::isa<FloatType>(typeOf(cast.getInput()).getElementType()))
+        return MaskKind::Unknown;
+      v = cast.getInput();
+      continue;
+    }
+    std::optional<Index> in = viewIndex(op, idx);
+    if (!in)
+      return MaskKind::Unknown;
+    idx = std::move(*in);
+    v = op->getOperand(0);
+  }
+  return MaskKind::Unknown;
+}
+
+MaskKind classifyMaskValues(ArrayRef<int64_t> shape,
+                            llvm::function_ref<std::optional<bool>(int64_t)> keep) {
+  size_t rank = shape.size();
+  if (rank < 2 || shape[rank - 1] != shape[rank - 2] || shape[rank - 1] < 1)
+    return MaskKind::Unknown;
+  int64_t n = shape[rank - 1], matrices = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    matrices *= shape[d];
+  bool all = true, causal = true;
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        std::optional<bool> k = keep((m * n + i) * n + j);
+        if (!k)
+          return MaskKind::Unknown;
+        all &= *k;
+        causal &= *k == (j <= i);
+        if (!all && !causal)
+          return MaskKind::Unknown;
+      }
+  return all ? MaskKind::All : MaskKind::Causal;
 }
 
 } // namespace kiln

@@ -223,13 +223,31 @@ Value keyOfTranspose(Value keyT, PatternRewriter &rewriter) {
     return {};
   Value key = inner.getInput();
   RankedTensorType k = tensorOf(key), merged = tensorOf(inner), out = tensorOf(outer);
-  if (k.getRank() != 4 || merged.getRank() != 3 || out.getRank() != 4)
+  int64_t r = k.getRank();
+  if (r < 4 || merged.getRank() != 3 || out.getRank() != 4)
     return {};
   DimList kd = getDims(k), md = getDims(merged), od = getDims(out);
-  if (md[1] != kd[2] || md[2] != kd[3] || od[0] != kd[0] || od[1] != kd[1] || od[2] != kd[3] ||
-      od[3] != kd[2])
+  if (md[1] != kd[r - 2] || md[2] != kd[r - 1] || od[0] != kd[0] || od[2] != kd[r - 1] ||
+      od[3] != kd[r - 2])
     return {};
-  return key;
+  if (r == 4)
+    return od[1] == kd[1] ? key : Value();
+  // A static export merges the GQA repeat [B, KV, rep, S, D] straight into
+  // [B*H, S, D]: the key is that repeat as [B, H, S, D] (which the repeat
+  // stripping then sees through), when the head dims multiply to H.
+  std::optional<int64_t> heads = od[1] ? od[1].getConstantValue() : std::nullopt;
+  int64_t product = 1;
+  for (int64_t d = 1; d < r - 2; ++d) {
+    std::optional<int64_t> c = kd[d] ? kd[d].getConstantValue() : std::nullopt;
+    if (!c)
+      return {};
+    product *= *c;
+  }
+  if (!heads || *heads != product)
+    return {};
+  DimList keyDims = {od[0], od[1], od[3], od[2]};
+  return rewriter.create<ReshapeOp>(keyT.getLoc(), makeTensorType(keyDims, k.getElementType()),
+                                    key);
 }
 
 /// The exported causal mask: select(trilu(ones) == 0, lowest, 0) over
@@ -372,6 +390,10 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     MaskKind kind = !mask ? MaskKind::All
                     : isCausalMask(mask) ? MaskKind::Causal
                                          : classifyMask(mask);
+    // A float mask whose values are known (a static export's folded
+    // constant or initializer) is judged by its values.
+    if (mask && kind == MaskKind::Unknown)
+      kind = classifyAdditiveMask(mask);
     bool exact = false;
     if (Value keep = mask && kind == MaskKind::Unknown ? boolOfFloatMask(mask, exact)
                                                       : Value()) {
