@@ -7,7 +7,8 @@
 // The step API: loading an artifact's programs and kernel modules, one
 // prepared ProgramRunner per shape, inputs, steps and checkpoints. The
 // runner is ProgramRunner.cpp (its GEMMs GemmDescriptors.cpp), the
-// persistent tensors WeightLoading.cpp.
+// persistent tensors WeightLoading.cpp. Kept whole (~720 lines): one class,
+// StepExecutor, whose members share its loaded programs and device buffers.
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,6 +6,8 @@
 // value outside the group comes after the group's last op, so the fusion can
 // sit where that op was. Cheap scalar groups (the optimizer's bias
 // corrections) are cloned into every consumer instead of becoming kernels.
+// Kept whole (~750 lines): the sibling, recompute and prologue rules edit the
+// same group table in one walk.
 //
 //===----------------------------------------------------------------------===//
 
