@@ -82,8 +82,8 @@ AttentionMask evaluate(Value mask) {
   MLIRContext *context = mask.getContext();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(context));
   OpBuilder b(module->getBodyRegion());
-  auto probe = b.create<func::FuncOp>(mask.getLoc(), "mask_probe",
-                                      b.getFunctionType({}, {mask.getType()}));
+  auto probe =
+      b.create<func::FuncOp>(mask.getLoc(), "mask_probe", b.getFunctionType({}, {mask.getType()}));
   b.setInsertionPointToStart(probe.addEntryBlock());
   IRMapping mapping;
   for (Operation *op : *slice)
@@ -143,16 +143,11 @@ bool dependsOnArgument(Value value, func::FuncOp func) {
 
 StringRef attentionMaskName(AttentionMask mask) {
   switch (mask) {
-  case AttentionMask::None:
-    return "none";
-  case AttentionMask::Causal:
-    return "causal pattern";
-  case AttentionMask::AllKeep:
-    return "all-keep";
-  case AttentionMask::Pattern:
-    return "fixed pattern";
-  case AttentionMask::Input:
-    return "input";
+  case AttentionMask::None: return "none";
+  case AttentionMask::Causal: return "causal pattern";
+  case AttentionMask::AllKeep: return "all-keep";
+  case AttentionMask::Pattern: return "fixed pattern";
+  case AttentionMask::Input: return "input";
   }
   return "none";
 }

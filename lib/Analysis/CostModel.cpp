@@ -37,9 +37,7 @@ int64_t dimAt(Value v, int64_t index, const SymbolValues &symbols) {
 
 } // namespace
 
-bool isExpensiveToRecompute(Operation *op) {
-  return llvm::isa<MatmulOp, AttentionOp>(op);
-}
+bool isExpensiveToRecompute(Operation *op) { return llvm::isa<MatmulOp, AttentionOp>(op); }
 
 int64_t estimateFlops(Operation *op, const SymbolValues &symbols) {
   if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
@@ -67,9 +65,9 @@ int64_t estimateFlops(Operation *op, const SymbolValues &symbols) {
   if (auto fused = llvm::dyn_cast<LinearCrossEntropyGradOp>(op))
     return head(fused.getHidden(), fused.getWeight(), fused.getTransposeWeight(),
                 fused.getWeightGrad() ? 3 : 2);
-  if (llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp, TransposeOp, SliceOp, ConcatOp,
-                SplitOp, ExpandOp, PadOp, GatherOp, GatherElementsOp, GatherNdOp,
-                ParameterOp, ConstantOp, CastOp, IotaOp>(op))
+  if (llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp, TransposeOp, SliceOp, ConcatOp, SplitOp,
+                ExpandOp, PadOp, GatherOp, GatherElementsOp, GatherNdOp, ParameterOp, ConstantOp,
+                CastOp, IotaOp>(op))
     return 0; // Data movement only.
   if (llvm::isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp>(op))
     return 5 * elements(op->getOperand(0), symbols);

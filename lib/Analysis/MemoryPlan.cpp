@@ -28,27 +28,19 @@ namespace kiln {
 
 StringRef categoryName(MemoryCategory category) {
   switch (category) {
-  case MemoryCategory::Parameter:
-    return "parameters";
-  case MemoryCategory::OptimizerState:
-    return "optimizer state";
-  case MemoryCategory::Input:
-    return "inputs";
-  case MemoryCategory::Constant:
-    return "constants";
-  case MemoryCategory::Activation:
-    return "activations";
-  case MemoryCategory::Gradient:
-    return "gradients";
-  case MemoryCategory::Workspace:
-    return "workspace";
+  case MemoryCategory::Parameter: return "parameters";
+  case MemoryCategory::OptimizerState: return "optimizer state";
+  case MemoryCategory::Input: return "inputs";
+  case MemoryCategory::Constant: return "constants";
+  case MemoryCategory::Activation: return "activations";
+  case MemoryCategory::Gradient: return "gradients";
+  case MemoryCategory::Workspace: return "workspace";
   }
   return "?";
 }
 
 bool isPersistent(MemoryCategory category) {
-  return category == MemoryCategory::Parameter ||
-         category == MemoryCategory::OptimizerState ||
+  return category == MemoryCategory::Parameter || category == MemoryCategory::OptimizerState ||
          category == MemoryCategory::Input || category == MemoryCategory::Constant;
 }
 
@@ -63,8 +55,7 @@ SymExprAttr tensorBytesExpr(RankedTensorType type) {
                 dimConst(context, elementBytes(type.getElementType())));
 }
 
-std::optional<int64_t> tensorBytes(RankedTensorType type,
-                                   const SymbolValues &symbols) {
+std::optional<int64_t> tensorBytes(RankedTensorType type, const SymbolValues &symbols) {
   auto lookup = [&](StringRef name) -> std::optional<int64_t> {
     auto it = symbols.find(name);
     if (it == symbols.end())
@@ -95,7 +86,9 @@ std::string formatBytes(int64_t bytes) {
   if (unit == 0)
     os << bytes << " B";
   else
-    os << llvm::format(value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
+    os << llvm::format(value < 10    ? "%.2f %s"
+                       : value < 100 ? "%.1f %s"
+                                     : "%.0f %s",
                        value, units[unit]);
   return text;
 }
@@ -130,17 +123,15 @@ bool isJointFunction(func::FuncOp func) {
 namespace {
 
 /// Ops whose result is the operand's bytes under another shape.
-bool isView(Operation *op) {
-  return llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op);
-}
+bool isView(Operation *op) { return llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op); }
 
 /// Ops that read element i of each same-shaped operand only to write
 /// element i of the result, so the result may overwrite such an operand.
 bool isElementwise(Operation *op) {
   return op->getNumResults() == 1 &&
          (op->hasTrait<OpTrait::Elementwise>() ||
-          llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp,
-                    EqOp, NeOp, LtOp, LeOp, GtOp, GeOp, AndOp, OrOp, XorOp>(op));
+          llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp, EqOp, NeOp, LtOp,
+                    LeOp, GtOp, GeOp, AndOp, OrOp, XorOp>(op));
 }
 
 /// The values the loss depends on, when `func` is a joint forward/backward
@@ -181,11 +172,9 @@ public:
 
     for (BlockArgument arg : body.getArguments()) {
       unsigned i = arg.getArgNumber();
-      MemoryCategory category = func.getArgAttr(i, "kiln.param")
-                                    ? MemoryCategory::Parameter
-                                : func.getArgAttr(i, "kiln.state")
-                                    ? MemoryCategory::OptimizerState
-                                    : MemoryCategory::Input;
+      MemoryCategory category = func.getArgAttr(i, "kiln.param")   ? MemoryCategory::Parameter
+                                : func.getArgAttr(i, "kiln.state") ? MemoryCategory::OptimizerState
+                                                                   : MemoryCategory::Input;
       // The step returns new parameters and state, so their buffers are
       // donated: an update may overwrite them in place.
       addTensor(arg, category, -1, /*donated=*/category != MemoryCategory::Input);
@@ -269,8 +258,7 @@ private:
     if (!bytes) {
       for (Dim d : getDims(type))
         for (StringRef s : dimSymbols(d))
-          if (!plan.symbols.count(s) &&
-              !llvm::is_contained(plan.unboundSymbols, s.str()))
+          if (!plan.symbols.count(s) && !llvm::is_contained(plan.unboundSymbols, s.str()))
             plan.unboundSymbols.push_back(s.str());
     }
     t.bytes = bytes.value_or(0);
@@ -351,8 +339,7 @@ private:
             const PlannedBuffer &b = plan.buffers[buffer];
             auto operandType = llvm::cast<RankedTensorType>(operand.getType());
             bool writable = !b.persistent || donatedBuffers[buffer];
-            if (writable && bufferLastUse[buffer] == point &&
-                !takenAt.count({buffer, point}) &&
+            if (writable && bufferLastUse[buffer] == point && !takenAt.count({buffer, point}) &&
                 getDims(operandType) == getDims(resultType) &&
                 elementBytes(operandType.getElementType()) ==
                     elementBytes(resultType.getElementType())) {
@@ -383,12 +370,10 @@ private:
     for (unsigned b = 0; b < members.size(); ++b) {
       std::vector<unsigned> &list = members[b];
       std::sort(list.begin(), list.end(), [&](unsigned x, unsigned y) {
-        return std::make_pair(plan.tensors[x].def, x) <
-               std::make_pair(plan.tensors[y].def, y);
+        return std::make_pair(plan.tensors[x].def, x) < std::make_pair(plan.tensors[y].def, y);
       });
       int64_t end = plan.buffers[b].persistent ? plan.numPoints - 1
-                                               : std::max(plan.buffers[b].end,
-                                                          bufferLastUse[b]);
+                                               : std::max(plan.buffers[b].end, bufferLastUse[b]);
       plan.buffers[b].end = end;
       for (unsigned k = 0; k < list.size(); ++k) {
         PlannedTensor &t = plan.tensors[list[k]];
@@ -422,9 +407,8 @@ private:
         live[c] += delta[p][c];
         total += live[c];
       }
-      plan.activationPeakBytes =
-          std::max(plan.activationPeakBytes,
-                   live[static_cast<unsigned>(MemoryCategory::Activation)]);
+      plan.activationPeakBytes = std::max(plan.activationPeakBytes,
+                                          live[static_cast<unsigned>(MemoryCategory::Activation)]);
       if (total > plan.livePeakBytes || p == 0) {
         plan.livePeakBytes = total;
         plan.peakPoint = p;
@@ -517,8 +501,7 @@ private:
 std::string describe(const PlannedTensor &t, func::FuncOp func) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << shapeToString(t.scratch ? t.scratchType
-                                : llvm::cast<RankedTensorType>(t.value.getType()))
+  os << shapeToString(t.scratch ? t.scratchType : llvm::cast<RankedTensorType>(t.value.getType()))
      << "  ";
   if (auto arg = llvm::dyn_cast<BlockArgument>(t.value)) {
     os << "argument " << arg.getArgNumber();
@@ -552,8 +535,7 @@ MemoryPlan planMemory(func::FuncOp func, const SymbolValues &symbols) {
   return Planner(func, symbols).run();
 }
 
-void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
-                       unsigned topK) {
+void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os, unsigned topK) {
   func::FuncOp func;
   if (!plan.tensors.empty()) {
     Value first = plan.tensors.front().value;
@@ -570,8 +552,7 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
   }
   os << "\n";
   auto row = [&](StringRef label, int64_t bytes, StringRef note = "") {
-    os << "  " << llvm::left_justify(label, 24)
-       << llvm::right_justify(formatBytes(bytes), 11);
+    os << "  " << llvm::left_justify(label, 24) << llvm::right_justify(formatBytes(bytes), 11);
     if (!note.empty())
       os << "  " << note;
     os << "\n";
@@ -582,20 +563,19 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
     peakOp = " (" + op->getName().getStringRef().str() + ")";
   }
   row("planned peak", plan.peakBytes(),
-      "parameters, state, inputs + arena; most live at op " +
-          std::to_string(plan.peakPoint) + peakOp);
+      "parameters, state, inputs + arena; most live at op " + std::to_string(plan.peakPoint) +
+          peakOp);
   for (unsigned c = 0; c < kNumMemoryCategories; ++c) {
     auto category = static_cast<MemoryCategory>(c);
     row(("  " + categoryName(category)).str(), plan.atPeak[c],
-        category == MemoryCategory::Activation ? "forward values kept for backward"
-                                               : "");
+        category == MemoryCategory::Activation ? "forward values kept for backward" : "");
   }
   row("  arena fragmentation", plan.arenaBytes - plan.livePeakBytes);
-  unsigned arenaBuffers = llvm::count_if(
-      plan.buffers, [](const PlannedBuffer &b) { return !b.persistent; });
+  unsigned arenaBuffers =
+      llvm::count_if(plan.buffers, [](const PlannedBuffer &b) { return !b.persistent; });
   row("arena", plan.arenaBytes,
-      std::to_string(arenaBuffers) + " buffers, " +
-          std::to_string(plan.inPlaceUpdates) + " in-place updates");
+      std::to_string(arenaBuffers) + " buffers, " + std::to_string(plan.inPlaceUpdates) +
+          " in-place updates");
   row("activation peak", plan.activationPeakBytes,
       std::to_string(plan.savedActivations) + " saved tensors, " +
           formatBytes(plan.savedActivationBytes) + " in all");
@@ -609,8 +589,7 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
       continue;
     ++shown;
     os << "    " << llvm::right_justify(formatBytes(t.bytes), 11) << "  "
-       << llvm::left_justify(categoryName(t.category), 15) << "  "
-       << describe(t, func) << "\n";
+       << llvm::left_justify(categoryName(t.category), 15) << "  " << describe(t, func) << "\n";
   }
   os << "  largest persistent tensors:\n";
   shown = 0;
@@ -620,8 +599,7 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
       continue;
     ++shown;
     os << "    " << llvm::right_justify(formatBytes(t.bytes), 11) << "  "
-       << llvm::left_justify(categoryName(t.category), 15) << "  "
-       << describe(t, func) << "\n";
+       << llvm::left_justify(categoryName(t.category), 15) << "  " << describe(t, func) << "\n";
   }
 }
 

@@ -36,8 +36,7 @@ MatmulOp scoresMatmul(Value scores, Value &mask) {
     if (!def)
       return nullptr;
     if (auto matmul = dyn_cast<MatmulOp>(def))
-      return cast<RankedTensorType>(matmul.getLhs().getType()).getRank() == 4 ? matmul
-                                                                               : nullptr;
+      return cast<RankedTensorType>(matmul.getLhs().getType()).getRank() == 4 ? matmul : nullptr;
     if (isa<CastOp>(def)) {
       scores = def->getOperand(0);
       continue;
@@ -118,8 +117,7 @@ ModelArchitecture summarizeArchitecture(func::FuncOp func) {
 
   llvm::StringSet<> counted;
   int64_t firstLinearOut = 0;
-  bool rms = false, layerNorm = false, silu = false, gatedSilu = false, gelu = false,
-       relu = false;
+  bool rms = false, layerNorm = false, silu = false, gatedSilu = false, gelu = false, relu = false;
   int64_t classes = 0;
   func.walk([&](Operation *op) {
     if (op->hasAttr("kiln.recomputed"))
@@ -129,8 +127,7 @@ ModelArchitecture summarizeArchitecture(func::FuncOp func) {
       if (isa<FloatType>(type.getElementType()) && type.hasStaticShape() &&
           counted.insert(param.getName()).second) {
         arch.parameters += type.getNumElements();
-        arch.parameterBytes +=
-            type.getNumElements() * type.getElementTypeBitWidth() / 8;
+        arch.parameterBytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
       }
     } else if (auto matmul = dyn_cast<MatmulOp>(op)) {
       if (std::optional<LinearWeight> w = matchLinearWeight(matmul)) {
@@ -141,8 +138,7 @@ ModelArchitecture summarizeArchitecture(func::FuncOp func) {
     } else if (auto gather = dyn_cast<GatherOp>(op)) {
       auto table = gather.getData().getDefiningOp<ParameterOp>();
       if (table && gather.getAxis() == 0 && table.getType().getRank() == 2 &&
-          table.getType().hasStaticShape() &&
-          dependsOnArgument(gather.getIndices(), func) &&
+          table.getType().hasStaticShape() && dependsOnArgument(gather.getIndices(), func) &&
           table.getType().getDimSize(0) > arch.vocab) {
         arch.vocab = table.getType().getDimSize(0);
         arch.hidden = table.getType().getDimSize(1);
@@ -164,22 +160,20 @@ ModelArchitecture summarizeArchitecture(func::FuncOp func) {
     } else if (isa<ReluOp>(op)) {
       relu = true;
     } else if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
-      classes = staticDim(loss.getLogits(), cast<RankedTensorType>(loss.getLogits().getType())
-                                                    .getRank() - 1);
+      classes = staticDim(loss.getLogits(),
+                          cast<RankedTensorType>(loss.getLogits().getType()).getRank() - 1);
     }
   });
   if (!arch.hidden)
     arch.hidden = firstLinearOut;
-  arch.norm = rms && layerNorm ? "RMSNorm + LayerNorm" : rms ? "RMSNorm"
+  arch.norm = rms && layerNorm ? "RMSNorm + LayerNorm"
+              : rms            ? "RMSNorm"
               : layerNorm      ? "LayerNorm"
                                : "";
-  arch.activation = gatedSilu ? "SiLU (gated)" : silu ? "SiLU"
-                    : gelu    ? "GELU"
-                    : relu    ? "ReLU"
-                              : "";
+  arch.activation = gatedSilu ? "SiLU (gated)" : silu ? "SiLU" : gelu ? "GELU" : relu ? "ReLU" : "";
   if (classes)
-    arch.head = classes == arch.vocab ? "LM"
-                                      : "classifier (" + std::to_string(classes) + " classes)";
+    arch.head =
+        classes == arch.vocab ? "LM" : "classifier (" + std::to_string(classes) + " classes)";
 
   if (arch.attention.empty()) {
     arch.family = "feed-forward";

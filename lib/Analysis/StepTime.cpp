@@ -40,7 +40,6 @@ bool isFree(Operation *op) { return llvm::isa<ParameterOp, ConstantOp>(op); }
 /// Another shape over the operand's bytes: no kernel of its own.
 bool isViewOp(Operation *op) { return llvm::isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op); }
 
-
 /// Ops a generated kernel runs (pointwise, row, shape, indexing). Views
 /// run none; their readers read the producer's bytes.
 bool isFusible(Operation *op) {
@@ -137,10 +136,10 @@ double contractionSeconds(Operation *op, const SymbolValues &symbols, const Devi
               rates.attentionFlopsPerSecond;
   else if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
     // dS, dP and the three gradient products: about 2.5 forward passes.
-    compute = 2.5 *
-              attentionFlops(grad.getQuery(), grad.getKey(), grad.getValue(), grad.getCausal(),
-                             symbols) /
-              rates.attentionFlopsPerSecond;
+    compute =
+        2.5 *
+        attentionFlops(grad.getQuery(), grad.getKey(), grad.getValue(), grad.getCausal(), symbols) /
+        rates.attentionFlopsPerSecond;
   else
     compute = static_cast<double>(estimateFlops(op, symbols)) / rates.gemmFlopsPerSecond;
   return std::max(memory, compute) + rates.launchSeconds;

@@ -25,18 +25,12 @@ std::optional<DType> kiln::artifactDType(Type type) {
     return std::nullopt;
   bool isUnsigned = integer.isUnsigned();
   switch (integer.getWidth()) {
-  case 1:
-    return DType::BOOL;
-  case 8:
-    return isUnsigned ? DType::U8 : DType::I8;
-  case 16:
-    return isUnsigned ? DType::U16 : DType::I16;
-  case 32:
-    return isUnsigned ? DType::U32 : DType::I32;
-  case 64:
-    return isUnsigned ? DType::U64 : DType::I64;
-  default:
-    return std::nullopt;
+  case 1: return DType::BOOL;
+  case 8: return isUnsigned ? DType::U8 : DType::I8;
+  case 16: return isUnsigned ? DType::U16 : DType::I16;
+  case 32: return isUnsigned ? DType::U32 : DType::I32;
+  case 64: return isUnsigned ? DType::U64 : DType::I64;
+  default: return std::nullopt;
   }
 }
 

@@ -21,19 +21,15 @@ using namespace mlir;
 using kiln::artifact::Json;
 
 namespace {
-FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type,
-                           bool trainable, bool fromInit,
-                           StringRef foldedFrom = {}) {
+FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool trainable,
+                           bool fromInit, StringRef foldedFrom = {}) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-  const char *dtype =
-      tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
+  const char *dtype = tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
     return where->emitError("parameter '")
-           << name << "' has type " << type
-           << ", which no safetensors dtype holds";
+           << name << "' has type " << type << ", which no safetensors dtype holds";
   if (!tensor.hasStaticShape())
-    return where->emitError("parameter '")
-           << name << "' has a dynamic shape " << type;
+    return where->emitError("parameter '") << name << "' has a dynamic shape " << type;
   Json shape = Json::array();
   for (int64_t dim : tensor.getShape())
     shape.push(Json::integer(dim));
@@ -53,8 +49,7 @@ FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type,
 }
 } // namespace
 
-FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
-                                               func::FuncOp step) {
+FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp step) {
   llvm::StringSet<> initialized;
   if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName))
     for (unsigned i = 0; i < init.getNumResults(); ++i)
@@ -67,9 +62,8 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
     auto name = step.getArgAttrOfType<StringAttr>(i, "kiln.param");
     if (!name || !seen.insert(name.getValue()).second)
       continue;
-    FailureOr<Json> entry =
-        paramEntry(step, name.getValue(), step.getArgument(i).getType(),
-                   /*trainable=*/true, initialized.contains(name.getValue()));
+    FailureOr<Json> entry = paramEntry(step, name.getValue(), step.getArgument(i).getType(),
+                                       /*trainable=*/true, initialized.contains(name.getValue()));
     if (failed(entry))
       return failure();
     params.push(std::move(*entry));
@@ -80,10 +74,9 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module,
     if (!seen.insert(op.getName()).second)
       return WalkResult::advance();
     auto foldedFrom = op->getAttrOfType<StringAttr>("kiln.source_name");
-    FailureOr<Json> entry =
-        paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
-                   initialized.contains(op.getName()),
-                   foldedFrom ? foldedFrom.getValue() : StringRef());
+    FailureOr<Json> entry = paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
+                                       initialized.contains(op.getName()),
+                                       foldedFrom ? foldedFrom.getValue() : StringRef());
     if (failed(entry))
       return WalkResult::interrupt();
     params.push(std::move(*entry));
@@ -156,21 +149,19 @@ std::string kiln::emitMetaSection(func::FuncOp step, StringRef sourceModel,
   return meta.print(/*pretty=*/true) + "\n";
 }
 
-std::string kiln::bucketSectionName(StringRef function) {
-  return "step/" + function.str();
-}
+std::string kiln::bucketSectionName(StringRef function) { return "step/" + function.str(); }
 
-LogicalResult kiln::addBucketSections(
-    func::FuncOp step, const llvm::StringMap<std::string> &kernelModules,
-    std::vector<std::pair<std::string, std::string>> &sections) {
+LogicalResult kiln::addBucketSections(func::FuncOp step,
+                                      const llvm::StringMap<std::string> &kernelModules,
+                                      std::vector<std::pair<std::string, std::string>> &sections) {
   auto list = step->getAttr("kiln.buckets");
   if (!list)
     return success();
   auto refs = llvm::dyn_cast<ArrayAttr>(list);
   if (!refs)
     return step.emitError("kiln.buckets is not an array of function symbols");
-  auto metaSection = llvm::find_if(
-      sections, [](const auto &section) { return section.first == "meta"; });
+  auto metaSection =
+      llvm::find_if(sections, [](const auto &section) { return section.first == "meta"; });
   if (metaSection == sections.end())
     return step.emitError("no meta section to list the shape buckets in");
   artifact::Expected<Json> meta = Json::parse(metaSection->second);
@@ -188,10 +179,8 @@ LogicalResult kiln::addBucketSections(
   for (Attribute item : refs) {
     auto ref = llvm::dyn_cast<FlatSymbolRefAttr>(item);
     if (!ref)
-      return step.emitError("kiln.buckets entry ")
-             << item << " is not a function symbol";
-    auto bucket = module ? module.lookupSymbol<func::FuncOp>(ref.getAttr())
-                         : func::FuncOp();
+      return step.emitError("kiln.buckets entry ") << item << " is not a function symbol";
+    auto bucket = module ? module.lookupSymbol<func::FuncOp>(ref.getAttr()) : func::FuncOp();
     if (!bucket)
       return step.emitError("shape bucket ")
              << ref << " listed in kiln.buckets is not a function of the module";
@@ -204,12 +193,11 @@ LogicalResult kiln::addBucketSections(
       auto value = llvm::dyn_cast<IntegerAttr>(entry.getValue());
       if (!value || value.getInt() < 1)
         return step.emitError("shape bucket ")
-               << ref << " pins '" << entry.getName().getValue()
-               << "' to " << entry.getValue() << ", not a positive integer";
+               << ref << " pins '" << entry.getName().getValue() << "' to " << entry.getValue()
+               << ", not a positive integer";
       if (!symbols.contains(entry.getName().getValue()))
-        return step.emitError("shape bucket ")
-               << ref << " pins '" << entry.getName().getValue()
-               << "', which is no size symbol of the step's inputs";
+        return step.emitError("shape bucket ") << ref << " pins '" << entry.getName().getValue()
+                                               << "', which is no size symbol of the step's inputs";
       values.set(entry.getName().str(), Json::integer(value.getInt()));
     }
     FailureOr<std::string> program = emitStepProgramSection(bucket, kernelModules);
@@ -249,8 +237,7 @@ kiln::stepArtifactSections(ModuleOp module, StringRef sourceModel,
       {"params", *params}};
 }
 
-LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel,
-                                      StringRef path) {
+LogicalResult kiln::writeStepArtifact(ModuleOp module, StringRef sourceModel, StringRef path) {
   auto step = module.lookupSymbol<func::FuncOp>("main");
   if (!step)
     return module.emitError("no @main step function to write");

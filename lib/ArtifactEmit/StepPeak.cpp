@@ -27,19 +27,14 @@ using kiln::artifact::ProgramOp;
 /// A short name for the op: the kernel symbol, "gemm MxNxK", the head.
 std::string describeOp(const ProgramOp &op) {
   switch (op.kind) {
-  case ProgramOp::Kind::Launch:
-    return op.name;
+  case ProgramOp::Kind::Launch: return op.name;
   case ProgramOp::Kind::Gemm:
-    return "gemm " + (op.m ? op.m->getText() : "?") + "x" + (op.n ? op.n->getText() : "?") +
-           "x" + (op.k ? op.k->getText() : "?");
-  case ProgramOp::Kind::LinearCrossEntropy:
-    return "linear_cross_entropy";
-  case ProgramOp::Kind::Fill:
-    return "fill";
-  case ProgramOp::Kind::Copy:
-    return "copy";
-  default:
-    return "?";
+    return "gemm " + (op.m ? op.m->getText() : "?") + "x" + (op.n ? op.n->getText() : "?") + "x" +
+           (op.k ? op.k->getText() : "?");
+  case ProgramOp::Kind::LinearCrossEntropy: return "linear_cross_entropy";
+  case ProgramOp::Kind::Fill: return "fill";
+  case ProgramOp::Kind::Copy: return "copy";
+  default: return "?";
   }
 }
 
@@ -47,17 +42,14 @@ bool touches(const ProgramOp &op, int id) {
   switch (op.kind) {
   case ProgramOp::Kind::Launch:
     return std::find(op.args.begin(), op.args.end(), id) != op.args.end();
-  case ProgramOp::Kind::Gemm:
-    return op.c == id;
+  case ProgramOp::Kind::Gemm: return op.c == id;
   case ProgramOp::Kind::LinearCrossEntropy: {
     std::vector<int> ids = op.head->buffers();
     return std::find(ids.begin(), ids.end(), id) != ids.end();
   }
   case ProgramOp::Kind::Fill:
-  case ProgramOp::Kind::Copy:
-    return op.target == id;
-  default:
-    return false;
+  case ProgramOp::Kind::Copy: return op.target == id;
+  default: return false;
   }
 }
 

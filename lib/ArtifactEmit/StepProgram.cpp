@@ -40,8 +40,8 @@ FailureOr<std::string> literalHex(Operation *op, ElementsAttr value) {
   auto append = [&](const APInt &bits, unsigned width) {
     unsigned n = width < 8 ? 1 : width / 8;
     for (unsigned i = 0; i < n; ++i)
-      bytes.push_back(static_cast<char>(bits.extractBitsAsZExtValue(
-          std::min(8u, std::max(1u, width - i * 8)), i * 8)));
+      bytes.push_back(static_cast<char>(
+          bits.extractBitsAsZExtValue(std::min(8u, std::max(1u, width - i * 8)), i * 8)));
   };
   Type element = dense.getElementType();
   unsigned width = element.getIntOrFloatBitWidth();
@@ -70,9 +70,7 @@ FailureOr<std::string> literalHex(Operation *op, ElementsAttr value) {
 /// gradient norm or the counted tokens.
 Json role(DictionaryAttr attrs, bool result) {
   Json r = Json::object();
-  auto str = [&](StringRef key) {
-    return attrs ? attrs.getAs<StringAttr>(key) : StringAttr();
-  };
+  auto str = [&](StringRef key) { return attrs ? attrs.getAs<StringAttr>(key) : StringAttr(); };
   if (auto name = str("kiln.param")) {
     r.set("role", Json::string("param"));
     r.set("name", Json::string(name.str()));
@@ -127,7 +125,8 @@ Json attentionEntry(kiln::kernel::LaunchOp launch, const llvm::DenseMap<Value, i
       if (narrowed && llvm::is_contained(narrowed, StringAttr::get(launch.getContext(), name))) {
         Value accumulator = buffer;
         for (Operation *user : accumulator.getUsers()) {
-          if (auto fill = dyn_cast<kiln::kernel::FillOp>(user); fill && fill.getTarget() == accumulator) {
+          if (auto fill = dyn_cast<kiln::kernel::FillOp>(user);
+              fill && fill.getTarget() == accumulator) {
             replaces.push(Json::integer(opIndex.lookup(user)));
           } else if (auto narrow = dyn_cast<kiln::kernel::LaunchOp>(user);
                      narrow && narrow != launch && narrow.getIns().size() == 1 &&
@@ -147,8 +146,7 @@ Json attentionEntry(kiln::kernel::LaunchOp launch, const llvm::DenseMap<Value, i
 } // namespace
 
 FailureOr<std::string>
-kiln::emitStepProgramSection(func::FuncOp func,
-                             const llvm::StringMap<std::string> &kernelModules) {
+kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::string> &kernelModules) {
   llvm::DenseMap<Value, int64_t> ids;
   Json buffers = Json::array();
   auto define = [&](Value v) -> FailureOr<int64_t> {
@@ -158,8 +156,8 @@ kiln::emitStepProgramSection(func::FuncOp func,
     RankedTensorType tensor = buffer.getTensor();
     const char *dtype = kiln::artifactDTypeName(tensor.getElementType());
     if (!dtype)
-      return func.emitError("buffer element type ") << tensor.getElementType()
-                                                     << " has no dtype name";
+      return func.emitError("buffer element type ")
+             << tensor.getElementType() << " has no dtype name";
     Json shape = Json::array();
     for (Dim d : getDims(tensor))
       shape.push(expr(d));
@@ -234,8 +232,8 @@ kiln::emitStepProgramSection(func::FuncOp func,
       entry.set("target", use(copy.getTarget()));
     } else if (auto launch = dyn_cast<kernel::LaunchOp>(op)) {
       StringRef name = launch.getKernel();
-      auto kernelOp = SymbolTable::lookupNearestSymbolFrom<kernel::KernelOp>(
-          func, launch.getKernelAttr());
+      auto kernelOp =
+          SymbolTable::lookupNearestSymbolFrom<kernel::KernelOp>(func, launch.getKernelAttr());
       auto module = kernelModules.find(name);
       if (!kernelOp || module == kernelModules.end())
         return launch.emitError("launch of @") << name << " has no compiled kernel";

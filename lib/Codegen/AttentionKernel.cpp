@@ -21,7 +21,8 @@ void Printer::flashAttentionKernel(bool backward) {
   Operation *op = plan.anchor;
   Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
   Value mask = backward ? cast<AttentionGradOp>(op).getMask() : cast<AttentionOp>(op).getMask();
-  bool causal = backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
+  bool causal =
+      backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
   std::optional<APFloat> scaleAttr =
       backward ? cast<AttentionGradOp>(op).getScale() : cast<AttentionOp>(op).getScale();
   SmallVector<Value> dense = {q, k, v};
@@ -55,14 +56,13 @@ void Printer::flashAttentionKernel(bool backward) {
     open("auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float");
     std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
     line("return " +
-         (elementOf(mask).isInteger(1) ? "(" + m + ") ? 0.f : -KILN_INF"
-                                       : "(float)(" + m + ")") +
+         (elementOf(mask).isInteger(1) ? "(" + m + ") ? 0.f : -KILN_INF" : "(float)(" + m + ")") +
          ";");
     close("};");
   }
   std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
-                     element + ", " + std::to_string(headDim) + ">(" + pointers + qd[0] +
-                     ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+                     element + ", " + std::to_string(headDim) + ">(" + pointers + qd[0] + ", " +
+                     qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
                      literal(scale, Float32Type::get(q.getContext())) + ", " +
                      (causal ? "true" : "false");
   auto at = [&](int index, Value result) {
@@ -101,8 +101,7 @@ void Printer::flashAttentionKernel(bool backward) {
   adder("addDK", dk, op->getResult(1));
   adder("addDV", dv, op->getResult(2));
   line(call + ", mask, storeDQ, addDK, addDV, " + (dq >= 0 ? "true" : "false") + ", " +
-       (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") +
-       ", kiln_flash_smem);");
+       (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") + ", kiln_flash_smem);");
 }
 
 void Printer::attentionKernel(bool backward) {
@@ -181,8 +180,8 @@ void Printer::attentionKernel(bool backward) {
     open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
     line("acc += score[j] * " + value(v, {"b", "hk", "j", "e"}) + ";");
     close();
-    line(outName(out) + "[" + linear({"b", "h", "i", "e"}, od) + "] = " +
-         store(elementOf(op->getResult(0)), "acc * inv") + ";");
+    line(outName(out) + "[" + linear({"b", "h", "i", "e"}, od) +
+         "] = " + store(elementOf(op->getResult(0)), "acc * inv") + ";");
     close();
     line("__syncthreads(); // the next row reuses the score row");
     close();
@@ -194,7 +193,8 @@ void Printer::attentionKernel(bool backward) {
   line("score[j] *= inv;");
   line("float dp = 0.f;");
   open("for (int64_t e = 0; e < " + vd[3] + "; ++e)");
-  line("dp += " + value(dout, {"b", "h", "i", "e"}) + " * " + value(v, {"b", "hk", "j", "e"}) + ";");
+  line("dp += " + value(dout, {"b", "h", "i", "e"}) + " * " + value(v, {"b", "hk", "j", "e"}) +
+       ";");
   close();
   line("dscore[j] = dp;");
   line("pdp += score[j] * dp;");
@@ -213,23 +213,25 @@ void Printer::attentionKernel(bool backward) {
     open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
     line("acc += dscore[j] * " + value(k, {"b", "hk", "j", "d"}) + ";");
     close();
-    line(outName(dq) + "[" + linear({"b", "h", "i", "d"}, dims(op->getResult(0))) + "] = " +
-         store(elementOf(op->getResult(0)), "acc * " + sc) + ";");
+    line(outName(dq) + "[" + linear({"b", "h", "i", "d"}, dims(op->getResult(0))) +
+         "] = " + store(elementOf(op->getResult(0)), "acc * " + sc) + ";");
     close();
   }
   // dK and dV sum over query rows and grouped heads: atomic adds.
   if (dk >= 0) {
     open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + qd[3] + "; t += blockDim.x)");
     line("const int64_t j = t / " + qd[3] + ", d = t % " + qd[3] + ";");
-    line("kiln_atomic_add(&" + outName(dk) + "[" + linear({"b", "hk", "j", "d"}, dims(op->getResult(1))) +
-         "], dscore[j] * " + value(q, {"b", "h", "i", "d"}) + " * " + sc + ");");
+    line("kiln_atomic_add(&" + outName(dk) + "[" +
+         linear({"b", "hk", "j", "d"}, dims(op->getResult(1))) + "], dscore[j] * " +
+         value(q, {"b", "h", "i", "d"}) + " * " + sc + ");");
     close();
   }
   if (dv >= 0) {
     open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + vd[3] + "; t += blockDim.x)");
     line("const int64_t j = t / " + vd[3] + ", e = t % " + vd[3] + ";");
-    line("kiln_atomic_add(&" + outName(dv) + "[" + linear({"b", "hk", "j", "e"}, dims(op->getResult(2))) +
-         "], score[j] * " + value(dout, {"b", "h", "i", "e"}) + ");");
+    line("kiln_atomic_add(&" + outName(dv) + "[" +
+         linear({"b", "hk", "j", "e"}, dims(op->getResult(2))) + "], score[j] * " +
+         value(dout, {"b", "h", "i", "e"}) + ");");
     close();
   }
   line("__syncthreads(); // the next row reuses the shared rows");

@@ -27,7 +27,9 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
   Operation *op = v.getDefiningOp();
   Type element = typeOf(v).getElementType();
   std::string c = computeType(element);
-  auto operandAt = [&](unsigned i) { return value(op->getOperand(i), broadcastIndex(op->getOperand(i), idx)); };
+  auto operandAt = [&](unsigned i) {
+    return value(op->getOperand(i), broadcastIndex(op->getOperand(i), idx));
+  };
   auto binary = [&](StringRef infix) {
     std::string a = operandAt(0), b = operandAt(1);
     return let(v, idx, "(" + a + " " + infix.str() + " " + b + ")");
@@ -64,28 +66,55 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
       .Case<AbsOp>([&](auto) {
         return unary([&](std::string x) { return "(" + x + " < 0 ? -" + x + " : " + x + ")"; });
       })
-      .Case<ExpOp>([&](auto) { return unary([&](std::string x) { return fn("exp", element) + "(" + x + ")"; }); })
-      .Case<LogOp>([&](auto) { return unary([&](std::string x) { return fn("log", element) + "(" + x + ")"; }); })
-      .Case<SqrtOp>([&](auto) { return unary([&](std::string x) { return fn("sqrt", element) + "(" + x + ")"; }); })
-      .Case<RsqrtOp>([&](auto) { return unary([&](std::string x) { return fn("rsqrt", element) + "(" + x + ")"; }); })
-      .Case<TanhOp>([&](auto) { return unary([&](std::string x) { return fn("tanh", element) + "(" + x + ")"; }); })
-      .Case<ErfOp>([&](auto) { return unary([&](std::string x) { return fn("erf", element) + "(" + x + ")"; }); })
-      .Case<SinOp>([&](auto) { return unary([&](std::string x) { return fn("sin", element) + "(" + x + ")"; }); })
-      .Case<CosOp>([&](auto) { return unary([&](std::string x) { return fn("cos", element) + "(" + x + ")"; }); })
-      .Case<ReciprocalOp>([&](auto) { return unary([&](std::string x) { return "(" + literal(1, element) + " / " + x + ")"; }); })
+      .Case<ExpOp>([&](auto) {
+        return unary([&](std::string x) { return fn("exp", element) + "(" + x + ")"; });
+      })
+      .Case<LogOp>([&](auto) {
+        return unary([&](std::string x) { return fn("log", element) + "(" + x + ")"; });
+      })
+      .Case<SqrtOp>([&](auto) {
+        return unary([&](std::string x) { return fn("sqrt", element) + "(" + x + ")"; });
+      })
+      .Case<RsqrtOp>([&](auto) {
+        return unary([&](std::string x) { return fn("rsqrt", element) + "(" + x + ")"; });
+      })
+      .Case<TanhOp>([&](auto) {
+        return unary([&](std::string x) { return fn("tanh", element) + "(" + x + ")"; });
+      })
+      .Case<ErfOp>([&](auto) {
+        return unary([&](std::string x) { return fn("erf", element) + "(" + x + ")"; });
+      })
+      .Case<SinOp>([&](auto) {
+        return unary([&](std::string x) { return fn("sin", element) + "(" + x + ")"; });
+      })
+      .Case<CosOp>([&](auto) {
+        return unary([&](std::string x) { return fn("cos", element) + "(" + x + ")"; });
+      })
+      .Case<ReciprocalOp>([&](auto) {
+        return unary([&](std::string x) { return "(" + literal(1, element) + " / " + x + ")"; });
+      })
       .Case<SigmoidOp>([&](auto) {
-        return unary([&](std::string x) { return "(" + literal(1, element) + " / (" + literal(1, element) + " + " + fn("exp", element) + "(-" + x + ")))"; });
+        return unary([&](std::string x) {
+          return "(" + literal(1, element) + " / (" + literal(1, element) + " + " +
+                 fn("exp", element) + "(-" + x + ")))";
+        });
       })
       .Case<SiluOp>([&](auto) {
-        return unary([&](std::string x) { return "(" + x + " / (" + literal(1, element) + " + " + fn("exp", element) + "(-" + x + ")))"; });
+        return unary([&](std::string x) {
+          return "(" + x + " / (" + literal(1, element) + " + " + fn("exp", element) + "(-" + x +
+                 ")))";
+        });
       })
       .Case<ReluOp>([&](auto) {
-        return unary([&](std::string x) { return "(" + x + " > 0 ? " + x + " : " + literal(0, element) + ")"; });
+        return unary([&](std::string x) {
+          return "(" + x + " > 0 ? " + x + " : " + literal(0, element) + ")";
+        });
       })
       .Case<GeluOp>([&](GeluOp g) {
         return unary([&](std::string x) {
           if (g.getApproximate() == GeluApproximation::tanh)
-            return "(0.5f * " + x + " * (1.0f + tanhf(0.7978845608f * (" + x + " + 0.044715f * " + x + " * " + x + " * " + x + "))))";
+            return "(0.5f * " + x + " * (1.0f + tanhf(0.7978845608f * (" + x + " + 0.044715f * " +
+                   x + " * " + x + " * " + x + "))))";
           return "(0.5f * " + x + " * (1.0f + erff(" + x + " * 0.7071067812f)))";
         });
       })
@@ -136,7 +165,8 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         size_t next = 0;
         int64_t rank = typeOf(s.getInput()).getRank();
         for (int64_t i = 0; i < rank; ++i) {
-          bool squeezed = llvm::any_of(s.getAxes(), [&](int64_t a) { return (a < 0 ? a + rank : a) == i; });
+          bool squeezed =
+              llvm::any_of(s.getAxes(), [&](int64_t a) { return (a < 0 ? a + rank : a) == i; });
           in.push_back(squeezed ? "0" : idx[next++]);
         }
         return value(s.getInput(), in);
@@ -163,7 +193,8 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
       .Case<TriluOp>([&](TriluOp t) {
         int64_t r = idx.size();
         std::string diff = "(" + idx[r - 1] + " - " + idx[r - 2] + ")";
-        std::string keep = diff + (t.getUpper() ? " >= " : " <= ") + std::to_string(t.getDiagonal());
+        std::string keep =
+            diff + (t.getUpper() ? " >= " : " <= ") + std::to_string(t.getDiagonal());
         std::string x = value(t.getInput(), idx);
         return let(v, idx, "(" + keep + " ? " + x + " : " + literal(0, element) + ")");
       })
@@ -187,19 +218,19 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         std::string x = value(d.getInput(), idx);
         std::string u = "kiln_philox_uniform(" + seed + ", " + std::to_string(d.getStream()) +
                         "ull, " + linear(idx, dims(v)) + ")";
-        return let(v, idx, "(" + u + " >= " + literal(p, Float32Type::get(d.getContext())) +
-                               " ? (float)" + x + " * " +
-                               literal(scale, Float32Type::get(d.getContext())) + " : 0.f)");
+        return let(v, idx,
+                   "(" + u + " >= " + literal(p, Float32Type::get(d.getContext())) + " ? (float)" +
+                       x + " * " + literal(scale, Float32Type::get(d.getContext())) + " : 0.f)");
       })
       .Case<RandomUniformOp>([&](RandomUniformOp r) {
         float low = static_cast<float>(r.getLow().convertToDouble());
         float width = static_cast<float>(r.getHigh().convertToDouble()) - low;
         std::string seed = value(r.getSeed(), {});
         Type f32 = Float32Type::get(r.getContext());
-        return let(v, idx, literal(low, f32) + " + " + literal(width, f32) +
-                               " * kiln_philox_uniform(" + seed + ", " +
-                               std::to_string(r.getStream()) + "ull, " +
-                               linear(idx, dims(v)) + ")");
+        return let(v, idx,
+                   literal(low, f32) + " + " + literal(width, f32) + " * kiln_philox_uniform(" +
+                       seed + ", " + std::to_string(r.getStream()) + "ull, " +
+                       linear(idx, dims(v)) + ")");
       })
       .Case<DequantizeBlockwise8bitOp>([&](DequantizeBlockwise8bitOp q) {
         std::string i = fresh("q");
@@ -214,8 +245,9 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         line("const int64_t " + i + " = " + flat + ";");
         std::string byte = value(q.getCodes(), {i + " / 2"});
         std::string absmax = value(q.getAbsmax(), {i + " / " + std::to_string(q.getBlockSize())});
-        return let(v, idx, "kiln_nf4_values[(" + i + " % 2 == 0 ? " + byte + " >> 4 : " + byte +
-                               ") & 15] * (float)" + absmax);
+        return let(v, idx,
+                   "kiln_nf4_values[(" + i + " % 2 == 0 ? " + byte + " >> 4 : " + byte +
+                       ") & 15] * (float)" + absmax);
       })
       .Default([&](Operation *other) {
         fail(other, "has no CUDA element emitter");
@@ -277,7 +309,9 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
     Value input = cat.getInputs()[i];
     Dim next = dimAdd(offset, getDim(typeOf(input), axis));
     std::string cond = idx[axis] + " < " + dim(next);
-    open(i == 0 ? "if (" + cond + ")" : i + 1 == n ? std::string("else") : "else if (" + cond + ")");
+    open(i == 0       ? "if (" + cond + ")"
+         : i + 1 == n ? std::string("else")
+                      : "else if (" + cond + ")");
     Index in(idx.begin(), idx.end());
     std::string off = dim(offset);
     if (off != "0")
@@ -293,7 +327,8 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
 std::string Printer::pad(PadOp p, ArrayRef<std::string> idx) {
   Type element = typeOf(p.getResult()).getElementType();
   std::string out = fresh("v");
-  line(computeType(element) + " " + out + " = " + literal(p.getValue().convertToDouble(), element) + ";");
+  line(computeType(element) + " " + out + " = " + literal(p.getValue().convertToDouble(), element) +
+       ";");
   int64_t rank = idx.size();
   Index in;
   SmallVector<std::string> conds;
@@ -365,13 +400,15 @@ std::string Printer::reduce(Operation *r, ArrayRef<std::string> idx) {
     if (keepdim)
       ++next;
     std::string loopVar = fresh("k");
-    open("for (int64_t " + loopVar + " = 0; " + loopVar + " < " + sizes[i] + "; ++" + loopVar + ")");
+    open("for (int64_t " + loopVar + " = 0; " + loopVar + " < " + sizes[i] + "; ++" + loopVar +
+         ")");
     ++opened;
     in.push_back(loopVar);
     count += " * " + sizes[i];
   }
   std::string x = value(input, in);
-  line(isMax ? acc + " = " + x + " > " + acc + " ? " + x + " : " + acc + ";" : acc + " += " + x + ";");
+  line(isMax ? acc + " = " + x + " > " + acc + " ? " + x + " : " + acc + ";"
+             : acc + " += " + x + ";");
   while (opened--)
     close();
   if (isa<ReduceMeanOp>(r))

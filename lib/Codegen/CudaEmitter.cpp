@@ -63,14 +63,10 @@ std::string storageType(Type t) {
   unsigned width = t.getIntOrFloatBitWidth();
   bool isUnsigned = t.isUnsignedInteger();
   switch (width) {
-  case 8:
-    return isUnsigned ? "unsigned char" : "signed char";
-  case 16:
-    return isUnsigned ? "unsigned short" : "short";
-  case 32:
-    return isUnsigned ? "unsigned int" : "int";
-  default:
-    return isUnsigned ? "unsigned long long" : "int64_t";
+  case 8: return isUnsigned ? "unsigned char" : "signed char";
+  case 16: return isUnsigned ? "unsigned short" : "short";
+  case 32: return isUnsigned ? "unsigned int" : "int";
+  default: return isUnsigned ? "unsigned long long" : "int64_t";
   }
 }
 
@@ -151,18 +147,19 @@ SmallVector<std::string> Printer::dims(Value v) {
   return out;
 }
 
-std::string Printer::numel(Value v) {
-  return dim(dimProduct(getDims(typeOf(v)), v.getContext()));
-}
+std::string Printer::numel(Value v) { return dim(dimProduct(getDims(typeOf(v)), v.getContext())); }
 
-void Printer::relate(const std::string &flat, ArrayRef<std::string> idx, ArrayRef<std::string> sizes) {
+void Printer::relate(const std::string &flat, ArrayRef<std::string> idx,
+                     ArrayRef<std::string> sizes) {
   std::string shape = llvm::join(sizes, ",");
   scopes.back()[{nullptr, "L|" + key(idx) + "|" + shape}] = flat;
   scopes.back()[{nullptr, "D|" + flat + "|" + shape}] = key(idx);
 }
 
-const std::string *Printer::related(StringRef kind, const std::string &what, ArrayRef<std::string> sizes) {
-  auto k = std::make_pair((void *)nullptr, (kind + "|" + what + "|" + llvm::join(sizes, ",")).str());
+const std::string *Printer::related(StringRef kind, const std::string &what,
+                                    ArrayRef<std::string> sizes) {
+  auto k =
+      std::make_pair((void *)nullptr, (kind + "|" + what + "|" + llvm::join(sizes, ",")).str());
   for (auto it = scopes.rbegin(); it != scopes.rend(); ++it)
     if (auto found = it->find(k); found != it->end())
       return &found->second;
@@ -311,9 +308,7 @@ int Printer::accumulatorIndex(Value v) {
   return -1;
 }
 
-bool Printer::isAccumulator(unsigned i) {
-  return outputInit(plan.outputs[i]) == OutputInit::Zero;
-}
+bool Printer::isAccumulator(unsigned i) { return outputInit(plan.outputs[i]) == OutputInit::Zero; }
 
 void Printer::storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::string> idx,
                            Dim space, llvm::function_ref<bool(unsigned)> skip) {

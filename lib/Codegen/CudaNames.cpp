@@ -25,18 +25,17 @@ static std::string sanitize(StringRef name) {
 
 NameTable legalizeNames(const KernelPlan &plan) {
   static const llvm::StringSet<> reserved = {
-      "auto", "bool", "break", "case", "char", "const", "continue", "default",
-      "do", "double", "else", "enum", "extern", "float", "for", "goto", "if",
-      "int", "long", "return", "short", "signed", "sizeof", "static", "struct",
-      "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
-      "class", "new", "delete", "this", "template", "namespace", "true", "false",
-      "row", "col", "flat", "rows", "cols", "red", "line", "stride", "half",
-      "int64_t", "threadIdx", "blockIdx", "blockDim", "gridDim",
+      "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
+      "else", "enum", "extern", "float", "for", "goto", "if", "int", "long", "return", "short",
+      "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+      "volatile", "while", "class", "new", "delete", "this", "template", "namespace", "true",
+      "false", "row", "col", "flat", "rows", "cols", "red", "line", "stride", "half", "int64_t",
+      "threadIdx", "blockIdx", "blockDim", "gridDim",
       // locals of the kernel templates
-      "n", "i", "j", "b", "h", "hk", "e", "d", "t", "s", "p", "dp", "mx", "se",
-      "inv", "pdp", "lines", "sum", "label", "counts", "counted", "scale",
-      "mean", "var", "ms", "mg", "mgx", "rstd", "group", "score", "dscore",
-      "loss", "acc", "g", "chunk", "lane", "begin", "amax", "inverse", "high", "low", "blocks",
+      "n", "i", "j", "b", "h", "hk", "e", "d", "t", "s", "p", "dp", "mx", "se", "inv", "pdp",
+      "lines", "sum", "label", "counts", "counted", "scale", "mean", "var", "ms", "mg", "mgx",
+      "rstd", "group", "score", "dscore", "loss", "acc", "g", "chunk", "lane", "begin", "amax",
+      "inverse", "high", "low", "blocks",
       // the flash attention kernels' accessors
       "x", "mask", "loadQ", "loadK", "loadV", "loadDO", "storeO", "storeDQ", "addDK", "addDV"};
   NameTable names;

@@ -20,12 +20,12 @@ namespace {
 // Device helpers every source starts with (block reductions, atomics,
 // Philox, NF4 codes). The fp16/bf16 headers are large: they are included
 // only when used.
-#include "Prelude.cuh.inc"
 #include "Bf16.cuh.inc"
-#include "F16.cuh.inc"
 #include "DynamicMap8.cuh.inc"
+#include "F16.cuh.inc"
 #include "FlashAttention.cuh.inc"
 #include "FlashAttention90.cuh.inc"
+#include "Prelude.cuh.inc"
 
 } // namespace
 

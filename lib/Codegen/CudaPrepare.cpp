@@ -29,23 +29,22 @@ FailureOr<KernelPlan> prepareKernel(KernelOp kernel) {
   for (Operation &op : body.without_terminator()) {
     OpClass cls = classifyOp(&op);
     if (cls == OpClass::Gemm || cls == OpClass::Unsupported || cls == OpClass::Collective ||
-        cls == OpClass::ChunkedHead ||
-        isa<ParameterOp>(op))
+        cls == OpClass::ChunkedHead || isa<ParameterOp>(op))
       return op.emitOpError("cannot be emitted inside a CUDA kernel");
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
       auto type = cast<RankedTensorType>(constant.getType());
       if (!type.hasStaticShape() || type.getNumElements() > 64)
         return op.emitOpError("is too large to inline into a kernel");
     }
-    bool special = cls == OpClass::Row || cls == OpClass::Scan ||
-                   cls == OpClass::Scatter || cls == OpClass::Attention ||
-                   cls == OpClass::AttentionGrad || cls == OpClass::Quantize;
+    bool special = cls == OpClass::Row || cls == OpClass::Scan || cls == OpClass::Scatter ||
+                   cls == OpClass::Attention || cls == OpClass::AttentionGrad ||
+                   cls == OpClass::Quantize;
     // Only the row kind holds two special ops: cross entropy and its gradient.
     if (special && &op != plan.anchor &&
         !(plan.kind == FusionKind::row && isa<CrossEntropyGradOp>(op) &&
           isa<CrossEntropyOp>(plan.anchor)))
-      return op.emitOpError("must be the only ") << stringifyFusionKind(plan.kind)
-                                                 << " op of its kernel";
+      return op.emitOpError("must be the only ")
+             << stringifyFusionKind(plan.kind) << " op of its kernel";
     for (Type t : op.getResultTypes()) {
       Type element = cast<RankedTensorType>(t).getElementType();
       if (!isa<FloatType, IntegerType>(element) || element.isF80() || element.isF128())

@@ -168,8 +168,8 @@ struct Printer {
 
   /// Stores every output whose element count is `space` at flat offset
   /// `flat` (idx is the index of `shaped` at that offset).
-  void storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::string> idx,
-                    Dim space, llvm::function_ref<bool(unsigned)> skip = nullptr);
+  void storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::string> idx, Dim space,
+                    llvm::function_ref<bool(unsigned)> skip = nullptr);
 
   void loopKernel();
 

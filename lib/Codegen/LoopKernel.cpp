@@ -50,7 +50,7 @@ void Printer::loopKernel() {
   for (auto [i, segment] : llvm::enumerate(segments)) {
     Dim end = dimAdd(start, segment);
     std::string cond = "g < " + dim(end);
-    open(i == 0 ? "if (" + cond + ")"
+    open(i == 0                     ? "if (" + cond + ")"
          : i + 1 == segments.size() ? std::string("else")
                                     : "else if (" + cond + ")");
     std::string offset = dim(start);
@@ -106,22 +106,28 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   auto vectorType = [&](Value v) {
     unsigned bits = typeOf(v).getElementType().getIntOrFloatBitWidth();
     int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
-    return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned int"
-                                                                     : "unsigned short";
+    return bytes == 16  ? "uint4"
+           : bytes == 8 ? "uint2"
+           : bytes == 4 ? "unsigned int"
+                        : "unsigned short";
   };
   for (Value arg : vectorInputs) {
     std::string name = names.params.lookup(arg), type = storageType(typeOf(arg).getElementType());
     line("__align__(16) " + type + " " + name + "_v[" + w + "];");
-    line("*reinterpret_cast<" + std::string(vectorType(arg)) + " *>(" + name + "_v) = "
-         "reinterpret_cast<const " + vectorType(arg) + " *>(" + name + ")[chunk];");
+    line("*reinterpret_cast<" + std::string(vectorType(arg)) + " *>(" + name +
+         "_v) = "
+         "reinterpret_cast<const " +
+         vectorType(arg) + " *>(" + name + ")[chunk];");
   }
   for (auto [i, out] : llvm::enumerate(plan.outputs))
     line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
          w + "];");
   body += lanes;
   for (auto [i, out] : llvm::enumerate(plan.outputs))
-    line("reinterpret_cast<" + std::string(vectorType(out)) + " *>(" + outName(i) + ")[chunk] = "
-         "*reinterpret_cast<const " + vectorType(out) + " *>(" + outName(i) + "_v);");
+    line("reinterpret_cast<" + std::string(vectorType(out)) + " *>(" + outName(i) +
+         ")[chunk] = "
+         "*reinterpret_cast<const " +
+         vectorType(out) + " *>(" + outName(i) + "_v);");
   close();
 }
 

@@ -22,14 +22,13 @@ namespace {
 
 /// Options every kernel compiles with; part of the cache key.
 std::vector<std::string> baseOptions() {
-  return {"--std=c++17", "-default-device",
-          "--include-path=" KILN_CUDA_INCLUDE_DIR};
+  return {"--std=c++17", "-default-device", "--include-path=" KILN_CUDA_INCLUDE_DIR};
 }
 
-Error nvrtcError(const KernelSource &kernel, StringRef target, StringRef what,
-                 nvrtcResult result, StringRef log = "") {
-  std::string message = ("NVRTC " + what + " failed for kernel '" + kernel.name + "' (" +
-                         target + "): " + nvrtcGetErrorString(result))
+Error nvrtcError(const KernelSource &kernel, StringRef target, StringRef what, nvrtcResult result,
+                 StringRef log = "") {
+  std::string message = ("NVRTC " + what + " failed for kernel '" + kernel.name + "' (" + target +
+                         "): " + nvrtcGetErrorString(result))
                             .str();
   if (!log.empty())
     message += "\n" + log.rtrim().str();
@@ -112,8 +111,7 @@ Expected<std::vector<std::string>> parseArchList(StringRef list) {
 }
 
 Expected<std::string> compileKernel(const KernelSource &kernel, StringRef target,
-                                    const NvrtcOptions &options, bool *cacheHit,
-                                    std::string *ptx) {
+                                    const NvrtcOptions &options, bool *cacheHit, std::string *ptx) {
   std::vector<std::string> flags = baseOptions();
   flags.push_back("--gpu-architecture=" + target.str());
   bool cubin = target.starts_with("sm_");

@@ -194,8 +194,8 @@ void Printer::rowKernel() {
     if (i < 0)
       return;
     SmallVector<std::string> wd = dims(result);
-    line("kiln_atomic_add(&" + outName(i) + "[" +
-         linear(Index(idx.begin() + axis, idx.end()), wd) + "], " + v + ");");
+    line("kiln_atomic_add(&" + outName(i) + "[" + linear(Index(idx.begin() + axis, idx.end()), wd) +
+         "], " + v + ");");
   };
   // Mean (and the centred second moment) over the row.
   auto meanOf = [&](llvm::function_ref<std::string(const Index &)> term, StringRef name) {
@@ -213,7 +213,8 @@ void Printer::rowKernel() {
         line("mx = " + rowReduce("mx", true) + ";");
         line("if (mx == -KILN_INF) mx = 0.f; // a fully masked row");
         line("float se = 0.f;");
-        forCols(lead, trail, [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
+        forCols(lead, trail,
+                [&](const Index &idx) { line("se += expf(" + value(x, idx) + " - mx);"); });
         line("se = " + rowReduce("se") + ";");
         if (isa<SoftmaxOp>(op))
           return finalLoop(op->getResult(0), [&](const Index &idx) {
@@ -241,58 +242,92 @@ void Printer::rowKernel() {
       })
       .Case<LayerNormOp>([&](LayerNormOp ln) {
         meanOf([&](const Index &idx) { return value(x, idx); }, "mean");
-        meanOf([&](const Index &idx) {
-          std::string v = value(x, idx);
-          return "(" + v + " - mean) * (" + v + " - mean)";
-        }, "var");
-        line("const float rstd = rsqrtf(var + " + literal(ln.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf(
+            [&](const Index &idx) {
+              std::string v = value(x, idx);
+              return "(" + v + " - mean) * (" + v + " - mean)";
+            },
+            "var");
+        line("const float rstd = rsqrtf(var + " +
+             literal(ln.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
         finalLoop(ln.getResult(), [&](const Index &idx) {
-          std::string e = "(" + value(x, idx) + " - mean) * rstd * " + weightAt(ln.getWeight(), idx);
+          std::string e =
+              "(" + value(x, idx) + " - mean) * rstd * " + weightAt(ln.getWeight(), idx);
           if (ln.getBias())
             e += " + " + weightAt(ln.getBias(), idx);
           return let(ln.getResult(), idx, e);
         });
       })
       .Case<RmsNormOp>([&](RmsNormOp rn) {
-        meanOf([&](const Index &idx) { std::string v = value(x, idx); return v + " * " + v; }, "ms");
-        line("const float rstd = rsqrtf(ms + " + literal(rn.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf(
+            [&](const Index &idx) {
+              std::string v = value(x, idx);
+              return v + " * " + v;
+            },
+            "ms");
+        line("const float rstd = rsqrtf(ms + " +
+             literal(rn.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
         finalLoop(rn.getResult(), [&](const Index &idx) {
-          return let(rn.getResult(), idx, value(x, idx) + " * rstd * " + weightAt(rn.getWeight(), idx));
+          return let(rn.getResult(), idx,
+                     value(x, idx) + " * rstd * " + weightAt(rn.getWeight(), idx));
         });
       })
       .Case<LayerNormGradOp>([&](LayerNormGradOp g) {
         Value w = g.getWeight(), dy = g.getGrad();
         meanOf([&](const Index &idx) { return value(x, idx); }, "mean");
-        meanOf([&](const Index &idx) {
-          std::string v = value(x, idx);
-          return "(" + v + " - mean) * (" + v + " - mean)";
-        }, "var");
-        line("const float rstd = rsqrtf(var + " + literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf(
+            [&](const Index &idx) {
+              std::string v = value(x, idx);
+              return "(" + v + " - mean) * (" + v + " - mean)";
+            },
+            "var");
+        line("const float rstd = rsqrtf(var + " +
+             literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
         meanOf([&](const Index &idx) { return value(dy, idx) + " * " + weightAt(w, idx); }, "mg");
-        meanOf([&](const Index &idx) {
-          return value(dy, idx) + " * " + weightAt(w, idx) + " * (" + value(x, idx) + " - mean) * rstd";
-        }, "mgx");
-        finalLoop(g.getInputGrad(), [&](const Index &idx) {
-          std::string xhat = fresh("xhat");
-          line("const float " + xhat + " = (" + value(x, idx) + " - mean) * rstd;");
-          std::string d = value(dy, idx);
-          accumulateTo(g.getWeightGrad(), idx, d + " * " + xhat);
-          accumulateTo(g.getBiasGrad(), idx, d);
-          return let(g.getInputGrad(), idx,
-                     "rstd * (" + d + " * " + weightAt(w, idx) + " - mg - " + xhat + " * mgx)");
-        }, [&](unsigned i) { return isAccumulator(i); });
+        meanOf(
+            [&](const Index &idx) {
+              return value(dy, idx) + " * " + weightAt(w, idx) + " * (" + value(x, idx) +
+                     " - mean) * rstd";
+            },
+            "mgx");
+        finalLoop(
+            g.getInputGrad(),
+            [&](const Index &idx) {
+              std::string xhat = fresh("xhat");
+              line("const float " + xhat + " = (" + value(x, idx) + " - mean) * rstd;");
+              std::string d = value(dy, idx);
+              accumulateTo(g.getWeightGrad(), idx, d + " * " + xhat);
+              accumulateTo(g.getBiasGrad(), idx, d);
+              return let(g.getInputGrad(), idx,
+                         "rstd * (" + d + " * " + weightAt(w, idx) + " - mg - " + xhat + " * mgx)");
+            },
+            [&](unsigned i) { return isAccumulator(i); });
       })
       .Case<RmsNormGradOp>([&](RmsNormGradOp g) {
         Value w = g.getWeight(), dy = g.getGrad();
-        meanOf([&](const Index &idx) { std::string v = value(x, idx); return v + " * " + v; }, "ms");
-        line("const float rstd = rsqrtf(ms + " + literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
-        meanOf([&](const Index &idx) { return value(dy, idx) + " * " + weightAt(w, idx) + " * " + value(x, idx); }, "mgx");
-        finalLoop(g.getInputGrad(), [&](const Index &idx) {
-          std::string xv = value(x, idx), d = value(dy, idx);
-          accumulateTo(g.getWeightGrad(), idx, d + " * " + xv + " * rstd");
-          return let(g.getInputGrad(), idx,
-                     "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xv + " * rstd * rstd * mgx)");
-        }, [&](unsigned i) { return isAccumulator(i); });
+        meanOf(
+            [&](const Index &idx) {
+              std::string v = value(x, idx);
+              return v + " * " + v;
+            },
+            "ms");
+        line("const float rstd = rsqrtf(ms + " +
+             literal(g.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        meanOf(
+            [&](const Index &idx) {
+              return value(dy, idx) + " * " + weightAt(w, idx) + " * " + value(x, idx);
+            },
+            "mgx");
+        finalLoop(
+            g.getInputGrad(),
+            [&](const Index &idx) {
+              std::string xv = value(x, idx), d = value(dy, idx);
+              accumulateTo(g.getWeightGrad(), idx, d + " * " + xv + " * rstd");
+              return let(g.getInputGrad(), idx,
+                         "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xv +
+                             " * rstd * rstd * mgx)");
+            },
+            [&](unsigned i) { return isAccumulator(i); });
       });
   if (rowVec.width > 1) {
     // What the passes read at the row's offset, loaded at the row's start;
@@ -332,13 +367,14 @@ void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const I
       line(out + "[row] = " + store(element, "loss") + ";");
     else
       line("kiln_atomic_add(" + out + ", " +
-           (reduction == Reduction::mean ? std::string("loss / counted") : std::string("loss")) + ");");
+           (reduction == Reduction::mean ? std::string("loss / counted") : std::string("loss")) +
+           ");");
     close();
   }
   if (!ceGrad)
     return;
-  std::string g = reduction == Reduction::none ? value(ceGrad.getGrad(), {"row"})
-                                               : value(ceGrad.getGrad(), {});
+  std::string g =
+      reduction == Reduction::none ? value(ceGrad.getGrad(), {"row"}) : value(ceGrad.getGrad(), {});
   line("const float scale = counts ? " + g +
        (reduction == Reduction::mean ? std::string(" / counted") : std::string()) + " : 0.f;");
   forCols(lead, trail, [&](const Index &idx) {
@@ -349,9 +385,8 @@ void Printer::crossEntropy(CrossEntropyOp ce, CrossEntropyGradOp ceGrad, const I
     std::string p = "expf(" + value(x, idx) + " - mx) / se";
     bind(ceGrad.getResult(), idx,
          let(ceGrad.getResult(), idx, "(" + p + " - (col == label ? 1.f : 0.f)) * scale"));
-    storeOutputs("flat", x, idx, space, [&](unsigned i) {
-      return ce && plan.outputs[i] == ce.getResult();
-    });
+    storeOutputs("flat", x, idx, space,
+                 [&](unsigned i) { return ce && plan.outputs[i] == ce.getResult(); });
   });
 }
 

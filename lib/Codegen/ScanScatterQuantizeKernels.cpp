@@ -69,13 +69,14 @@ void Printer::scatterKernel() {
        "flat += (int64_t)gridDim.x * blockDim.x)");
   Index u = delinearize("flat", dims(updates));
   SmallVector<std::string> destDims = dims(scatter.getDest());
-  std::string j = wrapIndex(value(scatter.getIndices(),
-                                  Index(u.begin() + axis, u.begin() + axis + indexRank)),
-                            destDims[axis]);
+  std::string j =
+      wrapIndex(value(scatter.getIndices(), Index(u.begin() + axis, u.begin() + axis + indexRank)),
+                destDims[axis]);
   Index d(u.begin(), u.begin() + axis);
   d.push_back(j);
   d.append(u.begin() + axis + indexRank, u.end());
-  line("kiln_atomic_add(&" + outName(out) + "[" + linear(d, destDims) + "], " + value(updates, u) + ");");
+  line("kiln_atomic_add(&" + outName(out) + "[" + linear(d, destDims) + "], " + value(updates, u) +
+       ");");
   close();
 }
 
@@ -107,7 +108,8 @@ void Printer::quantizeKernel() {
     close();
     return;
   }
-  open("for (int64_t i = begin + 2 * threadIdx.x; i < begin + " + bs + " && i < n; i += 2 * blockDim.x)");
+  open("for (int64_t i = begin + 2 * threadIdx.x; i < begin + " + bs +
+       " && i < n; i += 2 * blockDim.x)");
   line("const unsigned int high = kiln_nf4_encode((float)" + value(x, delinearize("i", dims(x))) +
        " * inverse);");
   line("unsigned int low = 0u; // an odd count pads the last low nibble");

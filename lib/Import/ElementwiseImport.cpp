@@ -16,9 +16,7 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-Type elementTypeOf(Value v) {
-  return llvm::cast<ShapedType>(v.getType()).getElementType();
-}
+Type elementTypeOf(Value v) { return llvm::cast<ShapedType>(v.getType()).getElementType(); }
 
 //===----------------------------------------------------------------------===//
 // Known-tensor folding (shape arithmetic)
@@ -78,8 +76,7 @@ std::optional<bool> compareDims(StringRef opType, Dim a, Dim b) {
 }
 
 bool isComparison(StringRef opType) {
-  return llvm::is_contained({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
-                            opType);
+  return llvm::is_contained({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}, opType);
 }
 
 std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
@@ -113,8 +110,7 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
   if (opType == "Mul")
     return known(dimMul(a, b));
   if (opType == "Div") {
-    if (ca && cb && *cb != 0 &&
-        !(*ca == std::numeric_limits<int64_t>::min() && *cb == -1))
+    if (ca && cb && *cb != 0 && !(*ca == std::numeric_limits<int64_t>::min() && *cb == -1))
       return dimConst(ctx, *ca / *cb);
     if (cb && *cb != 0)
       if (Dim q = dimDivExact(a, *cb))
@@ -125,8 +121,7 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
     if (a == b)
       return a;
     if (ca && cb)
-      return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb)
-                                           : std::min(*ca, *cb));
+      return dimConst(ctx, opType == "Max" ? std::max(*ca, *cb) : std::min(*ca, *cb));
     // max(seq, 1) is seq when the bounds order the two.
     if (std::optional<bool> aFirst = compareDims("GreaterOrEqual", a, b))
       return (*aFirst == (opType == "Max")) ? a : b;
@@ -137,8 +132,8 @@ std::optional<Dim> foldDims(StringRef opType, Dim a, Dim b, MLIRContext *ctx) {
 
 } // namespace
 
-std::optional<KnownTensor>
-foldKnownBinary(StringRef opType, const KnownTensor &a, const KnownTensor &b) {
+std::optional<KnownTensor> foldKnownBinary(StringRef opType, const KnownTensor &a,
+                                           const KnownTensor &b) {
   size_t n = std::max(a.elements.size(), b.elements.size());
   if ((a.elements.size() != n && a.elements.size() != 1) ||
       (b.elements.size() != n && b.elements.size() != 1) || n == 0)
@@ -146,8 +141,8 @@ foldKnownBinary(StringRef opType, const KnownTensor &a, const KnownTensor &b) {
   KnownTensor result;
   result.dtype = isComparison(opType) ? DType::Bool : a.dtype;
   result.shape = a.shape.size() >= b.shape.size() ? a.shape : b.shape;
-  MLIRContext *ctx = a.elements.front() ? a.elements.front().getContext()
-                                        : b.elements.front().getContext();
+  MLIRContext *ctx =
+      a.elements.front() ? a.elements.front().getContext() : b.elements.front().getContext();
   for (size_t i = 0; i < n; ++i) {
     Dim x = a.elements[a.elements.size() == 1 ? 0 : i];
     Dim y = b.elements[b.elements.size() == 1 ? 0 : i];
@@ -191,8 +186,7 @@ template <typename OpT> LogicalResult importUnary(NodeContext &ctx) {
 template <typename OpT> LogicalResult importBinary(NodeContext &ctx) {
   const KnownTensor *ka = ctx.known(0), *kb = ctx.known(1);
   if (ka && kb)
-    if (std::optional<KnownTensor> folded =
-            foldKnownBinary(ctx.node().op_type(), *ka, *kb)) {
+    if (std::optional<KnownTensor> folded = foldKnownBinary(ctx.node().op_type(), *ka, *kb)) {
       ctx.setKnown(0, *folded);
       return success();
     }
@@ -205,8 +199,8 @@ template <typename OpT> LogicalResult importBinary(NodeContext &ctx) {
 /// Max, Min, Sum, Mean take any number of inputs.
 template <typename OpT> LogicalResult importVariadic(NodeContext &ctx) {
   if (ctx.numInputs() == 2 && ctx.known(0) && ctx.known(1))
-    if (std::optional<KnownTensor> folded = foldKnownBinary(
-            ctx.node().op_type(), *ctx.known(0), *ctx.known(1))) {
+    if (std::optional<KnownTensor> folded =
+            foldKnownBinary(ctx.node().op_type(), *ctx.known(0), *ctx.known(1))) {
       ctx.setKnown(0, *folded);
       return success();
     }
@@ -222,8 +216,7 @@ template <typename OpT> LogicalResult importVariadic(NodeContext &ctx) {
       return failure();
   }
   if (ctx.node().op_type() == "Mean" && ctx.numInputs() > 1) {
-    Value n =
-        ctx.scalar(static_cast<double>(ctx.numInputs()), elementTypeOf(*acc));
+    Value n = ctx.scalar(static_cast<double>(ctx.numInputs()), elementTypeOf(*acc));
     acc = ctx.create<DivOp>(*acc, n);
     if (failed(acc))
       return failure();
@@ -270,9 +263,7 @@ LogicalResult importDropout(NodeContext &ctx) {
     Type i1 = ctx.builder().getI1Type();
     Value keep = ctx.scalar(1, i1);
     RankedTensorType maskType = type->clone(i1);
-    ctx.setOutput(1, maskType.getRank() == 0
-                         ? keep
-                         : ctx.createTyped<ExpandOp>(maskType, keep));
+    ctx.setOutput(1, maskType.getRank() == 0 ? keep : ctx.createTyped<ExpandOp>(maskType, keep));
   }
   return success();
 }
@@ -301,8 +292,7 @@ LogicalResult importGelu(NodeContext &ctx) {
     mode = GeluApproximation::tanh;
   else
     return ctx.error("unknown approximate '" + approximate + "'");
-  return ctx.produce(
-      ctx.create<GeluOp>(*x, GeluApproximationAttr::get(ctx.context(), mode)));
+  return ctx.produce(ctx.create<GeluOp>(*x, GeluApproximationAttr::get(ctx.context(), mode)));
 }
 
 LogicalResult importWhere(NodeContext &ctx) {
@@ -353,18 +343,16 @@ LogicalResult castTo(NodeContext &ctx, Type target) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(type) || failed(x))
     return failure();
-  ctx.setOutput(0, type->getElementType() == target
-                       ? *x
-                       : ctx.createTyped<CastOp>(type->clone(target), *x));
+  ctx.setOutput(
+      0, type->getElementType() == target ? *x : ctx.createTyped<CastOp>(type->clone(target), *x));
   return success();
 }
 
 LogicalResult importCast(NodeContext &ctx) {
   int64_t to = ctx.attrInt("to", 0);
   static const std::map<int64_t, DType> kinds = {
-      {1, DType::F32},  {2, DType::U8},   {3, DType::I8},   {5, DType::I16},
-      {6, DType::I32},  {7, DType::I64},  {9, DType::Bool}, {10, DType::F16},
-      {11, DType::F64}, {16, DType::BF16}};
+      {1, DType::F32}, {2, DType::U8},   {3, DType::I8},   {5, DType::I16},  {6, DType::I32},
+      {7, DType::I64}, {9, DType::Bool}, {10, DType::F16}, {11, DType::F64}, {16, DType::BF16}};
   auto it = kinds.find(to);
   if (it == kinds.end())
     return ctx.unsupported("Cast to ONNX type " + Twine(to));
@@ -409,8 +397,7 @@ struct Expr {
 
 using Decomposition = Value (*)(Expr &, Value, NodeContext &);
 
-template <Decomposition decompose>
-LogicalResult importDecomposed(NodeContext &ctx) {
+template <Decomposition decompose> LogicalResult importDecomposed(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -443,8 +430,7 @@ Value selu(Expr &e, Value x, NodeContext &ctx) {
 Value celu(Expr &e, Value x, NodeContext &ctx) {
   double a = ctx.attrFloat("alpha", 1.0f);
   Value alpha = e.c(a);
-  Value negative = e.bin<MulOp>(
-      alpha, e.bin<SubOp>(e.un<ExpOp>(e.bin<DivOp>(x, alpha)), e.c(1)));
+  Value negative = e.bin<MulOp>(alpha, e.bin<SubOp>(e.un<ExpOp>(e.bin<DivOp>(x, alpha)), e.c(1)));
   return e.bin<AddOp>(e.bin<MaxOp>(x, e.c(0)), e.bin<MinOp>(negative, e.c(0)));
 }
 Value hardSigmoidOf(Expr &e, Value x, double alpha, double beta) {
@@ -452,8 +438,7 @@ Value hardSigmoidOf(Expr &e, Value x, double alpha, double beta) {
   return e.bin<MaxOp>(e.bin<MinOp>(linear, e.c(1)), e.c(0));
 }
 Value hardSigmoid(Expr &e, Value x, NodeContext &ctx) {
-  return hardSigmoidOf(e, x, ctx.attrFloat("alpha", 0.2f),
-                       ctx.attrFloat("beta", 0.5f));
+  return hardSigmoidOf(e, x, ctx.attrFloat("alpha", 0.2f), ctx.attrFloat("beta", 0.5f));
 }
 Value hardSwish(Expr &e, Value x, NodeContext &) {
   return e.bin<MulOp>(x, hardSigmoidOf(e, x, 1.0 / 6.0, 0.5));

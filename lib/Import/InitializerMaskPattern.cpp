@@ -35,8 +35,7 @@ bool firstElementMayKeep(const onnx::TensorProto &proto, DType dtype) {
     return true;
   const std::string &raw = proto.raw_data();
   switch (dtype) {
-  case DType::Bool:
-    return !raw.empty() && raw[0] != 0;
+  case DType::Bool: return !raw.empty() && raw[0] != 0;
   case DType::F32: {
     float v;
     if (raw.size() < sizeof v)
@@ -48,8 +47,7 @@ bool firstElementMayKeep(const onnx::TensorProto &proto, DType dtype) {
   case DType::BF16: // +0 or -0: the sign bit alone
     return raw.size() >= 2 && (static_cast<unsigned char>(raw[0]) == 0 &&
                                (static_cast<unsigned char>(raw[1]) & 0x7f) == 0);
-  default:
-    return true;
+  default: return true;
   }
 }
 

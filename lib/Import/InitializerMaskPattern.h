@@ -5,8 +5,8 @@
 
 #include "kiln/Support/HostTensor.h"
 
-#include "llvm/ADT/ArrayRef.h"
 #include "onnx/onnx_pb.h"
+#include "llvm/ADT/ArrayRef.h"
 
 #include <optional>
 #include <string>

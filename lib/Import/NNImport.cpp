@@ -7,13 +7,9 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-Type elementTypeOf(Value v) {
-  return llvm::cast<ShapedType>(v.getType()).getElementType();
-}
+Type elementTypeOf(Value v) { return llvm::cast<ShapedType>(v.getType()).getElementType(); }
 
-RankedTensorType tensorOf(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 DenseI64ArrayAttr i64s(NodeContext &ctx, ArrayRef<int64_t> values) {
   return ctx.builder().getDenseI64ArrayAttr(values);
@@ -55,9 +51,7 @@ LogicalResult importMatMul(NodeContext &ctx) {
   int64_t rank = tensorOf(*r).getRank();
   if (rb == 1 && failed(r = squeeze(ctx, *r, {rank - 1})))
     return failure();
-  if (ra == 1 &&
-      failed(r = squeeze(ctx, *r,
-                         {tensorOf(*r).getRank() - 2 + (rb == 1 ? 1 : 0)})))
+  if (ra == 1 && failed(r = squeeze(ctx, *r, {tensorOf(*r).getRank() - 2 + (rb == 1 ? 1 : 0)})))
     return failure();
   ctx.setOutput(0, *r);
   return success();
@@ -69,22 +63,19 @@ LogicalResult importGemm(NodeContext &ctx) {
     return failure();
   if (tensorOf(*a).getRank() != 2 || tensorOf(*b).getRank() != 2)
     return ctx.error("Gemm operands must be matrices");
-  FailureOr<Value> r = ctx.create<MatmulOp>(
-      *a, *b, ctx.attrInt("transA", 0) != 0, ctx.attrInt("transB", 0) != 0);
+  FailureOr<Value> r =
+      ctx.create<MatmulOp>(*a, *b, ctx.attrInt("transA", 0) != 0, ctx.attrInt("transB", 0) != 0);
   if (failed(r))
     return failure();
   Type element = elementTypeOf(*r);
-  double alpha = ctx.attrFloat("alpha", 1.0f),
-         beta = ctx.attrFloat("beta", 1.0f);
-  if (alpha != 1.0 &&
-      failed(r = ctx.create<MulOp>(*r, ctx.scalar(alpha, element))))
+  double alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0 && failed(r = ctx.create<MulOp>(*r, ctx.scalar(alpha, element))))
     return failure();
   if (ctx.hasInput(2) && beta != 0.0) {
     FailureOr<Value> c = ctx.input(2);
     if (failed(c))
       return failure();
-    if (beta != 1.0 &&
-        failed(c = ctx.create<MulOp>(*c, ctx.scalar(beta, element))))
+    if (beta != 1.0 && failed(c = ctx.create<MulOp>(*c, ctx.scalar(beta, element))))
       return failure();
     if (failed(r = ctx.create<AddOp>(*r, *c)))
       return failure();
@@ -108,8 +99,7 @@ template <typename OpT> LogicalResult importSoftmax(NodeContext &ctx) {
   if (failed(axis))
     return failure();
   if (ctx.opset() >= 13 || *axis == rank - 1) {
-    FailureOr<Value> r =
-        ctx.create<OpT>(*x, ctx.builder().getI64IntegerAttr(*axis));
+    FailureOr<Value> r = ctx.create<OpT>(*x, ctx.builder().getI64IntegerAttr(*axis));
     if (failed(r))
       return failure();
     ctx.setOutput(0, *r);
@@ -118,10 +108,9 @@ template <typename OpT> LogicalResult importSoftmax(NodeContext &ctx) {
   // Before opset 13 the input is flattened to 2-D at `axis`.
   DimList dims = getDims(type);
   DimList flat(dims.begin(), dims.begin() + *axis);
-  flat.push_back(
-      dimProduct(ArrayRef<Dim>(dims).drop_front(*axis), ctx.context()));
-  FailureOr<Value> r = ctx.create<OpT>(reshapeTo(ctx, *x, flat),
-                                       ctx.builder().getI64IntegerAttr(*axis));
+  flat.push_back(dimProduct(ArrayRef<Dim>(dims).drop_front(*axis), ctx.context()));
+  FailureOr<Value> r =
+      ctx.create<OpT>(reshapeTo(ctx, *x, flat), ctx.builder().getI64IntegerAttr(*axis));
   if (failed(r))
     return failure();
   ctx.setOutput(0, reshapeTo(ctx, *r, dims));
@@ -132,17 +121,7 @@ template <typename OpT> LogicalResult importSoftmax(NodeContext &ctx) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind {
-  Sum,
-  Mean,
-  Max,
-  Min,
-  L1,
-  L2,
-  SumSquare,
-  LogSum,
-  LogSumExp
-};
+enum class ReduceKind { Sum, Mean, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp };
 
 template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
@@ -153,8 +132,7 @@ template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
   bool axesAsInput = ctx.opset() >= (kind == ReduceKind::Sum ? 13 : 18);
   std::vector<int64_t> axes;
   if (axesAsInput && ctx.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> given =
-        ctx.constantInts(1, "reduction axes");
+    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "reduction axes");
     if (failed(given))
       return failure();
     axes = *given;
@@ -182,19 +160,12 @@ template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
   Value v = *x;
   FailureOr<Value> r;
   switch (kind) {
-  case ReduceKind::Sum:
-    r = ctx.create<ReduceSumOp>(v, axesAttr, keep);
-    break;
-  case ReduceKind::Mean:
-    r = ctx.create<ReduceMeanOp>(v, axesAttr, keep);
-    break;
-  case ReduceKind::Max:
-    r = ctx.create<ReduceMaxOp>(v, axesAttr, keep);
-    break;
+  case ReduceKind::Sum: r = ctx.create<ReduceSumOp>(v, axesAttr, keep); break;
+  case ReduceKind::Mean: r = ctx.create<ReduceMeanOp>(v, axesAttr, keep); break;
+  case ReduceKind::Max: r = ctx.create<ReduceMaxOp>(v, axesAttr, keep); break;
   case ReduceKind::Min: {
     FailureOr<Value> neg = ctx.create<NegOp>(v);
-    if (failed(neg) ||
-        failed(r = ctx.create<ReduceMaxOp>(*neg, axesAttr, keep)))
+    if (failed(neg) || failed(r = ctx.create<ReduceMaxOp>(*neg, axesAttr, keep)))
       return failure();
     r = ctx.create<NegOp>(*r);
     break;
@@ -217,8 +188,8 @@ template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
   }
   case ReduceKind::LogSum:
   case ReduceKind::LogSumExp: {
-    FailureOr<Value> in = kind == ReduceKind::LogSumExp ? ctx.create<ExpOp>(v)
-                                                        : FailureOr<Value>(v);
+    FailureOr<Value> in =
+        kind == ReduceKind::LogSumExp ? ctx.create<ExpOp>(v) : FailureOr<Value>(v);
     if (failed(in) || failed(r = ctx.create<ReduceSumOp>(*in, axesAttr, keep)))
       return failure();
     r = ctx.create<LogOp>(*r);
@@ -237,8 +208,7 @@ template <ReduceKind kind> LogicalResult importReduce(NodeContext &ctx) {
 
 /// LayerNormalization's optional Mean and InvStdDev outputs, over the
 /// normalized dims with those dims kept as size 1.
-LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
-                                  double epsilon) {
+LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis, double epsilon) {
   int64_t rank = tensorOf(x).getRank();
   SmallVector<int64_t> axes;
   for (int64_t i = axis; i < rank; ++i)
@@ -256,8 +226,7 @@ LogicalResult layerNormStatistics(NodeContext &ctx, Value x, int64_t axis,
   FailureOr<Value> variance = ctx.create<ReduceMeanOp>(*square, axesAttr, true);
   if (failed(variance))
     return failure();
-  FailureOr<Value> shifted =
-      ctx.create<AddOp>(*variance, ctx.scalar(epsilon, elementTypeOf(x)));
+  FailureOr<Value> shifted = ctx.create<AddOp>(*variance, ctx.scalar(epsilon, elementTypeOf(x)));
   if (failed(shifted))
     return failure();
   FailureOr<Value> invStd = ctx.create<RsqrtOp>(*shifted);
@@ -273,8 +242,7 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
   if (failed(x) || failed(scale))
     return failure();
   RankedTensorType type = tensorOf(*x);
-  FailureOr<int64_t> axis =
-      ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), type.getRank());
   if (failed(axis))
     return failure();
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
@@ -287,9 +255,8 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
       return p;
     if (tensorOf(p).getRank() > want.getRank()) // Leading 1s only.
       p = ctx.createTyped<ReshapeOp>(
-          makeTensorType(
-              ArrayRef<Dim>(getDims(tensorOf(p))).take_back(want.getRank()),
-              elementTypeOf(p)),
+          makeTensorType(ArrayRef<Dim>(getDims(tensorOf(p))).take_back(want.getRank()),
+                         elementTypeOf(p)),
           p);
     return p.getType() == want ? p : ctx.createTyped<ExpandOp>(want, p);
   };
@@ -300,9 +267,9 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
       return failure();
     bias = fit(*b);
   }
-  FailureOr<Value> r = ctx.create<LayerNormOp>(
-      *x, fit(*scale), bias, ctx.builder().getI64IntegerAttr(*axis),
-      ctx.builder().getF64FloatAttr(epsilon));
+  FailureOr<Value> r =
+      ctx.create<LayerNormOp>(*x, fit(*scale), bias, ctx.builder().getI64IntegerAttr(*axis),
+                              ctx.builder().getF64FloatAttr(epsilon));
   if (failed(r))
     return failure();
   ctx.setOutput(0, *r);
@@ -317,25 +284,21 @@ LogicalResult importLayerNorm(NodeContext &ctx) {
 /// SoftmaxCrossEntropyLoss with class weights, spelled out:
 /// loss[n] = -w[y[n]] * log_softmax(scores)[n, y[n]] over counted rows;
 /// mean divides by the summed weights of counted rows (the ONNX rule).
-FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
-                                      Value labels, Value weights,
-                                      std::optional<int64_t> ignore,
-                                      Reduction reduction) {
+FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores, Value labels, Value weights,
+                                      std::optional<int64_t> ignore, Reduction reduction) {
   Type element = elementTypeOf(scores);
   Type labelType = elementTypeOf(labels);
-  FailureOr<Value> logProb =
-      ctx.create<LogSoftmaxOp>(scores, ctx.builder().getI64IntegerAttr(1));
+  FailureOr<Value> logProb = ctx.create<LogSoftmaxOp>(scores, ctx.builder().getI64IntegerAttr(1));
   if (failed(logProb))
     return failure();
   Value safeLabels = labels, counted;
   if (ignore) {
-    FailureOr<Value> keep = ctx.create<NeOp>(
-        labels, ctx.scalar(static_cast<double>(*ignore), labelType));
+    FailureOr<Value> keep =
+        ctx.create<NeOp>(labels, ctx.scalar(static_cast<double>(*ignore), labelType));
     if (failed(keep))
       return failure();
     counted = *keep;
-    FailureOr<Value> safe =
-        ctx.create<SelectOp>(*keep, labels, ctx.scalar(0, labelType));
+    FailureOr<Value> safe = ctx.create<SelectOp>(*keep, labels, ctx.scalar(0, labelType));
     if (failed(safe))
       return failure();
     safeLabels = *safe;
@@ -343,16 +306,15 @@ FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
   FailureOr<Value> index = unsqueeze(ctx, safeLabels, {1});
   if (failed(index))
     return failure();
-  FailureOr<Value> picked = ctx.create<GatherElementsOp>(
-      *logProb, *index, ctx.builder().getI64IntegerAttr(1));
+  FailureOr<Value> picked =
+      ctx.create<GatherElementsOp>(*logProb, *index, ctx.builder().getI64IntegerAttr(1));
   if (failed(picked) || failed(picked = squeeze(ctx, *picked, {1})))
     return failure();
-  FailureOr<Value> w = ctx.create<GatherOp>(weights, safeLabels,
-                                            ctx.builder().getI64IntegerAttr(0));
+  FailureOr<Value> w =
+      ctx.create<GatherOp>(weights, safeLabels, ctx.builder().getI64IntegerAttr(0));
   if (failed(w))
     return failure();
-  if (counted &&
-      failed(w = ctx.create<SelectOp>(counted, *w, ctx.scalar(0, element))))
+  if (counted && failed(w = ctx.create<SelectOp>(counted, *w, ctx.scalar(0, element))))
     return failure();
   FailureOr<Value> loss = ctx.create<MulOp>(*picked, *w);
   if (failed(loss) || failed(loss = ctx.create<NegOp>(*loss)))
@@ -363,19 +325,16 @@ FailureOr<Value> weightedCrossEntropy(NodeContext &ctx, Value scores,
   SmallVector<int64_t> all;
   for (int64_t i = 0; i < rank; ++i)
     all.push_back(i);
-  FailureOr<Value> total =
-      ctx.create<ReduceSumOp>(*loss, i64s(ctx, all), false);
+  FailureOr<Value> total = ctx.create<ReduceSumOp>(*loss, i64s(ctx, all), false);
   if (failed(total) || reduction == Reduction::sum)
     return total;
-  FailureOr<Value> weightSum =
-      ctx.create<ReduceSumOp>(*w, i64s(ctx, all), false);
+  FailureOr<Value> weightSum = ctx.create<ReduceSumOp>(*w, i64s(ctx, all), false);
   if (failed(weightSum))
     return failure();
   return ctx.create<DivOp>(*total, *weightSum);
 }
 
-LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
-                                Reduction reduction);
+LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels, Reduction reduction);
 
 LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
   FailureOr<Value> scores = ctx.input(0), labels = ctx.input(1);
@@ -401,8 +360,8 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
     std::optional<int64_t> ignore;
     if (ctx.attr("ignore_index"))
       ignore = ctx.attrInt("ignore_index", 0);
-    FailureOr<Value> loss = weightedCrossEntropy(ctx, *scores, *labels,
-                                                 *weights, ignore, reduction);
+    FailureOr<Value> loss =
+        weightedCrossEntropy(ctx, *scores, *labels, *weights, ignore, reduction);
     if (failed(loss))
       return failure();
     ctx.setOutput(0, *loss);
@@ -420,8 +379,7 @@ LogicalResult importSoftmaxCrossEntropy(NodeContext &ctx) {
 }
 
 /// Without class weights the loss is the fused op on [rows, classes].
-LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
-                                Reduction reduction) {
+LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels, Reduction reduction) {
   RankedTensorType type = tensorOf(scores);
   // [N, C, d1...] -> [N*d1*..., C] with classes last; labels to [N*d1*...].
   DimList dims = getDims(type);
@@ -444,12 +402,11 @@ LogicalResult fusedCrossEntropy(NodeContext &ctx, Value scores, Value labels,
   Dim rowCount = dimProduct(rowDims, ctx.context());
   Value flatLabels = reshapeTo(ctx, labels, {rowCount});
   // No ignore_index means every label counts: use one no label can equal.
-  int64_t ignore = ctx.attr("ignore_index")
-                       ? ctx.attrInt("ignore_index", -100)
-                       : std::numeric_limits<int64_t>::min();
-  FailureOr<Value> loss = ctx.create<CrossEntropyOp>(
-      logits, flatLabels, ctx.builder().getI64IntegerAttr(ignore),
-      ReductionAttr::get(ctx.context(), reduction));
+  int64_t ignore = ctx.attr("ignore_index") ? ctx.attrInt("ignore_index", -100)
+                                            : std::numeric_limits<int64_t>::min();
+  FailureOr<Value> loss =
+      ctx.create<CrossEntropyOp>(logits, flatLabels, ctx.builder().getI64IntegerAttr(ignore),
+                                 ReductionAttr::get(ctx.context(), reduction));
   if (failed(loss))
     return failure();
   Value result = *loss;
@@ -471,8 +428,7 @@ LogicalResult importCumSum(NodeContext &ctx) {
   FailureOr<int64_t> a = ctx.normalizeAxis(*axis, tensorOf(*x).getRank());
   if (failed(a))
     return failure();
-  return ctx.produce(ctx.create<CumsumOp>(*x, *a,
-                                          ctx.attrInt("exclusive", 0) != 0,
+  return ctx.produce(ctx.create<CumsumOp>(*x, *a, ctx.attrInt("exclusive", 0) != 0,
                                           ctx.attrInt("reverse", 0) != 0));
 }
 
@@ -504,8 +460,8 @@ LogicalResult importGather(NodeContext &ctx) {
       for (int64_t i : *idx) {
         int64_t j = i < 0 ? i + n : i;
         if (j < 0 || j >= n)
-          return ctx.error("Gather index " + Twine(i) + " out of range for " +
-                           Twine(n) + " elements");
+          return ctx.error("Gather index " + Twine(i) + " out of range for " + Twine(n) +
+                           " elements");
         result.elements.push_back(data->elements[j]);
       }
       ctx.setKnown(0, result);
@@ -537,20 +493,17 @@ LogicalResult importGather(NodeContext &ctx) {
         return ctx.error("Gather index " + Twine(index) + " is out of range for dim " +
                          Twine(*axis) + " of size " + Twine(n));
   }
-  return ctx.produce(
-      ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis)));
+  return ctx.produce(ctx.create<GatherOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importGatherElements(NodeContext &ctx) {
   FailureOr<Value> d = ctx.input(0), i = ctx.input(1);
   if (failed(d) || failed(i))
     return failure();
-  FailureOr<int64_t> axis =
-      ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(*d).getRank());
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(*d).getRank());
   if (failed(axis))
     return failure();
-  return ctx.produce(ctx.create<GatherElementsOp>(
-      *d, *i, ctx.builder().getI64IntegerAttr(*axis)));
+  return ctx.produce(ctx.create<GatherElementsOp>(*d, *i, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importGatherND(NodeContext &ctx) {

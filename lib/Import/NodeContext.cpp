@@ -24,11 +24,9 @@ std::optional<std::vector<int64_t>> KnownTensor::constants() const {
   return values;
 }
 
-NodeContext::NodeContext(OpBuilder &builder, Location loc,
-                         const onnx::NodeProto &node, int64_t opset,
-                         SmallVector<ImportedValue *> inputs)
-    : builder_(builder), loc_(loc), node_(node), opset_(opset),
-      inputs_(std::move(inputs)) {
+NodeContext::NodeContext(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                         int64_t opset, SmallVector<ImportedValue *> inputs)
+    : builder_(builder), loc_(loc), node_(node), opset_(opset), inputs_(std::move(inputs)) {
   while (!inputs_.empty() && !inputs_.back())
     inputs_.pop_back();
   outputs_.resize(node.output_size());
@@ -74,8 +72,7 @@ FailureOr<RankedTensorType> NodeContext::inputType(size_t i) {
   return type;
 }
 
-FailureOr<std::vector<int64_t>> NodeContext::constantInts(size_t i,
-                                                          StringRef what) {
+FailureOr<std::vector<int64_t>> NodeContext::constantInts(size_t i, StringRef what) {
   const KnownTensor *k = known(i);
   std::optional<std::vector<int64_t>> values = k ? k->constants() : std::nullopt;
   if (!values) {
@@ -160,8 +157,7 @@ Value NodeContext::scalar(double value, Type elementType) {
     element = builder_.getFloatAttr(elementType, value);
   else
     element = builder_.getIntegerAttr(elementType, static_cast<int64_t>(value));
-  return builder_.create<ConstantOp>(loc_, DenseElementsAttr::get(type, element))
-      .getResult();
+  return builder_.create<ConstantOp>(loc_, DenseElementsAttr::get(type, element)).getResult();
 }
 
 FailureOr<Value> NodeContext::materialize(const KnownTensor &known) {
@@ -180,8 +176,7 @@ FailureOr<Value> NodeContext::materialize(const KnownTensor &known) {
     else
       attrs.push_back(builder_.getIntegerAttr(element, wrapToInt(known.dtype, v)));
   }
-  return builder_.create<ConstantOp>(loc_, DenseElementsAttr::get(type, attrs))
-      .getResult();
+  return builder_.create<ConstantOp>(loc_, DenseElementsAttr::get(type, attrs)).getResult();
 }
 
 FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank) {
@@ -197,10 +192,9 @@ FailureOr<Value> NodeContext::finishInferred(Operation *op) {
   auto inferable = llvm::cast<InferTypeOpInterface>(op);
   SmallVector<Type> types;
   diagnostic_.clear();
-  if (failed(inferable.inferReturnTypes(
-          op->getContext(), op->getLoc(), op->getOperands(),
-          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-          op->getRegions(), types))) {
+  if (failed(inferable.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                        op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                        op->getRegions(), types))) {
     op->erase();
     (void)error(diagnostic_.empty() ? "operand types do not fit" : diagnostic_);
     return failure();
@@ -225,12 +219,10 @@ LogicalResult NodeContext::error(const Twine &message) {
   return failure();
 }
 
-ImportedValue constantTensor(OpBuilder &builder, Location loc,
-                             const HostTensor &tensor) {
+ImportedValue constantTensor(OpBuilder &builder, Location loc, const HostTensor &tensor) {
   ImportedValue result;
   MLIRContext *context = builder.getContext();
-  if (!tensor.isFloat() && tensor.shape.size() <= 1 &&
-      tensor.numel() <= kMaxKnownElements) {
+  if (!tensor.isFloat() && tensor.shape.size() <= 1 && tensor.numel() <= kMaxKnownElements) {
     KnownTensor known;
     known.dtype = tensor.dtype;
     known.shape = tensor.shape;
@@ -243,11 +235,9 @@ ImportedValue constantTensor(OpBuilder &builder, Location loc,
   auto type = RankedTensorType::get(tensor.shape, element);
   SmallVector<Attribute> values;
   for (int64_t i = 0, n = tensor.numel(); i < n; ++i)
-    values.push_back(tensor.isFloat()
-                         ? Attribute(builder.getFloatAttr(element, tensor.floats[i]))
-                         : Attribute(builder.getIntegerAttr(element, tensor.ints[i])));
-  result.value =
-      builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, values)).getResult();
+    values.push_back(tensor.isFloat() ? Attribute(builder.getFloatAttr(element, tensor.floats[i]))
+                                      : Attribute(builder.getIntegerAttr(element, tensor.ints[i])));
+  result.value = builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, values)).getResult();
   return result;
 }
 

@@ -15,8 +15,8 @@
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Support/HostTensor.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringMap.h"
 #include "onnx/onnx_pb.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <optional>
 #include <string>
@@ -44,9 +44,8 @@ enum class NodeFailure { None, Unsupported, Error };
 
 class NodeContext {
 public:
-  NodeContext(mlir::OpBuilder &builder, mlir::Location loc,
-              const onnx::NodeProto &node, int64_t opset,
-              llvm::SmallVector<ImportedValue *> inputs);
+  NodeContext(mlir::OpBuilder &builder, mlir::Location loc, const onnx::NodeProto &node,
+              int64_t opset, llvm::SmallVector<ImportedValue *> inputs);
 
   const onnx::NodeProto &node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -93,17 +92,14 @@ public:
   //===--- building ops ---------------------------------------------------===//
   /// Creates an op that infers its result type; type errors become an import
   /// error on this node.
-  template <typename OpT, typename... Args>
-  mlir::FailureOr<mlir::Value> create(Args &&...args) {
-    auto op = builder_.create<OpT>(loc_, builder_.getNoneType(),
-                                   std::forward<Args>(args)...);
+  template <typename OpT, typename... Args> mlir::FailureOr<mlir::Value> create(Args &&...args) {
+    auto op = builder_.create<OpT>(loc_, builder_.getNoneType(), std::forward<Args>(args)...);
     return finishInferred(op.getOperation());
   }
   /// Creates an op whose result type is a choice (reshape, expand, ...).
   template <typename OpT, typename... Args>
   mlir::Value createTyped(mlir::Type type, Args &&...args) {
-    return builder_.create<OpT>(loc_, type, std::forward<Args>(args)...)
-        .getResult();
+    return builder_.create<OpT>(loc_, type, std::forward<Args>(args)...).getResult();
   }
   /// A rank-0 constant of `elementType`.
   mlir::Value scalar(double value, mlir::Type elementType);
@@ -165,8 +161,7 @@ const HandlerMap &getHandlers();
 
 /// Folds an elementwise integer op over known tensors (numpy broadcasting
 /// for rank <= 1); nullopt when it cannot (non-constant division, etc.).
-std::optional<KnownTensor> foldKnownBinary(llvm::StringRef opType,
-                                           const KnownTensor &a,
+std::optional<KnownTensor> foldKnownBinary(llvm::StringRef opType, const KnownTensor &a,
                                            const KnownTensor &b);
 
 } // namespace kiln

@@ -10,24 +10,24 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Import/OnnxImporter.h"
-#include "NodeContext.h"
 #include "InitializerMaskPattern.h"
-#include "kiln/Dialect/Graph/MaskAnalysis.h"
-#include "kiln/Import/TensorProto.h"
+#include "NodeContext.h"
 #include "kiln/Dialect/Graph/DimOverflow.h"
+#include "kiln/Dialect/Graph/MaskAnalysis.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Import/TensorProto.h"
 #include "kiln/Pipelines/Pipelines.h"
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "onnx/defs/schema.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
-#include "google/protobuf/unknown_field_set.h"
-#include "onnx/defs/schema.h"
 
 #include <set>
 
@@ -47,8 +47,7 @@ constexpr int64_t kMaxOpset = 21;
 /// key (1) and value (2).
 std::optional<std::string> foldedSource(const onnx::ValueInfoProto &info) {
   constexpr int kMetadataProps = 4, kKey = 1, kValue = 2;
-  const google::protobuf::UnknownFieldSet &unknown =
-      info.GetReflection()->GetUnknownFields(info);
+  const google::protobuf::UnknownFieldSet &unknown = info.GetReflection()->GetUnknownFields(info);
   for (int i = 0; i < unknown.field_count(); ++i) {
     const google::protobuf::UnknownField &field = unknown.field(i);
     if (field.number() != kMetadataProps ||
@@ -70,8 +69,8 @@ std::optional<std::string> foldedSource(const onnx::ValueInfoProto &info) {
     if (key != "pkg.onnxscript.optimizer.folded_from")
       continue;
     StringRef list = StringRef(value).trim();
-    if (!list.consume_front("['") || !list.consume_back("']") ||
-        list.contains('\'') || list.empty())
+    if (!list.consume_front("['") || !list.consume_back("']") || list.contains('\'') ||
+        list.empty())
       return std::nullopt; // Folded from several tensors: no single name.
     return list.str();
   }
@@ -90,20 +89,18 @@ std::string symbolName(StringRef raw) {
 
 /// An attribute whose type is not the one the op's ONNX schema declares
 /// (ONNX 1.12 knows schemas up to opset 17; newer ops are not checked).
-std::optional<std::string> attributeTypeError(const onnx::NodeProto &node,
-                                              int64_t opset) {
+std::optional<std::string> attributeTypeError(const onnx::NodeProto &node, int64_t opset) {
   const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
       node.op_type(), static_cast<int>(std::min<int64_t>(opset, INT32_MAX)));
   if (!schema)
     return std::nullopt;
   for (const onnx::AttributeProto &a : node.attribute()) {
     auto it = schema->attributes().find(a.name());
-    if (it == schema->attributes().end() ||
-        a.type() == onnx::AttributeProto::UNDEFINED || a.type() == it->second.type)
+    if (it == schema->attributes().end() || a.type() == onnx::AttributeProto::UNDEFINED ||
+        a.type() == it->second.type)
       continue;
-    return "attribute '" + a.name() + "' is " +
-           onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
-           onnx::AttributeProto::AttributeType_Name(it->second.type);
+    return "attribute '" + a.name() + "' is " + onnx::AttributeProto::AttributeType_Name(a.type()) +
+           ", expected " + onnx::AttributeProto::AttributeType_Name(it->second.type);
   }
   return std::nullopt;
 }
@@ -120,16 +117,14 @@ std::optional<std::string> oversizedResult(Operation *op) {
     for (int64_t d : ranked.getShape())
       if (!ShapedType::isDynamic(d))
         countOverflow |= llvm::MulOverflow(count, d, count);
-    int64_t width = ranked.getElementType().isIntOrFloat()
-                        ? (ranked.getElementTypeBitWidth() + 7) / 8
-                        : 1;
+    int64_t width =
+        ranked.getElementType().isIntOrFloat() ? (ranked.getElementTypeBitWidth() + 7) / 8 : 1;
     bool bytesOverflow = !countOverflow && llvm::MulOverflow(count, width, bytes);
     if (countOverflow || bytesOverflow) {
       std::string text;
       llvm::raw_string_ostream os(text);
-      os << "result " << i << " " << shapeToString(ranked) << " "
-         << ranked.getElementType() << " has more "
-         << (countOverflow ? "elements" : "bytes") << " than int64 can count";
+      os << "result " << i << " " << shapeToString(ranked) << " " << ranked.getElementType()
+         << " has more " << (countOverflow ? "elements" : "bytes") << " than int64 can count";
       return text;
     }
   }
@@ -162,16 +157,16 @@ std::optional<std::string> verifyNodeOp(Operation *op) {
     });
     return text;
   };
-  return first + " (operands " + typeList(op->getOperandTypes()) +
-         "; result " + typeList(op->getResultTypes()) + ")";
+  return first + " (operands " + typeList(op->getOperandTypes()) + "; result " +
+         typeList(op->getResultTypes()) + ")";
 }
 
 class GraphImporter {
 public:
-  GraphImporter(MLIRContext *context, const onnx::ModelProto &model,
-                std::string path, const ImportOptions &options)
-      : context_(context), model_(model), path_(std::move(path)),
-        options_(options), builder_(context) {}
+  GraphImporter(MLIRContext *context, const onnx::ModelProto &model, std::string path,
+                const ImportOptions &options)
+      : context_(context), model_(model), path_(std::move(path)), options_(options),
+        builder_(context) {}
 
   absl::StatusOr<ImportResult> run();
 
@@ -185,10 +180,9 @@ private:
   absl::Status importNode(const onnx::NodeProto &node, int index);
   /// An If whose predicate is a compile-time constant: the taken branch is
   /// imported inline (no graph break). Returns false when it is not one.
-  absl::StatusOr<bool> inlineConstantIf(const onnx::NodeProto &node,
-                                        ImportedValue *predicate);
-  absl::Status emitOpaque(const onnx::NodeProto &node, StringRef nodeName,
-                          StringRef reason, Location loc);
+  absl::StatusOr<bool> inlineConstantIf(const onnx::NodeProto &node, ImportedValue *predicate);
+  absl::Status emitOpaque(const onnx::NodeProto &node, StringRef nodeName, StringRef reason,
+                          Location loc);
   Type opaqueResultType(const std::string &name);
 
   MLIRContext *context_;
@@ -213,16 +207,15 @@ private:
   /// Gather indices from an integer initializer large enough to stay a
   /// frozen parameter: read from the model and checked against the
   /// gathered dim, as the handler checks constant indices.
-  absl::Status checkInitializerIndices(const onnx::NodeProto &node,
-                                       const std::string &nodeName,
+  absl::Status checkInitializerIndices(const onnx::NodeProto &node, const std::string &nodeName,
                                        ArrayRef<ImportedValue *> inputs);
 };
 
-absl::Status GraphImporter::checkInitializerIndices(
-    const onnx::NodeProto &node, const std::string &nodeName,
-    ArrayRef<ImportedValue *> inputs) {
-  if (inputs.size() < 2 || !inputs[0] || !inputs[1] || !inputs[0]->value ||
-      !inputs[1]->value || !inputs[1]->value.getDefiningOp<ParameterOp>())
+absl::Status GraphImporter::checkInitializerIndices(const onnx::NodeProto &node,
+                                                    const std::string &nodeName,
+                                                    ArrayRef<ImportedValue *> inputs) {
+  if (inputs.size() < 2 || !inputs[0] || !inputs[1] || !inputs[0]->value || !inputs[1]->value ||
+      !inputs[1]->value.getDefiningOp<ParameterOp>())
     return absl::OkStatus();
   auto init = initializers_.find(node.input(1));
   auto type = llvm::dyn_cast<RankedTensorType>(inputs[0]->value.getType());
@@ -238,8 +231,7 @@ absl::Status GraphImporter::checkInitializerIndices(
     return absl::OkStatus(); // The handler reports a bad axis.
   // Without the bytes (external data left behind) there is nothing to check:
   // compiling needs only shapes.
-  absl::StatusOr<HostTensor> indices =
-      tensorFromProto(*init->second, folderOf(path_));
+  absl::StatusOr<HostTensor> indices = tensorFromProto(*init->second, folderOf(path_));
   if (!indices.ok() || indices->isFloat())
     return absl::OkStatus();
   int64_t n = type.getDimSize(axis);
@@ -250,8 +242,7 @@ absl::Status GraphImporter::checkInitializerIndices(
   return absl::OkStatus();
 }
 
-absl::Status GraphImporter::define(const std::string &name,
-                                   const std::string &what) {
+absl::Status GraphImporter::define(const std::string &name, const std::string &what) {
   if (name.empty())
     return absl::OkStatus(); // No value: nothing can refer to it.
   auto [it, inserted] = definedBy_.try_emplace(name, what);
@@ -260,15 +251,13 @@ absl::Status GraphImporter::define(const std::string &name,
   return fail(what + ": value '" + name + "' is already defined by " + it->second);
 }
 
-absl::StatusOr<RankedTensorType>
-GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
+absl::StatusOr<RankedTensorType> GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
   if (!info.type().has_tensor_type())
     return fail("graph input '" + info.name() + "' is not a tensor");
   const onnx::TypeProto::Tensor &tensor = info.type().tensor_type();
   absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.elem_type());
   if (!dtype.ok())
-    return fail("graph input '" + info.name() + "': " +
-                std::string(dtype.status().message()));
+    return fail("graph input '" + info.name() + "': " + std::string(dtype.status().message()));
   if (!tensor.has_shape())
     return fail("graph input '" + info.name() + "' has no shape (rank unknown)");
   DimList dims;
@@ -276,29 +265,25 @@ GraphImporter::importValueType(const onnx::ValueInfoProto &info) {
   for (int i = 0; i < tensor.shape().dim_size(); ++i) {
     const onnx::TensorShapeProto::Dimension &dim = tensor.shape().dim(i);
     if (dim.has_dim_value() &&
-        (dim.dim_value() < 0 ||
-         llvm::MulOverflow(staticElements, dim.dim_value(), staticElements)))
+        (dim.dim_value() < 0 || llvm::MulOverflow(staticElements, dim.dim_value(), staticElements)))
       return fail("graph input '" + info.name() + "': " +
-                  (dim.dim_value() < 0
-                       ? "dim " + Twine(dim.dim_value()) + " is negative"
-                       : Twine("its element count overflows int64")));
+                  (dim.dim_value() < 0 ? "dim " + Twine(dim.dim_value()) + " is negative"
+                                       : Twine("its element count overflows int64")));
     if (dim.has_dim_value())
       dims.push_back(dimConst(context_, dim.dim_value()));
     else if (dim.has_dim_param() && !dim.dim_param().empty())
       dims.push_back(SymExprAttr::getSymbol(context_, symbolName(dim.dim_param())));
     else // Unnamed dynamic dim: a generated, stable name.
-      dims.push_back(SymExprAttr::getSymbol(
-          context_, symbolName(info.name() + "_dim" + std::to_string(i))));
+      dims.push_back(
+          SymExprAttr::getSymbol(context_, symbolName(info.name() + "_dim" + std::to_string(i))));
   }
   return makeTensorType(dims, toMlirType(*dtype, context_));
 }
 
-absl::StatusOr<ImportedValue>
-GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
+absl::StatusOr<ImportedValue> GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.data_type());
   if (!dtype.ok())
-    return fail("initializer '" + tensor.name() + "': " +
-                std::string(dtype.status().message()));
+    return fail("initializer '" + tensor.name() + "': " + std::string(dtype.status().message()));
   std::vector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
   int64_t numel = 1;
   for (int64_t d : shape)
@@ -314,8 +299,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   // exporter stores SDPA's sqrt(scale) as `val_N : [1]`), not weights: a
   // PyTorch module's parameters keep their names or record `folded_from`.
   bool exporterScalar = numel == 1 && !foldedFrom_.count(tensor.name());
-  bool weight = isFloat(*dtype) ? !shape.empty() && !exporterScalar
-                                : numel > kMaxKnownElements;
+  bool weight = isFloat(*dtype) ? !shape.empty() && !exporterScalar : numel > kMaxKnownElements;
   if (weight) {
     // Only the shape is needed: the bytes stay in the model (or its external
     // data file) and are read by whoever needs values.
@@ -358,8 +342,7 @@ Type GraphImporter::opaqueResultType(const std::string &name) {
   if (it != valueInfo_.end() && it->second->has_tensor_type()) {
     const auto &tensor = it->second->tensor_type();
     absl::StatusOr<DType> dtype = dtypeFromOnnx(tensor.elem_type());
-    Type element = dtype.ok() ? toMlirType(*dtype, context_)
-                              : builder_.getF32Type();
+    Type element = dtype.ok() ? toMlirType(*dtype, context_) : builder_.getF32Type();
     if (!tensor.has_shape())
       return UnrankedTensorType::get(element);
     DimList dims;
@@ -376,9 +359,8 @@ Type GraphImporter::opaqueResultType(const std::string &name) {
   return UnrankedTensorType::get(builder_.getF32Type());
 }
 
-absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
-                                       StringRef nodeName, StringRef reason,
-                                       Location loc) {
+absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node, StringRef nodeName,
+                                       StringRef reason, Location loc) {
   SmallVector<Value> operands;
   SmallVector<Attribute> hostValues;
   for (const std::string &name : node.input()) {
@@ -388,8 +370,8 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
     if (!value.ok())
       return value.status();
     if (!*value)
-      return fail("node '" + nodeName + "' (" + node.op_type() + "): input '" +
-                  name + "' is not defined before use");
+      return fail("node '" + nodeName + "' (" + node.op_type() + "): input '" + name +
+                  "' is not defined before use");
     if (!(*value)->value) {
       NodeContext scratch(builder_, loc, node, opset_, {*value});
       if (failed(scratch.input(0))) {
@@ -415,22 +397,20 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
     case onnx::AttributeProto::FLOAT: value = builder_.getF32FloatAttr(a.f()); break;
     case onnx::AttributeProto::STRING: value = builder_.getStringAttr(a.s()); break;
     case onnx::AttributeProto::INTS:
-      value = builder_.getDenseI64ArrayAttr(
-          SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
+      value = builder_.getDenseI64ArrayAttr(SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
       break;
     case onnx::AttributeProto::FLOATS:
-      value = builder_.getDenseF32ArrayAttr(
-          SmallVector<float>(a.floats().begin(), a.floats().end()));
+      value =
+          builder_.getDenseF32ArrayAttr(SmallVector<float>(a.floats().begin(), a.floats().end()));
       break;
     default: // Tensors and graphs: keep the kind, not the payload.
-      value = builder_.getStringAttr(
-          "<" + onnx::AttributeProto::AttributeType_Name(a.type()) + ">");
+      value =
+          builder_.getStringAttr("<" + onnx::AttributeProto::AttributeType_Name(a.type()) + ">");
     }
     attrs.push_back(builder_.getNamedAttr(a.name(), value));
   }
-  auto op = builder_.create<OpaqueOp>(
-      loc, resultTypes, node.op_type(), node.domain(), nodeName.str(),
-      builder_.getDictionaryAttr(attrs), operands);
+  auto op = builder_.create<OpaqueOp>(loc, resultTypes, node.op_type(), node.domain(),
+                                      nodeName.str(), builder_.getDictionaryAttr(attrs), operands);
   op->setAttr("reason", builder_.getStringAttr(reason));
   if (!hostValues.empty())
     op->setAttr("host_values", builder_.getArrayAttr(hostValues));
@@ -441,9 +421,8 @@ absl::Status GraphImporter::emitOpaque(const onnx::NodeProto &node,
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool>
-GraphImporter::inlineConstantIf(const onnx::NodeProto &node,
-                                ImportedValue *predicate) {
+absl::StatusOr<bool> GraphImporter::inlineConstantIf(const onnx::NodeProto &node,
+                                                     ImportedValue *predicate) {
   if (!predicate->known)
     return false;
   std::optional<std::vector<int64_t>> value = predicate->known->constants();
@@ -467,8 +446,8 @@ GraphImporter::inlineConstantIf(const onnx::NodeProto &node,
     if (!out.ok())
       return out.status();
     if (!*out)
-      return fail("node '" + node.name() + "' (If): branch output '" +
-                  branch->output(i).name() + "' is never produced");
+      return fail("node '" + node.name() + "' (If): branch output '" + branch->output(i).name() +
+                  "' is never produced");
     values_[node.output(i)] = **out;
   }
   return true;
@@ -479,17 +458,15 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
       node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
   // The op type rides along as metadata, so an error from a later pass can
   // say "node 'n' (Slice)" (tools/kiln/Diagnostics.cpp).
-  Location loc = NameLoc::get(
-      StringAttr::get(context_, nodeName),
-      FusedLoc::get(context_, {FileLineColLoc::get(context_, path_, 0, 0)},
-                    StringAttr::get(context_, node.op_type())));
+  Location loc = NameLoc::get(StringAttr::get(context_, nodeName),
+                              FusedLoc::get(context_, {FileLineColLoc::get(context_, path_, 0, 0)},
+                                            StringAttr::get(context_, node.op_type())));
   auto nodeError = [&](const Twine &message) {
     return fail("node '" + nodeName + "' (" + node.op_type() + "): " + message);
   };
   for (const std::string &name : node.output())
     if (!name.empty())
-      if (absl::Status s = define(name, "node '" + nodeName + "' (" +
-                                            node.op_type() + ")");
+      if (absl::Status s = define(name, "node '" + nodeName + "' (" + node.op_type() + ")");
           !s.ok())
         return s;
 
@@ -518,18 +495,16 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   const HandlerMap &handlers = getHandlers();
   auto handler = handlers.find(node.op_type());
   if (!standardDomain || handler == handlers.end())
-    return emitOpaque(node, nodeName,
-                      standardDomain ? "no importer for this op"
-                                     : "op from domain '" + node.domain() + "'",
-                      loc);
+    return emitOpaque(
+        node, nodeName,
+        standardDomain ? "no importer for this op" : "op from domain '" + node.domain() + "'", loc);
 
   // Before opset 7, binary ops broadcast only on request (`broadcast`,
   // `axis`) and some ops took `consumed_inputs`; Kiln implements the numpy
   // rules of opset 7 and later only.
   for (const onnx::AttributeProto &a : node.attribute())
     if (a.name() == "broadcast" || a.name() == "consumed_inputs")
-      return emitOpaque(node, nodeName,
-                        "pre-opset-7 attribute '" + a.name() + "'", loc);
+      return emitOpaque(node, nodeName, "pre-opset-7 attribute '" + a.name() + "'", loc);
 
   // Handlers read attributes by name (a->i(), a->f()); one of the wrong
   // type (axis=1.5) would silently read as 0.
@@ -558,8 +533,7 @@ absl::Status GraphImporter::importNode(const onnx::NodeProto &node, int index) {
   if (succeeded(result)) {
     // Ops built with a chosen result type (Reshape, Split, Expand) are
     // verified here, so a model's impossible shape is its node's error.
-    Operation *first = last ? last->getNextNode()
-                       : block->empty() ? nullptr : &block->front();
+    Operation *first = last ? last->getNextNode() : block->empty() ? nullptr : &block->front();
     for (Operation *op = first; op; op = op->getNextNode())
       if (std::optional<std::string> bad = verifyNodeOp(op))
         return nodeError(*bad);
@@ -583,27 +557,25 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
     if (!opset.domain().empty() && opset.domain() != "ai.onnx")
       continue;
     if (opset_ != 0 && opset_ != opset.version())
-      return fail("the model imports two default-domain (ai.onnx) opsets, " +
-                  Twine(opset_) + " and " + Twine(opset.version()));
+      return fail("the model imports two default-domain (ai.onnx) opsets, " + Twine(opset_) +
+                  " and " + Twine(opset.version()));
     opset_ = opset.version();
   }
   if (opset_ == 0)
     return fail("the model imports no default-domain (ai.onnx) opset");
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
-    return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " +
-                Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
+    return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " + Twine(kMinOpset) +
+                " to " + Twine(kMaxOpset) + ")");
   const onnx::GraphProto &graph = model_.graph();
   for (const onnx::TensorProto &init : graph.initializer()) {
     initializers_[init.name()] = &init;
-    if (absl::Status s = define(init.name(), "initializer '" + init.name() + "'");
-        !s.ok())
+    if (absl::Status s = define(init.name(), "initializer '" + init.name() + "'"); !s.ok())
       return s;
   }
   // An input an initializer also provides is that initializer (its default).
   for (const onnx::ValueInfoProto &info : graph.input())
     if (!initializers_.count(info.name()))
-      if (absl::Status s = define(info.name(), "graph input '" + info.name() + "'");
-          !s.ok())
+      if (absl::Status s = define(info.name(), "graph input '" + info.name() + "'"); !s.ok())
         return s;
   for (const onnx::ValueInfoProto &info : graph.value_info()) {
     valueInfo_[info.name()] = &info.type();
@@ -632,9 +604,8 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
     argNames.push_back(info.name());
   }
   std::string funcName = graph.name().empty() ? "main" : "main";
-  auto func = func::FuncOp::create(
-      FileLineColLoc::get(context_, path_, 0, 0), funcName,
-      builder_.getFunctionType(argTypes, {}));
+  auto func = func::FuncOp::create(FileLineColLoc::get(context_, path_, 0, 0), funcName,
+                                   builder_.getFunctionType(argTypes, {}));
   module->push_back(func);
   Block *entry = func.addEntryBlock();
   builder_.setInsertionPointToStart(entry);
@@ -645,8 +616,7 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   for (const auto &[name, tensor] : options_.frozenInputs)
     values_[name] = constantTensor(
         builder_,
-        NameLoc::get(StringAttr::get(context_, name),
-                     FileLineColLoc::get(context_, path_, 0, 0)),
+        NameLoc::get(StringAttr::get(context_, name), FileLineColLoc::get(context_, path_, 0, 0)),
         tensor);
 
   // Type-inference diagnostics belong to the node being imported.
@@ -696,8 +666,8 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
       return success();
     });
     if (failed(verify(*module)) || failed(pm.run(*module)))
-      return absl::InternalError(absl::StrCat(
-          path_, ": internal error: imported IR does not verify: ", verifyErrors));
+      return absl::InternalError(
+          absl::StrCat(path_, ": internal error: imported IR does not verify: ", verifyErrors));
   }
   ImportResult result;
   result.module = std::move(module);
@@ -714,8 +684,7 @@ std::string oneLine(const std::string &text) {
   return line;
 }
 
-absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context,
-                                            const std::string &path,
+absl::StatusOr<ImportResult> importOnnxFile(MLIRContext *context, const std::string &path,
                                             const ImportOptions &options) {
   context->loadDialect<GraphDialect, func::FuncDialect>();
   onnx::ModelProto model;

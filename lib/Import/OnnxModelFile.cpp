@@ -23,9 +23,7 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-bool isTextualModel(StringRef path) {
-  return path.ends_with(".onnxtxt") || path.ends_with(".txt");
-}
+bool isTextualModel(StringRef path) { return path.ends_with(".onnxtxt") || path.ends_with(".txt"); }
 
 /// Protobuf refuses messages nested deeper than 100 levels (an If inside an
 /// If costs three: node, attribute, graph). A model that parses under a
@@ -55,19 +53,19 @@ absl::Status loadOnnxModel(const std::string &path, onnx::ModelProto &model) {
     } catch (const std::exception &e) {
       // ONNX 1.12's parser reads integers with std::stoll, which throws on
       // out-of-range literals.
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ONNX text does not parse: bad literal (", oneLine(e.what()), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ONNX text does not parse: bad literal (", oneLine(e.what()), ")"));
     }
     if (!status.IsOK())
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ONNX text does not parse: ", oneLine(status.ErrorMessage())));
   } else if (!model.ParseFromIstream(&file)) {
     if (parsesWhenDeeper(path))
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": the model nests subgraphs (If/Loop/Scan bodies) too deeply: "
-                "protobuf reads at most 100 nested messages"));
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a valid ONNX model (truncated or corrupt protobuf)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": the model nests subgraphs (If/Loop/Scan bodies) too deeply: "
+                             "protobuf reads at most 100 nested messages"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a valid ONNX model (truncated or corrupt protobuf)"));
   }
   if (!model.has_graph())
     return absl::InvalidArgumentError(absl::StrCat(path, ": the model has no graph"));

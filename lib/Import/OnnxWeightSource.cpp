@@ -5,9 +5,9 @@
 #include "kiln/Import/TensorProto.h"
 
 #include "absl/strings/str_cat.h"
-#include "llvm/Support/Path.h"
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
+#include "llvm/Support/Path.h"
 
 #include <fstream>
 #include <map>
@@ -21,8 +21,7 @@ struct OnnxWeightSource::Model {
   std::map<std::string, const onnx::TensorProto *> byName;
 };
 
-OnnxWeightSource::OnnxWeightSource(std::unique_ptr<Model> model)
-    : model_(std::move(model)) {}
+OnnxWeightSource::OnnxWeightSource(std::unique_ptr<Model> model) : model_(std::move(model)) {}
 OnnxWeightSource::~OnnxWeightSource() = default;
 
 absl::StatusOr<std::unique_ptr<OnnxWeightSource>>
@@ -47,14 +46,12 @@ static std::string oneLine(absl::string_view text) {
 absl::StatusOr<HostTensor> OnnxWeightSource::load(llvm::StringRef name) {
   auto it = model_->byName.find(name.str());
   if (it == model_->byName.end())
-    return absl::NotFoundError(absl::StrCat(model_->path, ": no initializer named '",
-                                            oneLine(name.str()), "'"));
-  absl::StatusOr<HostTensor> tensor =
-      tensorFromProto(*it->second, folderOf(model_->path));
+    return absl::NotFoundError(
+        absl::StrCat(model_->path, ": no initializer named '", oneLine(name.str()), "'"));
+  absl::StatusOr<HostTensor> tensor = tensorFromProto(*it->second, folderOf(model_->path));
   if (!tensor.ok()) // The code stays: a missing file is NotFound.
     return absl::Status(tensor.status().code(),
-                        absl::StrCat(model_->path, ": ",
-                                     oneLine(tensor.status().message())));
+                        absl::StrCat(model_->path, ": ", oneLine(tensor.status().message())));
   return tensor;
 }
 

@@ -32,9 +32,7 @@ FailureOr<DimList> knownDims(NodeContext &ctx, size_t i, StringRef what) {
 
 namespace {
 
-RankedTensorType tensorOf(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 KnownTensor knownVector(DimList elements, DType dtype = DType::I64) {
   KnownTensor k;
@@ -45,8 +43,8 @@ KnownTensor knownVector(DimList elements, DType dtype = DType::I64) {
 }
 
 /// Axes from an attribute (old opsets) or a constant input (new ones).
-FailureOr<std::optional<std::vector<int64_t>>>
-axesOf(NodeContext &ctx, int64_t inputSinceOpset, size_t input) {
+FailureOr<std::optional<std::vector<int64_t>>> axesOf(NodeContext &ctx, int64_t inputSinceOpset,
+                                                      size_t input) {
   if (ctx.opset() < inputSinceOpset)
     return ctx.attrInts("axes");
   if (!ctx.hasInput(input))
@@ -57,8 +55,7 @@ axesOf(NodeContext &ctx, int64_t inputSinceOpset, size_t input) {
   return std::optional<std::vector<int64_t>>(*axes);
 }
 
-LogicalResult normalizeAll(NodeContext &ctx, std::vector<int64_t> &axes,
-                           int64_t rank) {
+LogicalResult normalizeAll(NodeContext &ctx, std::vector<int64_t> &axes, int64_t rank) {
   for (int64_t &a : axes) {
     FailureOr<int64_t> n = ctx.normalizeAxis(a, rank);
     if (failed(n))
@@ -179,15 +176,12 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   Type element = toMlirType(fill.dtype, ctx.context());
   Value scalar = ctx.scalar(fill.getDouble(0), element);
   RankedTensorType type = makeTensorType(*dims, element);
-  ctx.setOutput(0, type.getRank() == 0
-                       ? scalar
-                       : ctx.createTyped<ExpandOp>(type, scalar));
+  ctx.setOutput(0, type.getRank() == 0 ? scalar : ctx.createTyped<ExpandOp>(type, scalar));
   return success();
 }
 
 LogicalResult importRange(NodeContext &ctx) {
-  const KnownTensor *start = ctx.known(0), *limit = ctx.known(1),
-                    *delta = ctx.known(2);
+  const KnownTensor *start = ctx.known(0), *limit = ctx.known(1), *delta = ctx.known(2);
   Type element;
   Dim length, startDim;
   int64_t step = 1;
@@ -201,14 +195,12 @@ LogicalResult importRange(NodeContext &ctx) {
       return ctx.unsupported("Range with a non-constant or zero delta");
     step = (*d)[0];
     Dim span = dimSub(limit->elements[0], start->elements[0]);
-    std::optional<int64_t> constantSpan =
-        span ? span.getConstantValue() : std::nullopt;
+    std::optional<int64_t> constantSpan = span ? span.getConstantValue() : std::nullopt;
     // ceil(span / step) elements, without rounding terms that could wrap.
     if (constantSpan)
-      length = dimConst(
-          ctx.context(),
-          step > 0 ? (*constantSpan <= 0 ? 0 : (*constantSpan - 1) / step + 1)
-                   : (*constantSpan >= 0 ? 0 : (*constantSpan + 1) / step + 1));
+      length = dimConst(ctx.context(),
+                        step > 0 ? (*constantSpan <= 0 ? 0 : (*constantSpan - 1) / step + 1)
+                                 : (*constantSpan >= 0 ? 0 : (*constantSpan + 1) / step + 1));
     else if (step == 1)
       length = span; // Assumes limit >= start, a guard for the shape pass.
     else
@@ -235,8 +227,7 @@ LogicalResult importRange(NodeContext &ctx) {
     length = dimConst(ctx.context(), count > 0 ? static_cast<int64_t>(count) : 0);
   }
   RankedTensorType type = makeTensorType({length}, element);
-  Value iota =
-      ctx.createTyped<IotaOp>(type, ctx.builder().getI64IntegerAttr(0));
+  Value iota = ctx.createTyped<IotaOp>(type, ctx.builder().getI64IntegerAttr(0));
   FailureOr<Value> r = iota;
   if (startDim) {
     std::optional<int64_t> s = startDim.getConstantValue();
@@ -245,11 +236,9 @@ LogicalResult importRange(NodeContext &ctx) {
     floatStart = static_cast<double>(*s);
     floatDelta = static_cast<double>(step);
   }
-  if (floatDelta != 1 &&
-      failed(r = ctx.create<MulOp>(*r, ctx.scalar(floatDelta, element))))
+  if (floatDelta != 1 && failed(r = ctx.create<MulOp>(*r, ctx.scalar(floatDelta, element))))
     return failure();
-  if (floatStart != 0 &&
-      failed(r = ctx.create<AddOp>(*r, ctx.scalar(floatStart, element))))
+  if (floatStart != 0 && failed(r = ctx.create<AddOp>(*r, ctx.scalar(floatStart, element))))
     return failure();
   ctx.setOutput(0, *r);
   return success();
@@ -276,8 +265,7 @@ Dim inferMissingDim(Dim count, ArrayRef<Dim> others, MLIRContext *context) {
     if (term.coeff % divisor.coeff != 0)
       return {};
     term.coeff /= divisor.coeff;
-    SmallVector<StringAttr> factors(term.factors.begin(),
-                                    term.factors.begin() + term.degree());
+    SmallVector<StringAttr> factors(term.factors.begin(), term.factors.begin() + term.degree());
     for (unsigned i = 0; i < divisor.degree(); ++i) {
       auto it = llvm::find(factors, divisor.factors[i]);
       if (it == factors.end())
@@ -303,17 +291,16 @@ LogicalResult importReshape(NodeContext &ctx) {
     result.shape.clear();
     for (Dim d : *target) {
       std::optional<int64_t> c = d.getConstantValue();
-      result.shape.push_back(c && *c == -1
-                                 ? static_cast<int64_t>(k->elements.size())
-                                 : c.value_or(-2));
+      result.shape.push_back(c && *c == -1 ? static_cast<int64_t>(k->elements.size())
+                                           : c.value_or(-2));
     }
     if (llvm::all_of(result.shape, [](int64_t d) { return d >= 0; })) {
       int64_t count = 1;
       for (int64_t d : result.shape)
         count *= d;
       if (count != static_cast<int64_t>(k->elements.size()))
-        return ctx.error("Reshape of " + Twine(k->elements.size()) +
-                         " elements into a shape of " + Twine(count));
+        return ctx.error("Reshape of " + Twine(k->elements.size()) + " elements into a shape of " +
+                         Twine(count));
       ctx.setKnown(0, result);
       return success();
     }
@@ -344,13 +331,11 @@ LogicalResult importReshape(NodeContext &ctx) {
     for (auto [i, d] : llvm::enumerate(out))
       if (static_cast<int64_t>(i) != missing)
         others.push_back(d);
-    out[missing] =
-        inferMissingDim(dimProduct(in, ctx.context()), others, ctx.context());
+    out[missing] = inferMissingDim(dimProduct(in, ctx.context()), others, ctx.context());
     if (!out[missing])
       return ctx.unsupported("cannot solve the -1 of a Reshape symbolically");
   }
-  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(
-                       makeTensorType(out, type.getElementType()), *x));
+  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(makeTensorType(out, type.getElementType()), *x));
   return success();
 }
 
@@ -368,8 +353,7 @@ LogicalResult importFlatten(NodeContext &ctx) {
   ArrayRef<Dim> all(dims);
   DimList out = {dimProduct(all.take_front(axis), ctx.context()),
                  dimProduct(all.drop_front(axis), ctx.context())};
-  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(
-                       makeTensorType(out, type.getElementType()), *x));
+  ctx.setOutput(0, ctx.createTyped<ReshapeOp>(makeTensorType(out, type.getElementType()), *x));
   return success();
 }
 
@@ -385,16 +369,14 @@ LogicalResult importTranspose(NodeContext &ctx) {
     for (int64_t i = rank - 1; i >= 0; --i)
       perm.push_back(i);
   }
-  return ctx.produce(
-      ctx.create<TransposeOp>(*x, ctx.builder().getDenseI64ArrayAttr(perm)));
+  return ctx.produce(ctx.create<TransposeOp>(*x, ctx.builder().getDenseI64ArrayAttr(perm)));
 }
 
 LogicalResult importSqueeze(NodeContext &ctx) {
   FailureOr<std::optional<std::vector<int64_t>>> axes = axesOf(ctx, 13, 1);
   if (failed(axes))
     return failure();
-  if (const KnownTensor *k = ctx.known(0);
-      k && k->shape == std::vector<int64_t>{1}) {
+  if (const KnownTensor *k = ctx.known(0); k && k->shape == std::vector<int64_t>{1}) {
     KnownTensor result = *k;
     result.shape.clear();
     ctx.setKnown(0, result);
@@ -414,8 +396,7 @@ LogicalResult importSqueeze(NodeContext &ctx) {
   }
   if (failed(normalizeAll(ctx, list, type->getRank())))
     return failure();
-  return ctx.produce(
-      ctx.create<SqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
+  return ctx.produce(ctx.create<SqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
 }
 
 LogicalResult importUnsqueeze(NodeContext &ctx) {
@@ -425,8 +406,7 @@ LogicalResult importUnsqueeze(NodeContext &ctx) {
   if (!*axes)
     return ctx.error("Unsqueeze needs axes");
   std::vector<int64_t> list = **axes;
-  if (const KnownTensor *k = ctx.known(0);
-      k && k->isScalar() && list.size() == 1) {
+  if (const KnownTensor *k = ctx.known(0); k && k->isScalar() && list.size() == 1) {
     KnownTensor result = *k;
     result.shape = {1};
     ctx.setKnown(0, result);
@@ -438,8 +418,7 @@ LogicalResult importUnsqueeze(NodeContext &ctx) {
   int64_t rank = tensorOf(*x).getRank() + static_cast<int64_t>(list.size());
   if (failed(normalizeAll(ctx, list, rank)))
     return failure();
-  return ctx.produce(
-      ctx.create<UnsqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
+  return ctx.produce(ctx.create<UnsqueezeOp>(*x, ctx.builder().getDenseI64ArrayAttr(list)));
 }
 
 LogicalResult importConcat(NodeContext &ctx) {
@@ -468,8 +447,7 @@ LogicalResult importConcat(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.attrInt("axis", 0), tensorOf(inputs[0]).getRank());
   if (failed(axis))
     return failure();
-  return ctx.produce(
-      ctx.create<ConcatOp>(inputs, ctx.builder().getI64IntegerAttr(*axis)));
+  return ctx.produce(ctx.create<ConcatOp>(inputs, ctx.builder().getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importSplit(NodeContext &ctx) {
@@ -477,8 +455,7 @@ LogicalResult importSplit(NodeContext &ctx) {
   if (failed(x))
     return failure();
   RankedTensorType type = tensorOf(*x);
-  FailureOr<int64_t> axis =
-      ctx.normalizeAxis(ctx.attrInt("axis", 0), type.getRank());
+  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), type.getRank());
   if (failed(axis))
     return failure();
   int64_t outputs = ctx.node().output_size();
@@ -494,8 +471,8 @@ LogicalResult importSplit(NodeContext &ctx) {
   }
   if (given) {
     if (static_cast<int64_t>(given->size()) != outputs)
-      return ctx.error("Split has " + Twine(given->size()) + " sizes for " +
-                       Twine(outputs) + " outputs");
+      return ctx.error("Split has " + Twine(given->size()) + " sizes for " + Twine(outputs) +
+                       " outputs");
     for (int64_t s : *given)
       sizes.push_back(dimConst(ctx.context(), s));
   } else {
@@ -505,8 +482,7 @@ LogicalResult importSplit(NodeContext &ctx) {
       int64_t piece = (*c + outputs - 1) / outputs;
       for (int64_t i = 0; i < outputs; ++i)
         sizes.push_back(
-            dimConst(ctx.context(),
-                     std::max<int64_t>(0, std::min(piece, *c - i * piece))));
+            dimConst(ctx.context(), std::max<int64_t>(0, std::min(piece, *c - i * piece))));
     } else {
       Dim piece = dimDivExact(whole, outputs);
       if (!piece)
@@ -520,13 +496,12 @@ LogicalResult importSplit(NodeContext &ctx) {
     piece[*axis] = s;
     types.push_back(makeTensorType(piece, type.getElementType()));
   }
-  auto split = ctx.builder().create<SplitOp>(
-      ctx.loc(), types, *x, ctx.builder().getI64IntegerAttr(*axis));
+  auto split =
+      ctx.builder().create<SplitOp>(ctx.loc(), types, *x, ctx.builder().getI64IntegerAttr(*axis));
   for (int64_t i = 0; i < outputs; ++i)
     ctx.setOutput(i, split.getResult(i));
   return success();
 }
-
 
 } // namespace
 

@@ -16,9 +16,7 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-RankedTensorType tensorOf(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 //===----------------------------------------------------------------------===//
 // Slice
@@ -37,12 +35,10 @@ struct SliceRange {
 /// ONNX Slice on one dim. With everything constant it clamps like ONNX;
 /// with a symbolic size or bound it assumes the bounds are in range (guards
 /// for the dynamic-shape pass) and does not clamp.
-FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
-                                 int64_t step) {
+FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end, int64_t step) {
   MLIRContext *c = ctx.context();
   std::optional<int64_t> n = size ? size.getConstantValue() : std::nullopt;
-  std::optional<int64_t> s = start.getConstantValue(),
-                         e = end.getConstantValue();
+  std::optional<int64_t> s = start.getConstantValue(), e = end.getConstantValue();
   if (n && s && e) {
     int64_t first = *s < 0 ? *s + *n : *s, last = *e;
     if (last < 0 && last > std::numeric_limits<int64_t>::min() / 2)
@@ -57,8 +53,7 @@ FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
       last = std::clamp<int64_t>(last, -1, *n - 1);
       length = first > last ? (first - last - step - 1) / -step : 0;
     }
-    return SliceRange{dimConst(c, length == 0 ? 0 : first), dimConst(c, length),
-                      step};
+    return SliceRange{dimConst(c, length == 0 ? 0 : first), dimConst(c, length), step};
   }
   if (step != 1 || !size) {
     (void)ctx.unsupported("Slice of a symbolic dim with step != 1");
@@ -122,15 +117,13 @@ LogicalResult importSlice(NodeContext &ctx) {
   // Slicing a known vector (part of a shape) folds.
   if (const KnownTensor *k = ctx.known(0); k && k->shape.size() == 1) {
     int64_t n = static_cast<int64_t>(k->elements.size());
-    FailureOr<SliceRange> r = sliceRange(ctx, dimConst(ctx.context(), n),
-                                         starts[0], ends[0], steps[0]);
-    if (succeeded(r) && r->start.getConstantValue() &&
-        r->length.getConstantValue()) {
+    FailureOr<SliceRange> r =
+        sliceRange(ctx, dimConst(ctx.context(), n), starts[0], ends[0], steps[0]);
+    if (succeeded(r) && r->start.getConstantValue() && r->length.getConstantValue()) {
       KnownTensor result = *k;
       result.elements.clear();
       for (int64_t i = 0; i < *r->length.getConstantValue(); ++i)
-        result.elements.push_back(
-            k->elements[*r->start.getConstantValue() + i * r->step]);
+        result.elements.push_back(k->elements[*r->start.getConstantValue() + i * r->step]);
       result.shape = {static_cast<int64_t>(result.elements.size())};
       ctx.setKnown(0, result);
       return success();
@@ -151,8 +144,7 @@ LogicalResult importSlice(NodeContext &ctx) {
       return failure();
     if (steps[i] == 0)
       return ctx.error("Slice step is 0");
-    FailureOr<SliceRange> r =
-        sliceRange(ctx, dims[*axis], starts[i], ends[i], steps[i]);
+    FailureOr<SliceRange> r = sliceRange(ctx, dims[*axis], starts[i], ends[i], steps[i]);
     if (failed(r))
       return failure();
     first[*axis] = r->start;
@@ -160,9 +152,8 @@ LogicalResult importSlice(NodeContext &ctx) {
     strides[*axis] = r->step;
   }
   RankedTensorType resultType = makeTensorType(lengths, type.getElementType());
-  ctx.setOutput(0, ctx.createTyped<SliceOp>(
-                       resultType, *x, DimsAttr::get(ctx.context(), first),
-                       ctx.builder().getDenseI64ArrayAttr(strides)));
+  ctx.setOutput(0, ctx.createTyped<SliceOp>(resultType, *x, DimsAttr::get(ctx.context(), first),
+                                            ctx.builder().getDenseI64ArrayAttr(strides)));
   return success();
 }
 
@@ -177,13 +168,12 @@ LogicalResult importExpand(NodeContext &ctx) {
     return failure();
   RankedTensorType type = tensorOf(*x);
   // Expand broadcasts both ways: a target dim of 1 keeps the input's.
-  FailureOr<DimList> dims = broadcastShapes(
-      std::nullopt, {type, makeTensorType(*shape, type.getElementType())});
+  FailureOr<DimList> dims =
+      broadcastShapes(std::nullopt, {type, makeTensorType(*shape, type.getElementType())});
   if (failed(dims))
-    return ctx.error(
-        "Expand target " +
-        Twine(shapeToString(makeTensorType(*shape, type.getElementType()))) +
-        " does not broadcast with input " + shapeToString(type));
+    return ctx.error("Expand target " +
+                     Twine(shapeToString(makeTensorType(*shape, type.getElementType()))) +
+                     " does not broadcast with input " + shapeToString(type));
   // Two different symbols meet: the target's names the result.
   size_t offset = dims->size() - shape->size();
   for (size_t i = offset; i < dims->size(); ++i)
@@ -195,8 +185,8 @@ LogicalResult importExpand(NodeContext &ctx) {
 }
 
 /// x[start + i*step] for i < length along `dim`, other dims whole.
-Value sliceAlong(NodeContext &ctx, Value x, int64_t dim, int64_t start,
-                 int64_t length, int64_t step) {
+Value sliceAlong(NodeContext &ctx, Value x, int64_t dim, int64_t start, int64_t length,
+                 int64_t step) {
   RankedTensorType type = tensorOf(x);
   DimList starts(type.getRank(), dimConst(ctx.context(), 0));
   starts[dim] = dimConst(ctx.context(), start);
@@ -204,15 +194,14 @@ Value sliceAlong(NodeContext &ctx, Value x, int64_t dim, int64_t start,
   steps[dim] = step;
   DimList dims = getDims(type);
   dims[dim] = dimConst(ctx.context(), length);
-  return ctx.createTyped<SliceOp>(makeTensorType(dims, type.getElementType()),
-                                  x, DimsAttr::get(ctx.context(), starts),
+  return ctx.createTyped<SliceOp>(makeTensorType(dims, type.getElementType()), x,
+                                  DimsAttr::get(ctx.context(), starts),
                                   ctx.builder().getDenseI64ArrayAttr(steps));
 }
 
 /// Pad modes that copy input values (edge, reflect, wrap), one dim at a time
 /// as slices concatenated around the input.
-FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
-                              ArrayRef<int64_t> pads) {
+FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode, ArrayRef<int64_t> pads) {
   int64_t rank = tensorOf(x).getRank();
   for (int64_t d = 0; d < rank; ++d) {
     int64_t low = pads[d], high = pads[rank + d];
@@ -229,8 +218,7 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
       Value one = sliceAlong(ctx, x, d, index, 1, 1);
       DimList dims = getDims(tensorOf(one));
       dims[d] = dimConst(ctx.context(), count);
-      return ctx.createTyped<ExpandOp>(
-          makeTensorType(dims, type.getElementType()), one);
+      return ctx.createTyped<ExpandOp>(makeTensorType(dims, type.getElementType()), one);
     };
     if (mode == "reflect" && (low >= n || high >= n)) {
       (void)ctx.error("reflect pad larger than the dim minus one");
@@ -241,18 +229,15 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
       return failure();
     }
     if (low > 0)
-      pieces.push_back(mode == "edge" ? edge(0, low)
-                       : mode == "reflect"
-                           ? sliceAlong(ctx, x, d, low, low, -1)
-                           : sliceAlong(ctx, x, d, n - low, low, 1));
+      pieces.push_back(mode == "edge"      ? edge(0, low)
+                       : mode == "reflect" ? sliceAlong(ctx, x, d, low, low, -1)
+                                           : sliceAlong(ctx, x, d, n - low, low, 1));
     pieces.push_back(x);
     if (high > 0)
-      pieces.push_back(mode == "edge" ? edge(n - 1, high)
-                       : mode == "reflect"
-                           ? sliceAlong(ctx, x, d, n - 2, high, -1)
-                           : sliceAlong(ctx, x, d, 0, high, 1));
-    FailureOr<Value> joined =
-        ctx.create<ConcatOp>(pieces, ctx.builder().getI64IntegerAttr(d));
+      pieces.push_back(mode == "edge"      ? edge(n - 1, high)
+                       : mode == "reflect" ? sliceAlong(ctx, x, d, n - 2, high, -1)
+                                           : sliceAlong(ctx, x, d, 0, high, 1));
+    FailureOr<Value> joined = ctx.create<ConcatOp>(pieces, ctx.builder().getI64IntegerAttr(d));
     if (failed(joined))
       return failure();
     x = *joined;
@@ -262,8 +247,7 @@ FailureOr<Value> padByCopying(NodeContext &ctx, Value x, StringRef mode,
 
 LogicalResult importPad(NodeContext &ctx) {
   std::string mode = ctx.attrString("mode", "constant");
-  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
-      mode != "wrap")
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
     return ctx.error("unknown Pad mode '" + mode + "'");
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
@@ -293,8 +277,7 @@ LogicalResult importPad(NodeContext &ctx) {
     std::vector<int64_t> full(2 * rank, 0);
     size_t n = axes->size();
     if (pads.size() != 2 * n)
-      return ctx.error("Pad has " + Twine(pads.size()) + " pads for " +
-                       Twine(n) + " axes");
+      return ctx.error("Pad has " + Twine(pads.size()) + " pads for " + Twine(n) + " axes");
     for (size_t i = 0; i < n; ++i) {
       FailureOr<int64_t> a = ctx.normalizeAxis((*axes)[i], rank);
       if (failed(a))
@@ -315,8 +298,7 @@ LogicalResult importPad(NodeContext &ctx) {
     ctx.setOutput(0, *r);
     return success();
   }
-  return ctx.produce(ctx.create<PadOp>(*x,
-                                       ctx.builder().getDenseI64ArrayAttr(pads),
+  return ctx.produce(ctx.create<PadOp>(*x, ctx.builder().getDenseI64ArrayAttr(pads),
                                        ctx.builder().getF64FloatAttr(value)));
 }
 

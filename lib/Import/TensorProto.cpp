@@ -3,10 +3,10 @@
 #include "kiln/Import/TensorProto.h"
 
 #include "absl/strings/str_cat.h"
+#include "onnx/onnx_pb.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "onnx/onnx_pb.h"
 
 #include <cstdio>
 #include <cstring>
@@ -33,9 +33,8 @@ absl::StatusOr<DType> dtypeFromOnnx(int onnxType) {
   default:
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported tensor element type ",
-        onnx::TensorProto::DataType_Name(
-            static_cast<onnx::TensorProto::DataType>(onnxType)),
-        " (", onnxType, ")"));
+        onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(onnxType)), " (",
+        onnxType, ")"));
   }
 }
 
@@ -60,29 +59,33 @@ int dtypeToOnnx(DType dtype) {
 
 static size_t byteWidth(DType dtype) {
   switch (dtype) {
-  case DType::F64: case DType::I64: case DType::U64: return 8;
-  case DType::F32: case DType::I32: case DType::U32: return 4;
-  case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+  case DType::F64:
+  case DType::I64:
+  case DType::U64: return 8;
+  case DType::F32:
+  case DType::I32:
+  case DType::U32: return 4;
+  case DType::F16:
+  case DType::BF16:
+  case DType::I16:
+  case DType::U16: return 2;
   default: return 1;
   }
 }
 
 static double halfBitsToDouble(DType dtype, uint16_t bits) {
-  const llvm::fltSemantics &semantics = dtype == DType::F16
-                                            ? llvm::APFloat::IEEEhalf()
-                                            : llvm::APFloat::BFloat();
+  const llvm::fltSemantics &semantics =
+      dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
   llvm::APFloat value(semantics, llvm::APInt(16, bits));
   bool losesInfo = false;
-  value.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
-                &losesInfo);
+  value.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
   return value.convertToDouble();
 }
 
 static uint16_t doubleToHalfBits(DType dtype, double v) {
   llvm::APFloat value(v);
   bool losesInfo = false;
-  value.convert(dtype == DType::F16 ? llvm::APFloat::IEEEhalf()
-                                    : llvm::APFloat::BFloat(),
+  value.convert(dtype == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
                 llvm::APFloat::rmNearestTiesToEven, &losesInfo);
   return static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
 }
@@ -93,22 +96,64 @@ static void decodeRaw(HostTensor &tensor, const char *bytes) {
   for (int64_t i = 0; i < n; ++i) {
     const char *p = bytes + i * byteWidth(tensor.dtype);
     switch (tensor.dtype) {
-    case DType::F32: { float v; std::memcpy(&v, p, 4); tensor.floats[i] = v; break; }
-    case DType::F64: { double v; std::memcpy(&v, p, 8); tensor.floats[i] = v; break; }
-    case DType::F16: case DType::BF16: {
-      uint16_t bits; std::memcpy(&bits, p, 2);
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      tensor.floats[i] = v;
+      break;
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      tensor.floats[i] = v;
+      break;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
       tensor.floats[i] = halfBitsToDouble(tensor.dtype, bits);
       break;
     }
     case DType::Bool: tensor.ints[i] = *p != 0; break;
     case DType::I8: tensor.ints[i] = static_cast<int8_t>(*p); break;
     case DType::U8: tensor.ints[i] = static_cast<uint8_t>(*p); break;
-    case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); tensor.ints[i] = v; break; }
-    case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); tensor.ints[i] = v; break; }
-    case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); tensor.ints[i] = static_cast<int64_t>(v); break; }
-    case DType::I16: { int16_t v; std::memcpy(&v, p, 2); tensor.ints[i] = v; break; }
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); tensor.ints[i] = v; break; }
-    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); tensor.ints[i] = v; break; }
+    case DType::U16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      tensor.ints[i] = v;
+      break;
+    }
+    case DType::U32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      tensor.ints[i] = v;
+      break;
+    }
+    case DType::U64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      tensor.ints[i] = static_cast<int64_t>(v);
+      break;
+    }
+    case DType::I16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      tensor.ints[i] = v;
+      break;
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      tensor.ints[i] = v;
+      break;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      tensor.ints[i] = v;
+      break;
+    }
     }
   }
 }
@@ -118,26 +163,25 @@ static void decodeRaw(HostTensor &tensor, const char *bytes) {
 /// and `..` components are refused before anything is opened, and a path
 /// that exists is canonicalized so a symlink cannot lead outside either.
 /// A missing file keeps its lexical path (the caller reports it).
-static absl::StatusOr<std::string>
-resolveExternalDataPath(const std::string &baseDir, const std::string &location,
-                        const std::string &tensorName) {
+static absl::StatusOr<std::string> resolveExternalDataPath(const std::string &baseDir,
+                                                           const std::string &location,
+                                                           const std::string &tensorName) {
   auto outside = [&](llvm::StringRef why) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "initializer '", tensorName, "': external data file '", location,
-        "' is outside the folder '", baseDir, "' (", why.str(), ")"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("initializer '", tensorName, "': external data file '", location,
+                     "' is outside the folder '", baseDir, "' (", why.str(), ")"));
   };
   if (baseDir.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", tensorName,
-        "' has external data, which only initializers and input files may have"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", tensorName,
+                     "' has external data, which only initializers and input files may have"));
   if (location.find('\0') != std::string::npos)
     return outside("the location holds a NUL byte");
-  if (llvm::sys::path::is_absolute(location) ||
-      llvm::sys::path::has_root_name(location) ||
+  if (llvm::sys::path::is_absolute(location) || llvm::sys::path::has_root_name(location) ||
       llvm::sys::path::has_root_directory(location))
     return outside("an absolute path");
-  for (llvm::StringRef part : llvm::make_range(llvm::sys::path::begin(location),
-                                               llvm::sys::path::end(location)))
+  for (llvm::StringRef part :
+       llvm::make_range(llvm::sys::path::begin(location), llvm::sys::path::end(location)))
     if (part == "..")
       return outside("a '..' component");
   llvm::SmallString<256> path(baseDir);
@@ -145,8 +189,7 @@ resolveExternalDataPath(const std::string &baseDir, const std::string &location,
   if (!llvm::sys::fs::exists(path))
     return path.str().str();
   llvm::SmallString<256> realBase, realPath;
-  if (llvm::sys::fs::real_path(baseDir, realBase) ||
-      llvm::sys::fs::real_path(path, realPath))
+  if (llvm::sys::fs::real_path(baseDir, realBase) || llvm::sys::fs::real_path(path, realPath))
     return path.str().str(); // Unreadable: opening reports it.
   llvm::StringRef inner(realPath);
   bool baseIsRoot = llvm::sys::path::is_separator(realBase.back());
@@ -154,15 +197,14 @@ resolveExternalDataPath(const std::string &baseDir, const std::string &location,
       (!baseIsRoot && !llvm::sys::path::is_separator(inner.front())))
     return outside(absl::StrCat("it resolves to '", realPath.str().str(), "'"));
   if (!llvm::sys::fs::is_regular_file(realPath))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initializer '", tensorName, "': external data file '", path.str().str(),
-        "' is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat("initializer '", tensorName,
+                                                   "': external data file '", path.str().str(),
+                                                   "' is not a regular file"));
   return realPath.str().str();
 }
 
 static absl::StatusOr<std::string>
-readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
-                 size_t expectedBytes) {
+readExternalData(const onnx::TensorProto &proto, const std::string &baseDir, size_t expectedBytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &entry : proto.external_data()) {
@@ -172,16 +214,15 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
       // Not std::stoll: it throws on garbage.
       int64_t &field = entry.key() == "offset" ? offset : length;
       if (llvm::StringRef(entry.value()).getAsInteger(10, field) || field < 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "initializer '", proto.name(), "' has an invalid external data ",
-            entry.key(), " '", entry.value(), "'"));
+        return absl::InvalidArgumentError(absl::StrCat("initializer '", proto.name(),
+                                                       "' has an invalid external data ",
+                                                       entry.key(), " '", entry.value(), "'"));
     }
   }
   if (location.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initializer '", proto.name(), "' has external data without a location"));
-  absl::StatusOr<std::string> resolved =
-      resolveExternalDataPath(baseDir, location, proto.name());
+    return absl::InvalidArgumentError(
+        absl::StrCat("initializer '", proto.name(), "' has external data without a location"));
+  absl::StatusOr<std::string> resolved = resolveExternalDataPath(baseDir, location, proto.name());
   if (!resolved.ok())
     return resolved.status();
   // Messages name the file as the model spells it; the canonical path is
@@ -196,22 +237,22 @@ readExternalData(const onnx::TensorProto &proto, const std::string &baseDir,
   if (length < 0)
     length = static_cast<int64_t>(expectedBytes);
   if (static_cast<size_t>(length) != expectedBytes)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initializer '", proto.name(), "' external data has ", length,
-        " bytes, expected ", expectedBytes));
+    return absl::InvalidArgumentError(absl::StrCat("initializer '", proto.name(),
+                                                   "' external data has ", length,
+                                                   " bytes, expected ", expectedBytes));
   uint64_t fileSize = 0;
   if (offset < 0 || llvm::sys::fs::file_size(*resolved, fileSize) ||
       static_cast<uint64_t>(offset) + expectedBytes > fileSize)
-    return absl::OutOfRangeError(absl::StrCat(
-        "external data file '", path.str().str(), "' ends before initializer '",
-        proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
+    return absl::OutOfRangeError(
+        absl::StrCat("external data file '", path.str().str(), "' ends before initializer '",
+                     proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
   std::string bytes(expectedBytes, '\0');
   file.seekg(offset);
   file.read(bytes.data(), static_cast<std::streamsize>(expectedBytes));
   if (file.gcount() != static_cast<std::streamsize>(expectedBytes))
-    return absl::OutOfRangeError(absl::StrCat(
-        "external data file '", path.str().str(), "' ends before initializer '",
-        proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
+    return absl::OutOfRangeError(
+        absl::StrCat("external data file '", path.str().str(), "' ends before initializer '",
+                     proto.name(), "' (offset ", offset, ", ", expectedBytes, " bytes)"));
   return bytes;
 }
 
@@ -248,9 +289,8 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
     return text + "]";
   };
   auto sizeError = [&](size_t found) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", proto.name(), "' holds ", found, " values for shape ",
-        shapeString()));
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", proto.name(), "' holds ", found,
+                                                   " values for shape ", shapeString()));
   };
   // How many values the tensor's data actually holds.
   size_t available;
@@ -324,8 +364,7 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
   return tensor;
 }
 
-void tensorToProto(const HostTensor &tensor, const std::string &name,
-                   onnx::TensorProto &proto) {
+void tensorToProto(const HostTensor &tensor, const std::string &name, onnx::TensorProto &proto) {
   proto.Clear();
   proto.set_name(name);
   proto.set_data_type(dtypeToOnnx(tensor.dtype));
@@ -335,21 +374,43 @@ void tensorToProto(const HostTensor &tensor, const std::string &name,
   for (int64_t i = 0, n = tensor.numel(); i < n; ++i) {
     char *p = raw.data() + i * byteWidth(tensor.dtype);
     switch (tensor.dtype) {
-    case DType::F32: { float v = static_cast<float>(tensor.floats[i]); std::memcpy(p, &v, 4); break; }
+    case DType::F32: {
+      float v = static_cast<float>(tensor.floats[i]);
+      std::memcpy(p, &v, 4);
+      break;
+    }
     case DType::F64: std::memcpy(p, &tensor.floats[i], 8); break;
-    case DType::F16: case DType::BF16: {
+    case DType::F16:
+    case DType::BF16: {
       uint16_t bits = doubleToHalfBits(tensor.dtype, tensor.floats[i]);
       std::memcpy(p, &bits, 2);
       break;
     }
-    case DType::Bool: case DType::I8: case DType::U8:
-      *p = static_cast<char>(tensor.ints[i]);
+    case DType::Bool:
+    case DType::I8:
+    case DType::U8: *p = static_cast<char>(tensor.ints[i]); break;
+    case DType::I16: {
+      int16_t v = static_cast<int16_t>(tensor.ints[i]);
+      std::memcpy(p, &v, 2);
       break;
-    case DType::I16: { int16_t v = static_cast<int16_t>(tensor.ints[i]); std::memcpy(p, &v, 2); break; }
-    case DType::I32: { int32_t v = static_cast<int32_t>(tensor.ints[i]); std::memcpy(p, &v, 4); break; }
-    case DType::I64: case DType::U64: std::memcpy(p, &tensor.ints[i], 8); break;
-    case DType::U16: { uint16_t v = static_cast<uint16_t>(tensor.ints[i]); std::memcpy(p, &v, 2); break; }
-    case DType::U32: { uint32_t v = static_cast<uint32_t>(tensor.ints[i]); std::memcpy(p, &v, 4); break; }
+    }
+    case DType::I32: {
+      int32_t v = static_cast<int32_t>(tensor.ints[i]);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case DType::I64:
+    case DType::U64: std::memcpy(p, &tensor.ints[i], 8); break;
+    case DType::U16: {
+      uint16_t v = static_cast<uint16_t>(tensor.ints[i]);
+      std::memcpy(p, &v, 2);
+      break;
+    }
+    case DType::U32: {
+      uint32_t v = static_cast<uint32_t>(tensor.ints[i]);
+      std::memcpy(p, &v, 4);
+      break;
+    }
     }
   }
   proto.set_raw_data(raw);
@@ -365,8 +426,7 @@ absl::StatusOr<HostTensor> readTensorFile(const std::string &path) {
         absl::StrCat(path, ": not a valid TensorProto (truncated or corrupt)"));
   absl::StatusOr<HostTensor> tensor = tensorFromProto(proto, folderOf(path));
   if (!tensor.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", tensor.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tensor.status().message()));
   return tensor;
 }
 

@@ -25,20 +25,18 @@ namespace {
 
 /// Types with `?` dims only promise equal ranks; the kernels need equal
 /// shapes.
-absl::Status checkSameShape(const HostTensor &a, const char *aName,
-                            const HostTensor &b, const char *bName) {
+absl::Status checkSameShape(const HostTensor &a, const char *aName, const HostTensor &b,
+                            const char *bName) {
   if (a.shape == b.shape)
     return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(aName, " ", a.shapeString(),
-                                                 " and ", bName, " ",
-                                                 b.shapeString(), " differ"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(aName, " ", a.shapeString(), " and ", bName, " ", b.shapeString(), " differ"));
 }
 
 /// softmax_grad: dx = y * (dy - sum(dy * y)); log_softmax_grad:
 /// dx = dy - exp(y) * sum(dy), both along `axis`.
-absl::StatusOr<Tensors> runSoftmaxGrad(Operation *op, const HostTensor &y,
-                                       const HostTensor &dy, int64_t axis,
-                                       bool log) {
+absl::StatusOr<Tensors> runSoftmaxGrad(Operation *op, const HostTensor &y, const HostTensor &dy,
+                                       int64_t axis, bool log) {
   if (absl::Status s = checkSameShape(y, "output", dy, "grad"); !s.ok())
     return s;
   absl::StatusOr<HostTensor> dx = makeResult(op->getResult(0), y.shape);
@@ -66,10 +64,9 @@ absl::StatusOr<Tensors> runSoftmaxGrad(Operation *op, const HostTensor &y,
 /// centered: dx, dweight). With xhat = (x - mean) * r, the rms form
 /// r * (g - x * r^2 * mean(g * x)) is r * (g - xhat * mean(g * xhat)), so one
 /// loop serves both; only the centered form subtracts mean(g).
-absl::StatusOr<Tensors> runNormGrad(Operation *op, const HostTensor &x,
-                                    const HostTensor &weight,
-                                    const HostTensor &dy, int64_t axis,
-                                    double epsilon, bool centered) {
+absl::StatusOr<Tensors> runNormGrad(Operation *op, const HostTensor &x, const HostTensor &weight,
+                                    const HostTensor &dy, int64_t axis, double epsilon,
+                                    bool centered) {
   if (absl::Status s = checkNormParam(x, axis, weight, "weight"); !s.ok())
     return s;
   if (absl::Status s = checkSameShape(x, "input", dy, "grad"); !s.ok())
@@ -114,8 +111,7 @@ absl::StatusOr<Tensors> runNormGrad(Operation *op, const HostTensor &x,
   for (const std::vector<double> *sums : {&dweight, &dbias}) {
     if (results.size() == op->getNumResults())
       break; // rms_norm_grad has no bias gradient
-    absl::StatusOr<HostTensor> t =
-        makeResult(op->getResult(results.size()), weight.shape);
+    absl::StatusOr<HostTensor> t = makeResult(op->getResult(results.size()), weight.shape);
     if (!t.ok())
       return t.status();
     for (int64_t c = 0; c < cols; ++c)
@@ -132,16 +128,13 @@ absl::StatusOr<Tensors> runAttentionGrad(AttentionGradOp op, Operands args) {
   std::optional<double> scale;
   if (op.getScale())
     scale = op.getScale()->convertToDouble();
-  absl::StatusOr<Attention> a =
-      makeAttention(q, k, v, mask, op.getCausal(), scale);
+  absl::StatusOr<Attention> a = makeAttention(q, k, v, mask, op.getCausal(), scale);
   if (!a.ok())
     return a.status();
-  int64_t B = a->B, Hq = a->Hq, S = a->S, D = a->D, Hkv = a->Hkv, L = a->L,
-          Dv = a->Dv;
+  int64_t B = a->B, Hq = a->Hq, S = a->S, D = a->D, Hkv = a->Hkv, L = a->L, Dv = a->Dv;
   if (dout.shape != Shape{B, Hq, S, Dv})
-    return absl::InvalidArgumentError(
-        absl::StrCat("grad ", dout.shapeString(), " is not the output shape ",
-                     shapeString({B, Hq, S, Dv})));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grad ", dout.shapeString(), " is not the output shape ", shapeString({B, Hq, S, Dv})));
   absl::StatusOr<HostTensor> dq = makeResult(op.getQueryGrad(), q.shape);
   if (!dq.ok())
     return dq.status();
@@ -194,8 +187,7 @@ absl::StatusOr<Tensors> runAttentionGrad(AttentionGradOp op, Operands args) {
   }
   Tensors results{std::move(*dq)};
   for (auto [value, shape, sums] :
-       {std::tuple(op.getKeyGrad(), &k.shape, &dk),
-        std::tuple(op.getValueGrad(), &v.shape, &dv)}) {
+       {std::tuple(op.getKeyGrad(), &k.shape, &dk), std::tuple(op.getValueGrad(), &v.shape, &dv)}) {
     absl::StatusOr<HostTensor> t = makeResult(value, *shape);
     if (!t.ok())
       return t.status();
@@ -206,18 +198,16 @@ absl::StatusOr<Tensors> runAttentionGrad(AttentionGradOp op, Operands args) {
   return results;
 }
 
-absl::StatusOr<Tensors> runCrossEntropyGrad(CrossEntropyGradOp op,
-                                            const HostTensor &logits,
-                                            const HostTensor &labels,
-                                            const HostTensor &grad) {
+absl::StatusOr<Tensors> runCrossEntropyGrad(CrossEntropyGradOp op, const HostTensor &logits,
+                                            const HostTensor &labels, const HostTensor &grad) {
   int64_t rows = logits.shape[0], classes = logits.shape[1];
   if (labels.shape[0] != rows)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logits have ", rows, " rows but labels have ", labels.shape[0]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logits have ", rows, " rows but labels have ", labels.shape[0]));
   Reduction reduction = op.getReduction();
   if (reduction == Reduction::none && grad.shape[0] != rows)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logits have ", rows, " rows but grad has ", grad.shape[0]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logits have ", rows, " rows but grad has ", grad.shape[0]));
   // I64Attr getters return uint64_t; the cast restores negative values.
   int64_t ignore = static_cast<int64_t>(op.getIgnoreIndex());
   int64_t counted = 0;
@@ -227,8 +217,7 @@ absl::StatusOr<Tensors> runCrossEntropyGrad(CrossEntropyGradOp op,
       continue;
     if (label < 0 || label >= classes)
       return absl::InvalidArgumentError(
-          absl::StrCat("label ", label, " in row ", r, " is out of range [0, ",
-                       classes, ")"));
+          absl::StrCat("label ", label, " in row ", r, " is out of range [0, ", classes, ")"));
     ++counted;
   }
   absl::StatusOr<HostTensor> out = makeResult(op.getResult(), logits.shape);

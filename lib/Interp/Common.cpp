@@ -35,9 +35,9 @@ absl::StatusOr<Shape> Env::concreteShape(Value value) const {
   Shape shape;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (!dims[i] || *dims[i] < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot determine dim ", i, " of the result type ",
-                       shapeToString(type), " from the bound symbols"));
+      return absl::InvalidArgumentError(absl::StrCat("cannot determine dim ", i,
+                                                     " of the result type ", shapeToString(type),
+                                                     " from the bound symbols"));
     shape.push_back(*dims[i]);
   }
   return shape;
@@ -54,11 +54,10 @@ absl::StatusOr<int64_t> checkedNumel(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("negative dim in shape ", shapeString(shape)));
+      return absl::InvalidArgumentError(absl::StrCat("negative dim in shape ", shapeString(shape)));
     if (llvm::MulOverflow(n, d, n))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape ", shapeString(shape), " has more elements than int64 can count"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", shapeString(shape), " has more elements than int64 can count"));
   }
   return n;
 }
@@ -84,8 +83,7 @@ absl::StatusOr<DType> dtypeOf(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << element;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unsupported element type ", text));
+  return absl::InvalidArgumentError(absl::StrCat("unsupported element type ", text));
 }
 
 absl::StatusOr<HostTensor> makeResult(Value value, Shape shape) {
@@ -103,13 +101,12 @@ absl::Status checkStorage(const HostTensor &tensor) {
     return count.status();
   size_t expected = static_cast<size_t>(*count);
   size_t floats = tensor.floats.size(), ints = tensor.ints.size();
-  bool ok = tensor.isFloat() ? floats == expected && ints == 0
-                             : ints == expected && floats == 0;
+  bool ok = tensor.isFloat() ? floats == expected && ints == 0 : ints == expected && floats == 0;
   if (!ok)
-    return absl::InvalidArgumentError(absl::StrCat(
-        dtypeName(tensor.dtype), " ", tensor.shapeString(), " tensor holds ",
-        floats, " floats and ", ints, " ints, expected ", expected,
-        tensor.isFloat() ? " floats" : " ints"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dtypeName(tensor.dtype), " ", tensor.shapeString(), " tensor holds ", floats,
+                     " floats and ", ints, " ints, expected ", expected,
+                     tensor.isFloat() ? " floats" : " ints"));
   return absl::OkStatus();
 }
 
@@ -146,8 +143,7 @@ absl::StatusOr<Shape> broadcastShapes(ArrayRef<Shape> shapes) {
         std::string list;
         for (const Shape &t : shapes)
           absl::StrAppend(&list, list.empty() ? "" : " and ", shapeString(t));
-        return absl::InvalidArgumentError(
-            absl::StrCat("shapes ", list, " do not broadcast"));
+        return absl::InvalidArgumentError(absl::StrCat("shapes ", list, " do not broadcast"));
       }
       r = s[i];
     }
@@ -187,38 +183,34 @@ AxisSplit::AxisSplit(ArrayRef<int64_t> shape, int64_t axis) {
 absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size) {
   int64_t wrapped = index < 0 ? index + size : index;
   if (wrapped < 0 || wrapped >= size)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "index ", index, " is out of range for a dim of size ", size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("index ", index, " is out of range for a dim of size ", size));
   return wrapped;
 }
 
-absl::Status checkNormParam(const HostTensor &in, int64_t axis,
-                            const HostTensor &param, const char *what) {
+absl::Status checkNormParam(const HostTensor &in, int64_t axis, const HostTensor &param,
+                            const char *what) {
   Shape expected(in.shape.begin() + axis, in.shape.end());
   if (param.shape != expected)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", param.shapeString(), " does not match dims ",
-                     shapeString(expected), " of input ", in.shapeString()));
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", param.shapeString(),
+                                                   " does not match dims ", shapeString(expected),
+                                                   " of input ", in.shapeString()));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Attention> makeAttention(const HostTensor &q,
-                                        const HostTensor &k,
-                                        const HostTensor &v,
-                                        const HostTensor *mask, bool causal,
+absl::StatusOr<Attention> makeAttention(const HostTensor &q, const HostTensor &k,
+                                        const HostTensor &v, const HostTensor *mask, bool causal,
                                         std::optional<double> scale) {
   int64_t B = q.shape[0], Hq = q.shape[1], S = q.shape[2], D = q.shape[3];
   int64_t Hkv = k.shape[1], L = k.shape[2], Dv = v.shape[3];
-  if (k.shape[0] != B || v.shape[0] != B || v.shape[1] != Hkv ||
-      v.shape[2] != L || k.shape[3] != D)
-    return absl::InvalidArgumentError(
-        absl::StrCat("query ", q.shapeString(), ", key ", k.shapeString(),
-                     " and value ", v.shapeString(),
-                     " do not fit [B, Hq, S, D], [B, Hkv, L, D], "
-                     "[B, Hkv, L, Dv]"));
+  if (k.shape[0] != B || v.shape[0] != B || v.shape[1] != Hkv || v.shape[2] != L || k.shape[3] != D)
+    return absl::InvalidArgumentError(absl::StrCat("query ", q.shapeString(), ", key ",
+                                                   k.shapeString(), " and value ", v.shapeString(),
+                                                   " do not fit [B, Hq, S, D], [B, Hkv, L, D], "
+                                                   "[B, Hkv, L, Dv]"));
   if (Hkv == 0 || Hq % Hkv != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "query heads ", Hq, " are not a multiple of key/value heads ", Hkv));
+    return absl::InvalidArgumentError(
+        absl::StrCat("query heads ", Hq, " are not a multiple of key/value heads ", Hkv));
   if (!scale)
     scale = 1.0 / std::sqrt(static_cast<double>(D));
   Attention a{&q, &k, &v, mask, causal, *scale, B, Hq, S, D, Hkv, L, Dv, {}};
@@ -226,16 +218,15 @@ absl::StatusOr<Attention> makeAttention(const HostTensor &q,
     Shape scoresShape = {B, Hq, S, L};
     absl::StatusOr<Shape> b = broadcastShapes({mask->shape, scoresShape});
     if (!b.ok() || *b != scoresShape)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mask ", mask->shapeString(), " does not broadcast to the scores ",
-          shapeString(scoresShape)));
+      return absl::InvalidArgumentError(absl::StrCat("mask ", mask->shapeString(),
+                                                     " does not broadcast to the scores ",
+                                                     shapeString(scoresShape)));
     a.maskMap.emplace(mask->shape, scoresShape);
   }
   return a;
 }
 
-double Attention::scoreRow(int64_t b, int64_t h, int64_t i,
-                           double *scores) const {
+double Attention::scoreRow(int64_t b, int64_t h, int64_t i, double *scores) const {
   const double kMasked = -std::numeric_limits<double>::infinity();
   const double *qi = q->floats.data() + ((b * Hq + h) * S + i) * D;
   const double *kb = k->floats.data() + (b * Hkv + kvHead(h)) * L * D;

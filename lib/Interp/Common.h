@@ -35,8 +35,7 @@ using MaybeResults = std::optional<absl::StatusOr<Tensors>>;
 /// Evaluates symbolic result types with the symbols bound from the inputs.
 class Env {
 public:
-  explicit Env(const std::map<std::string, int64_t> &symbols)
-      : symbols(symbols) {}
+  explicit Env(const std::map<std::string, int64_t> &symbols) : symbols(symbols) {}
   /// nullopt when `dim` is `?` or uses a symbol no input bound.
   std::optional<int64_t> evaluate(Dim dim) const;
   /// The dims of a ranked tensor type, each evaluated as above.
@@ -71,8 +70,7 @@ HostTensor roundedToDType(HostTensor tensor);
 int64_t truncToInt(double value);
 
 /// Copies an element without re-rounding (both tensors have the same dtype).
-inline void copyElement(HostTensor &dst, int64_t to, const HostTensor &src,
-                        int64_t from) {
+inline void copyElement(HostTensor &dst, int64_t to, const HostTensor &src, int64_t from) {
   if (dst.isFloat())
     dst.floats[to] = src.floats[from];
   else
@@ -100,17 +98,15 @@ private:
 struct AxisSplit {
   int64_t outer = 1, len = 1, inner = 1;
   AxisSplit(llvm::ArrayRef<int64_t> shape, int64_t axis);
-  int64_t at(int64_t o, int64_t k, int64_t i) const {
-    return (o * len + k) * inner + i;
-  }
+  int64_t at(int64_t o, int64_t k, int64_t i) const { return (o * len + k) * inner + i; }
 };
 
 /// Normalizes an index into [0, size) (negatives count from the end).
 absl::StatusOr<int64_t> wrapIndex(int64_t index, int64_t size);
 
 /// Checks a norm weight or bias against dims [axis, rank) of the input.
-absl::Status checkNormParam(const HostTensor &in, int64_t axis,
-                            const HostTensor &param, const char *what);
+absl::Status checkNormParam(const HostTensor &in, int64_t axis, const HostTensor &param,
+                            const char *what);
 
 /// Attention operands checked at run time: q [B, Hq, S, D], k [B, Hkv, L, D],
 /// v [B, Hkv, L, Dv] and an optional mask that broadcasts to the scores
@@ -130,12 +126,11 @@ struct Attention {
   double scoreRow(int64_t b, int64_t h, int64_t i, double *scores) const;
 };
 /// `scale` defaults to 1/sqrt(D).
-absl::StatusOr<Attention>
-makeAttention(const HostTensor &q, const HostTensor &k, const HostTensor &v,
-              const HostTensor *mask, bool causal, std::optional<double> scale);
+absl::StatusOr<Attention> makeAttention(const HostTensor &q, const HostTensor &k,
+                                        const HostTensor &v, const HostTensor *mask, bool causal,
+                                        std::optional<double> scale);
 
-MaybeResults runSource(mlir::Operation *op, const Env &env,
-                       WeightSource &weights);
+MaybeResults runSource(mlir::Operation *op, const Env &env, WeightSource &weights);
 MaybeResults runElementwise(mlir::Operation *op, Operands args);
 MaybeResults runLinalg(mlir::Operation *op, Operands args);
 MaybeResults runReduction(mlir::Operation *op, Operands args);

@@ -69,9 +69,7 @@ FloatUnary floatUnary(Operation *op) {
 IntUnary intUnary(Operation *op) {
   return llvm::TypeSwitch<Operation *, IntUnary>(op)
       .Case([](NegOp) { return wrapNeg; })
-      .Case([](AbsOp) {
-        return [](int64_t x) { return x < 0 ? wrapNeg(x) : x; };
-      })
+      .Case([](AbsOp) { return [](int64_t x) { return x < 0 ? wrapNeg(x) : x; }; })
       .Case([](NotOp) { return [](int64_t x) -> int64_t { return x == 0; }; })
       .Default([](Operation *) { return nullptr; });
 }
@@ -100,8 +98,8 @@ absl::StatusOr<Tensors> runUnary(Operation *op, const HostTensor &in) {
 
 /// Runs `fn(outIndex, lhsIndex, rhsIndex)` over the broadcast of two shapes.
 template <typename Fn>
-absl::StatusOr<HostTensor> broadcastLoop(Operation *op, const HostTensor &a,
-                                         const HostTensor &b, Fn fn) {
+absl::StatusOr<HostTensor> broadcastLoop(Operation *op, const HostTensor &a, const HostTensor &b,
+                                         Fn fn) {
   absl::StatusOr<Shape> shape = broadcastShapes({a.shape, b.shape});
   if (!shape.ok())
     return shape.status();
@@ -122,12 +120,8 @@ std::optional<double> floatArith(Operation *op, double a, double b) {
       .Case([&](DivOp) { return a / b; })
       .Case([&](PowOp) { return std::pow(a, b); })
       // NaN propagates, like torch.maximum / torch.minimum.
-      .Case([&](MaxOp) {
-        return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-      })
-      .Case([&](MinOp) {
-        return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-      })
+      .Case([&](MaxOp) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); })
+      .Case([&](MinOp) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -172,11 +166,10 @@ std::optional<int64_t> intArith(Operation *op, int64_t a, int64_t b) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
-absl::StatusOr<Tensors> runArith(Operation *op, const HostTensor &a,
-                                 const HostTensor &b) {
+absl::StatusOr<Tensors> runArith(Operation *op, const HostTensor &a, const HostTensor &b) {
   bool failed = false;
-  absl::StatusOr<HostTensor> out = broadcastLoop(
-      op, a, b, [&](HostTensor &o, int64_t i, int64_t ia, int64_t ib) {
+  absl::StatusOr<HostTensor> out =
+      broadcastLoop(op, a, b, [&](HostTensor &o, int64_t i, int64_t ia, int64_t ib) {
         if (a.isFloat()) {
           o.set(i, *floatArith(op, a.floats[ia], b.floats[ib]));
           return;
@@ -206,11 +199,10 @@ template <typename T> bool compare(Operation *op, T a, T b) {
       .Default([](Operation *) { return false; });
 }
 
-absl::StatusOr<Tensors> runCompare(Operation *op, const HostTensor &a,
-                                   const HostTensor &b) {
+absl::StatusOr<Tensors> runCompare(Operation *op, const HostTensor &a, const HostTensor &b) {
   // Integers compare as int64: going through double would merge large values.
-  absl::StatusOr<HostTensor> out = broadcastLoop(
-      op, a, b, [&](HostTensor &o, int64_t i, int64_t ia, int64_t ib) {
+  absl::StatusOr<HostTensor> out =
+      broadcastLoop(op, a, b, [&](HostTensor &o, int64_t i, int64_t ia, int64_t ib) {
         o.setInt(i, a.isFloat() ? compare(op, a.floats[ia], b.floats[ib])
                                 : compare(op, a.ints[ia], b.ints[ib]));
       });
@@ -227,8 +219,7 @@ absl::StatusOr<Tensors> runSelect(SelectOp op, Operands args) {
   absl::StatusOr<HostTensor> out = makeResult(op.getResult(), *shape);
   if (!out.ok())
     return out.status();
-  BroadcastMap mapC(cond.shape, *shape), mapT(t.shape, *shape),
-      mapF(f.shape, *shape);
+  BroadcastMap mapC(cond.shape, *shape), mapT(t.shape, *shape), mapF(f.shape, *shape);
   for (int64_t i = 0; i < out->numel(); ++i) {
     if (cond.ints[mapC(i)])
       copyElement(*out, i, t, mapT(i));
@@ -267,8 +258,7 @@ absl::StatusOr<Tensors> runFloatClass(Operation *op, const HostTensor &in) {
   }
   for (int64_t i = 0; i < in.numel(); ++i) {
     double x = in.isFloat() ? in.floats[i] : 0.0;
-    bool hit = nan ? std::isnan(x)
-                   : std::isinf(x) && (x > 0 ? positive : negative);
+    bool hit = nan ? std::isnan(x) : std::isinf(x) && (x > 0 ? positive : negative);
     out->setInt(i, hit);
   }
   return Tensors{std::move(*out)};
@@ -277,9 +267,8 @@ absl::StatusOr<Tensors> runFloatClass(Operation *op, const HostTensor &in) {
 } // namespace
 
 MaybeResults runElementwise(Operation *op, Operands args) {
-  if (isa<NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
-          SigmoidOp, SiluOp, ReluOp, ErfOp, SinOp, CosOp, NotOp, StopGradientOp,
-          GeluOp>(op))
+  if (isa<NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp, SiluOp,
+          ReluOp, ErfOp, SinOp, CosOp, NotOp, StopGradientOp, GeluOp>(op))
     return runUnary(op, *args[0]);
   if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(op))
     return runArith(op, *args[0], *args[1]);

@@ -55,8 +55,8 @@ absl::StatusOr<Tensors> runArgExtreme(OpaqueOp op, Operands args, bool max) {
       double bestValue = x.getDouble(o * n * inner + i);
       for (int64_t k = 1; k < n; ++k) {
         double v = x.getDouble((o * n + k) * inner + i);
-        bool better = max ? (last ? v >= bestValue : v > bestValue)
-                          : (last ? v <= bestValue : v < bestValue);
+        bool better =
+            max ? (last ? v >= bestValue : v > bestValue) : (last ? v <= bestValue : v < bestValue);
         if (better) {
           best = k;
           bestValue = v;

@@ -17,19 +17,16 @@ namespace kiln::interp {
 namespace {
 
 /// data[:axis] + indices + data[axis+1:].
-Shape gatheredShape(const HostTensor &data, const HostTensor &indices,
-                    int64_t axis) {
+Shape gatheredShape(const HostTensor &data, const HostTensor &indices, int64_t axis) {
   Shape shape(data.shape.begin(), data.shape.begin() + axis);
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
   return shape;
 }
 
-absl::StatusOr<Tensors> runGather(GatherOp op, const HostTensor &data,
-                                  const HostTensor &indices) {
+absl::StatusOr<Tensors> runGather(GatherOp op, const HostTensor &data, const HostTensor &indices) {
   int64_t axis = op.getAxis();
-  absl::StatusOr<HostTensor> out =
-      makeResult(op.getResult(), gatheredShape(data, indices, axis));
+  absl::StatusOr<HostTensor> out = makeResult(op.getResult(), gatheredShape(data, indices, axis));
   if (!out.ok())
     return out.status();
   // result[o, n, i] = data[o, indices[n], i] with n over all of indices.
@@ -46,15 +43,13 @@ absl::StatusOr<Tensors> runGather(GatherOp op, const HostTensor &data,
   return Tensors{std::move(*out)};
 }
 
-absl::StatusOr<Tensors> runGatherElements(GatherElementsOp op,
-                                          const HostTensor &data,
+absl::StatusOr<Tensors> runGatherElements(GatherElementsOp op, const HostTensor &data,
                                           const HostTensor &indices) {
   int64_t axis = op.getAxis();
   for (size_t i = 0; i < data.shape.size(); ++i)
     if (static_cast<int64_t>(i) != axis && indices.shape[i] > data.shape[i])
-      return absl::InvalidArgumentError(
-          absl::StrCat("indices ", indices.shapeString(), " exceed data ",
-                       data.shapeString(), " in dim ", i));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "indices ", indices.shapeString(), " exceed data ", data.shapeString(), " in dim ", i));
   absl::StatusOr<HostTensor> out = makeResult(op.getResult(), indices.shape);
   if (!out.ok())
     return out.status();
@@ -84,13 +79,12 @@ absl::StatusOr<Tensors> runGatherNd(GatherNdOp op, const HostTensor &data,
   int64_t depth = indices.shape.back();
   for (int64_t i = 0; i < batchDims; ++i)
     if (data.shape[i] != indices.shape[i])
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch dim ", i, " differs: data ", data.shapeString(),
-                       ", indices ", indices.shapeString()));
+      return absl::InvalidArgumentError(absl::StrCat("batch dim ", i, " differs: data ",
+                                                     data.shapeString(), ", indices ",
+                                                     indices.shapeString()));
   // result = indices.shape[:-1] + data.shape[batchDims + depth:]
   Shape shape(indices.shape.begin(), indices.shape.end() - 1);
-  shape.insert(shape.end(), data.shape.begin() + batchDims + depth,
-               data.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + batchDims + depth, data.shape.end());
   absl::StatusOr<HostTensor> out = makeResult(op.getResult(), shape);
   if (!out.ok())
     return out.status();
@@ -103,8 +97,8 @@ absl::StatusOr<Tensors> runGatherNd(GatherNdOp op, const HostTensor &data,
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t tuple = b * tuples + t, at = b * batchStride;
       for (int64_t j = 0; j < depth; ++j) {
-        absl::StatusOr<int64_t> k = wrapIndex(indices.ints[tuple * depth + j],
-                                              data.shape[batchDims + j]);
+        absl::StatusOr<int64_t> k =
+            wrapIndex(indices.ints[tuple * depth + j], data.shape[batchDims + j]);
         if (!k.ok())
           return k.status();
         at += *k * strides[batchDims + j];
@@ -117,14 +111,13 @@ absl::StatusOr<Tensors> runGatherNd(GatherNdOp op, const HostTensor &data,
 }
 
 absl::StatusOr<Tensors> runScatterAdd(ScatterAddOp op, const HostTensor &dest,
-                                      const HostTensor &indices,
-                                      const HostTensor &updates) {
+                                      const HostTensor &indices, const HostTensor &updates) {
   int64_t axis = op.getAxis();
   Shape expected = gatheredShape(dest, indices, axis);
   if (updates.shape != expected)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "updates ", updates.shapeString(), " must have shape ",
-        shapeString(expected), " (dest dims around indices dims)"));
+    return absl::InvalidArgumentError(absl::StrCat("updates ", updates.shapeString(),
+                                                   " must have shape ", shapeString(expected),
+                                                   " (dest dims around indices dims)"));
   // Sum in double / wrapping int64, round once: the result then does not
   // depend on the order of duplicate indices.
   std::vector<double> floats(dest.floats);
@@ -162,13 +155,9 @@ absl::StatusOr<Tensors> runScatterAdd(ScatterAddOp op, const HostTensor &dest,
 MaybeResults runIndexing(Operation *op, Operands args) {
   return llvm::TypeSwitch<Operation *, MaybeResults>(op)
       .Case([&](GatherOp g) { return runGather(g, *args[0], *args[1]); })
-      .Case([&](GatherElementsOp g) {
-        return runGatherElements(g, *args[0], *args[1]);
-      })
+      .Case([&](GatherElementsOp g) { return runGatherElements(g, *args[0], *args[1]); })
       .Case([&](GatherNdOp g) { return runGatherNd(g, *args[0], *args[1]); })
-      .Case([&](ScatterAddOp s) {
-        return runScatterAdd(s, *args[0], *args[1], *args[2]);
-      })
+      .Case([&](ScatterAddOp s) { return runScatterAdd(s, *args[0], *args[1], *args[2]); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

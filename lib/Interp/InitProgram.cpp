@@ -2,8 +2,8 @@
 
 #include "kiln/Interp/InitProgram.h"
 
-#include "kiln/Dialect/Graph/InitProgram.h"
 #include "absl/strings/str_cat.h"
+#include "kiln/Dialect/Graph/InitProgram.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -18,8 +18,7 @@ absl::StatusOr<HostTensor> OverlayWeightSource::load(llvm::StringRef name) {
   return base.load(name);
 }
 
-absl::Status runInitProgram(ModuleOp module, uint64_t seed,
-                            OverlayWeightSource &weights) {
+absl::Status runInitProgram(ModuleOp module, uint64_t seed, OverlayWeightSource &weights) {
   auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName);
   if (!init)
     return absl::OkStatus();
@@ -35,8 +34,8 @@ absl::Status runInitProgram(ModuleOp module, uint64_t seed,
   for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
     auto name = init.getResultAttrOfType<StringAttr>(i, "kiln.param");
     if (!name)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "init program result ", i, " has no kiln.param name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("init program result ", i, " has no kiln.param name"));
     weights.tensors[name.str()] = std::move(tensor);
   }
   return absl::OkStatus();

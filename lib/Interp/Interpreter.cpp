@@ -45,8 +45,7 @@ std::string locationString(Location loc) {
 /// "kiln.gather at "model.onnx":3:7: " — the prefix of every op error.
 std::string opPrefix(Operation *op) {
   std::string loc = locationString(op->getLoc());
-  return absl::StrCat(op->getName().getStringRef().str(),
-                      loc.empty() ? "" : " at ", loc, ": ");
+  return absl::StrCat(op->getName().getStringRef().str(), loc.empty() ? "" : " at ", loc, ": ");
 }
 
 absl::Status withPrefix(const absl::Status &status, const std::string &prefix) {
@@ -88,8 +87,7 @@ private:
   /// Returns true when `p` was checked or solved (false: wait for symbols).
   absl::StatusOr<bool> resolve(const Pending &p);
   std::string describe(const Pending &p) const {
-    return absl::StrCat(inputLabel(func, p.input), ": dim ", p.dim, " is ",
-                        p.size);
+    return absl::StrCat(inputLabel(func, p.input), ": dim ", p.dim, " is ", p.size);
   }
 
   func::FuncOp func;
@@ -100,9 +98,9 @@ private:
 
 absl::Status SymbolBinder::bind(ArrayRef<HostTensor> inputs) {
   if (inputs.size() != func.getNumArguments())
-    return absl::InvalidArgumentError(
-        absl::StrCat("@", func.getSymName().str(), " takes ",
-                     func.getNumArguments(), " inputs, got ", inputs.size()));
+    return absl::InvalidArgumentError(absl::StrCat("@", func.getSymName().str(), " takes ",
+                                                   func.getNumArguments(), " inputs, got ",
+                                                   inputs.size()));
   for (unsigned i = 0; i < inputs.size(); ++i)
     if (absl::Status s = checkInput(i, inputs[i]); !s.ok())
       return s;
@@ -122,9 +120,9 @@ absl::Status SymbolBinder::bind(ArrayRef<HostTensor> inputs) {
     }
   }
   if (!pending.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        describe(pending.front()), " = ", dimToString(pending.front().expr),
-        ", which does not determine its symbols"));
+    return absl::InvalidArgumentError(absl::StrCat(describe(pending.front()), " = ",
+                                                   dimToString(pending.front().expr),
+                                                   ", which does not determine its symbols"));
   return absl::OkStatus();
 }
 
@@ -138,13 +136,11 @@ absl::Status SymbolBinder::checkInput(unsigned i, const HostTensor &input) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
   absl::StatusOr<DType> dtype = dtypeOf(type);
   if (!dtype.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": ", dtype.status().message()));
-  if (*dtype != input.dtype ||
-      type.getRank() != static_cast<int64_t>(input.shape.size()))
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": got ", dtypeName(input.dtype), " ", input.shapeString(),
-        ", expected ", dtypeName(*dtype), " ", shapeToString(type)));
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", dtype.status().message()));
+  if (*dtype != input.dtype || type.getRank() != static_cast<int64_t>(input.shape.size()))
+    return absl::InvalidArgumentError(absl::StrCat(label, ": got ", dtypeName(input.dtype), " ",
+                                                   input.shapeString(), ", expected ",
+                                                   dtypeName(*dtype), " ", shapeToString(type)));
   DimList dims = getDims(type);
   for (unsigned d = 0; d < dims.size(); ++d) {
     Dim expr = dims[d];
@@ -167,9 +163,9 @@ absl::Status SymbolBinder::checkInput(unsigned i, const HostTensor &input) {
     if (inserted) {
       boundBy[name] = i;
     } else if (it->second != size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(label, ": dim ", d, " is ", name, "=", size, " but ",
-                       name, "=", it->second, " from input ", boundBy[name]));
+      return absl::InvalidArgumentError(absl::StrCat(label, ": dim ", d, " is ", name, "=", size,
+                                                     " but ", name, "=", it->second, " from input ",
+                                                     boundBy[name]));
     }
   }
   return absl::OkStatus();
@@ -203,25 +199,22 @@ absl::StatusOr<bool> SymbolBinder::resolve(const Pending &p) {
   std::string expr = dimToString(p.expr);
   if (!unknown) {
     if (rest != p.size)
-      return absl::InvalidArgumentError(absl::StrCat(
-          describe(p), " but ", expr, " = ", rest, " with the bound symbols"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(describe(p), " but ", expr, " = ", rest, " with the bound symbols"));
     return true;
   }
   if (a == 0 || (p.size - rest) % a != 0 || (p.size - rest) / a < 0)
     return absl::InvalidArgumentError(
-        absl::StrCat(describe(p), ", which ", expr, " cannot equal for any ",
-                     unknown.str()));
+        absl::StrCat(describe(p), ", which ", expr, " cannot equal for any ", unknown.str()));
   symbols[unknown.str()] = (p.size - rest) / a;
   boundBy[unknown.str()] = p.input;
   return true;
 }
 
 /// Cross-checks a kernel's result against the op's result type.
-absl::Status checkResult(unsigned index, Value value, const HostTensor &t,
-                         const Env &env) {
+absl::Status checkResult(unsigned index, Value value, const HostTensor &t, const Env &env) {
   if (absl::Status s = checkStorage(t); !s.ok())
-    return absl::InternalError(
-        absl::StrCat("result ", index, " is malformed: ", s.message()));
+    return absl::InternalError(absl::StrCat("result ", index, " is malformed: ", s.message()));
   absl::StatusOr<DType> dtype = dtypeOf(value.getType());
   if (!dtype.ok())
     return dtype.status();
@@ -233,16 +226,14 @@ absl::Status checkResult(unsigned index, Value value, const HostTensor &t,
     return absl::OkStatus();
   std::string evaluated;
   for (size_t d = 0; d < dims.size(); ++d)
-    absl::StrAppend(&evaluated, d ? ", " : "",
-                    dims[d] ? std::to_string(*dims[d]) : "?");
-  return absl::InternalError(absl::StrCat(
-      "result ", index, " is ", dtypeName(t.dtype), " ", t.shapeString(),
-      " but its type ", shapeToString(cast<RankedTensorType>(value.getType())),
-      " evaluates to ", dtypeName(*dtype), " [", evaluated, "]"));
+    absl::StrAppend(&evaluated, d ? ", " : "", dims[d] ? std::to_string(*dims[d]) : "?");
+  return absl::InternalError(
+      absl::StrCat("result ", index, " is ", dtypeName(t.dtype), " ", t.shapeString(),
+                   " but its type ", shapeToString(cast<RankedTensorType>(value.getType())),
+                   " evaluates to ", dtypeName(*dtype), " [", evaluated, "]"));
 }
 
-absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
-                              WeightSource &weights) {
+absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env, WeightSource &weights) {
   if (auto opaque = dyn_cast<OpaqueOp>(op)) {
     if (MaybeResults fallback = runFallback(opaque, args)) {
       if (!fallback->ok())
@@ -252,9 +243,9 @@ absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
           return s;
       return std::move(**fallback);
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no reference implementation for ONNX op ", opaque.getOpType().str(),
-        " (node ", opaque.getNodeName().str(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("no reference implementation for ONNX op ",
+                                                   opaque.getOpType().str(), " (node ",
+                                                   opaque.getNodeName().str(), ")"));
   }
   // The mean over the ranks of a run of one: the operands (kiln interp is
   // one rank).
@@ -282,8 +273,7 @@ absl::StatusOr<Tensors> runOp(Operation *op, Operands args, const Env &env,
   if (!results)
     results = runRandomQuant(op, args, env);
   if (!results)
-    return absl::InvalidArgumentError(
-        "the interpreter does not support this op");
+    return absl::InvalidArgumentError("the interpreter does not support this op");
   return std::move(*results);
 }
 
@@ -299,8 +289,7 @@ uint64_t storageBytes(const HostTensor &t) {
 /// symbols determine can be counted in int64 and fit the memory budget
 /// beside the `live` bytes. Results with undetermined dims are accounted
 /// once they exist.
-absl::Status checkResultsFit(Operation *op, const Env &env, uint64_t live,
-                             uint64_t budget) {
+absl::Status checkResultsFit(Operation *op, const Env &env, uint64_t live, uint64_t budget) {
   uint64_t needed = 0;
   std::string largest;
   uint64_t largestBytes = 0;
@@ -316,12 +305,10 @@ absl::Status checkResultsFit(Operation *op, const Env &env, uint64_t live,
       shape.push_back(*d);
     absl::StatusOr<int64_t> count = checkedNumel(shape);
     if (!count.ok())
-      return absl::InvalidArgumentError(absl::StrCat(
-          "result ", i, " ", shapeString(shape),
-          " has more elements than int64 can count"));
+      return absl::InvalidArgumentError(absl::StrCat("result ", i, " ", shapeString(shape),
+                                                     " has more elements than int64 can count"));
     // Saturating: a sum past 2^64 bytes fits no budget either.
-    uint64_t bytes =
-        llvm::SaturatingMultiply(static_cast<uint64_t>(*count), kBytesPerElement);
+    uint64_t bytes = llvm::SaturatingMultiply(static_cast<uint64_t>(*count), kBytesPerElement);
     needed = llvm::SaturatingAdd(needed, bytes);
     if (bytes >= largestBytes) {
       largestBytes = bytes;
@@ -331,11 +318,11 @@ absl::Status checkResultsFit(Operation *op, const Env &env, uint64_t live,
   }
   if (needed <= budget && live <= budget - needed)
     return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "needs ", needed, " bytes for its result", op->getNumResults() == 1 ? "" : "s",
-      " (", largest, ", 8 bytes per element), but ", live,
-      " bytes of live tensors leave ", live < budget ? budget - live : 0,
-      " of the interpreter's ", budget, "-byte memory budget (--memory-budget)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("needs ", needed, " bytes for its result", op->getNumResults() == 1 ? "" : "s",
+                   " (", largest, ", 8 bytes per element), but ", live,
+                   " bytes of live tensors leave ", live < budget ? budget - live : 0,
+                   " of the interpreter's ", budget, "-byte memory budget (--memory-budget)"));
 }
 
 /// The first diagnostic the verifier emits, for the error message.
@@ -349,8 +336,8 @@ absl::Status verifyFunction(func::FuncOp func) {
     return success();
   });
   if (failed(verify(func)))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "@", func.getSymName().str(), " fails verification: ", first));
+    return absl::InvalidArgumentError(
+        absl::StrCat("@", func.getSymName().str(), " fails verification: ", first));
   return absl::OkStatus();
 }
 
@@ -371,8 +358,7 @@ uint64_t defaultMemoryBudget() {
   return limit / 2;
 }
 
-absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
-                                            ArrayRef<HostTensor> inputs,
+absl::StatusOr<InterpreterResult> interpret(func::FuncOp func, ArrayRef<HostTensor> inputs,
                                             WeightSource &weights,
                                             const InterpreterOptions &options) {
   if (!func || func.isExternal())
@@ -387,8 +373,7 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
     return s;
   Env env(result.symbols);
 
-  uint64_t budget = options.memoryBudget ? options.memoryBudget
-                                          : defaultMemoryBudget();
+  uint64_t budget = options.memoryBudget ? options.memoryBudget : defaultMemoryBudget();
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, HostTensor> values;
   uint64_t live = 0; // storage bytes of `values`
@@ -409,8 +394,7 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
     for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
       auto it = values.find(operand);
       if (it == values.end())
-        return absl::InternalError(
-            absl::StrCat(prefix, "operand ", i, " has no value"));
+        return absl::InternalError(absl::StrCat(prefix, "operand ", i, " has no value"));
       args.push_back(&it->second);
     }
     if (isa<func::ReturnOp>(op)) {
@@ -425,8 +409,7 @@ absl::StatusOr<InterpreterResult> interpret(func::FuncOp func,
       return withPrefix(outs.status(), prefix);
     if (outs->size() != op.getNumResults())
       return absl::InternalError(absl::StrCat(prefix, "produced ", outs->size(),
-                                              " results, expected ",
-                                              op.getNumResults()));
+                                              " results, expected ", op.getNumResults()));
     for (auto [i, value] : llvm::enumerate(op.getResults())) {
       if (absl::Status s = checkResult(i, value, (*outs)[i], env); !s.ok())
         return withPrefix(s, prefix);

@@ -19,8 +19,7 @@ using namespace mlir;
 namespace kiln::interp {
 namespace {
 
-absl::StatusOr<Tensors> runMatmul(MatmulOp op, const HostTensor &a,
-                                  const HostTensor &b) {
+absl::StatusOr<Tensors> runMatmul(MatmulOp op, const HostTensor &a, const HostTensor &b) {
   size_t ra = a.shape.size(), rb = b.shape.size();
   // Stored matrix dims; a transpose flag swaps which is the row.
   int64_t aRows = a.shape[ra - 2], aCols = a.shape[ra - 1];
@@ -29,9 +28,9 @@ absl::StatusOr<Tensors> runMatmul(MatmulOp op, const HostTensor &a,
   int64_t m = ta ? aCols : aRows, k = ta ? aRows : aCols;
   int64_t kRhs = tb ? bCols : bRows, n = tb ? bRows : bCols;
   if (k != kRhs)
-    return absl::InvalidArgumentError(
-        absl::StrCat("contraction dims differ: lhs ", a.shapeString(), " has ",
-                     k, ", rhs ", b.shapeString(), " has ", kRhs));
+    return absl::InvalidArgumentError(absl::StrCat("contraction dims differ: lhs ", a.shapeString(),
+                                                   " has ", k, ", rhs ", b.shapeString(), " has ",
+                                                   kRhs));
   Shape batchA(a.shape.begin(), a.shape.end() - 2);
   Shape batchB(b.shape.begin(), b.shape.end() - 2);
   absl::StatusOr<Shape> batch = broadcastShapes({batchA, batchB});
@@ -66,21 +65,18 @@ absl::StatusOr<Tensors> runAttention(AttentionOp op, Operands args) {
   std::optional<double> scale;
   if (op.getScale())
     scale = op.getScale()->convertToDouble();
-  absl::StatusOr<Attention> a =
-      makeAttention(*args[0], *args[1], *args[2],
-                    op.getMask() ? args[3] : nullptr, op.getCausal(), scale);
+  absl::StatusOr<Attention> a = makeAttention(
+      *args[0], *args[1], *args[2], op.getMask() ? args[3] : nullptr, op.getCausal(), scale);
   if (!a.ok())
     return a.status();
   int64_t L = a->L, Dv = a->Dv;
-  absl::StatusOr<HostTensor> out =
-      makeResult(op.getResult(), {a->B, a->Hq, a->S, Dv});
+  absl::StatusOr<HostTensor> out = makeResult(op.getResult(), {a->B, a->Hq, a->S, Dv});
   if (!out.ok())
     return out.status();
   std::vector<double> scores(L);
   for (int64_t b = 0; b < a->B; ++b) {
     for (int64_t h = 0; h < a->Hq; ++h) {
-      const double *vb =
-          args[2]->floats.data() + (b * a->Hkv + a->kvHead(h)) * L * Dv;
+      const double *vb = args[2]->floats.data() + (b * a->Hkv + a->kvHead(h)) * L * Dv;
       for (int64_t i = 0; i < a->S; ++i) {
         double max = a->scoreRow(b, h, i, scores.data());
         // A row with every key masked has no softmax: 0/0 gives NaN, which
@@ -104,10 +100,9 @@ absl::StatusOr<Tensors> runAttention(AttentionOp op, Operands args) {
 
 /// layer_norm (centered, with optional bias) and rms_norm (not centered)
 /// over the trailing dims [axis, rank), which are contiguous rows.
-absl::StatusOr<Tensors> runNorm(Operation *op, const HostTensor &in,
-                                const HostTensor &weight,
-                                const HostTensor *bias, int64_t axis,
-                                double epsilon, bool centered) {
+absl::StatusOr<Tensors> runNorm(Operation *op, const HostTensor &in, const HostTensor &weight,
+                                const HostTensor *bias, int64_t axis, double epsilon,
+                                bool centered) {
   if (absl::Status s = checkNormParam(in, axis, weight, "weight"); !s.ok())
     return s;
   if (bias)
@@ -161,8 +156,8 @@ MaybeResults runLinalg(Operation *op, Operands args) {
       .Case([&](MatmulOp m) { return runMatmul(m, *args[0], *args[1]); })
       .Case([&](AttentionOp a) { return runAttention(a, args); })
       .Case([&](LayerNormOp n) {
-        return runNorm(op, *args[0], *args[1], n.getBias() ? args[2] : nullptr,
-                       n.getAxis(), n.getEpsilon().convertToDouble(),
+        return runNorm(op, *args[0], *args[1], n.getBias() ? args[2] : nullptr, n.getAxis(),
+                       n.getEpsilon().convertToDouble(),
                        /*centered=*/true);
       })
       .Case([&](RmsNormOp n) {

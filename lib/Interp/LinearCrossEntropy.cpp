@@ -27,11 +27,11 @@ absl::StatusOr<Tensors> runFused(OpT op, const HostTensor &hidden, const HostTen
   int64_t rows = hidden.shape[0], width = hidden.shape[1];
   int64_t vocab = transpose ? weight.shape[0] : weight.shape[1];
   if ((transpose ? weight.shape[1] : weight.shape[0]) != width)
-    return absl::InvalidArgumentError(absl::StrCat("hidden is ", hidden.shapeString(),
-                                                   " but weight is ", weight.shapeString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden is ", hidden.shapeString(), " but weight is ", weight.shapeString()));
   if (labels.shape[0] != rows)
-    return absl::InvalidArgumentError(absl::StrCat("hidden has ", rows,
-                                                   " rows but labels have ", labels.shape[0]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden has ", rows, " rows but labels have ", labels.shape[0]));
   // I64Attr getters return uint64_t; the cast restores negative values.
   int64_t ignore = static_cast<int64_t>(op.getIgnoreIndex());
   int64_t counted = 0;
@@ -40,8 +40,8 @@ absl::StatusOr<Tensors> runFused(OpT op, const HostTensor &hidden, const HostTen
     if (label == ignore)
       continue;
     if (label < 0 || label >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "label ", label, " in row ", r, " is out of range [0, ", vocab, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", label, " in row ", r, " is out of range [0, ", vocab, ")"));
     ++counted;
   }
   std::optional<double> cap;

@@ -8,10 +8,10 @@
 
 #include "Common.h"
 
+#include "absl/strings/str_cat.h"
 #include "kiln/Support/DynamicMap8.h"
 #include "kiln/Support/NF4.h"
 #include "kiln/Support/Philox.h"
-#include "absl/strings/str_cat.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -21,9 +21,7 @@ using namespace mlir;
 namespace kiln::interp {
 namespace {
 
-uint64_t seedOf(const HostTensor &seed) {
-  return static_cast<uint64_t>(seed.ints.at(0));
-}
+uint64_t seedOf(const HostTensor &seed) { return static_cast<uint64_t>(seed.ints.at(0)); }
 
 absl::StatusOr<Tensors> runDropout(DropoutOp op, Operands args) {
   const HostTensor &x = *args[0];
@@ -38,8 +36,7 @@ absl::StatusOr<Tensors> runDropout(DropoutOp op, Operands args) {
   return Tensors{std::move(out)};
 }
 
-absl::StatusOr<Tensors> runRandomUniform(RandomUniformOp op, Operands args,
-                                         const Env &env) {
+absl::StatusOr<Tensors> runRandomUniform(RandomUniformOp op, Operands args, const Env &env) {
   absl::StatusOr<Shape> shape = env.concreteShape(op.getResult());
   if (!shape.ok())
     return shape.status();
@@ -85,8 +82,7 @@ absl::StatusOr<Tensors> runNf4Quantize(Nf4QuantizeOp op, Operands args) {
   return Tensors{std::move(codes), std::move(absmax)};
 }
 
-absl::StatusOr<Tensors> runNf4Dequantize(Nf4DequantizeOp op, Operands args,
-                                         const Env &env) {
+absl::StatusOr<Tensors> runNf4Dequantize(Nf4DequantizeOp op, Operands args, const Env &env) {
   const HostTensor &codes = *args[0], &absmax = *args[1];
   absl::StatusOr<Shape> shape = env.concreteShape(op.getResult());
   if (!shape.ok())
@@ -95,11 +91,10 @@ absl::StatusOr<Tensors> runNf4Dequantize(Nf4DequantizeOp op, Operands args,
   if (!out.ok())
     return out.status();
   int64_t n = out->numel(), blockSize = op.getBlockSize();
-  if (codes.numel() != (n + 1) / 2 ||
-      absmax.numel() != (n + blockSize - 1) / blockSize)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "codes ", codes.shapeString(), " and absmax ", absmax.shapeString(),
-        " do not hold ", n, " elements in blocks of ", blockSize));
+  if (codes.numel() != (n + 1) / 2 || absmax.numel() != (n + blockSize - 1) / blockSize)
+    return absl::InvalidArgumentError(absl::StrCat("codes ", codes.shapeString(), " and absmax ",
+                                                   absmax.shapeString(), " do not hold ", n,
+                                                   " elements in blocks of ", blockSize));
   for (int64_t i = 0; i < n; ++i) {
     int64_t byte = codes.ints[i / 2];
     int code = (i % 2 == 0) ? (byte >> 4) & 0xF : byte & 0xF;
@@ -132,11 +127,11 @@ absl::StatusOr<Tensors> runDequantize8bit(DequantizeBlockwise8bitOp op, Operands
   int64_t n = codes.numel(), blockSize = op.getBlockSize();
   if (absmax.numel() != (n + blockSize - 1) / blockSize)
     return absl::InvalidArgumentError(absl::StrCat(
-        "absmax ", absmax.shapeString(), " does not cover ", n,
-        " codes in blocks of ", blockSize));
+        "absmax ", absmax.shapeString(), " does not cover ", n, " codes in blocks of ", blockSize));
   HostTensor out(DType::F32, {n});
   for (int64_t i = 0; i < n; ++i)
-    out.set(i, kDynamicMap8[codes.ints[i] & 0xFF] * static_cast<float>(absmax.floats[i / blockSize]));
+    out.set(i,
+            kDynamicMap8[codes.ints[i] & 0xFF] * static_cast<float>(absmax.floats[i / blockSize]));
   return Tensors{std::move(out)};
 }
 

@@ -22,9 +22,8 @@ namespace {
 
 enum class ReduceKind { Sum, Mean, Max };
 
-absl::StatusOr<Tensors> runReduce(Operation *op, const HostTensor &in,
-                                  ReduceKind kind, ArrayRef<int64_t> axes,
-                                  bool keepdim) {
+absl::StatusOr<Tensors> runReduce(Operation *op, const HostTensor &in, ReduceKind kind,
+                                  ArrayRef<int64_t> axes, bool keepdim) {
   // Reduced dims become size 1; dropping them (no keepdim) does not change
   // the row-major layout, so one index map serves both forms.
   Shape kept = in.shape, outShape;
@@ -43,9 +42,7 @@ absl::StatusOr<Tensors> runReduce(Operation *op, const HostTensor &in,
   int64_t n = out->numel();
 
   if (in.isFloat()) {
-    double init = kind == ReduceKind::Max
-                      ? -std::numeric_limits<double>::infinity()
-                      : 0.0;
+    double init = kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
     std::vector<double> acc(n, init);
     for (int64_t i = 0; i < in.numel(); ++i) {
       double x = in.floats[i], &a = acc[toOut(i)];
@@ -60,8 +57,7 @@ absl::StatusOr<Tensors> runReduce(Operation *op, const HostTensor &in,
   }
 
   if (count == 0 && kind != ReduceKind::Sum)
-    return absl::InvalidArgumentError(
-        "integer mean/max over an empty dimension has no value");
+    return absl::InvalidArgumentError("integer mean/max over an empty dimension has no value");
   std::vector<uint64_t> acc(n, 0);
   std::vector<bool> seen(n, false);
   for (int64_t i = 0; i < in.numel(); ++i) {
@@ -79,8 +75,7 @@ absl::StatusOr<Tensors> runReduce(Operation *op, const HostTensor &in,
   return Tensors{std::move(*out)};
 }
 
-absl::StatusOr<Tensors> runSoftmax(Operation *op, const HostTensor &in,
-                                   int64_t axis, bool log) {
+absl::StatusOr<Tensors> runSoftmax(Operation *op, const HostTensor &in, int64_t axis, bool log) {
   absl::StatusOr<HostTensor> out = makeResult(op->getResult(0), in.shape);
   if (!out.ok())
     return out.status();
@@ -95,8 +90,7 @@ absl::StatusOr<Tensors> runSoftmax(Operation *op, const HostTensor &in,
         sum += std::exp(in.floats[s.at(o, k, i)] - max);
       for (int64_t k = 0; k < s.len; ++k) {
         double shifted = in.floats[s.at(o, k, i)] - max;
-        out->set(s.at(o, k, i),
-                 log ? shifted - std::log(sum) : std::exp(shifted) / sum);
+        out->set(s.at(o, k, i), log ? shifted - std::log(sum) : std::exp(shifted) / sum);
       }
     }
   }
@@ -134,13 +128,12 @@ absl::StatusOr<Tensors> runCumsum(CumsumOp op, const HostTensor &in) {
   return Tensors{std::move(*out)};
 }
 
-absl::StatusOr<Tensors> runCrossEntropy(CrossEntropyOp op,
-                                        const HostTensor &logits,
+absl::StatusOr<Tensors> runCrossEntropy(CrossEntropyOp op, const HostTensor &logits,
                                         const HostTensor &labels) {
   int64_t rows = logits.shape[0], classes = logits.shape[1];
   if (labels.shape[0] != rows)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logits have ", rows, " rows but labels have ", labels.shape[0]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logits have ", rows, " rows but labels have ", labels.shape[0]));
   Reduction reduction = op.getReduction();
   Shape shape;
   if (reduction == Reduction::none)
@@ -157,8 +150,7 @@ absl::StatusOr<Tensors> runCrossEntropy(CrossEntropyOp op,
       continue; // a `none` result keeps its 0
     if (label < 0 || label >= classes)
       return absl::InvalidArgumentError(
-          absl::StrCat("label ", label, " in row ", r, " is out of range [0, ",
-                       classes, ")"));
+          absl::StrCat("label ", label, " in row ", r, " is out of range [0, ", classes, ")"));
     const double *row = logits.floats.data() + r * classes;
     double max = -std::numeric_limits<double>::infinity();
     for (int64_t c = 0; c < classes; ++c)
@@ -185,27 +177,18 @@ absl::StatusOr<Tensors> runCrossEntropy(CrossEntropyOp op,
 MaybeResults runReduction(Operation *op, Operands args) {
   return llvm::TypeSwitch<Operation *, MaybeResults>(op)
       .Case([&](ReduceSumOp r) {
-        return runReduce(op, *args[0], ReduceKind::Sum, r.getAxes(),
-                         r.getKeepdim());
+        return runReduce(op, *args[0], ReduceKind::Sum, r.getAxes(), r.getKeepdim());
       })
       .Case([&](ReduceMeanOp r) {
-        return runReduce(op, *args[0], ReduceKind::Mean, r.getAxes(),
-                         r.getKeepdim());
+        return runReduce(op, *args[0], ReduceKind::Mean, r.getAxes(), r.getKeepdim());
       })
       .Case([&](ReduceMaxOp r) {
-        return runReduce(op, *args[0], ReduceKind::Max, r.getAxes(),
-                         r.getKeepdim());
+        return runReduce(op, *args[0], ReduceKind::Max, r.getAxes(), r.getKeepdim());
       })
-      .Case([&](SoftmaxOp s) {
-        return runSoftmax(op, *args[0], s.getAxis(), /*log=*/false);
-      })
-      .Case([&](LogSoftmaxOp s) {
-        return runSoftmax(op, *args[0], s.getAxis(), /*log=*/true);
-      })
+      .Case([&](SoftmaxOp s) { return runSoftmax(op, *args[0], s.getAxis(), /*log=*/false); })
+      .Case([&](LogSoftmaxOp s) { return runSoftmax(op, *args[0], s.getAxis(), /*log=*/true); })
       .Case([&](CumsumOp c) { return runCumsum(c, *args[0]); })
-      .Case([&](CrossEntropyOp c) {
-        return runCrossEntropy(c, *args[0], *args[1]);
-      })
+      .Case([&](CrossEntropyOp c) { return runCrossEntropy(c, *args[0], *args[1]); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

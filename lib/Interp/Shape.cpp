@@ -31,16 +31,14 @@ Shape unflatten(int64_t flat, ArrayRef<int64_t> shape) {
 /// The same elements under a new shape of equal element count.
 absl::StatusOr<Tensors> withShape(const HostTensor &in, Shape shape) {
   if (numel(shape) != in.numel())
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot view ", in.numel(), " elements ", in.shapeString(),
-                     " as ", shapeString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat("cannot view ", in.numel(), " elements ",
+                                                   in.shapeString(), " as ", shapeString(shape)));
   HostTensor out = in;
   out.shape = std::move(shape);
   return Tensors{std::move(out)};
 }
 
-absl::StatusOr<Tensors> runReshape(ReshapeOp op, const HostTensor &in,
-                                   const Env &env) {
+absl::StatusOr<Tensors> runReshape(ReshapeOp op, const HostTensor &in, const Env &env) {
   // One dim the symbols do not determine follows from the element count.
   std::vector<std::optional<int64_t>> dims = env.evaluate(op.getType());
   int64_t known = 1, unknown = -1;
@@ -63,8 +61,7 @@ absl::StatusOr<Tensors> runReshape(ReshapeOp op, const HostTensor &in,
   return withShape(in, shape);
 }
 
-absl::StatusOr<Tensors> runExpand(ExpandOp op, const HostTensor &in,
-                                  const Env &env) {
+absl::StatusOr<Tensors> runExpand(ExpandOp op, const HostTensor &in, const Env &env) {
   std::vector<std::optional<int64_t>> dims = env.evaluate(op.getType());
   size_t offset = dims.size() - in.shape.size();
   Shape shape;
@@ -75,15 +72,14 @@ absl::StatusOr<Tensors> runExpand(ExpandOp op, const HostTensor &in,
     } else if (i >= offset && in.shape[i - offset] != 1) {
       shape.push_back(in.shape[i - offset]);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot determine dim ", i, " of ", shapeToString(op.getType())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot determine dim ", i, " of ", shapeToString(op.getType())));
     }
   }
   absl::StatusOr<Shape> b = broadcastShapes({in.shape, shape});
   if (!b.ok() || *b != shape)
-    return absl::InvalidArgumentError(absl::StrCat("input ", in.shapeString(),
-                                                   " does not broadcast to ",
-                                                   shapeString(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", in.shapeString(), " does not broadcast to ", shapeString(shape)));
   HostTensor out(in.dtype, shape);
   BroadcastMap map(in.shape, shape);
   for (int64_t i = 0; i < out.numel(); ++i)
@@ -110,8 +106,7 @@ absl::StatusOr<Tensors> runTranspose(TransposeOp op, const HostTensor &in) {
 /// result[i...] = input[start[d] + i[d] * step[d], ...]: starts are size
 /// expressions, lengths come from the result type, and there is no clamping
 /// (the importer resolved ONNX's), so every index read must be in range.
-absl::StatusOr<Tensors> runSlice(SliceOp op, const HostTensor &in,
-                                 const Env &env) {
+absl::StatusOr<Tensors> runSlice(SliceOp op, const HostTensor &in, const Env &env) {
   absl::StatusOr<Shape> shape = env.concreteShape(op.getResult());
   if (!shape.ok())
     return shape.status();
@@ -121,15 +116,12 @@ absl::StatusOr<Tensors> runSlice(SliceOp op, const HostTensor &in,
   for (size_t d = 0; d < in.shape.size(); ++d) {
     std::optional<int64_t> start = env.evaluate(startExprs[d]);
     if (!start)
-      return absl::InvalidArgumentError(
-          absl::StrCat("start ", dimToString(startExprs[d]), " of dim ", d,
-                       " uses a symbol no input binds"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "start ", dimToString(startExprs[d]), " of dim ", d, " uses a symbol no input binds"));
     int64_t length = (*shape)[d], last = *start + (length - 1) * steps[d];
-    if (length > 0 && (*start < 0 || *start >= in.shape[d] || last < 0 ||
-                       last >= in.shape[d]))
-      return absl::InvalidArgumentError(
-          absl::StrCat("dim ", d, " reads indices ", *start, " to ", last,
-                       " of a dim of size ", in.shape[d]));
+    if (length > 0 && (*start < 0 || *start >= in.shape[d] || last < 0 || last >= in.shape[d]))
+      return absl::InvalidArgumentError(absl::StrCat("dim ", d, " reads indices ", *start, " to ",
+                                                     last, " of a dim of size ", in.shape[d]));
     starts.push_back(*start);
   }
   Shape inStrides = stridesOf(in.shape);
@@ -152,9 +144,9 @@ absl::StatusOr<Tensors> runConcat(ConcatOp op, Operands args) {
     Shape expected = shape;
     expected[axis] = t->shape[axis];
     if (t->shape != expected)
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", t->shapeString(), " does not match ",
-                       args[0]->shapeString(), " outside axis ", axis));
+      return absl::InvalidArgumentError(absl::StrCat("input ", t->shapeString(), " does not match ",
+                                                     args[0]->shapeString(), " outside axis ",
+                                                     axis));
     shape[axis] += t->shape[axis];
   }
   HostTensor out(args[0]->dtype, shape);
@@ -171,8 +163,7 @@ absl::StatusOr<Tensors> runConcat(ConcatOp op, Operands args) {
   return Tensors{std::move(out)};
 }
 
-absl::StatusOr<Tensors> runSplit(SplitOp op, const HostTensor &in,
-                                 const Env &env) {
+absl::StatusOr<Tensors> runSplit(SplitOp op, const HostTensor &in, const Env &env) {
   int64_t axis = op.getAxis();
   // Piece sizes come from the result types; one undetermined piece takes
   // the remainder.
@@ -184,8 +175,7 @@ absl::StatusOr<Tensors> runSplit(SplitOp op, const HostTensor &in,
     unknown += !sizes.back();
   }
   if (unknown > 1)
-    return absl::InvalidArgumentError(
-        "more than one piece size is not determined by the symbols");
+    return absl::InvalidArgumentError("more than one piece size is not determined by the symbols");
   bool negative = false;
   for (std::optional<int64_t> &s : sizes) {
     if (!s)
@@ -193,9 +183,8 @@ absl::StatusOr<Tensors> runSplit(SplitOp op, const HostTensor &in,
     negative |= *s < 0;
   }
   if (negative || (!unknown && known != in.shape[axis]))
-    return absl::InvalidArgumentError(
-        absl::StrCat("pieces of total size ", known, " do not split dim ", axis,
-                     " of ", in.shapeString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pieces of total size ", known, " do not split dim ", axis, " of ", in.shapeString()));
   Tensors results;
   AxisSplit s(in.shape, axis);
   int64_t offset = 0;

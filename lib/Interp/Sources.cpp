@@ -22,8 +22,7 @@ namespace {
 
 double toDouble(APFloat value) {
   bool losesInfo = false;
-  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
-                &losesInfo);
+  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
   return value.convertToDouble();
 }
 
@@ -38,25 +37,20 @@ template <typename T> T readBlob(ArrayRef<char> data, int64_t i) {
 absl::Status decodeResource(DenseResourceElementsAttr attr, HostTensor &t) {
   AsmResourceBlob *blob = attr.getRawHandle().getBlob();
   if (!blob)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dense_resource blob '", attr.getRawHandle().getKey().str(),
-        "' has no data (elided or not loaded)"));
+    return absl::InvalidArgumentError(absl::StrCat("dense_resource blob '",
+                                                   attr.getRawHandle().getKey().str(),
+                                                   "' has no data (elided or not loaded)"));
   ArrayRef<char> data = blob->getData();
   Type element = attr.getType().getElementType();
   // i1 is stored one byte per element.
   unsigned width = std::max(8u, element.getIntOrFloatBitWidth());
   if (static_cast<int64_t>(data.size()) != t.numel() * (width / 8))
-    return absl::InvalidArgumentError(
-        absl::StrCat("dense_resource blob has ", data.size(),
-                     " bytes, expected ", t.numel() * (width / 8)));
+    return absl::InvalidArgumentError(absl::StrCat("dense_resource blob has ", data.size(),
+                                                   " bytes, expected ", t.numel() * (width / 8)));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype) {
-    case DType::F32:
-      t.set(i, readBlob<float>(data, i));
-      break;
-    case DType::F64:
-      t.set(i, readBlob<double>(data, i));
-      break;
+    case DType::F32: t.set(i, readBlob<float>(data, i)); break;
+    case DType::F64: t.set(i, readBlob<double>(data, i)); break;
     case DType::F16:
     case DType::BF16: {
       const llvm::fltSemantics &semantics =
@@ -65,33 +59,15 @@ absl::Status decodeResource(DenseResourceElementsAttr attr, HostTensor &t) {
       t.set(i, toDouble(APFloat(semantics, bits)));
       break;
     }
-    case DType::Bool:
-      t.setInt(i, readBlob<uint8_t>(data, i) != 0);
-      break;
-    case DType::U8:
-      t.setInt(i, readBlob<uint8_t>(data, i));
-      break;
-    case DType::U16:
-      t.setInt(i, readBlob<uint16_t>(data, i));
-      break;
-    case DType::U32:
-      t.setInt(i, readBlob<uint32_t>(data, i));
-      break;
-    case DType::U64:
-      t.setInt(i, static_cast<int64_t>(readBlob<uint64_t>(data, i)));
-      break;
-    case DType::I8:
-      t.setInt(i, readBlob<int8_t>(data, i));
-      break;
-    case DType::I16:
-      t.setInt(i, readBlob<int16_t>(data, i));
-      break;
-    case DType::I32:
-      t.setInt(i, readBlob<int32_t>(data, i));
-      break;
-    case DType::I64:
-      t.setInt(i, readBlob<int64_t>(data, i));
-      break;
+    case DType::Bool: t.setInt(i, readBlob<uint8_t>(data, i) != 0); break;
+    case DType::U8: t.setInt(i, readBlob<uint8_t>(data, i)); break;
+    case DType::U16: t.setInt(i, readBlob<uint16_t>(data, i)); break;
+    case DType::U32: t.setInt(i, readBlob<uint32_t>(data, i)); break;
+    case DType::U64: t.setInt(i, static_cast<int64_t>(readBlob<uint64_t>(data, i))); break;
+    case DType::I8: t.setInt(i, readBlob<int8_t>(data, i)); break;
+    case DType::I16: t.setInt(i, readBlob<int16_t>(data, i)); break;
+    case DType::I32: t.setInt(i, readBlob<int32_t>(data, i)); break;
+    case DType::I64: t.setInt(i, readBlob<int64_t>(data, i)); break;
     }
   }
   return absl::OkStatus();
@@ -102,8 +78,7 @@ absl::StatusOr<Tensors> runConstant(ConstantOp op) {
   auto type = llvm::cast<ShapedType>(attr.getType());
   if (!type.hasStaticShape())
     return absl::InvalidArgumentError("constant has a dynamic shape");
-  absl::StatusOr<HostTensor> t =
-      makeResult(op.getResult(), Shape(type.getShape()));
+  absl::StatusOr<HostTensor> t = makeResult(op.getResult(), Shape(type.getShape()));
   if (!t.ok())
     return t.status();
   if (auto dense = llvm::dyn_cast<DenseElementsAttr>(attr)) {
@@ -114,33 +89,28 @@ absl::StatusOr<Tensors> runConstant(ConstantOp op) {
         t->set(i++, toDouble(v));
     } else {
       // i1 and unsigned values must not be sign-extended (true is 1).
-      bool zeroExtend = type.getElementType().isUnsignedInteger() ||
-                        type.getElementType().isInteger(1);
+      bool zeroExtend =
+          type.getElementType().isUnsignedInteger() || type.getElementType().isInteger(1);
       for (APInt v : dense.getValues<APInt>())
-        t->setInt(i++, zeroExtend ? static_cast<int64_t>(v.getZExtValue())
-                                  : v.getSExtValue());
+        t->setInt(i++, zeroExtend ? static_cast<int64_t>(v.getZExtValue()) : v.getSExtValue());
     }
   } else if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(attr)) {
     if (absl::Status s = decodeResource(resource, *t); !s.ok())
       return s;
   } else {
-    return absl::InvalidArgumentError(
-        "constant value is neither dense nor dense_resource");
+    return absl::InvalidArgumentError("constant value is neither dense nor dense_resource");
   }
   return Tensors{std::move(*t)};
 }
 
-absl::StatusOr<Tensors> runParameter(ParameterOp op, const Env &env,
-                                     WeightSource &weights) {
+absl::StatusOr<Tensors> runParameter(ParameterOp op, const Env &env, WeightSource &weights) {
   std::string name = op.getName().str();
   absl::StatusOr<HostTensor> loaded = weights.load(name);
   if (!loaded.ok())
     return absl::Status(loaded.status().code(),
-                        absl::StrCat("loading weight \"", name,
-                                     "\": ", loaded.status().message()));
+                        absl::StrCat("loading weight \"", name, "\": ", loaded.status().message()));
   if (absl::Status s = checkStorage(*loaded); !s.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight \"", name, "\": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat("weight \"", name, "\": ", s.message()));
   absl::StatusOr<DType> dtype = dtypeOf(op.getType());
   if (!dtype.ok())
     return dtype.status();
@@ -158,10 +128,9 @@ absl::StatusOr<Tensors> runParameter(ParameterOp op, const Env &env,
     loaded = std::move(converted);
   }
   if (*dtype != loaded->dtype || !shapeOk)
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight \"", name, "\" is ", dtypeName(loaded->dtype), " ",
-                     loaded->shapeString(), " but the IR declares ",
-                     dtypeName(*dtype), " ", shapeToString(type)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight \"", name, "\" is ", dtypeName(loaded->dtype), " ", loaded->shapeString(),
+        " but the IR declares ", dtypeName(*dtype), " ", shapeToString(type)));
   return Tensors{roundedToDType(std::move(*loaded))};
 }
 

@@ -80,8 +80,9 @@ namespace {
 FailureOr<std::string> moduleNamesRegex(ArrayRef<StringRef> names, std::string &error) {
   std::string alternatives;
   for (StringRef name : names) {
-    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                               "0123456789_.") != StringRef::npos ||
+    if (name.empty() ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "0123456789_.") != StringRef::npos ||
         name.front() == '.' || name.back() == '.') {
       error = ("--lora targets entry '" + name +
                "' is not a module name (targets=q_proj,v_proj lists names, as PEFT's "
@@ -170,8 +171,7 @@ FailureOr<LoraPassOptions> parseLoraSpec(StringRef spec, StringRef skip, std::st
     } else if (key == "dropout" || key == "lora_dropout") {
       options.dropout = number;
     } else {
-      error = ("unknown --lora setting '" + key +
-               "' (r, alpha, dropout, targets, targets_regex)")
+      error = ("unknown --lora setting '" + key + "' (r, alpha, dropout, targets, targets_regex)")
                   .str();
       return failure();
     }
@@ -213,8 +213,7 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
     error = "unknown --quant scheme '" + options.quant + "' (nf4)";
     return failure();
   }
-  if (until == "step" &&
-      failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
+  if (until == "step" && failed(parseOptimizerSpec(options.optimizer, options.clipGradNorm, error)))
     return failure();
   if (options.dataParallel < 0 || !std::isfinite(options.dataParallel)) {
     error = "--data-parallel bucket-mb must be a positive number of MiB";
@@ -235,7 +234,8 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
   }
   if (options.loopPrograms && options.gradAccum != 1) {
     error = "--loop-programs accumulates micro-batches at run time (kiln-run train "
-            "--grad-accum); drop --grad-accum=" + std::to_string(options.gradAccum);
+            "--grad-accum); drop --grad-accum=" +
+            std::to_string(options.gradAccum);
     return failure();
   }
   // The loop programs are copied from @main after kiln-data-parallel: their

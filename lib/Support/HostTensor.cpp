@@ -10,8 +10,7 @@
 namespace kiln {
 
 bool isFloat(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
-         dtype == DType::F64;
+  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 || dtype == DType::F64;
 }
 
 const char *dtypeName(DType dtype) {
@@ -44,23 +43,23 @@ mlir::Type toMlirType(DType dtype, mlir::MLIRContext *context) {
   case DType::I16: return mlir::IntegerType::get(context, 16);
   case DType::I32: return mlir::IntegerType::get(context, 32);
   case DType::I64: return mlir::IntegerType::get(context, 64);
-  case DType::U8:
-    return mlir::IntegerType::get(context, 8, mlir::IntegerType::Unsigned);
-  case DType::U16:
-    return mlir::IntegerType::get(context, 16, mlir::IntegerType::Unsigned);
-  case DType::U32:
-    return mlir::IntegerType::get(context, 32, mlir::IntegerType::Unsigned);
-  case DType::U64:
-    return mlir::IntegerType::get(context, 64, mlir::IntegerType::Unsigned);
+  case DType::U8: return mlir::IntegerType::get(context, 8, mlir::IntegerType::Unsigned);
+  case DType::U16: return mlir::IntegerType::get(context, 16, mlir::IntegerType::Unsigned);
+  case DType::U32: return mlir::IntegerType::get(context, 32, mlir::IntegerType::Unsigned);
+  case DType::U64: return mlir::IntegerType::get(context, 64, mlir::IntegerType::Unsigned);
   }
   return {};
 }
 
 std::optional<DType> fromMlirType(mlir::Type type) {
-  if (type.isF16()) return DType::F16;
-  if (type.isBF16()) return DType::BF16;
-  if (type.isF32()) return DType::F32;
-  if (type.isF64()) return DType::F64;
+  if (type.isF16())
+    return DType::F16;
+  if (type.isBF16())
+    return DType::BF16;
+  if (type.isF32())
+    return DType::F32;
+  if (type.isF64())
+    return DType::F64;
   if (auto integer = llvm::dyn_cast<mlir::IntegerType>(type)) {
     if (integer.isUnsigned()) {
       switch (integer.getWidth()) {
@@ -94,8 +93,7 @@ double roundToFloat(DType dtype, double value) {
   llvm::APFloat f(value);
   bool losesInfo = false;
   f.convert(*semantics, llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-  f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
-            &losesInfo);
+  f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
   return f.convertToDouble();
 }
 

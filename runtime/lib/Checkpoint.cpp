@@ -58,9 +58,9 @@ Expected<LoopState> kiln::runtime::readLoopState(const SafetensorsFile &checkpoi
     long long value = std::strtoll(it->second.c_str(), &end, 10);
     if (it->second.empty() || *end || errno || value < 0 ||
         (std::string(key) == "kiln.grad_accum" && value < 1))
-      return Error{checkpoint.getPath() + ": metadata '" + key + "' is '" + it->second +
-                   "', not a " + (std::string(key) == "kiln.grad_accum" ? "positive" : "non-negative") +
-                   " integer"};
+      return Error{
+          checkpoint.getPath() + ": metadata '" + key + "' is '" + it->second + "', not a " +
+          (std::string(key) == "kiln.grad_accum" ? "positive" : "non-negative") + " integer"};
     if (std::string(key) == "kiln.data_cursor")
       loop.dataCursor = static_cast<uint64_t>(value);
     else
@@ -69,19 +69,16 @@ Expected<LoopState> kiln::runtime::readLoopState(const SafetensorsFile &checkpoi
   return loop;
 }
 
-Expected<int64_t>
-kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
-                               const SafetensorsFile &checkpoint) {
+Expected<int64_t> kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
+                                                 const SafetensorsFile &checkpoint) {
   const std::string &path = checkpoint.getPath();
   auto it = checkpoint.getMetadata().find(kStepKey);
   char *end = nullptr;
   errno = 0;
-  long long step = it == checkpoint.getMetadata().end()
-                       ? -1
-                       : std::strtoll(it->second.c_str(), &end, 10);
+  long long step =
+      it == checkpoint.getMetadata().end() ? -1 : std::strtoll(it->second.c_str(), &end, 10);
   if (step < 0 || errno || it->second.empty() || *end)
-    return Error{path + ": not a kiln-run checkpoint (no integer metadata '" +
-                 kStepKey + "')"};
+    return Error{path + ": not a kiln-run checkpoint (no integer metadata '" + kStepKey + "')"};
   for (const ParamSpec &param : artifact.getParams()) {
     if (!param.trainable)
       continue;
@@ -91,10 +88,8 @@ kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
       return Error{path + ": checkpoint lacks '" + name + "' (expected " +
                    describeTensorType(param.dtype, param.shape) + ")"};
     if (found->dtype != param.dtype || found->shape != param.shape)
-      return Error{path + ": '" + name + "' is " +
-                   describeTensorType(found->dtype, found->shape) +
-                   ", but the artifact expects " +
-                   describeTensorType(param.dtype, param.shape)};
+      return Error{path + ": '" + name + "' is " + describeTensorType(found->dtype, found->shape) +
+                   ", but the artifact expects " + describeTensorType(param.dtype, param.shape)};
   }
   // The optimizer state the step reads, every tensor of it: a missing one
   // would resume from zeros, silently not the state that was saved.
@@ -119,15 +114,14 @@ kiln::runtime::checkCheckpoint(const StepArtifact &artifact,
       }
       shape.push_back(*value);
     }
-    std::string type = isStatic ? describeTensorType(buffer.dtype, shape)
-                                : std::string(dtypeName(buffer.dtype));
+    std::string type =
+        isStatic ? describeTensorType(buffer.dtype, shape) : std::string(dtypeName(buffer.dtype));
     const TensorInfo *found = checkpoint.find(name);
     if (!found)
       return Error{path + ": checkpoint lacks optimizer state '" + name + "' (expected " + type +
                    "); it was not saved for this step"};
     if (found->dtype != buffer.dtype || (isStatic && found->shape != shape))
-      return Error{path + ": '" + name + "' is " +
-                   describeTensorType(found->dtype, found->shape) +
+      return Error{path + ": '" + name + "' is " + describeTensorType(found->dtype, found->shape) +
                    ", but the step expects " + type};
   }
   for (const TensorInfo &tensor : checkpoint.getTensors())
@@ -178,9 +172,7 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
     tensor.name = *name;
     renamed.push_back(std::move(tensor));
   }
-  if (Status status =
-          writeSafetensors(dir + "/" + kPeftWeightsFile, renamed);
-      !status)
+  if (Status status = writeSafetensors(dir + "/" + kPeftWeightsFile, renamed); !status)
     return status;
 
   Json json = Json::object();
@@ -199,7 +191,6 @@ Status kiln::runtime::writePeftAdapters(const std::string &dir,
     targets.push(Json::string(target));
   json.set("target_modules", std::move(targets));
   std::string text = json.print(/*pretty=*/true) + "\n";
-  return writeFileAtomically(
-      dir + "/" + kPeftConfigFile,
-      [&](FileWriter &writer) { return writer.write(text); });
+  return writeFileAtomically(dir + "/" + kPeftConfigFile,
+                             [&](FileWriter &writer) { return writer.write(text); });
 }

@@ -58,8 +58,8 @@ kiln::runtime::listPeriodicCheckpoints(const std::string &savePath) {
         name.compare(name.size() - parts.extension.size(), parts.extension.size(),
                      parts.extension) != 0)
       continue;
-    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() -
-                                                        parts.extension.size());
+    std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - parts.extension.size());
     if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0') ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
@@ -76,8 +76,7 @@ kiln::runtime::listPeriodicCheckpoints(const std::string &savePath) {
 
 Status kiln::runtime::prunePeriodicCheckpoints(const std::string &savePath, int64_t keep,
                                                std::vector<std::string> &removed) {
-  Expected<std::vector<std::pair<int64_t, std::string>>> found =
-      listPeriodicCheckpoints(savePath);
+  Expected<std::vector<std::pair<int64_t, std::string>>> found = listPeriodicCheckpoints(savePath);
   if (!found)
     return Error{found.getError()};
   if (keep < 1 || static_cast<int64_t>(found->size()) <= keep)

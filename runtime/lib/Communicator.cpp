@@ -16,8 +16,7 @@ Status Communicator::check(nccl::Result result, const char *what) const {
   return Error{std::string(what) + " failed: " + nccl->describe(result)};
 }
 
-Expected<std::unique_ptr<Communicator>> Communicator::create(const Device &device,
-                                                             const Nccl &nccl,
+Expected<std::unique_ptr<Communicator>> Communicator::create(const Device &device, const Nccl &nccl,
                                                              const std::string &id, int rank,
                                                              int world) {
   if (id.size() != sizeof(nccl::UniqueId))
@@ -32,8 +31,7 @@ Expected<std::unique_ptr<Communicator>> Communicator::create(const Device &devic
     return s.takeError();
   nccl::UniqueId unique;
   std::memcpy(unique.internal, id.data(), sizeof unique.internal);
-  if (Status s = c->check(nccl.ncclCommInitRank(&c->comm, world, unique, rank),
-                          "ncclCommInitRank");
+  if (Status s = c->check(nccl.ncclCommInitRank(&c->comm, world, unique, rank), "ncclCommInitRank");
       !s)
     return s.takeError();
   return c;
@@ -56,12 +54,12 @@ Status Communicator::prepareBucket(int64_t bucket) {
     return Status::success();
   const CudaDriver &driver = device->getDriver();
   CUevent ready = nullptr, done = nullptr;
-  if (Status s = device->check(driver.cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING),
-                               "cuEventCreate");
+  if (Status s =
+          device->check(driver.cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       !s)
     return s;
-  if (Status s = device->check(driver.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING),
-                               "cuEventCreate");
+  if (Status s =
+          device->check(driver.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       !s) {
     driver.cuEventDestroy_v2(ready);
     return s;
@@ -81,8 +79,8 @@ Status Communicator::allReduce(int64_t bucket, const std::vector<Item> &items,
   if (Status s = device->check(driver.cuEventRecord(it->second.first, compute), "cuEventRecord");
       !s)
     return s;
-  if (Status s = device->check(driver.cuStreamWaitEvent(stream, it->second.first, 0),
-                               "cuStreamWaitEvent");
+  if (Status s =
+          device->check(driver.cuStreamWaitEvent(stream, it->second.first, 0), "cuStreamWaitEvent");
       !s)
     return s;
   if (Status s = check(nccl->ncclGroupStart(), "ncclGroupStart"); !s)

@@ -28,34 +28,31 @@ Expected<CublasLt> CublasLt::load(std::vector<std::string> candidates) {
       break;
     }
     const char *reason = ::dlerror();
-    tried += (tried.empty() ? "" : "; ") +
-             std::string(reason ? reason : candidate + ": dlopen failed");
+    tried +=
+        (tried.empty() ? "" : "; ") + std::string(reason ? reason : candidate + ": dlopen failed");
   }
   if (!handle)
-    return Error{"cuBLASLt not found (" + tried +
-                 "); kiln-run needs the CUDA " + std::to_string(kBuiltMajor) +
+    return Error{"cuBLASLt not found (" + tried + "); kiln-run needs the CUDA " +
+                 std::to_string(kBuiltMajor) +
                  " cuBLAS libraries (or LD_LIBRARY_PATH pointing at them)"};
 
   CublasLt lt;
   lt.library = loaded;
-#define KILN_CUBLASLT_SYMBOL(name)                                             \
-  lt.name = reinterpret_cast<decltype(lt.name)>(::dlsym(handle, #name));       \
-  if (!lt.name)                                                                \
-    return Error{loaded + " does not export " #name                            \
-                          "; it is not a usable cuBLASLt"};
+#define KILN_CUBLASLT_SYMBOL(name)                                                                 \
+  lt.name = reinterpret_cast<decltype(lt.name)>(::dlsym(handle, #name));                           \
+  if (!lt.name)                                                                                    \
+    return Error{loaded + " does not export " #name "; it is not a usable cuBLASLt"};
 #include "kiln/runtime/CublasLtSymbols.def"
 
   lt.version = lt.cublasLtGetVersion();
   if (static_cast<int>(lt.version / 10000) != kBuiltMajor)
     return Error{loaded + " is cuBLASLt " + lt.getVersionString() +
-                 ", but kiln-run was built for major version " +
-                 std::to_string(kBuiltMajor)};
+                 ", but kiln-run was built for major version " + std::to_string(kBuiltMajor)};
   return lt;
 }
 
 std::string CublasLt::getVersionString() const {
-  return std::to_string(version / 10000) + "." +
-         std::to_string(version / 100 % 100) + "." +
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
          std::to_string(version % 100);
 }
 

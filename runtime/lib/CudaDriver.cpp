@@ -37,29 +37,24 @@ Expected<CudaDriver> CudaDriver::load(const char *library) {
   // use it is unsafe, and nothing would be gained.
   void *handle = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (!handle)
-    return Error{"no CUDA driver found (" + std::string(library) + ": " +
-                 dlopenReason(library) +
+    return Error{"no CUDA driver found (" + std::string(library) + ": " + dlopenReason(library) +
                  "); kiln-run needs an NVIDIA GPU and driver"};
 
   CudaDriver driver;
   // If <cuda.h> maps the name to another one (cuDeviceTotalMem ->
   // cuDeviceTotalMem_v2), dlsym(#name) would find the legacy ABI.
-#define KILN_CUDA_DRIVER_SYMBOL(name)                                          \
-  static_assert(std::string_view(#name) == KILN_STRINGIFY(name),               \
-                "<cuda.h> renames " #name                                      \
-                "; list the versioned name in CudaDriverSymbols.def");         \
-  driver.name =                                                                \
-      reinterpret_cast<decltype(driver.name)>(::dlsym(handle, #name));         \
-  if (!driver.name)                                                            \
-    return Error{std::string(library) +                                        \
-                 " does not export " #name                                     \
-                 "; the NVIDIA driver is too old for kiln-run"};
+#define KILN_CUDA_DRIVER_SYMBOL(name)                                                              \
+  static_assert(std::string_view(#name) == KILN_STRINGIFY(name),                                   \
+                "<cuda.h> renames " #name "; list the versioned name in CudaDriverSymbols.def");   \
+  driver.name = reinterpret_cast<decltype(driver.name)>(::dlsym(handle, #name));                   \
+  if (!driver.name)                                                                                \
+    return Error{std::string(library) + " does not export " #name                                  \
+                                        "; the NVIDIA driver is too old for kiln-run"};
 #include "kiln/runtime/CudaDriverSymbols.def"
 
   if (CUresult result = driver.cuInit(0); result != CUDA_SUCCESS)
     return Error{"cuInit failed: " + driver.describe(result)};
-  if (CUresult result = driver.cuDriverGetVersion(&driver.driverVersion);
-      result != CUDA_SUCCESS)
+  if (CUresult result = driver.cuDriverGetVersion(&driver.driverVersion); result != CUDA_SUCCESS)
     return Error{"cuDriverGetVersion failed: " + driver.describe(result)};
   return driver;
 }
@@ -76,8 +71,8 @@ std::string CudaDriver::describe(CUresult result) const {
 
 Expected<std::vector<DeviceInfo>> CudaDriver::listDevices() const {
   auto failed = [&](const char *call, int ordinal, CUresult result) {
-    return Error{std::string(call) + " failed for device " +
-                 std::to_string(ordinal) + ": " + describe(result)};
+    return Error{std::string(call) + " failed for device " + std::to_string(ordinal) + ": " +
+                 describe(result)};
   };
 
   int count = 0;
@@ -95,8 +90,7 @@ Expected<std::vector<DeviceInfo>> CudaDriver::listDevices() const {
       return failed("cuDeviceGet", ordinal, result);
 
     char name[256] = {};
-    if (CUresult result = cuDeviceGetName(name, sizeof(name), device);
-        result != CUDA_SUCCESS)
+    if (CUresult result = cuDeviceGetName(name, sizeof(name), device); result != CUDA_SUCCESS)
       return failed("cuDeviceGetName", ordinal, result);
     info.name = name;
 
@@ -104,15 +98,12 @@ Expected<std::vector<DeviceInfo>> CudaDriver::listDevices() const {
       CUdevice_attribute attribute;
       int *value;
     } attributes[] = {
-        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-         &info.computeCapabilityMajor},
-        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-         &info.computeCapabilityMinor},
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &info.computeCapabilityMajor},
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &info.computeCapabilityMinor},
         {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info.multiprocessorCount},
     };
     for (auto &[attribute, value] : attributes)
-      if (CUresult result = cuDeviceGetAttribute(value, attribute, device);
-          result != CUDA_SUCCESS)
+      if (CUresult result = cuDeviceGetAttribute(value, attribute, device); result != CUDA_SUCCESS)
         return failed("cuDeviceGetAttribute", ordinal, result);
 
     if (CUresult result = cuDeviceTotalMem_v2(&info.totalMemoryBytes, device);
@@ -126,9 +117,8 @@ Expected<std::vector<DeviceInfo>> CudaDriver::listDevices() const {
 std::string kiln::runtime::formatDevice(const DeviceInfo &device) {
   std::ostringstream out;
   out << "device " << device.ordinal << ": " << device.name << ", sm_"
-      << device.computeCapabilityMajor << device.computeCapabilityMinor << ", "
-      << std::fixed << std::setprecision(1)
-      << static_cast<double>(device.totalMemoryBytes) / (1ull << 30) << " GiB, "
-      << device.multiprocessorCount << " SMs";
+      << device.computeCapabilityMajor << device.computeCapabilityMinor << ", " << std::fixed
+      << std::setprecision(1) << static_cast<double>(device.totalMemoryBytes) / (1ull << 30)
+      << " GiB, " << device.multiprocessorCount << " SMs";
   return out.str();
 }

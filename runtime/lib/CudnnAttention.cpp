@@ -68,8 +68,11 @@ std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &graph, co
 
 void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &t, const char *name,
                int64_t uid, int64_t batch, int64_t heads, int64_t rows, int64_t dim) {
-  t->set_output(true).set_name(name).set_uid(uid).set_dim({batch, heads, rows, dim}).set_stride(
-      denseStrides(heads, rows, dim));
+  t->set_output(true)
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({batch, heads, rows, dim})
+      .set_stride(denseStrides(heads, rows, dim));
 }
 
 std::string dlopenReason() {
@@ -135,7 +138,8 @@ Expected<std::unique_ptr<CudnnAttention>> CudnnAttention::load() {
 Expected<std::shared_ptr<CudnnAttention::Plan>>
 CudnnAttention::build(const AttentionShape &s) const {
   if (s.dtype != DType::BF16 && s.dtype != DType::F16)
-    return Error{"cuDNN attention needs bf16 or f16, not " + std::string(artifact::dtypeName(s.dtype))};
+    return Error{"cuDNN attention needs bf16 or f16, not " +
+                 std::string(artifact::dtypeName(s.dtype))};
   if (s.headDim % 8 != 0 || s.headDim > 256)
     return Error{"cuDNN attention needs a head dim that is a multiple of 8 up to 256"};
   if (s.kvHeads <= 0 || s.heads % s.kvHeads != 0)
@@ -243,7 +247,8 @@ Expected<std::unique_ptr<CudnnAttention>> CudnnAttention::load() {
                "(configure runtime/ with -DKILN_CUDNN_FRONTEND_INCLUDE=DIR)"};
 }
 
-Expected<std::shared_ptr<CudnnAttention::Plan>> CudnnAttention::build(const AttentionShape &) const {
+Expected<std::shared_ptr<CudnnAttention::Plan>>
+CudnnAttention::build(const AttentionShape &) const {
   return Error{"built without cuDNN"};
 }
 

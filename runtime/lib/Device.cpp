@@ -15,8 +15,7 @@ using namespace kiln::runtime;
 
 std::string kiln::runtime::formatGiB(size_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.1f GiB",
-                static_cast<double>(bytes) / (1ull << 30));
+  std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
   return text;
 }
 
@@ -29,30 +28,26 @@ Expected<Device> Device::open(const CudaDriver &driver, int ordinal) {
   if (!devices)
     return devices.takeError();
   if (ordinal < 0 || ordinal >= static_cast<int>(devices->size()))
-    return Error{"no device " + std::to_string(ordinal) + " (" +
-                 std::to_string(devices->size()) + " visible)"};
+    return Error{"no device " + std::to_string(ordinal) + " (" + std::to_string(devices->size()) +
+                 " visible)"};
   Device device;
   device.driver = &driver;
   device.info = (*devices)[ordinal];
-  if (Status status = device.check(driver.cuDeviceGet(&device.device, ordinal),
-                                   "cuDeviceGet");
+  if (Status status = device.check(driver.cuDeviceGet(&device.device, ordinal), "cuDeviceGet");
       !status)
     return status.takeError();
   // The primary context is the one the CUDA runtime (and so cuBLASLt) uses.
-  if (Status status = device.check(
-          driver.cuDevicePrimaryCtxRetain(&device.context, device.device),
-          "cuDevicePrimaryCtxRetain");
+  if (Status status = device.check(driver.cuDevicePrimaryCtxRetain(&device.context, device.device),
+                                   "cuDevicePrimaryCtxRetain");
       !status)
     return status.takeError();
-  if (Status status = device.check(driver.cuCtxSetCurrent(device.context),
-                                   "cuCtxSetCurrent");
+  if (Status status = device.check(driver.cuCtxSetCurrent(device.context), "cuCtxSetCurrent");
       !status)
     return status.takeError();
   // Non-blocking: the step's stream must not serialize with the legacy
   // default stream that libraries may use.
-  if (Status status = device.check(
-          driver.cuStreamCreate(&device.stream, CU_STREAM_NON_BLOCKING),
-          "cuStreamCreate");
+  if (Status status = device.check(driver.cuStreamCreate(&device.stream, CU_STREAM_NON_BLOCKING),
+                                   "cuStreamCreate");
       !status)
     return status.takeError();
   return device;
@@ -84,9 +79,7 @@ Status Device::synchronize() const {
 
 Expected<std::pair<size_t, size_t>> Device::getMemoryInfo() const {
   size_t free = 0, total = 0;
-  if (Status status =
-          check(driver->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo");
-      !status)
+  if (Status status = check(driver->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo"); !status)
     return status.takeError();
   return std::make_pair(free, total);
 }
@@ -102,21 +95,19 @@ Expected<Arena> Arena::allocate(const Device &device, size_t bytes) {
   CUresult result = device.getDriver().cuMemAlloc_v2(&arena.base, bytes);
   if (result == CUDA_ERROR_OUT_OF_MEMORY) {
     Expected<std::pair<size_t, size_t>> memory = device.getMemoryInfo();
-    std::string available = memory ? formatGiB(memory->first) + " free of " +
-                                         formatGiB(memory->second)
-                                   : "unknown free memory";
-    return Error{"out of memory: the step's arena needs " + formatGiB(bytes) +
-                 " (" + std::to_string(bytes) + " bytes, the planned peak), " +
-                 "device " + std::to_string(device.getInfo().ordinal) +
-                 " has " + available};
+    std::string available = memory
+                                ? formatGiB(memory->first) + " free of " + formatGiB(memory->second)
+                                : "unknown free memory";
+    return Error{"out of memory: the step's arena needs " + formatGiB(bytes) + " (" +
+                 std::to_string(bytes) + " bytes, the planned peak), " + "device " +
+                 std::to_string(device.getInfo().ordinal) + " has " + available};
   }
   if (Status status = device.check(result, "cuMemAlloc"); !status)
     return status.takeError();
   return arena;
 }
 
-Arena::Arena(Arena &&other) noexcept
-    : driver(other.driver), base(other.base), size(other.size) {
+Arena::Arena(Arena &&other) noexcept : driver(other.driver), base(other.base), size(other.size) {
   other.base = 0;
 }
 
@@ -129,8 +120,7 @@ Arena::~Arena() {
 // KernelModule
 //===----------------------------------------------------------------------===//
 
-Expected<KernelModule> KernelModule::load(const Device &device,
-                                          std::string_view image, bool isPtx,
+Expected<KernelModule> KernelModule::load(const Device &device, std::string_view image, bool isPtx,
                                           const std::string &name) {
   KernelModule module;
   module.driver = &device.getDriver();
@@ -140,11 +130,10 @@ Expected<KernelModule> KernelModule::load(const Device &device,
   if (isPtx)
     data.push_back('\0');
   char log[4096] = {};
-  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
-  CUresult result = device.getDriver().cuModuleLoadDataEx(
-      &module.module, data.data(), 2, options, values);
+  CUresult result =
+      device.getDriver().cuModuleLoadDataEx(&module.module, data.data(), 2, options, values);
   if (result != CUDA_SUCCESS) {
     std::string details = log;
     for (char &c : details)
@@ -153,9 +142,8 @@ Expected<KernelModule> KernelModule::load(const Device &device,
     while (!details.empty() && details.back() == ' ')
       details.pop_back();
     module.module = nullptr;
-    return Error{"kernel image '" + name +
-                 "' failed to load: " + device.getDriver().describe(result) +
-                 (details.empty() ? "" : ": " + details)};
+    return Error{"kernel image '" + name + "' failed to load: " +
+                 device.getDriver().describe(result) + (details.empty() ? "" : ": " + details)};
   }
   return module;
 }
@@ -172,8 +160,7 @@ KernelModule::~KernelModule() {
 
 Expected<CUfunction> KernelModule::getFunction(const std::string &entry) const {
   CUfunction function = nullptr;
-  CUresult result =
-      driver->cuModuleGetFunction(&function, module, entry.c_str());
+  CUresult result = driver->cuModuleGetFunction(&function, module, entry.c_str());
   if (result != CUDA_SUCCESS)
     return Error{"kernel image '" + name + "' has no entry '" + entry +
                  "': " + driver->describe(result)};
@@ -216,9 +203,9 @@ Status GraphCache::check(CUresult result, const char *what) const {
 Expected<CUgraph> GraphCache::capture(const std::string &key,
                                       const std::function<Status(CUstream)> &record) {
   // Thread-local capture: other threads' CUDA calls stay legal meanwhile.
-  if (Status status = check(driver->cuStreamBeginCapture_v2(
-                                stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                            "cuStreamBeginCapture");
+  if (Status status =
+          check(driver->cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                "cuStreamBeginCapture");
       !status)
     return status.takeError();
   Status recorded = record(stream);
@@ -243,7 +230,9 @@ std::string describeRefusal(const CudaDriver &driver, const CUgraphExecUpdateRes
   case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: why = "topology changed"; break;
   case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: why = "node type changed"; break;
   case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
-  case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: why = "kernel function changed"; break;
+  case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
+    why = "kernel function changed";
+    break;
   case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: why = "parameters changed"; break;
   case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: why = "not supported"; break;
   case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: why = "attributes changed"; break;
@@ -304,8 +293,9 @@ Status GraphCache::run(const std::string &key, const std::string &shape,
       running = entry.execs.end() - 1;
     } else {
       // Same topology: patch the least recently used one in place.
-      running = std::min_element(entry.execs.begin(), entry.execs.end(),
-                                 [](const Exec &a, const Exec &b) { return a.lastUse < b.lastUse; });
+      running =
+          std::min_element(entry.execs.begin(), entry.execs.end(),
+                           [](const Exec &a, const Exec &b) { return a.lastUse < b.lastUse; });
       CUgraphExecUpdateResultInfo info{};
       if (driver->cuGraphExecUpdate_v2(running->exec, graph, &info) == CUDA_SUCCESS) {
         ++updates;

@@ -58,9 +58,7 @@ bool isLabelInput(const std::string &name) {
   return name == "labels" || name == "targets" || name == "target";
 }
 
-std::string dtypeName(TokenDType dtype) {
-  return dtype == TokenDType::U16 ? "uint16" : "uint32";
-}
+std::string dtypeName(TokenDType dtype) { return dtype == TokenDType::U16 ? "uint16" : "uint32"; }
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -138,8 +136,7 @@ Expected<DocumentFile> DocumentFile::open(const std::string &path) {
   // Every boundary: starts at 0, never decreasing, ends at the token count.
   uint64_t previous = data.offset(0);
   if (previous != 0)
-    return fail("document 0 starts at token " + std::to_string(previous) +
-                ", not 0 (bad offsets)");
+    return fail("document 0 starts at token " + std::to_string(previous) + ", not 0 (bad offsets)");
   for (uint64_t d = 1; d <= h.documents; ++d) {
     uint64_t at = data.offset(d);
     if (at < previous || at > h.tokens)
@@ -220,9 +217,10 @@ Status DocumentFile::checkContents() const {
 // Batching
 //===----------------------------------------------------------------------===//
 
-Expected<std::unique_ptr<DocumentSource>>
-DocumentSource::create(const DocumentFile &file, std::vector<SymbolBindings> shapes,
-                       std::vector<std::string> inputs, DocumentBatching batching) {
+Expected<std::unique_ptr<DocumentSource>> DocumentSource::create(const DocumentFile &file,
+                                                                 std::vector<SymbolBindings> shapes,
+                                                                 std::vector<std::string> inputs,
+                                                                 DocumentBatching batching) {
   const std::string &path = file.getPath();
   if (shapes.empty())
     return Error{path + ": no shape to batch into"};
@@ -407,8 +405,8 @@ std::string DocumentSource::describe() const {
                     std::string(shapes.size() > 1 ? "buckets " : "") + seqs) +
          (batching.shuffle ? ", shuffled (seed " + std::to_string(batching.seed) + ")"
                            : ", in file order") +
-         (cut ? "; " + std::to_string(cut) + " documents longer than " +
-                    std::to_string(maxSeq) + " positions are cut to it"
+         (cut ? "; " + std::to_string(cut) + " documents longer than " + std::to_string(maxSeq) +
+                    " positions are cut to it"
               : "");
 }
 

@@ -18,8 +18,7 @@ bool kiln::runtime::isFloat(DType t) {
 }
 bool kiln::runtime::isInteger(DType t) {
   return t == DType::I64 || t == DType::I32 || t == DType::U32 || t == DType::U16 ||
-         t == DType::I16 || t == DType::U8 || t == DType::I8 || t == DType::BOOL ||
-         t == DType::U64;
+         t == DType::I16 || t == DType::U8 || t == DType::I8 || t == DType::BOOL || t == DType::U64;
 }
 
 namespace {
@@ -61,7 +60,7 @@ uint16_t toF16(float f) {
   if (a < 6.103515625e-05f) // subnormal: units of 2^-24
     return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));
   int e;
-  float m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
+  float m = std::frexp(a, &e);               // a = m * 2^e, m in [0.5, 1)
   float scaled = std::nearbyint(m * 2048.f); // 11 significant bits
   if (scaled >= 2048.f) {
     scaled /= 2;
@@ -126,10 +125,8 @@ int64_t readInt(const unsigned char *p, DType t) {
     std::memcpy(&v, p, 2);
     return v;
   }
-  case DType::I8:
-    return static_cast<int8_t>(*p);
-  default:
-    return *p;
+  case DType::I8: return static_cast<int8_t>(*p);
+  default: return *p;
   }
 }
 
@@ -137,9 +134,7 @@ int64_t readInt(const unsigned char *p, DType t) {
 
 void kiln::runtime::writeFloat(unsigned char *p, DType t, double v) {
   switch (t) {
-  case DType::F64:
-    std::memcpy(p, &v, 8);
-    break;
+  case DType::F64: std::memcpy(p, &v, 8); break;
   case DType::F32: {
     float f = static_cast<float>(v);
     std::memcpy(p, &f, 4);

@@ -11,9 +11,10 @@ using namespace kiln::artifact;
 
 namespace {
 cudaDataType_t cudaType(DType t) {
-  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F
-                                        : t == DType::F64 ? CUDA_R_64F
-                                                          : CUDA_R_32F;
+  return t == DType::BF16  ? CUDA_R_16BF
+         : t == DType::F16 ? CUDA_R_16F
+         : t == DType::F64 ? CUDA_R_64F
+                           : CUDA_R_32F;
 }
 } // namespace
 
@@ -33,9 +34,9 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   if (!m || !nn || !k || !batch)
     return Error{origin + ": " + where + ": a GEMM size does not evaluate"};
   Gemm g;
-  g.label = "gemm " + std::to_string(*m) + "x" + std::to_string(*nn) + "x" +
-            std::to_string(*k) + (*batch > 1 ? " batch " + std::to_string(*batch) : "") +
-            " " + dtypeName(p.buffers[op.c].dtype);
+  g.label = "gemm " + std::to_string(*m) + "x" + std::to_string(*nn) + "x" + std::to_string(*k) +
+            (*batch > 1 ? " batch " + std::to_string(*batch) : "") + " " +
+            dtypeName(p.buffers[op.c].dtype);
   g.a = pointers[op.a];
   g.b = pointers[op.b];
   g.c = pointers[op.c];
@@ -45,8 +46,8 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   auto ltCheck = [&](cublasStatus_t status, const char *what) -> Status {
     if (status == CUBLAS_STATUS_SUCCESS)
       return Status::success();
-    return Error{origin + ": " + where + " (gemm m=" + std::to_string(*m) + " n=" +
-                 std::to_string(*nn) + " k=" + std::to_string(*k) + "): " + what +
+    return Error{origin + ": " + where + " (gemm m=" + std::to_string(*m) +
+                 " n=" + std::to_string(*nn) + " k=" + std::to_string(*k) + "): " + what +
                  " failed: " + lt->describe(status)};
   };
   if (Status s = ltCheck(lt->cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -103,10 +104,9 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   cublasLtMatrixLayout_t layouts[3] = {g.first, g.second, g.result};
   if (count > 1)
     for (int s = 0; s < 3; ++s) {
-      lt->cublasLtMatrixLayoutSetAttribute(layouts[s], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                           &count, sizeof(count));
-      lt->cublasLtMatrixLayoutSetAttribute(layouts[s],
-                                           CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+      lt->cublasLtMatrixLayoutSetAttribute(layouts[s], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                           sizeof(count));
+      lt->cublasLtMatrixLayoutSetAttribute(layouts[s], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                            &layoutStrides[s], sizeof(layoutStrides[s]));
     }
   cublasLtMatmulPreference_t preference = nullptr;

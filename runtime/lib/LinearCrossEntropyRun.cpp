@@ -15,10 +15,10 @@ namespace kiln::runtime {
 
 Expected<HeadKernels> loadHeadKernels(const KernelModule &support) {
   HeadKernels k;
-  const char *names[] = {"kiln_head_count",      "kiln_head_loss",        "kiln_head_rows_f32",
-                         "kiln_head_rows_bf16",  "kiln_head_rows_f16",    "kiln_head_narrow_bf16",
+  const char *names[] = {"kiln_head_count",     "kiln_head_loss",     "kiln_head_rows_f32",
+                         "kiln_head_rows_bf16", "kiln_head_rows_f16", "kiln_head_narrow_bf16",
                          "kiln_head_narrow_f16"};
-  CUfunction *slots[] = {&k.count,   &k.loss,      &k.rows[0], &k.rows[1],
+  CUfunction *slots[] = {&k.count,   &k.loss,      &k.rows[0],  &k.rows[1],
                          &k.rows[2], &k.narrow[0], &k.narrow[1]};
   for (size_t i = 0; i < std::size(names); ++i) {
     Expected<CUfunction> f = support.getFunction(names[i]);
@@ -53,10 +53,10 @@ uint32_t alignmentOf(CUdeviceptr p) {
 
 } // namespace
 
-Expected<std::vector<HeadStep>> expandLinearCrossEntropy(
-    const StepProgram &p, const LinearCrossEntropy &h,
-    const std::vector<std::vector<int64_t>> &shapes, const std::vector<CUdeviceptr> &pointers,
-    const HeadKernels &kernels) {
+Expected<std::vector<HeadStep>>
+expandLinearCrossEntropy(const StepProgram &p, const LinearCrossEntropy &h,
+                         const std::vector<std::vector<int64_t>> &shapes,
+                         const std::vector<CUdeviceptr> &pointers, const HeadKernels &kernels) {
   const std::vector<int64_t> &hidden = shapes[h.hidden], &weight = shapes[h.weight];
   int64_t rows = hidden[0], width = hidden[1];
   int64_t vocab = h.transposeWeight ? weight[0] : weight[1];
@@ -211,8 +211,8 @@ Expected<HeadGemmHandles> createHeadGemm(const CublasLt &lt, cublasLtHandle_t ha
       !s)
     return s.takeError();
   cublasLtMatmulPreference_t preference = nullptr;
-  if (Status s = check(lt.cublasLtMatmulPreferenceCreate(&preference),
-                       "cublasLtMatmulPreferenceCreate");
+  if (Status s =
+          check(lt.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
       !s)
     return s.takeError();
   lt.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -230,9 +230,9 @@ Expected<HeadGemmHandles> createHeadGemm(const CublasLt &lt, cublasLtHandle_t ha
                                           &alignResult, sizeof(alignResult));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  cublasStatus_t status = lt.cublasLtMatmulAlgoGetHeuristic(
-      handle, out.desc, out.first, out.second, out.result, out.result, preference, 1, &heuristic,
-      &found);
+  cublasStatus_t status =
+      lt.cublasLtMatmulAlgoGetHeuristic(handle, out.desc, out.first, out.second, out.result,
+                                        out.result, preference, 1, &heuristic, &found);
   lt.cublasLtMatmulPreferenceDestroy(preference);
   if (Status s = check(status, "cublasLtMatmulAlgoGetHeuristic"); !s)
     return s.takeError();

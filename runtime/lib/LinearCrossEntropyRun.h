@@ -28,7 +28,7 @@ namespace kiln::runtime {
 /// The support fatbin's head kernels (kernels/CrossEntropyKernels.cuh).
 struct HeadKernels {
   CUfunction count = nullptr, loss = nullptr;
-  CUfunction rows[3] = {}; ///< F32, BF16, F16 gradients
+  CUfunction rows[3] = {};   ///< F32, BF16, F16 gradients
   CUfunction narrow[2] = {}; ///< BF16, F16
 };
 Expected<HeadKernels> loadHeadKernels(const KernelModule &support);
@@ -61,10 +61,10 @@ struct HeadStep {
 /// The steps of \p head at the evaluated \p shapes, its buffers at
 /// \p pointers; an error names what does not fit (hidden [N, H] against
 /// weight, labels, chunk and stats).
-Expected<std::vector<HeadStep>> expandLinearCrossEntropy(
-    const StepProgram &program, const LinearCrossEntropy &head,
-    const std::vector<std::vector<int64_t>> &shapes, const std::vector<CUdeviceptr> &pointers,
-    const HeadKernels &kernels);
+Expected<std::vector<HeadStep>>
+expandLinearCrossEntropy(const StepProgram &program, const LinearCrossEntropy &head,
+                         const std::vector<std::vector<int64_t>> &shapes,
+                         const std::vector<CUdeviceptr> &pointers, const HeadKernels &kernels);
 
 /// The cuBLASLt descriptor, layouts and algorithm of one head GEMM.
 struct HeadGemmHandles {

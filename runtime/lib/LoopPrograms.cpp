@@ -46,9 +46,9 @@ Status StepExecutor::makeAccumulators(const SymbolBindings &sizes) {
     Expected<NamedTensor> t = makeTensor(*device, buffer.dtype, shape);
     if (!t)
       return t.takeError();
-    if (Status s = device->check(device->getDriver().cuMemsetD8Async(
-                                     t->memory.get(), 0, t->count * dtypeSize(t->dtype),
-                                     device->getStream()),
+    if (Status s = device->check(device->getDriver().cuMemsetD8Async(t->memory.get(), 0,
+                                                                     t->count * dtypeSize(t->dtype),
+                                                                     device->getStream()),
                                  "cuMemsetD8Async");
         !s)
       return s;
@@ -71,10 +71,10 @@ Expected<size_t> StepExecutor::loopArenaBytes(const SymbolBindings &sizes) const
 }
 
 Status StepExecutor::prepareLoopPrograms(Shape &shape, const WeightLoader &loadWeight) {
-  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnn.get(), options.communicator, nullptr, nullptr, false, support.module};
-  auto prepare = [&](const char *section,
-                     std::unique_ptr<ProgramRunner> &into) -> Status {
+  SharedMemory memory{arena.get(),  arena.size(), workspace.get(),      support.fill,
+                      support.copy, cudnn.get(),  options.communicator, nullptr,
+                      nullptr,      false,        support.module};
+  auto prepare = [&](const char *section, std::unique_ptr<ProgramRunner> &into) -> Status {
     const StepProgram *program = artifact->getProgram(section);
     Expected<ArenaPlan> plan = program->planArena(shape.sizes, kArenaAlignment);
     if (!plan)
@@ -96,9 +96,10 @@ Status StepExecutor::prepareLoopPrograms(Shape &shape, const WeightLoader &loadW
   return Status::success();
 }
 
-Expected<StepExecutor::ProgramOutputs>
-StepExecutor::runLoopProgram(ProgramRunner &runner, const std::string &graphKey,
-                             int64_t stepNumber, int64_t draw, double lr) {
+Expected<StepExecutor::ProgramOutputs> StepExecutor::runLoopProgram(ProgramRunner &runner,
+                                                                    const std::string &graphKey,
+                                                                    int64_t stepNumber,
+                                                                    int64_t draw, double lr) {
   const StepProgram &p = runner.getProgram();
   CUstream stream = device->getStream();
   size_t seeds = 0, perStep = 0;
@@ -114,15 +115,16 @@ StepExecutor::runLoopProgram(ProgramRunner &runner, const std::string &graphKey,
     else if (arg.role == "rng_seed")
       // As kiln interp --grad-accum numbers them: micro-batch m of step s
       // is draw (s - 1) * K + m + 1.
-      bytes = scalarBytes(dtype, static_cast<double>(options.seed + (draw - 1) * perStep + seeds++));
+      bytes =
+          scalarBytes(dtype, static_cast<double>(options.seed + (draw - 1) * perStep + seeds++));
     else
       continue;
     if (Status s = runner.upload(arg.buffer, bytes, stream); !s)
       return s.takeError();
   }
-  Status ran = graphs ? graphs->run(graphKey, current->key,
-                                    [&](CUstream s) { return runner.record(s); })
-                      : runner.record(stream);
+  Status ran =
+      graphs ? graphs->run(graphKey, current->key, [&](CUstream s) { return runner.record(s); })
+             : runner.record(stream);
   if (!ran)
     return ran.takeError();
   ProgramOutputs out;

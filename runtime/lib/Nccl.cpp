@@ -13,16 +13,11 @@ using namespace kiln::runtime;
 
 std::optional<nccl::DataType> nccl::dataTypeOf(artifact::DType dtype) {
   switch (dtype) {
-  case artifact::DType::F32:
-    return Float32;
-  case artifact::DType::F64:
-    return Float64;
-  case artifact::DType::F16:
-    return Float16;
-  case artifact::DType::BF16:
-    return Bfloat16;
-  default:
-    return std::nullopt;
+  case artifact::DType::F32: return Float32;
+  case artifact::DType::F64: return Float64;
+  case artifact::DType::F16: return Float16;
+  case artifact::DType::BF16: return Bfloat16;
+  default: return std::nullopt;
   }
 }
 
@@ -45,8 +40,8 @@ Expected<Nccl> Nccl::load(std::vector<std::string> candidates) {
       break;
     }
     const char *reason = ::dlerror();
-    tried += (tried.empty() ? "" : "; ") +
-             std::string(reason ? reason : candidate + ": dlopen failed");
+    tried +=
+        (tried.empty() ? "" : "; ") + std::string(reason ? reason : candidate + ": dlopen failed");
   }
   if (!handle)
     return Error{"NCCL not found (" + tried +
@@ -87,17 +82,15 @@ std::string Nccl::getVersionString() const {
   // Since 2.9: major*10000 + minor*100 + patch (before: major*1000 + ...).
   int major = version >= 10000 ? version / 10000 : version / 1000;
   int minor = version >= 10000 ? version / 100 % 100 : version / 100 % 10;
-  return std::to_string(major) + "." + std::to_string(minor) + "." +
-         std::to_string(version % 100);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(version % 100);
 }
 
 std::string Nccl::describe(nccl::Result result) const {
-  static const char *names[] = {"ncclSuccess",        "ncclUnhandledCudaError",
-                                "ncclSystemError",    "ncclInternalError",
-                                "ncclInvalidArgument", "ncclInvalidUsage",
-                                "ncclRemoteError",    "ncclInProgress"};
-  std::string name = result >= 0 && result <= 7 ? names[result]
-                                                 : "ncclResult " + std::to_string(result);
+  static const char *names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                "ncclRemoteError",   "ncclInProgress"};
+  std::string name =
+      result >= 0 && result <= 7 ? names[result] : "ncclResult " + std::to_string(result);
   const char *text = ncclGetErrorString ? ncclGetErrorString(result) : nullptr;
   return text ? name + " (" + text + ")" : name;
 }

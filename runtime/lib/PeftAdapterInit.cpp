@@ -23,8 +23,7 @@ bool isLoraParam(const ParamSpec &param) {
 }
 
 bool isFloatDType(DType dtype) {
-  return dtype == DType::F64 || dtype == DType::F32 || dtype == DType::BF16 ||
-         dtype == DType::F16;
+  return dtype == DType::F64 || dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
 
 std::string formatNumber(double value) {
@@ -44,11 +43,13 @@ Status checkConfig(const std::string &path, const Json &lora) {
     return Error{path + ": " + config.getError()};
   if (!config->isObject())
     return Error{path + ": expected a JSON object (PEFT's adapter_config.json)"};
-  if (const Json *type = config->get("peft_type"); type && !(type->isString() && type->getString() == "LORA"))
+  if (const Json *type = config->get("peft_type");
+      type && !(type->isString() && type->getString() == "LORA"))
     return Error{path + ": peft_type is not \"LORA\"; kiln-run starts LoRA adapters only"};
   for (const char *flag : {"use_rslora", "use_dora"})
     if (const Json *on = config->get(flag); on && on->getBool())
-      return Error{path + ": " + flag + " is true; the artifact's LoRA is plain LoRA (alpha / r scaling)"};
+      return Error{path + ": " + flag +
+                   " is true; the artifact's LoRA is plain LoRA (alpha / r scaling)"};
   const Json *rank = config->get("r");
   const Json *alpha = config->get("lora_alpha");
   if (!rank || !rank->isInteger() || !alpha || !alpha->isNumber())
@@ -67,7 +68,8 @@ Expected<PeftAdapterInit> kiln::runtime::openPeftAdapters(const StepArtifact &ar
                                                           const std::string &dir) {
   const Json *lora = artifact.getMeta().get("lora");
   if (!lora)
-    return Error{"--adapters: the artifact has no LoRA adapters (compile with kiln compile --lora)"};
+    return Error{
+        "--adapters: the artifact has no LoRA adapters (compile with kiln compile --lora)"};
   if (Status s = checkConfig(dir + "/adapter_config.json", *lora); !s)
     return s.takeError();
   Expected<SafetensorsFile> file = SafetensorsFile::open(dir + "/adapter_model.safetensors");
@@ -83,15 +85,17 @@ Expected<PeftAdapterInit> kiln::runtime::openPeftAdapters(const StepArtifact &ar
     expected.insert(name);
     const TensorInfo *info = result.file.find(name);
     if (!info)
-      return Error{path + ": lacks '" + name + "' (" + describeTensorType(param.dtype, param.shape) +
-                   "), the step's adapter '" + param.name + "'"};
+      return Error{path + ": lacks '" + name + "' (" +
+                   describeTensorType(param.dtype, param.shape) + "), the step's adapter '" +
+                   param.name + "'"};
     if (!isFloatDType(info->dtype) || info->shape != param.shape)
       return Error{path + ": '" + name + "' is " + describeTensorType(info->dtype, info->shape) +
                    ", but the step's adapter is " + describeTensorType(param.dtype, param.shape)};
     result.tensors.push_back({param.name, name});
   }
   if (result.tensors.empty())
-    return Error{"--adapters: the artifact's parameters hold no LoRA weight (<module>.lora_A.weight)"};
+    return Error{
+        "--adapters: the artifact's parameters hold no LoRA weight (<module>.lora_A.weight)"};
   for (const TensorInfo &info : result.file.getTensors())
     if (!expected.count(info.name))
       return Error{path + ": holds '" + info.name +
@@ -119,9 +123,9 @@ Status kiln::runtime::uploadPeftAdapters(const PeftAdapterInit &adapters, StepEx
     if (!bytes)
       return Error{adapters.file.getPath() + ": '" + fileName + "': " + bytes.getError()};
     if (!bytes->empty())
-      if (Status s = device.check(device.getDriver().cuMemcpyHtoD_v2(t.memory.get(), bytes->data(),
-                                                                     bytes->size()),
-                                  "cuMemcpyHtoD");
+      if (Status s = device.check(
+              device.getDriver().cuMemcpyHtoD_v2(t.memory.get(), bytes->data(), bytes->size()),
+              "cuMemcpyHtoD");
           !s)
         return s;
   }

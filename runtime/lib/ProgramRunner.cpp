@@ -59,13 +59,11 @@ ProgramRunner::~ProgramRunner() {
   }
 }
 
-Expected<std::unique_ptr<ProgramRunner>>
-ProgramRunner::prepare(const StepProgram &source, const std::string &origin, const Device &device,
-                       const CublasLt &lt, cublasLtHandle_t handle,
-                       const std::map<std::string, const KernelModule *> &modules,
-                       std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
-                       const SymbolBindings &sizes, const ArenaPlan &plan,
-                       const SharedMemory &memory) {
+Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
+    const StepProgram &source, const std::string &origin, const Device &device, const CublasLt &lt,
+    cublasLtHandle_t handle, const std::map<std::string, const KernelModule *> &modules,
+    std::map<std::string, NamedTensor> &store, const WeightLoader &loadWeight,
+    const SymbolBindings &sizes, const ArenaPlan &plan, const SharedMemory &memory) {
   std::unique_ptr<ProgramRunner> r(new ProgramRunner(device, lt, source));
   r->origin = origin;
   r->handle = handle;
@@ -91,9 +89,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
   r->copyKernel = memory.copy;
   if (memory.arena) {
     if (plan.size > memory.arenaBytes)
-      return Error{origin + ": the arena plan at these sizes needs " +
-                   std::to_string(plan.size) + " bytes; the run's arena holds " +
-                   std::to_string(memory.arenaBytes)};
+      return Error{origin + ": the arena plan at these sizes needs " + std::to_string(plan.size) +
+                   " bytes; the run's arena holds " + std::to_string(memory.arenaBytes)};
     r->arena = memory.arena;
   } else {
     Expected<DeviceBuffer> arena = DeviceBuffer::allocate(device, r->arenaSize);
@@ -119,7 +116,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
                      std::to_string(r->bytes[id]) + " bytes"};
       r->pointers[id] = it->second.memory.get();
     } else {
-      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(r->bytes[id], 1));
+      Expected<DeviceBuffer> buffer =
+          DeviceBuffer::allocate(device, std::max<size_t>(r->bytes[id], 1));
       if (!buffer)
         return Error{origin + ": " + buffer.getError()};
       r->pointers[id] = buffer->get();
@@ -258,9 +256,7 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       continue;
     }
     switch (op.kind) {
-    case ProgramOp::Kind::Alloc:
-      r->pointers[op.result] = r->arena + offsets[op.result];
-      break;
+    case ProgramOp::Kind::Alloc: r->pointers[op.result] = r->arena + offsets[op.result]; break;
     case ProgramOp::Kind::View:
       if (r->bytes[op.result] > r->bytes[op.source])
         return Error{origin + ": " + where + ": view larger than its source"};
@@ -293,12 +289,13 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
       if (data.size() != r->bytes[op.result])
         return Error{origin + ": " + where + ": constant has " + std::to_string(op.bytes.size()) +
                      " bytes for a buffer of " + std::to_string(r->bytes[op.result])};
-      Expected<DeviceBuffer> buffer = DeviceBuffer::allocate(device, std::max<size_t>(data.size(), 1));
+      Expected<DeviceBuffer> buffer =
+          DeviceBuffer::allocate(device, std::max<size_t>(data.size(), 1));
       if (!buffer)
         return Error{origin + ": " + buffer.getError()};
       if (!data.empty())
-        if (Status s = check(driver.cuMemcpyHtoDAsync_v2(buffer->get(), data.data(),
-                                                         data.size(), device.getStream()),
+        if (Status s = check(driver.cuMemcpyHtoDAsync_v2(buffer->get(), data.data(), data.size(),
+                                                         device.getStream()),
                              "cuMemcpyHtoDAsync");
             !s)
           return s.takeError();
@@ -412,8 +409,8 @@ ProgramRunner::prepare(const StepProgram &source, const std::string &origin, con
 }
 
 Status ProgramRunner::prepareHead(const LinearCrossEntropy &head,
-                                 const std::vector<std::vector<int64_t>> &shapes,
-                                 const SharedMemory &memory) {
+                                  const std::vector<std::vector<int64_t>> &shapes,
+                                  const SharedMemory &memory) {
   if (!memory.support)
     return Error{"the support kernels are not loaded"};
   Expected<HeadKernels> kernels = loadHeadKernels(*memory.support);
@@ -488,10 +485,10 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     switch (action) {
     case Action::Launch: {
       const Launch &l = launchList[index];
-      if (Status s = check(driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.block, 1, 1, l.shared,
-                                                 stream, const_cast<void **>(l.params.data()),
-                                                 nullptr),
-                           "cuLaunchKernel");
+      if (Status s =
+              check(driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.block, 1, 1, l.shared, stream,
+                                          const_cast<void **>(l.params.data()), nullptr),
+                    "cuLaunchKernel");
           !s)
         return s;
       break;
@@ -500,10 +497,8 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
       const Gemm &g = gemmList[index];
       return enqueueGemm(index, g.algo, g.a, g.b, stream);
     }
-    case Action::Fill:
-      return recordFill(fillList[index], stream);
-    case Action::Copy:
-      return recordCopy(copyList[index], stream);
+    case Action::Fill: return recordFill(fillList[index], stream);
+    case Action::Copy: return recordCopy(copyList[index], stream);
     case Action::Attention: {
       const Attention &a = attentionList[index];
       if (Status s = cudnn->run(*a.plan, a.pointers, attentionWorkspace.get(), stream); !s)
@@ -511,8 +506,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
       break;
     }
     case Action::AllReduce:
-    case Action::AllReduceWait:
-      return recordAllReduce(entry, stream);
+    case Action::AllReduceWait: return recordAllReduce(entry, stream);
     }
   }
   return Status::success();
@@ -529,7 +523,8 @@ namespace {
 /// Blocks of 256 threads for a grid-stride loop over \p bytes (16 per
 /// thread per pass), at most 4096.
 unsigned supportGrid(uint64_t bytes) {
-  return static_cast<unsigned>(std::min<uint64_t>(4096, std::max<uint64_t>(1, (bytes + 4095) / 4096)));
+  return static_cast<unsigned>(
+      std::min<uint64_t>(4096, std::max<uint64_t>(1, (bytes + 4095) / 4096)));
 }
 } // namespace
 
@@ -546,13 +541,13 @@ Status ProgramRunner::recordFill(const Fill &f, CUstream stream) const {
                                                stream, args, nullptr),
                          "cuLaunchKernel (kiln_fill)");
   }
-  CUresult result =
-      f.elementSize == 1
-          ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern), f.elements, stream)
-      : f.elementSize == 2
-          ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern), f.elements,
-                                    stream)
-          : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
+  CUresult result = f.elementSize == 1
+                        ? driver.cuMemsetD8Async(f.target, static_cast<unsigned char>(f.pattern),
+                                                 f.elements, stream)
+                    : f.elementSize == 2
+                        ? driver.cuMemsetD16Async(f.target, static_cast<unsigned short>(f.pattern),
+                                                  f.elements, stream)
+                        : driver.cuMemsetD32Async(f.target, f.pattern, f.elements, stream);
   return device->check(result, "cuMemsetAsync");
 }
 
@@ -574,21 +569,15 @@ Status ProgramRunner::recordCopy(const Copy &c, CUstream stream) const {
 
 std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
   switch (entry.first) {
-  case Action::Launch:
-    return launchList[entry.second].name;
-  case Action::Gemm:
-    return gemmList[entry.second].label;
-  case Action::Fill:
-    return "memset";
-  case Action::Copy:
-    return "memcpy";
-  case Action::Attention:
-    return attentionList[entry.second].label;
+  case Action::Launch: return launchList[entry.second].name;
+  case Action::Gemm: return gemmList[entry.second].label;
+  case Action::Fill: return "memset";
+  case Action::Copy: return "memcpy";
+  case Action::Attention: return attentionList[entry.second].label;
   case Action::AllReduce:
     return "nccl all_reduce bucket " + std::to_string(allReduceList[entry.second].bucket) +
            " (enqueue)";
-  case Action::AllReduceWait:
-    return "nccl all_reduce wait bucket " + std::to_string(entry.second);
+  case Action::AllReduceWait: return "nccl all_reduce wait bucket " + std::to_string(entry.second);
   }
   return "?";
 }

@@ -132,7 +132,7 @@ private:
     cublasLtMatmulAlgo_t algo{};
     CUdeviceptr a = 0, b = 0, c = 0;
     float alpha = 1, beta = 0; // beta 1: C accumulates in place (LoRA sums, the fused head)
-    std::string label; // "gemm MxNxK" for profiles
+    std::string label;         // "gemm MxNxK" for profiles
     // The tuning database's view: the signature's hash, "m=..,n=..,k=..,batch=..".
     std::string hash, shape;
     size_t action = 0, cBytes = 0;

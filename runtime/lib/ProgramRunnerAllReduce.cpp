@@ -27,8 +27,7 @@ Status ProgramRunner::prepareAllReduce(ProgramRunner &r, const ProgramOp &op) {
     for (size_t i = 0; i < op.ins.size(); ++i)
       if (op.ins[i] != op.outs[i]) {
         r.actions.push_back({Action::Copy, r.copyList.size()});
-        r.copyList.push_back({r.pointers[op.ins[i]], r.pointers[op.outs[i]],
-                              r.bytes[op.ins[i]]});
+        r.copyList.push_back({r.pointers[op.ins[i]], r.pointers[op.outs[i]], r.bytes[op.ins[i]]});
       }
     return Status::success();
   }

@@ -11,9 +11,9 @@
 #include "kiln/artifact/Json.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
@@ -56,21 +56,24 @@ bool exists(const std::string &path) {
 
 Expected<std::optional<RankInfo>>
 kiln::runtime::rankFromEnvironment(const std::function<const char *(const char *)> &getenv) {
-  const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE"),
-             *local = getenv("LOCAL_RANK"), *localWorld = getenv("LOCAL_WORLD_SIZE");
+  const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE"), *local = getenv("LOCAL_RANK"),
+             *localWorld = getenv("LOCAL_WORLD_SIZE");
   if (!rank && !world && !local)
     return std::optional<RankInfo>();
   for (auto [name, value] : {std::pair{"RANK", rank}, {"WORLD_SIZE", world}})
     if (!value)
-      return Error{std::string(name) + " is not set, but " + (rank ? "RANK" : world ? "WORLD_SIZE" : "LOCAL_RANK") +
+      return Error{std::string(name) + " is not set, but " +
+                   (rank    ? "RANK"
+                    : world ? "WORLD_SIZE"
+                            : "LOCAL_RANK") +
                    " is: a data-parallel rank needs RANK, WORLD_SIZE and LOCAL_RANK"};
   std::optional<int64_t> w = parseInt(world);
   if (!w || *w < 1)
     return Error{"WORLD_SIZE='" + std::string(world) + "' is not a positive integer"};
   std::optional<int64_t> r = parseInt(rank);
   if (!r || *r < 0 || *r >= *w)
-    return Error{"RANK='" + std::string(rank) + "' is not an integer in [0, WORLD_SIZE=" +
-                 std::to_string(*w) + ")"};
+    return Error{"RANK='" + std::string(rank) +
+                 "' is not an integer in [0, WORLD_SIZE=" + std::to_string(*w) + ")"};
   RankInfo info;
   info.rank = static_cast<int>(*r);
   info.world = static_cast<int>(*w);
@@ -78,8 +81,8 @@ kiln::runtime::rankFromEnvironment(const std::function<const char *(const char *
   if (local) {
     std::optional<int64_t> l = parseInt(local);
     if (!l || *l < 0 || *l >= *w)
-      return Error{"LOCAL_RANK='" + std::string(local) + "' is not an integer in [0, WORLD_SIZE=" +
-                   std::to_string(*w) + ")"};
+      return Error{"LOCAL_RANK='" + std::string(local) +
+                   "' is not an integer in [0, WORLD_SIZE=" + std::to_string(*w) + ")"};
     info.localRank = static_cast<int>(*l);
   }
   if (localWorld) {
@@ -125,8 +128,8 @@ Status Rendezvous::open() const {
 }
 
 Status Rendezvous::writeAtomically(const std::string &name, const std::string &bytes) const {
-  return artifact::writeFileAtomically(
-      path(name), [&](artifact::FileWriter &out) { return out.write(bytes); });
+  return artifact::writeFileAtomically(path(name),
+                                       [&](artifact::FileWriter &out) { return out.write(bytes); });
 }
 
 Status Rendezvous::waitFor(const std::function<bool()> &ready, const std::string &what) const {
@@ -137,12 +140,10 @@ Status Rendezvous::waitFor(const std::function<bool()> &ready, const std::string
     if (std::optional<std::string> failed = failure())
       return Error{"stopped while waiting for " + what + ": " + *failed};
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeoutSeconds)
-    {
+    if (waited > timeoutSeconds) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
-      return Error{"rendezvous " + dir + ": " + what + " did not arrive within " + seconds +
-                   " s"};
+      return Error{"rendezvous " + dir + ": " + what + " did not arrive within " + seconds + " s"};
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -215,23 +216,23 @@ Status Rendezvous::checkRanks(const std::string &artifactPath, const std::string
     const Json &other = ranks.at(k);
     if (first.get("hash")->getString() != other.get("hash")->getString())
       return Error{"rank 0 runs " + first.get("artifact")->getString() + " (" +
-                   first.get("hash")->getString() + ") but rank " + std::to_string(k) +
-                   " runs " + other.get("artifact")->getString() + " (" +
-                   other.get("hash")->getString() + "): every rank needs the same artifact"};
+                   first.get("hash")->getString() + ") but rank " + std::to_string(k) + " runs " +
+                   other.get("artifact")->getString() + " (" + other.get("hash")->getString() +
+                   "): every rank needs the same artifact"};
     const Json &a = *first.get("settings"), &b = *other.get("settings");
     std::map<std::string, std::string> left, right;
     for (const Json *side : {&a, &b}) {
       auto &into = side == &a ? left : right;
       for (const auto &member : side->getMembers())
-        into[member.key] = member.value.isString() ? member.value.getString()
-                                                   : member.value.print();
+        into[member.key] =
+            member.value.isString() ? member.value.getString() : member.value.print();
     }
     for (const auto &[key, value] : left) {
       auto it = right.find(key);
       std::string theirs = it == right.end() ? "(unset)" : it->second;
       if (theirs != value)
-        return Error{"rank 0 and rank " + std::to_string(k) + " differ in " + key + ": " +
-                     value + " vs " + theirs};
+        return Error{"rank 0 and rank " + std::to_string(k) + " differ in " + key + ": " + value +
+                     " vs " + theirs};
     }
     for (const auto &[key, value] : right)
       if (!left.count(key))

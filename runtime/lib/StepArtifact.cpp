@@ -20,14 +20,12 @@ constexpr const char *kKernelPrefix = "kernels/";
 constexpr const char *kMetaFormat = "kiln-step";
 
 /// "sm_90" / "sm_90a" / "compute_90" (after \p prefix) into an image.
-bool parseArch(const std::string &text, const std::string &prefix,
-               KernelImage &image) {
+bool parseArch(const std::string &text, const std::string &prefix, KernelImage &image) {
   if (text.compare(0, prefix.size(), prefix) != 0)
     return false;
   size_t pos = prefix.size(), digits = 0;
   int arch = 0;
-  while (pos < text.size() &&
-         std::isdigit(static_cast<unsigned char>(text[pos])) && digits < 4) {
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])) && digits < 4) {
     arch = arch * 10 + (text[pos++] - '0');
     ++digits;
   }
@@ -44,19 +42,16 @@ std::string archName(const char *prefix, int arch, bool specific = false) {
   return prefix + std::to_string(arch) + (specific ? "a" : "");
 }
 
-Expected<std::vector<std::string>> stringList(const Json &meta,
-                                              const char *key) {
+Expected<std::vector<std::string>> stringList(const Json &meta, const char *key) {
   std::vector<std::string> out;
   const Json *list = meta.get(key);
   if (!list)
     return out;
   if (!list->isArray())
-    return Error{std::string("meta \"") + key +
-                 "\" is not an array of strings"};
+    return Error{std::string("meta \"") + key + "\" is not an array of strings"};
   for (const Json &item : list->getElements()) {
     if (!item.isString())
-      return Error{std::string("meta \"") + key +
-                   "\" is not an array of strings"};
+      return Error{std::string("meta \"") + key + "\" is not an array of strings"};
     out.push_back(item.getString());
   }
   return out;
@@ -70,13 +65,10 @@ Expected<StepArtifact> StepArtifact::open(const std::string &path) {
   return decode(std::move(*container), path);
 }
 
-Expected<StepArtifact> StepArtifact::decode(Artifact container,
-                                            const std::string &origin) {
+Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::string &origin) {
   StepArtifact step(std::move(container));
   step.origin = origin;
-  auto fail = [&](const std::string &what) {
-    return Error{origin + ": " + what};
-  };
+  auto fail = [&](const std::string &what) { return Error{origin + ": " + what}; };
 
   const Section *metaSection = step.container.find("meta");
   if (!metaSection)
@@ -126,8 +118,8 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       const Json *function = entry.isObject() ? entry.get("function") : nullptr;
       const Json *section = entry.isObject() ? entry.get("section") : nullptr;
       const Json *values = entry.isObject() ? entry.get("values") : nullptr;
-      if (!function || !function->isString() || function->getString().empty() ||
-          !section || !section->isString() || !values || !values->isObject())
+      if (!function || !function->isString() || function->getString().empty() || !section ||
+          !section->isString() || !values || !values->isObject())
         return fail(where + ": expected {\"function\", \"section\", \"values\"}");
       where += " (" + function->getString() + ")";
       BucketSpec bucket;
@@ -140,8 +132,7 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
       if (values->getMembers().empty())
         return fail(where + ": 'values' pins no symbol");
       for (const JsonMember &value : values->getMembers()) {
-        if (std::find(step.symbols.begin(), step.symbols.end(), value.key) ==
-            step.symbols.end())
+        if (std::find(step.symbols.begin(), step.symbols.end(), value.key) == step.symbols.end())
           return fail(where + ": '" + value.key +
                       "' is not a size symbol of the step (meta \"symbols\")");
         if (!value.value.isInteger() || value.value.getInteger() < 1)
@@ -153,8 +144,7 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
   }
 
   if (const Section *guards = step.container.find("guards")) {
-    Expected<std::vector<Guard>> parsed =
-        parseGuards(step.container.contents(*guards));
+    Expected<std::vector<Guard>> parsed = parseGuards(step.container.contents(*guards));
     if (!parsed)
       return fail(parsed.getError());
     step.guards = std::move(*parsed);
@@ -174,72 +164,72 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     std::set<std::string> names;
     Status parsed = Json::forEachElement(
         step.container.contents(*params), [&](const Json &entry, size_t i) -> Status {
-      semantic = true;
-      std::string where = "params[" + std::to_string(i) + "]: ";
-      const Json *name = entry.isObject() ? entry.get("name") : nullptr;
-      const Json *dtype = entry.isObject() ? entry.get("dtype") : nullptr;
-      const Json *shape = entry.isObject() ? entry.get("shape") : nullptr;
-      if (!name || !name->isString() || !dtype || !dtype->isString() ||
-          !shape || !shape->isArray())
-        return fail(where + "expected {\"name\", \"dtype\", \"shape\", ...}");
-      ParamSpec spec;
-      spec.name = name->getString();
-      if (spec.name.empty())
-        return fail(where + "empty parameter name");
-      if (!names.insert(spec.name).second)
-        return fail(where + "parameter '" + spec.name + "' is listed twice");
-      // Optional fields have one type each: "trainable": "yes" is damage,
-      // not false.
-      std::string wrongType;
-      auto optional = [&](const char *key, Json::Kind kind) -> const Json * {
-        const Json *value = entry.get(key);
-        if (value && value->getKind() != kind) {
-          if (wrongType.empty())
-            wrongType = std::string("'") + key + "' must be " +
-                        (kind == Json::Kind::Bool ? "true or false" : "a string");
-          return nullptr;
-        }
-        return value;
-      };
-      const Json *source = optional("source", Json::Kind::String);
-      const Json *trainable = optional("trainable", Json::Kind::Bool);
-      const Json *init = optional("init", Json::Kind::Bool);
-      const Json *folded = optional("folded_from", Json::Kind::String);
-      if (!wrongType.empty())
-        return fail(where + wrongType);
-      spec.source = source ? source->getString() : spec.name;
-      if (spec.source.empty())
-        return fail(where + "empty 'source'");
-      std::optional<DType> parsed = parseDType(dtype->getString());
-      if (!parsed)
-        return fail(where + "unknown dtype '" + dtype->getString() + "'");
-      spec.dtype = *parsed;
-      // Elements times the dtype's size must fit int64 (a byte count).
-      for (const Json &dim : shape->getElements()) {
-        if (!dim.isInteger() || dim.getInteger() < 0)
-          return fail(where + "shape entries must be integers >= 0");
-        spec.shape.push_back(dim.getInteger());
-      }
-      int64_t bytes = static_cast<int64_t>(dtypeSize(spec.dtype)), count = 1;
-      for (int64_t dim : spec.shape)
-        if (__builtin_mul_overflow(count, dim, &count) ||
-            __builtin_mul_overflow(bytes, dim, &bytes))
-          return fail(where + describeTensorType(spec.dtype, spec.shape) +
-                      " holds more bytes than int64 counts");
-      spec.trainable = trainable && trainable->getBool();
-      spec.fromInit = init && init->getBool();
-      if (folded)
-        spec.foldedFrom = folded->getString();
-      if (const Json *value = entry.get("value")) {
-        if (!value->isString() || !decodeHex(value->getString(), spec.value) ||
-            spec.value.size() != static_cast<size_t>(bytes))
-          return fail(where + "'value' must be hex of " + std::to_string(count) + " " +
-                      dtypeName(spec.dtype) + " elements");
-      }
-      step.params.push_back(std::move(spec));
-      semantic = false;
-      return Status::success();
-    });
+          semantic = true;
+          std::string where = "params[" + std::to_string(i) + "]: ";
+          const Json *name = entry.isObject() ? entry.get("name") : nullptr;
+          const Json *dtype = entry.isObject() ? entry.get("dtype") : nullptr;
+          const Json *shape = entry.isObject() ? entry.get("shape") : nullptr;
+          if (!name || !name->isString() || !dtype || !dtype->isString() || !shape ||
+              !shape->isArray())
+            return fail(where + "expected {\"name\", \"dtype\", \"shape\", ...}");
+          ParamSpec spec;
+          spec.name = name->getString();
+          if (spec.name.empty())
+            return fail(where + "empty parameter name");
+          if (!names.insert(spec.name).second)
+            return fail(where + "parameter '" + spec.name + "' is listed twice");
+          // Optional fields have one type each: "trainable": "yes" is damage,
+          // not false.
+          std::string wrongType;
+          auto optional = [&](const char *key, Json::Kind kind) -> const Json * {
+            const Json *value = entry.get(key);
+            if (value && value->getKind() != kind) {
+              if (wrongType.empty())
+                wrongType = std::string("'") + key + "' must be " +
+                            (kind == Json::Kind::Bool ? "true or false" : "a string");
+              return nullptr;
+            }
+            return value;
+          };
+          const Json *source = optional("source", Json::Kind::String);
+          const Json *trainable = optional("trainable", Json::Kind::Bool);
+          const Json *init = optional("init", Json::Kind::Bool);
+          const Json *folded = optional("folded_from", Json::Kind::String);
+          if (!wrongType.empty())
+            return fail(where + wrongType);
+          spec.source = source ? source->getString() : spec.name;
+          if (spec.source.empty())
+            return fail(where + "empty 'source'");
+          std::optional<DType> parsed = parseDType(dtype->getString());
+          if (!parsed)
+            return fail(where + "unknown dtype '" + dtype->getString() + "'");
+          spec.dtype = *parsed;
+          // Elements times the dtype's size must fit int64 (a byte count).
+          for (const Json &dim : shape->getElements()) {
+            if (!dim.isInteger() || dim.getInteger() < 0)
+              return fail(where + "shape entries must be integers >= 0");
+            spec.shape.push_back(dim.getInteger());
+          }
+          int64_t bytes = static_cast<int64_t>(dtypeSize(spec.dtype)), count = 1;
+          for (int64_t dim : spec.shape)
+            if (__builtin_mul_overflow(count, dim, &count) ||
+                __builtin_mul_overflow(bytes, dim, &bytes))
+              return fail(where + describeTensorType(spec.dtype, spec.shape) +
+                          " holds more bytes than int64 counts");
+          spec.trainable = trainable && trainable->getBool();
+          spec.fromInit = init && init->getBool();
+          if (folded)
+            spec.foldedFrom = folded->getString();
+          if (const Json *value = entry.get("value")) {
+            if (!value->isString() || !decodeHex(value->getString(), spec.value) ||
+                spec.value.size() != static_cast<size_t>(bytes))
+              return fail(where + "'value' must be hex of " + std::to_string(count) + " " +
+                          dtypeName(spec.dtype) + " elements");
+          }
+          step.params.push_back(std::move(spec));
+          semantic = false;
+          return Status::success();
+        });
     if (!parsed)
       return semantic ? parsed.takeError() : fail("params: " + parsed.getError());
   }
@@ -257,14 +247,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
     parsed.section = section.name;
     if (image == "source") {
       images.source = section.name;
-    } else if (image.size() > 6 &&
-               image.compare(image.size() - 6, 6, ".cubin") == 0 &&
+    } else if (image.size() > 6 && image.compare(image.size() - 6, 6, ".cubin") == 0 &&
                parseArch(image.substr(0, image.size() - 6), "sm_", parsed)) {
       images.cubins.push_back(parsed);
-    } else if (image.size() > 4 &&
-               image.compare(image.size() - 4, 4, ".ptx") == 0 &&
-               parseArch(image.substr(0, image.size() - 4), "compute_",
-                         parsed)) {
+    } else if (image.size() > 4 && image.compare(image.size() - 4, 4, ".ptx") == 0 &&
+               parseArch(image.substr(0, image.size() - 4), "compute_", parsed)) {
       images.ptx.push_back(parsed);
     } else {
       return fail("unknown kernel image '" + section.name +
@@ -279,8 +266,8 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container,
         section.name != "apply" && section.name != "eval" &&
         section.name.compare(0, 5, "step/") != 0)
       continue;
-    Expected<StepProgram> program = StepProgram::decode(
-        step.container.contents(section), "section '" + section.name + "'");
+    Expected<StepProgram> program =
+        StepProgram::decode(step.container.contents(section), "section '" + section.name + "'");
     if (!program)
       return fail(program.getError());
     step.programs.emplace(section.name, std::move(*program));
@@ -314,20 +301,18 @@ const BucketSpec *StepArtifact::selectBucket(const SymbolBindings &sizes) const 
 /// executor converts them on upload (fp32 checkpoints for a bf16 step).
 static bool convertible(DType found, DType expected) {
   auto isFloat = [](DType t) {
-    return t == DType::F64 || t == DType::F32 || t == DType::F16 ||
-           t == DType::BF16;
+    return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
   };
   return found == expected || (isFloat(found) && isFloat(expected));
 }
 
-Expected<WeightMatch>
-StepArtifact::matchWeight(const ParamSpec &param,
-                          const SafetensorsFile &weights) const {
+Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
+                                                const SafetensorsFile &weights) const {
   std::string expected = describeTensorType(param.dtype, param.shape);
   auto mismatch = [&](const TensorInfo &found, const std::string &extra) {
     return Error{weights.getPath() + ": weight '" + found.name + "' is " +
-                 describeTensorType(found.dtype, found.shape) +
-                 ", but the artifact expects " + expected + extra};
+                 describeTensorType(found.dtype, found.shape) + ", but the artifact expects " +
+                 expected + extra};
   };
   if (const TensorInfo *found = weights.find(param.source)) {
     if (!convertible(found->dtype, param.dtype) || found->shape != param.shape)
@@ -350,20 +335,18 @@ StepArtifact::matchWeight(const ParamSpec &param,
   if (param.trainable || param.fromInit || !param.value.empty())
     return WeightMatch{};
   return Error{weights.getPath() + ": missing weight '" + param.source + "'" +
-               (param.foldedFrom.empty() ? std::string()
-                                         : " (or '" + param.foldedFrom +
-                                               "', which it was folded from)") +
+               (param.foldedFrom.empty()
+                    ? std::string()
+                    : " (or '" + param.foldedFrom + "', which it was folded from)") +
                " (parameter '" + param.name + "', expected " + expected + ")"};
 }
 
-Expected<WeightMatch>
-StepArtifact::matchWeight(const ParamSpec &param,
-                          const std::vector<SafetensorsFile> &shards) const {
+Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
+                                                const std::vector<SafetensorsFile> &shards) const {
   if (shards.empty())
     return Error{"no weights files"};
   for (const SafetensorsFile &shard : shards)
-    if (shard.find(param.source) ||
-        (!param.foldedFrom.empty() && shard.find(param.foldedFrom)))
+    if (shard.find(param.source) || (!param.foldedFrom.empty() && shard.find(param.foldedFrom)))
       return matchWeight(param, shard);
   // In no shard: allowed or missing, as for one file (named in full).
   Expected<WeightMatch> absent = matchWeight(param, shards.front());
@@ -387,8 +370,7 @@ Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
   return Status::success();
 }
 
-Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel,
-                                                      int major,
+Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel, int major,
                                                       int minor) const {
   auto it = kernels.find(kernel);
   if (it == kernels.end())
@@ -398,9 +380,8 @@ Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel,
   // The newest compatible cubin: SASS runs on later minors of its major.
   const KernelImage *best = nullptr;
   for (const KernelImage &cubin : images.cubins) {
-    bool fits = cubin.archSpecific
-                    ? cubin.arch == device
-                    : cubin.arch / 10 == major && cubin.arch <= device;
+    bool fits = cubin.archSpecific ? cubin.arch == device
+                                   : cubin.arch / 10 == major && cubin.arch <= device;
     if (fits && (!best || cubin.arch > best->arch))
       best = &cubin;
   }
@@ -416,13 +397,10 @@ Expected<KernelImageChoice> StepArtifact::selectImage(const std::string &kernel,
 
   std::string have;
   for (const KernelImage &cubin : images.cubins)
-    have += (have.empty() ? "" : ", ") +
-            archName("sm_", cubin.arch, cubin.archSpecific);
+    have += (have.empty() ? "" : ", ") + archName("sm_", cubin.arch, cubin.archSpecific);
   for (const KernelImage &ptx : images.ptx)
-    have += (have.empty() ? "" : ", ") +
-            archName("compute_", ptx.arch, ptx.archSpecific);
+    have += (have.empty() ? "" : ", ") + archName("compute_", ptx.arch, ptx.archSpecific);
   return Error{origin + ": kernel '" + kernel + "' has no image for this " +
-               archName("sm_", device) +
-               " device (it has: " + (have.empty() ? "nothing" : have) +
+               archName("sm_", device) + " device (it has: " + (have.empty() ? "nothing" : have) +
                "); recompile with --target " + archName("sm_", device)};
 }

@@ -22,34 +22,22 @@ using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 namespace {
-const std::set<std::string> kRoles = {"input", "param",     "state",  "lr",    "step",
-                                      "rng_seed", "loss", "other", "accum", "grad_norm",
-                                      "tokens"};
+const std::set<std::string> kRoles = {"input", "param", "state", "lr",        "step",  "rng_seed",
+                                      "loss",  "other", "accum", "grad_norm", "tokens"};
 
 const char *opName(ProgramOp::Kind kind) {
   switch (kind) {
-  case ProgramOp::Kind::Alloc:
-    return "alloc";
-  case ProgramOp::Kind::View:
-    return "view";
-  case ProgramOp::Kind::Weight:
-    return "weight";
-  case ProgramOp::Kind::Constant:
-    return "constant";
-  case ProgramOp::Kind::Fill:
-    return "fill";
-  case ProgramOp::Kind::Copy:
-    return "copy";
-  case ProgramOp::Kind::Launch:
-    return "launch";
-  case ProgramOp::Kind::Gemm:
-    return "gemm";
-  case ProgramOp::Kind::AllReduce:
-    return "all_reduce";
-  case ProgramOp::Kind::AllReduceWait:
-    return "all_reduce_wait";
-  case ProgramOp::Kind::LinearCrossEntropy:
-    return "linear_cross_entropy";
+  case ProgramOp::Kind::Alloc: return "alloc";
+  case ProgramOp::Kind::View: return "view";
+  case ProgramOp::Kind::Weight: return "weight";
+  case ProgramOp::Kind::Constant: return "constant";
+  case ProgramOp::Kind::Fill: return "fill";
+  case ProgramOp::Kind::Copy: return "copy";
+  case ProgramOp::Kind::Launch: return "launch";
+  case ProgramOp::Kind::Gemm: return "gemm";
+  case ProgramOp::Kind::AllReduce: return "all_reduce";
+  case ProgramOp::Kind::AllReduceWait: return "all_reduce_wait";
+  case ProgramOp::Kind::LinearCrossEntropy: return "linear_cross_entropy";
   }
   return "?";
 }
@@ -67,9 +55,9 @@ public:
       for (const SizeExpr &dim : program.buffers[i].shape)
         if (!expr(dim, "buffer " + std::to_string(i)))
           return error;
-    for (auto [key, list] : {std::pair<const char *, const std::vector<ProgramBinding> *>{
-                                 "args", &program.args},
-                             {"results", &program.results}})
+    for (auto [key, list] :
+         {std::pair<const char *, const std::vector<ProgramBinding> *>{"args", &program.args},
+          {"results", &program.results}})
       for (size_t i = 0; i < list->size(); ++i) {
         const ProgramBinding &binding = (*list)[i];
         std::string where = std::string(key) + " entry " + std::to_string(i);
@@ -118,8 +106,7 @@ public:
           if (!expr(stride, where + ": 'strides'"))
             return error;
         break;
-      default:
-        break;
+      default: break;
       }
     }
     return Status::success();
@@ -184,7 +171,10 @@ Status StepArtifact::checkConsistency() const {
                     *eval = getProgram("eval");
   if ((accum || apply || eval) && !(accum && apply && eval))
     return Error{std::string("the loop programs come together, but section '") +
-                 (!accum ? "accum" : !apply ? "apply" : "eval") + "' is missing"};
+                 (!accum   ? "accum"
+                  : !apply ? "apply"
+                           : "eval") +
+                 "' is missing"};
   if (accum) {
     std::set<std::string> written, read, cleared;
     for (const ProgramBinding &r : accum->results)
@@ -209,9 +199,9 @@ Status StepArtifact::checkConsistency() const {
         made.insert(result.name);
   for (const ParamSpec &param : params)
     if (param.fromInit && !made.count(param.name))
-      return Error{"params: '" + param.name + "' is marked \"init\", but " +
-                   (init ? "the init program does not make it"
-                         : "the artifact has no init program")};
+      return Error{
+          "params: '" + param.name + "' is marked \"init\", but " +
+          (init ? "the init program does not make it" : "the artifact has no init program")};
 
   if (!memoryPlan)
     return Status::success();

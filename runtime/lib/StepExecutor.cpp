@@ -91,7 +91,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     return Error{"no shape to run the step at"};
   const SymbolBindings &firstSizes = options.shapes.front();
   if (!container.find("step"))
-    return Error{"the artifact has no 'step' section (compile it with kiln compile --emit=artifact)"};
+    return Error{
+        "the artifact has no 'step' section (compile it with kiln compile --emit=artifact)"};
   std::string mainSection;
   Expected<const StepProgram *> mainProgram = x->programFor({}, mainSection);
   if (!mainProgram)
@@ -108,8 +109,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   std::map<std::string, const KernelModule *> modules;
   x->modules.reserve(artifact.getKernels().size() + 1); // + the support kernels: no reallocation
   for (const auto &kernel : artifact.getKernels()) {
-    Expected<KernelImageChoice> image =
-        artifact.selectImage(kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
+    Expected<KernelImageChoice> image = artifact.selectImage(
+        kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
     // Kiln's sm_90a attention is an alternative, not a kernel the programs
     // launch: other devices run without it.
     if (!image && kernel.first == artifact::kHopperAttentionModule)
@@ -158,8 +159,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     else
       x->cudnnNote = cudnn.getError();
   } else if (hasAttention) {
-    x->cudnnNote = options.attention == Options::Attention::Sm90 ? "--attention sm90"
-                                                                  : "--attention kernels";
+    x->cudnnNote =
+        options.attention == Options::Attention::Sm90 ? "--attention sm90" : "--attention kernels";
   }
   // The machine's tuning key: a database entry applies only where it equals.
   x->tuningKey.gpu = info.name;
@@ -204,9 +205,9 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
       if (!t)
         return t.takeError();
-      if (Status s = device.check(device.getDriver().cuMemsetD8Async(
-                                      t->memory.get(), 0, t->count * dtypeSize(t->dtype),
-                                      device.getStream()),
+      if (Status s = device.check(device.getDriver().cuMemsetD8Async(t->memory.get(), 0,
+                                                                     t->count * dtypeSize(t->dtype),
+                                                                     device.getStream()),
                                   "cuMemsetD8Async");
           !s)
         return s.takeError();
@@ -297,7 +298,7 @@ Expected<ArenaPlan> StepExecutor::planFor(const SymbolBindings &sizes, std::stri
 }
 
 Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings &sizes,
-                                                          const WeightLoader &loadWeight) {
+                                                           const WeightLoader &loadWeight) {
   std::string key = shapeKey(sizes);
   if (auto known = shapes.find(key); known != shapes.end())
     return &known->second;
@@ -325,10 +326,11 @@ Expected<StepExecutor::Shape *> StepExecutor::prepareShape(const SymbolBindings 
   return &shape;
 }
 
-Expected<std::unique_ptr<ProgramRunner>>
-StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loadWeight,
-                            const TuningDb *tuning, const CudnnAttention *cudnnFor,
-                            bool printNote) {
+Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const SymbolBindings &sizes,
+                                                                     const WeightLoader &loadWeight,
+                                                                     const TuningDb *tuning,
+                                                                     const CudnnAttention *cudnnFor,
+                                                                     bool printNote) {
   std::string section;
   Expected<const StepProgram *> program = programFor(sizes, section);
   if (!program)
@@ -339,8 +341,15 @@ StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loa
     return plan.takeError();
   if (!note.empty() && printNote)
     std::fprintf(stderr, "kiln-run: note: %s (%s)\n", note.c_str(), shapeKey(sizes).c_str());
-  SharedMemory memory{arena.get(), arena.size(), workspace.get(), support.fill, support.copy,
-                      cudnnFor, options.communicator, tuning, &tuningKey,
+  SharedMemory memory{arena.get(),
+                      arena.size(),
+                      workspace.get(),
+                      support.fill,
+                      support.copy,
+                      cudnnFor,
+                      options.communicator,
+                      tuning,
+                      &tuningKey,
                       options.attention != Options::Attention::Auto,
                       support.module,
                       options.attention == Options::Attention::Auto ||
@@ -348,8 +357,8 @@ StepExecutor::prepareRunner(const SymbolBindings &sizes, const WeightLoader &loa
                           ? hopper
                           : nullptr};
   Expected<std::unique_ptr<ProgramRunner>> runner =
-      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device,
-                             *lt, handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
+      ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
+                             handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
   if (!runner)
     return runner.takeError();
   (*runner)->usedArtifactPlan = plan->fromArtifact;
@@ -385,7 +394,8 @@ std::vector<std::string> StepExecutor::getDataInputs() const {
 Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string &name) const {
   for (const ProgramBinding &arg : current->runner->getProgram().args)
     if (arg.role == "input" && arg.name == name) {
-      Expected<int64_t> count = current->runner->getProgram().elementCount(arg.buffer, current->sizes);
+      Expected<int64_t> count =
+          current->runner->getProgram().elementCount(arg.buffer, current->sizes);
       if (!count)
         return count.takeError();
       return std::make_pair(current->runner->getProgram().buffers[arg.buffer].dtype, *count);
@@ -393,7 +403,8 @@ Expected<std::pair<DType, int64_t>> StepExecutor::getInputSpec(const std::string
   return Error{"the step has no data input '" + name + "'"};
 }
 
-Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype, size_t count) {
+Status StepExecutor::setInput(const std::string &name, const void *data, DType dtype,
+                              size_t count) {
   // The loop programs of the shape read the same inputs (each its own
   // buffers): the step, accum or eval program may run next.
   bool found = false;
@@ -426,7 +437,8 @@ Status StepExecutor::loadCheckpoint(const SafetensorsFile &checkpoint) {
       NamedTensor &t = store.at(name);
       if (info->getElementCount() != t.count)
         return Error{checkpoint.getPath() + ": '" + info->name + "' has the wrong element count"};
-      Expected<std::string> bytes = convertElements(checkpoint.data(*info), info->dtype, t.dtype, t.count);
+      Expected<std::string> bytes =
+          convertElements(checkpoint.data(*info), info->dtype, t.dtype, t.count);
       if (!bytes)
         return Error{checkpoint.getPath() + ": '" + info->name + "': " + bytes.getError()};
       if (Status s = uploadTo(*device, t, *bytes); !s)
@@ -468,8 +480,8 @@ Expected<double> StepExecutor::runStepWith(int64_t stepNumber, double lr,
     else if (arg.role == "rng_seed")
       // Every seed argument of every step draws different numbers (as
       // kiln interp numbers them).
-      bytes = scalarBytes(dtype, static_cast<double>(options.seed + (stepNumber - 1) * perStep +
-                                                     seeds++));
+      bytes = scalarBytes(dtype,
+                          static_cast<double>(options.seed + (stepNumber - 1) * perStep + seeds++));
     else
       continue;
     if (Status s = step->upload(arg.buffer, bytes, stream); !s)
@@ -577,12 +589,12 @@ std::string StepExecutor::getAttentionSummary() const {
   const ProgramRunner &r = *current->runner;
   if (!r.cudnnAttention && !r.kernelAttention && !r.hopperAttention)
     return "";
-  std::string line = "attention: " + std::to_string(r.cudnnAttention) + " launches on " +
-                     (cudnn ? cudnn->describe() : std::string("cuDNN")) + ", " +
-                     (r.hopperAttention ? std::to_string(r.hopperAttention) +
-                                              " on kiln_fa90 (sm_90a), "
-                                        : std::string()) +
-                     std::to_string(r.kernelAttention) + " on kernels";
+  std::string line =
+      "attention: " + std::to_string(r.cudnnAttention) + " launches on " +
+      (cudnn ? cudnn->describe() : std::string("cuDNN")) + ", " +
+      (r.hopperAttention ? std::to_string(r.hopperAttention) + " on kiln_fa90 (sm_90a), "
+                         : std::string()) +
+      std::to_string(r.kernelAttention) + " on kernels";
   if (!cudnnNote.empty())
     line += " (cuDNN: " + cudnnNote + ")";
   else if (!r.attentionNote.empty())
@@ -620,7 +632,7 @@ std::vector<StepExecutor::GemmSite> StepExecutor::getGemmSites() const {
 }
 
 Expected<std::vector<cublasLtMatmulAlgo_t>> StepExecutor::getGemmCandidates(size_t site,
-                                                                           int topK) const {
+                                                                            int topK) const {
   return current->runner->getGemmCandidates(site, topK);
 }
 
@@ -698,9 +710,10 @@ Status StepExecutor::snapshotTrainable() {
       Expected<DeviceBuffer> copy = DeviceBuffer::allocate(*device, t.memory.size());
       if (!copy)
         return Error{"a copy of '" + name + "' to restore after measuring: " + copy.getError()};
-      if (Status s = device->check(driver.cuMemcpyDtoDAsync_v2(copy->get(), t.memory.get(),
-                                                               t.memory.size(), device->getStream()),
-                                   "cuMemcpyDtoDAsync");
+      if (Status s =
+              device->check(driver.cuMemcpyDtoDAsync_v2(copy->get(), t.memory.get(),
+                                                        t.memory.size(), device->getStream()),
+                            "cuMemcpyDtoDAsync");
           !s)
         return s;
       snapshot.emplace_back(&t, std::move(*copy));

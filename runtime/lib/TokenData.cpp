@@ -18,8 +18,7 @@ uint64_t mix(uint64_t x) {
 }
 } // namespace
 
-std::optional<TokenDType>
-kiln::runtime::parseTokenDType(std::string_view text) {
+std::optional<TokenDType> kiln::runtime::parseTokenDType(std::string_view text) {
   if (text == "uint16" || text == "u16")
     return TokenDType::U16;
   if (text == "uint32" || text == "u32")
@@ -54,14 +53,12 @@ uint32_t TokenFile::getToken(uint64_t index) const {
          static_cast<uint32_t>(p[4 * index + 3]) << 24;
 }
 
-uint64_t TokenFile::windowStart(uint64_t seed, uint64_t step, uint64_t row,
-                                uint64_t seq) const {
+uint64_t TokenFile::windowStart(uint64_t seed, uint64_t step, uint64_t row, uint64_t seq) const {
   uint64_t starts = count - seq; // count - (seq + 1) + 1
   uint64_t hash = mix(mix(mix(seed) ^ step) ^ row);
   // Lemire's multiply-shift: maps the hash onto [0, starts) without a
   // division; the bias is below starts / 2^64.
-  return static_cast<uint64_t>(
-      (static_cast<unsigned __int128>(hash) * starts) >> 64);
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * starts) >> 64);
 }
 
 Status TokenFile::checkWindow(int64_t seq) const {
@@ -69,14 +66,13 @@ Status TokenFile::checkWindow(int64_t seq) const {
     return Error{"--seq must be at least 1"};
   if (count < static_cast<uint64_t>(seq) + 1)
     return Error{path + ": " + std::to_string(count) +
-                 " tokens, but one training window needs seq+1 = " +
-                 std::to_string(seq + 1)};
+                 " tokens, but one training window needs seq+1 = " + std::to_string(seq + 1)};
   return Status::success();
 }
 
-Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch,
-                              int64_t seq, std::vector<uint32_t> &windows,
-                              uint32_t vocabSize, uint64_t firstRow) const {
+Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch, int64_t seq,
+                              std::vector<uint32_t> &windows, uint32_t vocabSize,
+                              uint64_t firstRow) const {
   if (Status status = checkWindow(seq); !status)
     return status;
   if (batch < 1)
@@ -87,9 +83,8 @@ Status TokenFile::sampleBatch(uint64_t seed, uint64_t step, int64_t batch,
     for (int64_t i = 0; i <= seq; ++i) {
       uint32_t token = getToken(start + i);
       if (vocabSize && token >= vocabSize)
-        return Error{path + ": token " + std::to_string(token) +
-                     " at position " + std::to_string(start + i) +
-                     " is outside the vocabulary (" +
+        return Error{path + ": token " + std::to_string(token) + " at position " +
+                     std::to_string(start + i) + " is outside the vocabulary (" +
                      std::to_string(vocabSize) + " ids)"};
       windows[row * (seq + 1) + i] = token;
     }
@@ -125,9 +120,8 @@ Status TokenWindowSource::next(MicroBatch &out) {
 
 std::string TokenWindowSource::describe() const {
   const artifact::SymbolBindings &first = shapes.front();
-  return "data " + tokens.getPath() + ": " + std::to_string(tokens.getTokenCount()) +
-         " tokens, " + std::to_string(first.at("batch")) + " windows of " +
-         std::to_string(first.at("seq") + 1) + " per step" +
-         (shapes.size() > 1 ? " at the first shape" : "") + " (seed " +
+  return "data " + tokens.getPath() + ": " + std::to_string(tokens.getTokenCount()) + " tokens, " +
+         std::to_string(first.at("batch")) + " windows of " + std::to_string(first.at("seq") + 1) +
+         " per step" + (shapes.size() > 1 ? " at the first shape" : "") + " (seed " +
          std::to_string(seed) + ")";
 }

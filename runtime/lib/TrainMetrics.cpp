@@ -171,14 +171,13 @@ std::string kiln::runtime::renderLossCurveSvg(const std::vector<StepMetrics> &me
                     "\" height=\"" + fixed(height, 0) + "\" viewBox=\"0 0 " + fixed(width, 0) +
                     " " + fixed(height, 0) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + fixed(width / 2, 1) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" +
-         escape(title) + "</text>\n";
+  svg += "<text x=\"" + fixed(width / 2, 1) +
+         "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" + escape(title) + "</text>\n";
   // Grid and ticks.
   double ys = tickStep(y0, y1, 6);
   for (double y = std::ceil(y0 / ys) * ys; y <= y1 + 1e-12; y += ys) {
     svg += "<line x1=\"" + fixed(left, 1) + "\" y1=\"" + fixed(py(y), 1) + "\" x2=\"" +
-           fixed(width - right, 1) + "\" y2=\"" + fixed(py(y), 1) +
-           "\" stroke=\"#dddddd\"/>\n";
+           fixed(width - right, 1) + "\" y2=\"" + fixed(py(y), 1) + "\" stroke=\"#dddddd\"/>\n";
     svg += "<text x=\"" + fixed(left - 6, 1) + "\" y=\"" + fixed(py(y) + 4, 1) +
            "\" text-anchor=\"end\">" + number(std::round(y / ys) * ys).substr(0, 8) + "</text>\n";
   }
@@ -193,8 +192,8 @@ std::string kiln::runtime::renderLossCurveSvg(const std::vector<StepMetrics> &me
          "\" text-anchor=\"middle\">step</text>\n";
   svg += "<text transform=\"translate(16 " + fixed(top + plotH / 2, 1) +
          ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n";
-  auto polyline = [&](const std::vector<std::pair<double, double>> &series,
-                      const char *color, const char *cls) {
+  auto polyline = [&](const std::vector<std::pair<double, double>> &series, const char *color,
+                      const char *cls) {
     if (series.empty())
       return;
     svg += std::string("<polyline class=\"") + cls + "\" fill=\"none\" stroke=\"" + color +

@@ -54,8 +54,7 @@ double elementValue(const unsigned char *p, DType t) {
       return mant ? NAN : sign * INFINITY;
     return sign * std::ldexp(mant + 1024, exp - 25);
   }
-  default:
-    return 0;
+  default: return 0;
   }
 }
 
@@ -470,16 +469,11 @@ double kiln::runtime::median(std::vector<double> samples) {
 
 double kiln::runtime::numericsBound(DType dtype) {
   switch (dtype) {
-  case DType::BF16:
-    return 1e-2;
-  case DType::F16:
-    return 2e-3;
-  case DType::F32:
-    return 1e-5;
-  case DType::F64:
-    return 1e-12;
-  default:
-    return 0; // integers: exactly equal
+  case DType::BF16: return 1e-2;
+  case DType::F16: return 2e-3;
+  case DType::F32: return 1e-5;
+  case DType::F64: return 1e-12;
+  default: return 0; // integers: exactly equal
   }
 }
 

@@ -79,7 +79,7 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
       z ^= z >> 31;
       float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f); // [0, 1)
-      v = (2.0f * unit - 1.0f) * 0.034641016f; // std 0.02
+      v = (2.0f * unit - 1.0f) * 0.034641016f;                         // std 0.02
     }
     Expected<std::string> bytes = convertElements(values.data(), DType::F32, dtype, tensor->count);
     if (!bytes)
@@ -88,9 +88,9 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
       return s.takeError();
     return &(store[name] = std::move(*tensor));
   };
-  return [this, weights, specs, randomTensor](
-             const std::string &name, DType dtype,
-             const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
+  return [this, weights, specs,
+          randomTensor](const std::string &name, DType dtype,
+                        const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
     const Device &device = *this->device;
     const StepArtifact &artifact = *this->artifact;
     auto existing = store.find(name);
@@ -103,8 +103,8 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
       Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
       if (!tensor)
         return tensor.takeError();
-      Expected<std::string> bytes = convertElements(
-          spec->second->value.data(), spec->second->dtype, dtype, tensor->count);
+      Expected<std::string> bytes =
+          convertElements(spec->second->value.data(), spec->second->dtype, dtype, tensor->count);
       if (!bytes || bytes->size() != tensor->count * dtypeSize(dtype))
         return Error{"artifact value of '" + name + "' does not fit its buffer"};
       if (Status s = uploadTo(device, *tensor, *bytes); !s)
@@ -164,10 +164,10 @@ Status StepExecutor::runInitProgram(const StepProgram &init, const StepProgram &
   for (const ProgramBinding &arg : init.args) {
     if (arg.role != "rng_seed")
       return Error{"init program: argument role '" + arg.role + "' is not supported"};
-    if (Status s = (*runner)->upload(arg.buffer,
-                                     scalarBytes(init.buffers[arg.buffer].dtype,
-                                                 static_cast<double>(options.seed)),
-                                     device->getStream());
+    if (Status s = (*runner)->upload(
+            arg.buffer,
+            scalarBytes(init.buffers[arg.buffer].dtype, static_cast<double>(options.seed)),
+            device->getStream());
         !s)
       return s.takeError();
   }

@@ -68,18 +68,15 @@ static void testJson() {
   CHECK(json->get("a")->getElements()[2].getNumber() == 3.5);
   // Integers stay exact beyond 2^53.
   CHECK(json->get("big")->getInteger() == 9007199254740993LL);
-  CHECK_EQ(json->get("b")->get("c")->getString(),
-           "x\"\\\n\xc3\xa9\xf0\x9f\x98\x80");
-  CHECK_EQ(json->print(),
-           "{\"a\":[1,-2,3.5,true,false,null],\"b\":{\"c\":\"x\\\"\\\\\\n"
-           "\xc3\xa9\xf0\x9f\x98\x80\"},\"big\":9007199254740993}");
+  CHECK_EQ(json->get("b")->get("c")->getString(), "x\"\\\n\xc3\xa9\xf0\x9f\x98\x80");
+  CHECK_EQ(json->print(), "{\"a\":[1,-2,3.5,true,false,null],\"b\":{\"c\":\"x\\\"\\\\\\n"
+                          "\xc3\xa9\xf0\x9f\x98\x80\"},\"big\":9007199254740993}");
   // Printing and parsing again is the identity, compact or pretty.
   for (bool pretty : {false, true}) {
     Expected<Json> again = Json::parse(json->print(pretty));
     CHECK(again && again->print() == json->print());
   }
-  CHECK_EQ(Json::parse("{\"k\": [1, {}]}")->print(true),
-           "{\n  \"k\": [\n    1,\n    {}\n  ]\n}");
+  CHECK_EQ(Json::parse("{\"k\": [1, {}]}")->print(true), "{\n  \"k\": [\n    1,\n    {}\n  ]\n}");
 
   struct {
     const char *text, *error;
@@ -92,8 +89,7 @@ static void testJson() {
       {"\"abc", "invalid JSON at byte 4: unterminated string"},
       {"\"a\nb\"", "invalid JSON at byte 2: control character in string"},
       {"\"\\x\"", "invalid JSON at byte 2: bad escape in string"},
-      {"\"\\ud800\"",
-       "invalid JSON at byte 7: unpaired surrogate in \\u escape"},
+      {"\"\\ud800\"", "invalid JSON at byte 7: unpaired surrogate in \\u escape"},
       {"01", "invalid JSON at byte 2: leading zero in number"},
       {"1.", "invalid JSON at byte 2: expected digits after '.'"},
       {"99999999999999999999", "invalid JSON at byte 0: integer out of range"},
@@ -133,22 +129,26 @@ static void testJson() {
     return kiln::artifact::Status::success();
   }));
   CHECK(seen == (std::vector<int64_t>{10, 21, 32}));
-  CHECK_EQ(Json::forEachElement("{}", [](Json &, size_t) {
-             return kiln::artifact::Status::success();
-           }).getError(),
-           "expected a JSON array");
-  CHECK_EQ(Json::forEachElement("[1, x]", [](Json &, size_t) {
-             return kiln::artifact::Status::success();
-           }).getError(),
+  CHECK_EQ(
+      Json::forEachElement("{}", [](Json &, size_t) { return kiln::artifact::Status::success(); })
+          .getError(),
+      "expected a JSON array");
+  CHECK_EQ(Json::forEachElement("[1, x]",
+                                [](Json &, size_t) { return kiln::artifact::Status::success(); })
+               .getError(),
            "invalid JSON at byte 4: unexpected character");
-  CHECK_EQ(Json::forEachElement("[1, 2]", [](Json &value, size_t) {
-             return value.getInteger() == 2 ? kiln::artifact::Status(kiln::artifact::Error{"two"})
-                                            : kiln::artifact::Status::success();
-           }).getError(),
+  CHECK_EQ(Json::forEachElement("[1, 2]",
+                                [](Json &value, size_t) {
+                                  return value.getInteger() == 2
+                                             ? kiln::artifact::Status(kiln::artifact::Error{"two"})
+                                             : kiln::artifact::Status::success();
+                                })
+               .getError(),
            "two");
-  CHECK_EQ(Json::forEachMember("{\"a\":1,\"a\":2}", [](const std::string &, Json &) {
-             return kiln::artifact::Status::success();
-           }).getError(),
+  CHECK_EQ(Json::forEachMember(
+               "{\"a\":1,\"a\":2}",
+               [](const std::string &, Json &) { return kiln::artifact::Status::success(); })
+               .getError(),
            "invalid JSON at byte 7: duplicate key \"a\"");
   // Values copy and move deeply; assigning a value its own member works.
   Json tree = *Json::parse(R"({"x":[1,{"y":"long enough to live on the heap"}]})");
@@ -160,8 +160,7 @@ static void testJson() {
   std::string deep(100000, '[');
   Expected<Json> tooDeep = Json::parse(deep);
   CHECK(!tooDeep);
-  CHECK_EQ(tooDeep.getError(),
-           "invalid JSON at byte 64: nesting deeper than 64");
+  CHECK_EQ(tooDeep.getError(), "invalid JSON at byte 64: nesting deeper than 64");
 }
 
 static void testSizeExpr() {
@@ -194,9 +193,7 @@ static void testSizeExpr() {
            "'*'");
   CHECK_EQ(SizeExpr::parse("n")->evaluate(values).getError(),
            "size expression 'n' uses symbol 'n', which has no value");
-  CHECK_EQ(SizeExpr::parse("seq*seq*seq*seq*seq*seq*seq")
-               ->evaluate(values)
-               .getError(),
+  CHECK_EQ(SizeExpr::parse("seq*seq*seq*seq*seq*seq*seq")->evaluate(values).getError(),
            "size expression 'seq*seq*seq*seq*seq*seq*seq' overflows int64");
 }
 
@@ -225,8 +222,7 @@ static void testGuards() {
            "kernels)");
   CHECK_EQ(checkGuards(*guards, {{"seq", 8}}).getError(),
            "size expression 'batch' uses symbol 'batch', which has no value");
-  CHECK_EQ(parseGuards("[{\"kind\":\"range\",\"expr\":\"seq\",\"min\":5}]")
-               .getError(),
+  CHECK_EQ(parseGuards("[{\"kind\":\"range\",\"expr\":\"seq\",\"min\":5}]").getError(),
            "guards[0]: a range guard needs integers min <= max");
   CHECK_EQ(parseGuards("[{\"kind\":\"odd\",\"expr\":\"seq\"}]").getError(),
            "guards[0]: unknown guard kind 'odd'");
@@ -259,10 +255,9 @@ static void testRoundTrip() {
   CHECK(artifact->getSections().size() == 5);
   CHECK_EQ(std::string(artifact->contents("meta")),
            R"({"creator":"ArtifactTest","targets":["sm_90"]})");
-  CHECK_EQ(std::string(artifact->contents("kernels/add/sm_90.cubin")),
-           std::string("\x7f"
-                       "ELF\0\1\2",
-                       7));
+  CHECK_EQ(std::string(artifact->contents("kernels/add/sm_90.cubin")), std::string("\x7f"
+                                                                                   "ELF\0\1\2",
+                                                                                   7));
   CHECK(artifact->find("empty") && artifact->find("empty")->size == 0);
   CHECK(!artifact->find("nope"));
   for (const Section &section : artifact->getSections())
@@ -277,8 +272,7 @@ static void testRoundTrip() {
   CHECK_EQ(duplicate.serialize().getError(), "duplicate artifact section 'a'");
   ArtifactWriter unnamed;
   unnamed.add("", "1");
-  CHECK_EQ(unnamed.serialize().getError(),
-           "artifact section with an empty name");
+  CHECK_EQ(unnamed.serialize().getError(), "artifact section with an empty name");
 }
 
 static void testDamage() {
@@ -289,8 +283,7 @@ static void testDamage() {
     CHECK(!artifact && isOneLine(artifact.getError()));
   }
   CHECK_EQ(Artifact::parse(bytes.substr(0, 100), "a.kiln").getError(),
-           "a.kiln: truncated Kiln artifact (100 of " +
-               std::to_string(bytes.size()) + " bytes)");
+           "a.kiln: truncated Kiln artifact (100 of " + std::to_string(bytes.size()) + " bytes)");
   CHECK_EQ(Artifact::parse(bytes.substr(0, 10), "a.kiln").getError(),
            "a.kiln: truncated Kiln artifact (10 bytes; the header and trailer "
            "alone take 48)");
@@ -315,11 +308,9 @@ static void testDamage() {
   Expected<Artifact> good = Artifact::parse(bytes, "a");
   const Section *step = good->find("step");
   CHECK_EQ(flipped(0), "a.kiln: not a Kiln artifact (bad magic)");
-  CHECK_EQ(flipped(8),
-           "a.kiln: Kiln artifact format version 17; this build reads version "
-           "1 (recompile the model with a matching kiln)");
-  CHECK_EQ(flipped(20),
-           "a.kiln: corrupt Kiln artifact: header checksum mismatch");
+  CHECK_EQ(flipped(8), "a.kiln: Kiln artifact format version 17; this build reads version "
+                       "1 (recompile the model with a matching kiln)");
+  CHECK_EQ(flipped(20), "a.kiln: corrupt Kiln artifact: header checksum mismatch");
   CHECK_EQ(flipped(kHeaderSize + 3),
            "a.kiln: corrupt Kiln artifact: section table checksum mismatch");
   CHECK_EQ(flipped(step->offset + 50),
@@ -329,10 +320,8 @@ static void testDamage() {
   CHECK_EQ(Artifact::parse(bytes + "x", "a.kiln").getError(),
            "a.kiln: corrupt Kiln artifact: 1 unexpected bytes after the end (" +
                std::to_string(bytes.size()) + " bytes recorded)");
-  CHECK_EQ(
-      Artifact::parse("PK\3\4 this is a zip file, not an artifact", "a.kiln")
-          .getError(),
-      "a.kiln: not a Kiln artifact (bad magic)");
+  CHECK_EQ(Artifact::parse("PK\3\4 this is a zip file, not an artifact", "a.kiln").getError(),
+           "a.kiln: not a Kiln artifact (bad magic)");
 }
 
 /// Damage the checksums do not see (resealArtifact recomputes them all):
@@ -407,14 +396,11 @@ static void testFiles() {
   Expected<Artifact> artifact = Artifact::open(path);
   CHECK(artifact && artifact->getSections().size() == 5);
   // No temporary file is left behind.
-  CHECK(::access(
-            (std::string(dir) + "/.step.kiln.tmp-" + std::to_string(::getpid()))
-                .c_str(),
-            F_OK) != 0);
+  CHECK(::access((std::string(dir) + "/.step.kiln.tmp-" + std::to_string(::getpid())).c_str(),
+                 F_OK) != 0);
   CHECK_EQ(Artifact::open(std::string(dir) + "/missing.kiln").getError(),
            std::string(dir) + "/missing.kiln: No such file or directory");
-  CHECK_EQ(Artifact::open(dir).getError(),
-           std::string(dir) + ": not a regular file (a directory)");
+  CHECK_EQ(Artifact::open(dir).getError(), std::string(dir) + ": not a regular file (a directory)");
   // A failing writer leaves the old file intact and no temporary file.
   Status failed = writeFileAtomically(path, [](FileWriter &writer) {
     (void)writer.write("partial");
@@ -450,7 +436,8 @@ static void testSpecialFiles() {
   CHECK_EQ(write("/proc/self/comm"),
            "/proc/self/comm: is under /proc, not a regular file system; refusing to write there");
   CHECK_EQ(write(sub + "/"), sub + "/: names a directory, not a file");
-  CHECK_EQ(write(std::string(dir) + "/none/x"), std::string(dir) + "/none: No such file or directory");
+  CHECK_EQ(write(std::string(dir) + "/none/x"),
+           std::string(dir) + "/none: No such file or directory");
   CHECK(!filled);
   struct stat info;
   CHECK(::stat(fifo.c_str(), &info) == 0 && S_ISFIFO(info.st_mode));

@@ -21,26 +21,24 @@ inline int &checkFailures() {
   return failures;
 }
 
-#define CHECK(condition)                                                       \
-  do {                                                                         \
-    if (!(condition)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,    \
-                   #condition);                                                \
-      ++checkFailures();                                                       \
-    }                                                                          \
+#define CHECK(condition)                                                                           \
+  do {                                                                                             \
+    if (!(condition)) {                                                                            \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition);           \
+      ++checkFailures();                                                                           \
+    }                                                                                              \
   } while (false)
 
-#define CHECK_EQ(actual, expected)                                             \
-  do {                                                                         \
-    std::string checkActual = (actual), checkExpected = (expected);            \
-    if (checkActual != checkExpected) {                                        \
-      std::fprintf(stderr,                                                     \
-                   "%s:%d: CHECK_EQ failed:\n  actual:   %s\n"                 \
-                   "  expected: %s\n",                                         \
-                   __FILE__, __LINE__, checkActual.c_str(),                    \
-                   checkExpected.c_str());                                     \
-      ++checkFailures();                                                       \
-    }                                                                          \
+#define CHECK_EQ(actual, expected)                                                                 \
+  do {                                                                                             \
+    std::string checkActual = (actual), checkExpected = (expected);                                \
+    if (checkActual != checkExpected) {                                                            \
+      std::fprintf(stderr,                                                                         \
+                   "%s:%d: CHECK_EQ failed:\n  actual:   %s\n"                                     \
+                   "  expected: %s\n",                                                             \
+                   __FILE__, __LINE__, checkActual.c_str(), checkExpected.c_str());                \
+      ++checkFailures();                                                                           \
+    }                                                                                              \
   } while (false)
 
 inline int finishChecks() {

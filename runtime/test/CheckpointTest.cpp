@@ -19,10 +19,9 @@ static std::string tempDir;
 static Expected<StepArtifact> sampleArtifact() {
   ArtifactWriter writer;
   writer.add("meta", R"({"format":"kiln-step"})");
-  writer.add(
-      "params",
-      R"([{"name":"embed","dtype":"BF16","shape":[10,4],"trainable":false},)"
-      R"({"name":"q.lora_A.weight","dtype":"F32","shape":[2,4],"trainable":true}])");
+  writer.add("params",
+             R"([{"name":"embed","dtype":"BF16","shape":[10,4],"trainable":false},)"
+             R"({"name":"q.lora_A.weight","dtype":"F32","shape":[2,4],"trainable":true}])");
   Expected<Artifact> container = Artifact::parse(*writer.serialize(), "a.kiln");
   if (!container)
     return container.takeError();
@@ -36,10 +35,9 @@ static void testCheckpoint() {
     return;
   std::vector<float> lora(8, 0.25f), m(8, 0.5f), v(8, 0.75f);
   std::string path = tempDir + "/ckpt.safetensors";
-  CHECK(writeCheckpoint(
-      path, 7, {{"q.lora_A.weight", DType::F32, {2, 4}, lora.data()}},
-      {{"q.lora_A.weight/exp_avg", DType::F32, {2, 4}, m.data()},
-       {"q.lora_A.weight/exp_avg_sq", DType::F32, {2, 4}, v.data()}}));
+  CHECK(writeCheckpoint(path, 7, {{"q.lora_A.weight", DType::F32, {2, 4}, lora.data()}},
+                        {{"q.lora_A.weight/exp_avg", DType::F32, {2, 4}, m.data()},
+                         {"q.lora_A.weight/exp_avg_sq", DType::F32, {2, 4}, v.data()}}));
   Expected<SafetensorsFile> file = SafetensorsFile::open(path);
   CHECK(file && file->hasChecksums());
   if (!file)
@@ -52,8 +50,7 @@ static void testCheckpoint() {
 
   // Wrong shape, missing tensor, no step counter.
   std::vector<float> wide(12, 0.f);
-  CHECK(writeCheckpoint(
-      path, 1, {{"q.lora_A.weight", DType::F32, {3, 4}, wide.data()}}, {}));
+  CHECK(writeCheckpoint(path, 1, {{"q.lora_A.weight", DType::F32, {3, 4}, wide.data()}}, {}));
   CHECK_EQ(checkCheckpoint(*step, *SafetensorsFile::open(path)).getError(),
            path + ": 'params/q.lora_A.weight' is F32 [3, 4], but the artifact "
                   "expects F32 [2, 4]");
@@ -128,42 +125,29 @@ static void testPeftAdapters() {
   config.rank = 2;
   config.alpha = 4;
   config.targetModules = {"q_proj"};
-  CHECK(writePeftAdapters(dir,
-                          {{"model.layers.0.self_attn.q_proj.lora_A.weight",
-                            DType::F32,
-                            {2, 4},
-                            a.data()},
-                           {"model.layers.0.self_attn.q_proj.lora_B.weight",
-                            DType::F32,
-                            {4, 2},
-                            b.data()}},
-                          config));
-  Expected<SafetensorsFile> file =
-      SafetensorsFile::open(dir + "/adapter_model.safetensors");
+  CHECK(writePeftAdapters(
+      dir,
+      {{"model.layers.0.self_attn.q_proj.lora_A.weight", DType::F32, {2, 4}, a.data()},
+       {"model.layers.0.self_attn.q_proj.lora_B.weight", DType::F32, {4, 2}, b.data()}},
+      config));
+  Expected<SafetensorsFile> file = SafetensorsFile::open(dir + "/adapter_model.safetensors");
   CHECK(file && file->getTensors().size() == 2 &&
-        file->find(
-            "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"));
-  Expected<MappedFile> configJson =
-      MappedFile::open(dir + "/adapter_config.json");
+        file->find("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"));
+  Expected<MappedFile> configJson = MappedFile::open(dir + "/adapter_config.json");
   CHECK(configJson);
   if (configJson) {
     Expected<Json> json = Json::parse(configJson->view());
     CHECK(json && json->get("peft_type")->getString() == "LORA" &&
-          json->get("r")->getInteger() == 2 &&
-          json->get("lora_alpha")->getNumber() == 4 &&
+          json->get("r")->getInteger() == 2 && json->get("lora_alpha")->getNumber() == 4 &&
           json->get("target_modules")->getElements().size() == 1 &&
           json->get("base_model_name_or_path")->isNull());
   }
   // Writing again into the existing directory replaces the files.
   CHECK(writePeftAdapters(dir, {}, config));
-  CHECK(SafetensorsFile::open(dir + "/adapter_model.safetensors")
-            ->getTensors()
-            .empty());
-  CHECK_EQ(
-      writePeftAdapters(dir, {{"x.weight", DType::F32, {1}, a.data()}}, config)
-          .getError(),
-      dir + ": 'x.weight' is not a LoRA weight (<module>.lora_A.weight or "
-            "<module>.lora_B.weight)");
+  CHECK(SafetensorsFile::open(dir + "/adapter_model.safetensors")->getTensors().empty());
+  CHECK_EQ(writePeftAdapters(dir, {{"x.weight", DType::F32, {1}, a.data()}}, config).getError(),
+           dir + ": 'x.weight' is not a LoRA weight (<module>.lora_A.weight or "
+                 "<module>.lora_B.weight)");
 }
 
 int main() {

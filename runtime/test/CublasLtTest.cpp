@@ -20,8 +20,7 @@ int main() {
   Expected<CublasLt> lt = CublasLt::load();
   CHECK(lt);
   if (lt) {
-    std::printf("cuBLASLt %s from %s\n", lt->getVersionString().c_str(),
-                lt->getLibrary().c_str());
+    std::printf("cuBLASLt %s from %s\n", lt->getVersionString().c_str(), lt->getLibrary().c_str());
     CHECK(static_cast<int>(lt->getVersion() / 10000) == CublasLt::kBuiltMajor);
     CHECK_EQ(lt->describe(CUBLAS_STATUS_NOT_INITIALIZED),
              "CUBLAS_STATUS_NOT_INITIALIZED (the library was not initialized)");
@@ -30,11 +29,10 @@ int main() {
   }
 
   Expected<CublasLt> missing = CublasLt::load({"libkiln-no-such-blas.so.1"});
-  CHECK_EQ(missing.getError(),
-           "cuBLASLt not found (libkiln-no-such-blas.so.1: cannot open shared "
-           "object file: No such file or directory); kiln-run needs the CUDA " +
-               std::to_string(CublasLt::kBuiltMajor) +
-               " cuBLAS libraries (or LD_LIBRARY_PATH pointing at them)");
+  CHECK_EQ(missing.getError(), "cuBLASLt not found (libkiln-no-such-blas.so.1: cannot open shared "
+                               "object file: No such file or directory); kiln-run needs the CUDA " +
+                                   std::to_string(CublasLt::kBuiltMajor) +
+                                   " cuBLAS libraries (or LD_LIBRARY_PATH pointing at them)");
   Expected<CublasLt> notBlas = CublasLt::load({"libc.so.6"});
   CHECK_EQ(notBlas.getError(), "libc.so.6 does not export cublasLtGetVersion; "
                                "it is not a usable cuBLASLt");

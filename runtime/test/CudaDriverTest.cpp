@@ -31,21 +31,18 @@ static bool endsWith(const std::string &s, const std::string &suffix) {
 
 static void testFormatDevice() {
   DeviceInfo h200{0, "NVIDIA H200", 9, 0, 150119243776ull, 132};
-  CHECK_EQ(formatDevice(h200),
-           "device 0: NVIDIA H200, sm_90, 139.8 GiB, 132 SMs");
+  CHECK_EQ(formatDevice(h200), "device 0: NVIDIA H200, sm_90, 139.8 GiB, 132 SMs");
   DeviceInfo future{3, "Some GPU", 12, 1, 8ull << 30, 48};
   CHECK_EQ(formatDevice(future), "device 3: Some GPU, sm_121, 8.0 GiB, 48 SMs");
 }
 
 // The error paths, reached deterministically by loading other libraries.
 static void testLoadErrors() {
-  Expected<CudaDriver> missing =
-      CudaDriver::load("libkiln-no-such-driver.so.1");
+  Expected<CudaDriver> missing = CudaDriver::load("libkiln-no-such-driver.so.1");
   CHECK(!missing);
-  CHECK_EQ(missing.getError(),
-           "no CUDA driver found (libkiln-no-such-driver.so.1: cannot open "
-           "shared object file: No such file or directory); kiln-run needs an "
-           "NVIDIA GPU and driver");
+  CHECK_EQ(missing.getError(), "no CUDA driver found (libkiln-no-such-driver.so.1: cannot open "
+                               "shared object file: No such file or directory); kiln-run needs an "
+                               "NVIDIA GPU and driver");
 
   // A real library that is not the driver: the first symbol lookup fails.
   Expected<CudaDriver> notADriver = CudaDriver::load("libc.so.6");

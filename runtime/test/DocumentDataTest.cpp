@@ -93,9 +93,8 @@ std::string row(const std::vector<int64_t> &values, int64_t r, int64_t seq) {
 
 // Three documents: a 2-token prompt then 4 of completion; a 3-token prompt
 // then 2; 4 tokens all with loss.
-const std::vector<Doc> kDocs = {{{11, 12, 13, 14, 15, 16}, 2},
-                                {{21, 22, 23, 24, 25}, 3},
-                                {{31, 32, 33, 34}, 0}};
+const std::vector<Doc> kDocs = {
+    {{11, 12, 13, 14, 15, 16}, 2}, {{21, 22, 23, 24, 25}, 3}, {{31, 32, 33, 34}, 0}};
 } // namespace
 
 static void testOpen() {
@@ -337,14 +336,14 @@ static void testCreateErrors() {
   CHECK(DocumentSource::create(*file, one, {"input_ids", "labels"}, pack)
             .getError()
             .find("--batching pack: the step has no position_ids input") == 0);
-  CHECK(DocumentSource::create(*file, one, {"input_ids", "attention_mask", "position_ids", "labels"},
-                               pack)
+  CHECK(DocumentSource::create(*file, one,
+                               {"input_ids", "attention_mask", "position_ids", "labels"}, pack)
             .getError()
             .find("--batching pack: the step has an attention_mask input") == 0);
   std::vector<SymbolBindings> two = {{{"batch", 1}, {"seq", 8}}, {{"batch", 1}, {"seq", 16}}};
-  CHECK_EQ(DocumentSource::create(*file, two, {"input_ids", "position_ids", "labels"}, pack)
-               .getError(),
-           "--batching pack fills rows of one length: give one --seq");
+  CHECK_EQ(
+      DocumentSource::create(*file, two, {"input_ids", "position_ids", "labels"}, pack).getError(),
+      "--batching pack fills rows of one length: give one --seq");
   std::vector<SymbolBindings> batches = {{{"batch", 1}, {"seq", 8}}, {{"batch", 2}, {"seq", 8}}};
   CHECK(DocumentSource::create(*file, batches, {"input_ids", "labels"}, {})
             .getError()
@@ -361,8 +360,8 @@ static void testCreateErrors() {
 static void testStats() {
   Expected<DocumentFile> file = DocumentFile::open(tempDir + "/three.kdocs");
   DocumentBatching batching;
-  Expected<BatchingStats> pad = measureBatching(
-      *file, {{{"batch", 1}, {"seq", 4}}, {{"batch", 1}, {"seq", 8}}}, batching);
+  Expected<BatchingStats> pad =
+      measureBatching(*file, {{{"batch", 1}, {"seq", 4}}, {{"batch", 1}, {"seq", 8}}}, batching);
   // Rows of 8, 4 and 4 for 5, 4 and 3 positions.
   CHECK(pad && pad->rows == 3 && pad->slots == 16 && pad->positions == 12 &&
         pad->microBatches == 3 && pad->truncatedDocuments == 0);

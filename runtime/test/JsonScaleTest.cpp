@@ -19,8 +19,8 @@
 #include "kiln/artifact/Json.h"
 #include "kiln/artifact/Safetensors.h"
 
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <malloc.h>
 #include <new>
 #include <unistd.h>
@@ -90,7 +90,8 @@ static void testManyTensors() {
   std::vector<float> values(kKeys, 0.5f);
   std::vector<TensorData> tensors;
   for (int i = 0; i < kKeys; ++i)
-    tensors.push_back({"model.layers." + std::to_string(i) + ".weight", DType::F32, {1}, &values[i]});
+    tensors.push_back(
+        {"model.layers." + std::to_string(i) + ".weight", DType::F32, {1}, &values[i]});
   double write = cpuSeconds([&] { CHECK(writeSafetensors(path, tensors)); });
   Expected<SafetensorsFile> file = SafetensorsFile::open(""); // assigned below
   double read = cpuSeconds([&] { file = SafetensorsFile::open(path); });

@@ -98,7 +98,8 @@ static void testChain() {
   CHECK(grown->size == 12032 + 256);
   CHECK(checkArenaPlan(*program, *grown));
   std::string note = "stale";
-  Expected<ArenaPlan> chosen = chooseArenaPlan(*program, &*decoded, {{"n", 3000}, {"p", 100}}, note);
+  Expected<ArenaPlan> chosen =
+      chooseArenaPlan(*program, &*decoded, {{"n", 3000}, {"p", 100}}, note);
   CHECK(chosen && note.empty() && chosen->offsets == grown->offsets);
   chosen = chooseArenaPlan(*program, nullptr, {{"n", 3000}, {"p", 100}}, note);
   CHECK(chosen && note.empty());

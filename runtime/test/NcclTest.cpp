@@ -36,14 +36,13 @@ int main(int argc, char **argv) {
 
   Expected<Nccl> notNccl = Nccl::load({"libm.so.6"});
   CHECK(!notNccl);
-  CHECK_EQ(notNccl.getError(),
-           "libm.so.6 does not export ncclGetVersion; it is not a usable NCCL");
+  CHECK_EQ(notNccl.getError(), "libm.so.6 does not export ncclGetVersion; it is not a usable NCCL");
 
   if (argc > 1) { // the fake NCCL 2.9.3 library's path
     Expected<Nccl> old = Nccl::load({argv[1]});
     CHECK(!old);
-    CHECK_EQ(old.getError(), std::string(argv[1]) +
-                                 " is NCCL 2.9.3; kiln-run needs NCCL 2.10 or later (ncclAvg)");
+    CHECK_EQ(old.getError(),
+             std::string(argv[1]) + " is NCCL 2.9.3; kiln-run needs NCCL 2.10 or later (ncclAvg)");
   }
   return checkFailures() != 0;
 }

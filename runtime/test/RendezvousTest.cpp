@@ -106,16 +106,16 @@ void testUniqueIdAndRanks() {
   one.join();
   CHECK(s0 && s1);
   // A second run may not reuse the directory.
-  CHECK_EQ(r0.open().getError(),
-           "rendezvous " + dir + " holds 'nccl-id' of an earlier run; give each run an empty "
-           "directory");
+  CHECK_EQ(r0.open().getError(), "rendezvous " + dir +
+                                     " holds 'nccl-id' of an earlier run; give each run an empty "
+                                     "directory");
 }
 
 /// Runs checkRanks for rank 0 and 1 of a fresh directory; rank 1 runs
 /// \p path1 with \p settings1. Returns rank 1's result (both must agree).
 std::string mismatch(const std::string &path1, const std::string &hash1,
-                     const std::map<std::string, std::string> &settings1,
-                     const std::string &path0, const std::string &hash0) {
+                     const std::map<std::string, std::string> &settings1, const std::string &path0,
+                     const std::string &hash0) {
   std::string dir = makeDir();
   Rendezvous r0(dir, {0, 2, 0}, 5), r1(dir, {1, 2, 1}, 5);
   Status s0 = Error{"not run"}, s1 = Error{"not run"};
@@ -128,10 +128,10 @@ std::string mismatch(const std::string &path1, const std::string &hash1,
 }
 
 void testMismatches() {
-  CHECK_EQ(mismatch("b.kiln", "crc32c:2 bytes:9", {{"--steps", "10"}}, "a.kiln",
-                    "crc32c:1 bytes:9"),
-           "rank 0 runs a.kiln (crc32c:1 bytes:9) but rank 1 runs b.kiln (crc32c:2 bytes:9): "
-           "every rank needs the same artifact");
+  CHECK_EQ(
+      mismatch("b.kiln", "crc32c:2 bytes:9", {{"--steps", "10"}}, "a.kiln", "crc32c:1 bytes:9"),
+      "rank 0 runs a.kiln (crc32c:1 bytes:9) but rank 1 runs b.kiln (crc32c:2 bytes:9): "
+      "every rank needs the same artifact");
   CHECK_EQ(mismatch("a.kiln", "h", {{"--steps", "20"}}, "a.kiln", "h"),
            "rank 0 and rank 1 differ in --steps: 10 vs 20");
   CHECK_EQ(mismatch("a.kiln", "h", {{"--steps", "10"}, {"--lr", "1e-4"}}, "a.kiln", "h"),

@@ -45,10 +45,9 @@ struct Sample {
   std::vector<uint16_t> b{0x3f80, 0x4000, 0xbf80};
   int64_t step = 42;
   std::vector<TensorData> tensors() const {
-    return {
-        {"model.layers.0.q_proj.lora_A.weight", DType::F32, {2, 3}, a.data()},
-        {"b", DType::BF16, {3}, b.data()},
-        {"step", DType::I64, {}, &step}};
+    return {{"model.layers.0.q_proj.lora_A.weight", DType::F32, {2, 3}, a.data()},
+            {"b", DType::BF16, {3}, b.data()},
+            {"step", DType::I64, {}, &step}};
   }
 };
 
@@ -56,10 +55,8 @@ struct Sample {
 static std::string fingerprint(const SafetensorsFile &file) {
   std::string text;
   for (const TensorInfo &tensor : file.getTensors())
-    text += tensor.name + "|" + describeTensorType(tensor.dtype, tensor.shape) +
-            "|" +
-            std::string(reinterpret_cast<const char *>(file.data(tensor)),
-                        tensor.getByteSize()) +
+    text += tensor.name + "|" + describeTensorType(tensor.dtype, tensor.shape) + "|" +
+            std::string(reinterpret_cast<const char *>(file.data(tensor)), tensor.getByteSize()) +
             "\n";
   return text;
 }
@@ -77,8 +74,7 @@ static void testRoundTrip() {
   CHECK_EQ(file->getMetadata().at("format"), "pt");
   CHECK_EQ(file->getMetadata().at("kiln.step"), "42");
   const TensorInfo *a = file->find("model.layers.0.q_proj.lora_A.weight");
-  CHECK(a && a->dtype == DType::F32 &&
-        a->shape == (std::vector<int64_t>{2, 3}));
+  CHECK(a && a->dtype == DType::F32 && a->shape == (std::vector<int64_t>{2, 3}));
   if (a)
     CHECK(!std::memcmp(file->data(*a), sample.a.data(), 24));
   const TensorInfo *step = file->find("step");
@@ -116,47 +112,32 @@ static void testForeignFile() {
     writeAll(path, out + text + data);
     return SafetensorsFile::open(path).getError();
   };
-  CHECK_EQ(
-      withHeader(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,4]}})",
-                 "1234"),
-      path + ": tensor 'w': unknown dtype 'F17'");
-  CHECK_EQ(
-      withHeader(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})",
-                 "1234"),
-      path + ": tensor 'w': data_offsets [0, 4) hold 4 bytes, but F16 [3] "
-             "needs 6");
-  CHECK_EQ(
-      withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
-                 "123"),
-      path + ": truncated safetensors file: tensor 'w' needs data bytes [0, "
-             "4), but the file holds only 3");
-  CHECK_EQ(
-      withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
-                 "12345"),
-      path + ": 1 bytes after the last tensor belong to no tensor");
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,4]}})", "1234"),
+           path + ": tensor 'w': unknown dtype 'F17'");
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})", "1234"),
+           path + ": tensor 'w': data_offsets [0, 4) hold 4 bytes, but F16 [3] "
+                  "needs 6");
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "123"),
+           path + ": truncated safetensors file: tensor 'w' needs data bytes [0, "
+                  "4), but the file holds only 3");
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "12345"),
+           path + ": 1 bytes after the last tensor belong to no tensor");
   CHECK_EQ(
       withHeader(
           R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"v":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
           "123"),
       path + ": tensor 'v' overlaps tensor 'w'");
-  CHECK_EQ(
-      withHeader(R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
-                 "123"),
-      path + ": data bytes [0, 1) belong to no tensor");
-  CHECK_EQ(withHeader(
-               R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", ""),
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", "123"),
+           path + ": data bytes [0, 1) belong to no tensor");
+  CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", ""),
            path + ": tensor 'w': shape entries must be integers >= 0");
   CHECK_EQ(withHeader(R"({"w":{"dtype":"U8","shape":[1]}})", "1"),
            path + ": tensor 'w': \"data_offsets\" is not [begin, end]");
-  CHECK_EQ(
-      withHeader(R"({"__metadata__":{"a":1}})", ""),
-      path +
-          ": bad safetensors header: __metadata__ value 'a' is not a string");
-  CHECK_EQ(withHeader(R"([1,2])", ""),
-           path + ": bad safetensors header: expected a JSON object");
-  CHECK_EQ(withHeader(R"({"w":)", ""),
-           path + ": bad safetensors header: invalid JSON at byte 5: "
-                  "unexpected end of input");
+  CHECK_EQ(withHeader(R"({"__metadata__":{"a":1}})", ""),
+           path + ": bad safetensors header: __metadata__ value 'a' is not a string");
+  CHECK_EQ(withHeader(R"([1,2])", ""), path + ": bad safetensors header: expected a JSON object");
+  CHECK_EQ(withHeader(R"({"w":)", ""), path + ": bad safetensors header: invalid JSON at byte 5: "
+                                              "unexpected end of input");
 }
 
 static void testDamage() {
@@ -182,8 +163,8 @@ static void testDamage() {
            path + ": truncated safetensors file (5 bytes; the header length "
                   "alone takes 8)");
   writeAll(path, good.substr(0, 100));
-  CHECK(SafetensorsFile::open(path).getError().find(
-            "truncated safetensors file (header of ") != std::string::npos);
+  CHECK(SafetensorsFile::open(path).getError().find("truncated safetensors file (header of ") !=
+        std::string::npos);
 
   int silent = 0;
   // One flipped bit in every byte (the bit rotates; opening a file is slow
@@ -211,23 +192,19 @@ static void testDamage() {
            path + ": tensor 'step' fails its CRC-32C check (file corrupt)");
   writeAll(path, std::string(64, 'x'));
   CHECK_EQ(SafetensorsFile::open(path).getError(),
-           path +
-               ": not a safetensors file (header length 8680820740569200760)");
+           path + ": not a safetensors file (header length 8680820740569200760)");
 }
 
 static void testWriterErrors() {
   float x = 0;
   std::string path = tempDir + "/bad.safetensors";
-  CHECK_EQ(writeSafetensors(
-               path, {{"a", DType::F32, {1}, &x}, {"a", DType::F32, {1}, &x}})
-               .getError(),
-           path + ": tensor 'a' given twice");
-  CHECK_EQ(writeSafetensors(path, {{"__metadata__", DType::F32, {1}, &x}})
-               .getError(),
+  CHECK_EQ(
+      writeSafetensors(path, {{"a", DType::F32, {1}, &x}, {"a", DType::F32, {1}, &x}}).getError(),
+      path + ": tensor 'a' given twice");
+  CHECK_EQ(writeSafetensors(path, {{"__metadata__", DType::F32, {1}, &x}}).getError(),
            path + ": bad tensor name '__metadata__'");
   CHECK(::access(path.c_str(), F_OK) != 0);
-  CHECK_EQ(writeSafetensors(tempDir + "/no/such/dir/x.safetensors",
-                            {{"a", DType::F32, {1}, &x}})
+  CHECK_EQ(writeSafetensors(tempDir + "/no/such/dir/x.safetensors", {{"a", DType::F32, {1}, &x}})
                .getError(),
            tempDir + "/no/such/dir: No such file or directory");
 }

@@ -39,21 +39,19 @@ static const char *kProgram =
     R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[]})";
 
 static void testImageChoice() {
-  Expected<StepArtifact> step =
-      decode({{"meta", kMeta},
-              {"kernels/gemm_epilogue/sm_80.cubin", "a"},
-              {"kernels/gemm_epilogue/sm_86.cubin", "b"},
-              {"kernels/gemm_epilogue/sm_90a.cubin", "c"},
-              {"kernels/gemm_epilogue/compute_80.ptx", "d"},
-              {"kernels/gemm_epilogue/source", "e"},
-              {"kernels/norm/sm_80.cubin", "f"}});
+  Expected<StepArtifact> step = decode({{"meta", kMeta},
+                                        {"kernels/gemm_epilogue/sm_80.cubin", "a"},
+                                        {"kernels/gemm_epilogue/sm_86.cubin", "b"},
+                                        {"kernels/gemm_epilogue/sm_90a.cubin", "c"},
+                                        {"kernels/gemm_epilogue/compute_80.ptx", "d"},
+                                        {"kernels/gemm_epilogue/source", "e"},
+                                        {"kernels/norm/sm_80.cubin", "f"}});
   CHECK(step);
   if (!step)
     return;
   CHECK(step->getKernels().size() == 2);
   auto choose = [&](const char *kernel, int major, int minor) {
-    Expected<KernelImageChoice> choice =
-        step->selectImage(kernel, major, minor);
+    Expected<KernelImageChoice> choice = step->selectImage(kernel, major, minor);
     if (!choice)
       return choice.getError();
     return choice->section + (choice->needsJit ? " (jit)" : "");
@@ -64,32 +62,26 @@ static void testImageChoice() {
   // sm_90a runs on sm_90 only.
   CHECK_EQ(choose("gemm_epilogue", 9, 0), "kernels/gemm_epilogue/sm_90a.cubin");
   // No cubin of major 10: JIT from PTX.
-  CHECK_EQ(choose("gemm_epilogue", 10, 0),
-           "kernels/gemm_epilogue/compute_80.ptx (jit)");
+  CHECK_EQ(choose("gemm_epilogue", 10, 0), "kernels/gemm_epilogue/compute_80.ptx (jit)");
   CHECK_EQ(choose("gemm_epilogue", 7, 5),
            "a.kiln: kernel 'gemm_epilogue' has no image for this sm_75 device "
            "(it has: sm_80, sm_86, sm_90a, compute_80); recompile with "
            "--target sm_75");
-  CHECK_EQ(choose("norm", 9, 0),
-           "a.kiln: kernel 'norm' has no image for this sm_90 device (it "
-           "has: sm_80); recompile with --target sm_90");
-  CHECK_EQ(choose("missing", 9, 0),
-           "a.kiln: no kernel 'missing' in the artifact");
+  CHECK_EQ(choose("norm", 9, 0), "a.kiln: kernel 'norm' has no image for this sm_90 device (it "
+                                 "has: sm_80); recompile with --target sm_90");
+  CHECK_EQ(choose("missing", 9, 0), "a.kiln: no kernel 'missing' in the artifact");
 }
 
 static void testDecodeErrors() {
-  CHECK_EQ(decode({{"step", "x"}}).getError(),
-           "a.kiln: the artifact has no 'meta' section");
+  CHECK_EQ(decode({{"step", "x"}}).getError(), "a.kiln: the artifact has no 'meta' section");
   CHECK_EQ(decode({{"meta", "{"}}).getError(),
            "a.kiln: meta: invalid JSON at byte 1: expected a string key");
   CHECK_EQ(decode({{"meta", R"({"targets":"sm_90"})"}}).getError(),
            "a.kiln: meta \"targets\" is not an array of strings");
-  CHECK_EQ(
-      decode({{"meta", kMeta}, {"guards", R"([{"kind":"range"}])"}}).getError(),
-      "a.kiln: guards[0]: expected an object with string \"kind\" and "
-      "\"expr\"");
-  CHECK_EQ(decode({{"meta", kMeta},
-                   {"params", R"([{"name":"w","dtype":"F31","shape":[1]}])"}})
+  CHECK_EQ(decode({{"meta", kMeta}, {"guards", R"([{"kind":"range"}])"}}).getError(),
+           "a.kiln: guards[0]: expected an object with string \"kind\" and "
+           "\"expr\"");
+  CHECK_EQ(decode({{"meta", kMeta}, {"params", R"([{"name":"w","dtype":"F31","shape":[1]}])"}})
                .getError(),
            "a.kiln: params[0]: unknown dtype 'F31'");
   CHECK_EQ(decode({{"meta", kMeta}, {"kernels/k/sm_90.elf", ""}}).getError(),
@@ -113,15 +105,15 @@ static void testDecodeErrors() {
 static void testWeightMatching() {
   Expected<StepArtifact> step = decode(
       {{"meta", kBareMeta},
-       {"params",
-        R"([{"name":"val_95","dtype":"F32","shape":[2,3],"folded_from":"q.weight"},)"
-        R"({"name":"norm","dtype":"F32","shape":[3]},)"
-        R"({"name":"codes","dtype":"U8","shape":[4],"init":true},)"
-        R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"},
+       {"params", R"([{"name":"val_95","dtype":"F32","shape":[2,3],"folded_from":"q.weight"},)"
+                  R"({"name":"norm","dtype":"F32","shape":[3]},)"
+                  R"({"name":"codes","dtype":"U8","shape":[4],"init":true},)"
+                  R"({"name":"a.lora_A.weight","dtype":"F32","shape":[1,3],"trainable":true}])"},
        // "codes" is marked "init": the init program must make it.
-       {"init", R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"U8","shape":["4"]}],)"
-                R"("args":[],"results":[{"role":"param","name":"codes","buffer":0}],)"
-                R"("ops":[{"op":"alloc","result":0}]})"}});
+       {"init",
+        R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"U8","shape":["4"]}],)"
+        R"("args":[],"results":[{"role":"param","name":"codes","buffer":0}],)"
+        R"("ops":[{"op":"alloc","result":0}]})"}});
   CHECK(step && step->getParams().size() == 4);
   if (!step)
     return;
@@ -136,11 +128,11 @@ static void testWeightMatching() {
     return file ? step->checkWeights(*file) : Status(Error{"unreadable"});
   };
   // By the ONNX initializer name.
-  CHECK(check({{"val_95", DType::F32, {2, 3}, values.data()},
-               {"norm", DType::F32, {3}, values.data()}}));
+  CHECK(check(
+      {{"val_95", DType::F32, {2, 3}, values.data()}, {"norm", DType::F32, {3}, values.data()}}));
   // By the PyTorch name it was folded from, stored transposed.
-  CHECK(check({{"q.weight", DType::F32, {3, 2}, values.data()},
-               {"norm", DType::F32, {3}, values.data()}}));
+  CHECK(check(
+      {{"q.weight", DType::F32, {3, 2}, values.data()}, {"norm", DType::F32, {3}, values.data()}}));
   Expected<SafetensorsFile> file = SafetensorsFile::open(path);
   Expected<WeightMatch> match = step->matchWeight(step->getParams()[0], *file);
   CHECK(match && match->tensor && match->transpose);
@@ -245,14 +237,16 @@ static void testBuckets() {
   CHECK_EQ(error(R"([{"function":"main__seq_8","values":{"seq":8}}])"),
            "a.kiln: meta \"buckets\" entry 0: expected {\"function\", \"section\", "
            "\"values\"}");
-  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}},)"
-                 R"({"function":"main__seq_16","section":"step/main__seq_16","values":{"seq":16}}])"),
-           "a.kiln: meta \"buckets\" entry 1 (main__seq_16): no section "
-           "'step/main__seq_16' in the artifact");
+  CHECK_EQ(
+      error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":8}},)"
+            R"({"function":"main__seq_16","section":"step/main__seq_16","values":{"seq":16}}])"),
+      "a.kiln: meta \"buckets\" entry 1 (main__seq_16): no section "
+      "'step/main__seq_16' in the artifact");
   CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":0}}])"),
            "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'seq' must be a positive integer");
-  CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":"8"}}])"),
-           "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'seq' must be a positive integer");
+  CHECK_EQ(
+      error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"seq":"8"}}])"),
+      "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'seq' must be a positive integer");
   CHECK_EQ(error(R"([{"function":"main__seq_8","section":"step/main__seq_8","values":{"len":8}}])"),
            "a.kiln: meta \"buckets\" entry 0 (main__seq_8): 'len' is not a size symbol of "
            "the step (meta \"symbols\")");
@@ -269,9 +263,12 @@ static std::string program(const std::string &weight, const std::string &module,
   if (first.empty())
     first = R"({"op":"weight","name":")" + weight + R"(","result":1})";
   return R"({"format":"kiln-step-program","version":1,)"
-         R"("buffers":[{"dtype":"F32","shape":[")" + shape + R"("]},{"dtype":"F32","shape":["4"]}],)"
+         R"("buffers":[{"dtype":"F32","shape":[")" +
+         shape +
+         R"("]},{"dtype":"F32","shape":["4"]}],)"
          R"("args":[{"role":"input","name":"x","buffer":0}],"results":[],)"
-         R"("ops":[)" + first + R"(,{"op":"launch","kernel":"k","module":")" + module +
+         R"("ops":[)" +
+         first + R"(,{"op":"launch","kernel":"k","module":")" + module +
          R"(","args":[0,1],"symbols":["seq"],"items":"seq","per":1,"block":32,"shared":"0"}]})";
 }
 
@@ -311,9 +308,10 @@ static void testConsistency() {
            "program");
   // The memory plan, at its own sizes, is the step's.
   std::string step = program("", "module0", "seq", R"({"op":"alloc","result":1})");
-  std::string plan = R"({"format":"kiln-memory-plan","version":1,"alignment":256,)"
-                     R"("planned_at":{"batch":1,"seq":8},"arena_bytes":256,"persistent_bytes":32,)"
-                     R"("workspace_bytes":33554432,"buffers":[{"buffer":1,"size":"16","base":-1}]})";
+  std::string plan =
+      R"({"format":"kiln-memory-plan","version":1,"alignment":256,)"
+      R"("planned_at":{"batch":1,"seq":8},"arena_bytes":256,"persistent_bytes":32,)"
+      R"("workspace_bytes":33554432,"buffers":[{"buffer":1,"size":"16","base":-1}]})";
   CHECK_EQ(error({{"params", params}, {"step", step}, {"memory_plan", plan}}), "decoded");
   auto with = [&](const std::string &from, const std::string &to) {
     std::string changed = plan;

@@ -111,7 +111,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":3})", "step: not a version 1 or 2 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":3})",
+       "step: not a version 1 or 2 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -330,8 +331,7 @@ static void testAllReduce() {
     size_t begin = json.find("\"ops\": [");
     return json.substr(0, begin) + "\"ops\": [" + ops + "]\n}";
   };
-  const std::string prefix =
-      R"({"op": "alloc", "result": 1}, {"op": "alloc", "result": 2}, )";
+  const std::string prefix = R"({"op": "alloc", "result": 1}, {"op": "alloc", "result": 2}, )";
   struct Case {
     std::string ops;
     const char *error;

@@ -61,8 +61,8 @@ static int fail(const std::string &message) {
 
 /// \p cubinOnly: the kernel has just this cubin ("sm_80"), no PTX.
 /// \p dataParallel: meta says kiln compile --data-parallel made it.
-static int writeArtifact(const std::string &out, const std::string &cubinOnly,
-                         bool badMemoryPlan, bool dataParallel = false) {
+static int writeArtifact(const std::string &out, const std::string &cubinOnly, bool badMemoryPlan,
+                         bool dataParallel = false) {
   ArtifactWriter writer;
   writer.add("meta", std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
                                  R"("targets":["sm_90"],"symbols":["batch","seq"],)") +
@@ -88,14 +88,12 @@ static int writeArtifact(const std::string &out, const std::string &cubinOnly,
   if (cubinOnly.empty())
     writer.add("kernels/add/compute_75.ptx", kAddScalarPtx);
   else
-    writer.add("kernels/add/" + cubinOnly + ".cubin",
-               std::string("\x7f"
-                           "ELF fake cubin",
-                           15));
-  writer.add("kernels/add/source",
-             "extern \"C\" __global__ void add_scalar(float *x, float value, "
-             "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
-             "threadIdx.x;\n  if (i < n) x[i] += value;\n}\n");
+    writer.add("kernels/add/" + cubinOnly + ".cubin", std::string("\x7f"
+                                                                  "ELF fake cubin",
+                                                                  15));
+  writer.add("kernels/add/source", "extern \"C\" __global__ void add_scalar(float *x, float value, "
+                                   "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
+                                   "threadIdx.x;\n  if (i < n) x[i] += value;\n}\n");
   // No step program: train validates, then stops (exit 5). An unknown
   // section is carried (and checksummed) all the same.
   writer.add("notes", "opaque payload of a later writer");
@@ -118,18 +116,20 @@ static int writeLaunchStep(const std::string &out) {
            R"(","module":"module0","args":[0,1],"symbols":["n"],"items":"n","per":256,)"
            R"("block":256,"shared":"0"})";
   };
-  std::string buffers = R"("buffers":[{"dtype":"F32","shape":["n"]},{"dtype":"F32","shape":["n"]}],)";
+  std::string buffers =
+      R"("buffers":[{"dtype":"F32","shape":["n"]},{"dtype":"F32","shape":["n"]}],)";
   writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main",)" + buffers +
                          R"("args":[{"role":"input","name":"x","buffer":0}],)"
                          R"("results":[{"role":"loss","name":"loss","buffer":1}],"ops":[)" +
                          R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "," +
                          launch("main_k1_exp") + "," + launch("main_k0_silu") + "," +
                          launch("main_k0_silu") + "]}");
-  writer.add("init", std::string(R"({"format":"kiln-step-program","version":1,"function":"kiln_init",)"
-                                 R"("buffers":[{"dtype":"I64","shape":[]},{"dtype":"F32","shape":["4"]}],)"
-                                 R"("args":[{"role":"rng_seed","buffer":0}],)"
-                                 R"("results":[{"role":"param","name":"w","buffer":1}],"ops":[)") +
-                         R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "]}");
+  writer.add("init",
+             std::string(R"({"format":"kiln-step-program","version":1,"function":"kiln_init",)"
+                         R"("buffers":[{"dtype":"I64","shape":[]},{"dtype":"F32","shape":["4"]}],)"
+                         R"("args":[{"role":"rng_seed","buffer":0}],)"
+                         R"("results":[{"role":"param","name":"w","buffer":1}],"ops":[)") +
+                 R"({"op":"alloc","result":1},)" + launch("main_k0_silu") + "]}");
   Status status = writer.write(out);
   return status ? 0 : fail(status.getError());
 }
@@ -138,26 +138,22 @@ static int writeWeights(const std::string &out, const std::string &variant) {
   std::vector<float> embed(40, 0.5f), extra(3, 1.0f);
   std::vector<TensorData> tensors;
   if (variant == "--wrong-shape")
-    tensors.push_back(
-        {"model.embed_tokens.weight", DType::F32, {4, 10}, embed.data()});
+    tensors.push_back({"model.embed_tokens.weight", DType::F32, {4, 10}, embed.data()});
   else if (variant != "--missing")
-    tensors.push_back(
-        {"model.embed_tokens.weight", DType::F32, {10, 4}, embed.data()});
+    tensors.push_back({"model.embed_tokens.weight", DType::F32, {10, 4}, embed.data()});
   tensors.push_back({"unused", DType::F32, {3}, extra.data()});
   Status status = writeSafetensors(out, tensors);
   return status ? 0 : fail(status.getError());
 }
 
-static int writeTokens(const std::string &out, long count, bool wide,
-                       long maxToken) {
+static int writeTokens(const std::string &out, long count, bool wide, long maxToken) {
   std::string bytes;
   for (long i = 0; i < count; ++i) {
     uint32_t token = static_cast<uint32_t>((i * 7919) % (maxToken + 1));
     for (int b = 0; b < (wide ? 4 : 2); ++b)
       bytes += static_cast<char>(token >> (8 * b));
   }
-  Status status = writeFileAtomically(
-      out, [&](FileWriter &writer) { return writer.write(bytes); });
+  Status status = writeFileAtomically(out, [&](FileWriter &writer) { return writer.write(bytes); });
   return status ? 0 : fail(status.getError());
 }
 
@@ -172,14 +168,12 @@ static std::vector<int32_t> pattern(int generation, int index, size_t count) {
 constexpr size_t kTensorMegabytes = 4;
 constexpr size_t kTensorElements = kTensorMegabytes * (1u << 20) / 4;
 
-static int writeCheckpoint(const std::string &out, long megabytes,
-                           int generation, long pauseAtMegabytes,
-                           const std::string &marker) {
+static int writeCheckpoint(const std::string &out, long megabytes, int generation,
+                           long pauseAtMegabytes, const std::string &marker) {
   std::vector<std::vector<int32_t>> storage;
   std::vector<TensorData> tensors;
   for (long i = 0; i * static_cast<long>(kTensorMegabytes) < megabytes; ++i) {
-    storage.push_back(
-        pattern(generation, static_cast<int>(i), kTensorElements));
+    storage.push_back(pattern(generation, static_cast<int>(i), kTensorElements));
     tensors.push_back({"params/t" + std::to_string(i),
                        DType::I32,
                        {static_cast<int64_t>(kTensorElements)},
@@ -187,8 +181,7 @@ static int writeCheckpoint(const std::string &out, long megabytes,
   }
   bool paused = false;
   WriteProgress progress = [&](uint64_t written, uint64_t) {
-    if (paused || pauseAtMegabytes < 0 ||
-        written < static_cast<uint64_t>(pauseAtMegabytes) << 20)
+    if (paused || pauseAtMegabytes < 0 || written < static_cast<uint64_t>(pauseAtMegabytes) << 20)
       return;
     // Mid-write: tell the test, then wait to be killed.
     paused = true;
@@ -197,8 +190,8 @@ static int writeCheckpoint(const std::string &out, long megabytes,
       ::close(fd);
     ::sleep(60);
   };
-  Status status = writeSafetensors(
-      out, tensors, {{"kiln.step", std::to_string(generation)}}, progress);
+  Status status =
+      writeSafetensors(out, tensors, {{"kiln.step", std::to_string(generation)}}, progress);
   return status ? 0 : fail(status.getError());
 }
 
@@ -209,29 +202,28 @@ static int verifyCheckpoint(const std::string &path, int generation) {
   if (!file->hasChecksums())
     return fail(path + ": no checksums");
   if (file->getMetadata().at("kiln.step") != std::to_string(generation))
-    return fail(path + ": generation " + file->getMetadata().at("kiln.step") +
-                ", expected " + std::to_string(generation));
+    return fail(path + ": generation " + file->getMetadata().at("kiln.step") + ", expected " +
+                std::to_string(generation));
   for (size_t i = 0; i < file->getTensors().size(); ++i) {
     const TensorInfo *tensor = file->find("params/t" + std::to_string(i));
     if (!tensor)
       return fail(path + ": missing params/t" + std::to_string(i));
-    std::vector<int32_t> expected =
-        pattern(generation, static_cast<int>(i), kTensorElements);
+    std::vector<int32_t> expected = pattern(generation, static_cast<int>(i), kTensorElements);
     if (tensor->getByteSize() != expected.size() * 4 ||
         std::memcmp(file->data(*tensor), expected.data(), expected.size() * 4))
       return fail(path + ": params/t" + std::to_string(i) + " differs");
   }
-  std::printf("%s: generation %d, %zu tensors intact\n", path.c_str(),
-              generation, file->getTensors().size());
+  std::printf("%s: generation %d, %zu tensors intact\n", path.c_str(), generation,
+              file->getTensors().size());
   return 0;
 }
 
 static int writeResume(const std::string &out, long step) {
   std::vector<float> lora(8, 0.125f), m(8, 0.f), v(8, 0.f);
-  Status status = kiln::runtime::writeCheckpoint(
-      out, step, {{"lora_A", DType::F32, {2, 4}, lora.data()}},
-      {{"lora_A/exp_avg", DType::F32, {2, 4}, m.data()},
-       {"lora_A/exp_avg_sq", DType::F32, {2, 4}, v.data()}});
+  Status status =
+      kiln::runtime::writeCheckpoint(out, step, {{"lora_A", DType::F32, {2, 4}, lora.data()}},
+                                     {{"lora_A/exp_avg", DType::F32, {2, 4}, m.data()},
+                                      {"lora_A/exp_avg_sq", DType::F32, {2, 4}, v.data()}});
   return status ? 0 : fail(status.getError());
 }
 
@@ -262,16 +254,12 @@ static int writePeftAdapters(const std::string &dir) {
   std::vector<TensorData> tensors;
   for (int layer = 0; layer < 2; ++layer)
     for (const Linear &linear : linears) {
-      std::string prefix =
-          "model.layers." + std::to_string(layer) + "." + linear.module;
-      tensors.push_back(
-          {prefix + ".lora_A.weight", DType::F32, {rank, linear.in}, nullptr});
-      tensors.push_back(
-          {prefix + ".lora_B.weight", DType::F32, {linear.out, rank}, nullptr});
+      std::string prefix = "model.layers." + std::to_string(layer) + "." + linear.module;
+      tensors.push_back({prefix + ".lora_A.weight", DType::F32, {rank, linear.in}, nullptr});
+      tensors.push_back({prefix + ".lora_B.weight", DType::F32, {linear.out, rank}, nullptr});
     }
-  std::sort(
-      tensors.begin(), tensors.end(),
-      [](const TensorData &a, const TensorData &b) { return a.name < b.name; });
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorData &a, const TensorData &b) { return a.name < b.name; });
   std::vector<std::vector<float>> storage;
   for (size_t k = 0; k < tensors.size(); ++k) {
     std::vector<float> values(tensors[k].shape[0] * tensors[k].shape[1]);
@@ -299,23 +287,26 @@ static int writePeftAdapters(const std::string &dir) {
 /// the step ends: with every rank fed the same x, the losses stay 4, 376.
 static int writeGemmStep(const std::string &out, bool withState, bool dataParallel = false) {
   ArtifactWriter writer;
-  writer.add("meta", std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
-                                 R"("targets":[],"symbols":["batch","seq"])") +
-                         (dataParallel ? R"(,"data_parallel":{"bucket_mb":25,"buckets":2}})"
-                                       : "}"));
+  writer.add("meta",
+             std::string(R"({"format":"kiln-step","creator":"kiln-test-files",)"
+                         R"("targets":[],"symbols":["batch","seq"])") +
+                 (dataParallel ? R"(,"data_parallel":{"bucket_mb":25,"buckets":2}})" : "}"));
   writer.add("guards", "[]");
-  writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
+  writer.add("params",
+             R"([{"name":"w","source":"w","dtype":"F32","shape":[3,2],"trainable":true}])");
   // --with-state: one optimizer-state tensor, passed through unchanged.
   std::string stateBuffer = withState ? R"(,{"dtype":"F32","shape":["3","2"]})" : "";
   std::string stateBinding = withState ? R"(,{"role":"state","name":"w/momentum","buffer":6})" : "";
-  std::string step = R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+  std::string step =
+      R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
     "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["seq","2"]},
       {"dtype":"F32","shape":["batch","2"]},{"dtype":"F32","shape":["2","batch"]},
-      {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]})" + stateBuffer + R"(],
+      {"dtype":"F32","shape":[]},{"dtype":"F32","shape":["seq","2"]})" +
+      stateBuffer + R"(],
     "args":[{"role":"input","name":"x","buffer":0},{"role":"param","name":"w","buffer":1})" +
-                     stateBinding + R"(],
+      stateBinding + R"(],
     "results":[{"role":"loss","name":"loss","buffer":4},{"role":"param","name":"w","buffer":5})" +
-                     stateBinding + R"(],
+      stateBinding + R"(],
     "ops":[{"op":"alloc","result":2},
       {"op":"gemm","a":0,"b":1,"c":2,"trans_a":false,"trans_b":false,"m":"batch","n":"2","k":"seq",
        "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"},
@@ -326,13 +317,13 @@ static int writeGemmStep(const std::string &out, bool withState, bool dataParall
       {"op":"alloc","result":5},
       {"op":"gemm","a":0,"b":2,"c":5,"trans_a":true,"trans_b":false,"m":"seq","n":"2","k":"batch",
        "batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"})" +
-                     std::string(dataParallel ? R"(,
+      std::string(dataParallel ? R"(,
       {"op":"all_reduce","bucket":0,"reduce":"avg","ins":[5],"outs":[5]},
       {"op":"all_reduce","bucket":1,"reduce":"avg","ins":[4],"outs":[4],"loss":true},
       {"op":"all_reduce_wait","bucket":0,"buffers":[5]},
       {"op":"all_reduce_wait","bucket":1,"buffers":[4]})"
-                                              : "") +
-                     "]}";
+                               : "") +
+      "]}";
   writer.add("step", step);
   // The compiler's plan at the sizes the test runs (the executor uses it).
   Expected<StepProgram> program = StepProgram::decode(step, "step");
@@ -378,7 +369,8 @@ static int writeLoraStep(const std::string &out) {
       {"role":"param","name":"m.lora_B.weight","buffer":2}],
     "ops":[{"op":"constant","result":1,"bytes":"0000003f000080be0000003e"},
       {"op":"alloc","result":2},{"op":"fill","target":2,"value":0}]})");
-  writer.add("step", R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
+  writer.add("step",
+             R"({"format":"kiln-step-program","version":1,"function":"main","default_lr":0.1,
     "buffers":[{"dtype":"F32","shape":["batch","seq"]},{"dtype":"F32","shape":["1","3"]},
       {"dtype":"F32","shape":["2","1"]},{"dtype":"F32","shape":["batch","1"]},
       {"dtype":"F32","shape":[]}],
@@ -428,7 +420,8 @@ static int reseal(const std::string &path) {
     return fail(file.getError());
   std::string bytes(file->view());
   resealArtifact(bytes);
-  Status status = writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(bytes); });
+  Status status =
+      writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(bytes); });
   return status ? 0 : fail(status.getError());
 }
 
@@ -503,21 +496,18 @@ int main(int argc, char **argv) {
   if (args.size() >= 2 && args[0] == "weights")
     return writeWeights(args[1], args.size() > 2 ? args[2] : "");
   if (args.size() >= 3 && args[0] == "tokens")
-    return writeTokens(args[1], std::atol(args[2].c_str()),
-                       flag("--dtype", "uint16") == "uint32",
+    return writeTokens(args[1], std::atol(args[2].c_str()), flag("--dtype", "uint16") == "uint32",
                        std::atol(flag("--max", "999").c_str()));
   if (args.size() >= 2 && args[0] == "checkpoint")
     return writeCheckpoint(args[1], std::atol(flag("--megabytes", "8").c_str()),
                            std::atoi(flag("--generation", "1").c_str()),
-                           std::atol(flag("--pause-at-mb", "-1").c_str()),
-                           flag("--marker", ""));
+                           std::atol(flag("--pause-at-mb", "-1").c_str()), flag("--marker", ""));
   if (args.size() >= 2 && args[0] == "resume")
     return writeResume(args[1], std::atol(flag("--step", "7").c_str()));
   if (args.size() == 2 && args[0] == "peft-adapters")
     return writePeftAdapters(args[1]);
   if (args.size() >= 2 && args[0] == "verify-checkpoint")
-    return verifyCheckpoint(args[1],
-                            std::atoi(flag("--generation", "1").c_str()));
+    return verifyCheckpoint(args[1], std::atoi(flag("--generation", "1").c_str()));
   if (args.size() >= 2 && args[0] == "tuning-db")
     return writeTuningDb(args[1], std::atol(flag("--entries", "100").c_str()),
                          std::atoi(flag("--generation", "1").c_str()),

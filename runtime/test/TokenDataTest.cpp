@@ -17,16 +17,16 @@ using kiln::artifact::writeFileAtomically;
 
 static std::string tempDir;
 
-static std::string writeTokens(const std::string &name, uint64_t count,
-                               int width, size_t extraBytes = 0) {
+static std::string writeTokens(const std::string &name, uint64_t count, int width,
+                               size_t extraBytes = 0) {
   std::string bytes;
   for (uint64_t i = 0; i < count; ++i)
     for (int b = 0; b < width; ++b)
       bytes += static_cast<char>((i * 3 + 70000 * (width == 4)) >> (8 * b));
   bytes.append(extraBytes, '\0');
   std::string path = tempDir + "/" + name;
-  Status status = writeFileAtomically(
-      path, [&](FileWriter &writer) { return writer.write(bytes); });
+  Status status =
+      writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(bytes); });
   CHECK(status);
   return path;
 }
@@ -37,8 +37,7 @@ static void testReadAndSample() {
   CHECK(tokens && tokens->getTokenCount() == 5000);
   if (!tokens)
     return;
-  CHECK(tokens->getToken(0) == 0 &&
-        tokens->getToken(4999) == (4999 * 3 & 0xFFFF));
+  CHECK(tokens->getToken(0) == 0 && tokens->getToken(4999) == (4999 * 3 & 0xFFFF));
 
   std::vector<uint32_t> first, again, other, nextStep;
   CHECK(tokens->sampleBatch(7, 0, 4, 16, first));
@@ -83,8 +82,7 @@ static void testU32AndVocab() {
   Status status = tokens->sampleBatch(1, 0, 1, 8, windows, 32000);
   CHECK(!status);
   CHECK(status.getError().find(": token 7") != std::string::npos &&
-        status.getError().find("is outside the vocabulary (32000 ids)") !=
-            std::string::npos);
+        status.getError().find("is outside the vocabulary (32000 ids)") != std::string::npos);
   CHECK(tokens->sampleBatch(1, 0, 1, 8, windows, 80000));
 }
 
@@ -94,16 +92,14 @@ static void testErrors() {
            odd + ": 21 bytes is not a whole number of uint16 tokens "
                  "(truncated, or the wrong --token-dtype?)");
   std::string empty = writeTokens("empty.bin", 0, 2);
-  CHECK_EQ(TokenFile::open(empty, TokenDType::U32).getError(),
-           empty + ": empty token file");
+  CHECK_EQ(TokenFile::open(empty, TokenDType::U32).getError(), empty + ": empty token file");
   std::string shortFile = writeTokens("short.bin", 100, 2);
   Expected<TokenFile> tokens = TokenFile::open(shortFile, TokenDType::U16);
   std::vector<uint32_t> windows;
   CHECK_EQ(tokens->sampleBatch(0, 0, 2, 1024, windows).getError(),
            shortFile + ": 100 tokens, but one training window needs seq+1 = "
                        "1025");
-  CHECK_EQ(tokens->sampleBatch(0, 0, 0, 8, windows).getError(),
-           "--batch must be at least 1");
+  CHECK_EQ(tokens->sampleBatch(0, 0, 0, 8, windows).getError(), "--batch must be at least 1");
   CHECK_EQ(TokenFile::open(tempDir + "/none.bin", TokenDType::U16).getError(),
            tempDir + "/none.bin: No such file or directory");
   CHECK(parseTokenDType("uint16") == TokenDType::U16);

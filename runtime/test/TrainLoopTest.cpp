@@ -41,18 +41,22 @@ static void testSchedulesMatchTransformers() {
     double minRatio;
     double want[12];
   } cases[] = {
-      {LrSchedule::Kind::Linear, 0,
+      {LrSchedule::Kind::Linear,
+       0,
        {0, 0.00033333333333333332, 0.00066666666666666664, 0.001, 0.0008571428571428571,
         0.00071428571428571429, 0.00057142857142857136, 0.00042857142857142855,
         0.00028571428571428568, 0.00014285714285714284, 0, 0}},
-      {LrSchedule::Kind::Cosine, 0,
+      {LrSchedule::Kind::Cosine,
+       0,
        {0, 0.00033333333333333332, 0.00066666666666666664, 0.001, 0.00095048443395120952,
         0.00081174490092936679, 0.00061126046697815718, 0.00038873953302184284,
         0.00018825509907063325, 4.9515566048790485e-05, 0, 4.951556604879043e-05}},
-      {LrSchedule::Kind::Constant, 0,
-       {0, 0.00033333333333333332, 0.00066666666666666664, 0.001, 0.001, 0.001, 0.001, 0.001,
-        0.001, 0.001, 0.001, 0.001}},
-      {LrSchedule::Kind::Cosine, 0.1,
+      {LrSchedule::Kind::Constant,
+       0,
+       {0, 0.00033333333333333332, 0.00066666666666666664, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001,
+        0.001, 0.001, 0.001}},
+      {LrSchedule::Kind::Cosine,
+       0.1,
        {0, 0.00033333333333333332, 0.00066666666666666664, 0.001, 0.00095543599055608857,
         0.00083057041083643018, 0.00065013442028034147, 0.00044986557971965859,
         0.00026942958916356994, 0.00014456400944391147, 0.0001, 0.00014456400944391141}},
@@ -171,7 +175,8 @@ static void testMetricsLog() {
   CHECK_EQ(lossCurvePath("run.d/log"), "run.d/log.svg");
   // A damaged line names the file and the line.
   std::string bad = tempDir + "/bad.jsonl";
-  CHECK(writeFileAtomically(bad, [](FileWriter &w) { return w.write("{\"step\": 1}\n{\"loss\": 2}\n"); }));
+  CHECK(writeFileAtomically(
+      bad, [](FileWriter &w) { return w.write("{\"step\": 1}\n{\"loss\": 2}\n"); }));
   Expected<std::vector<StepMetrics>> damaged = readMetricsLog(bad);
   CHECK(!damaged && damaged.getError().find("bad.jsonl: line 2:") != std::string::npos);
   // Only regular files are appended to.

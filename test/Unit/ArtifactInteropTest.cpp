@@ -11,14 +11,14 @@
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/Passes.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
+#include "kiln/Dialect/Kernel/KernelDialect.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "kiln/artifact/Artifact.h"
 #include "kiln/artifact/Guards.h"
 #include "kiln/artifact/Json.h"
 #include "kiln/artifact/StepProgram.h"
-#include "kiln/Dialect/Kernel/KernelDialect.h"
-#include "kiln/Pipelines/Pipelines.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -39,8 +39,8 @@ TEST(ArtifactInterop, RuntimeEvaluatesCompilerSizeExpressions) {
                          "-3*seq",    "batch*seq*seq + 4*batch - 7",
                          "64",        "32000*batch*seq"};
   for (const char *text : texts) {
-    auto dim = llvm::dyn_cast_or_null<SymExprAttr>(mlir::parseAttribute(
-        (std::string("#kiln.expr<") + text + ">").c_str(), &context));
+    auto dim = llvm::dyn_cast_or_null<SymExprAttr>(
+        mlir::parseAttribute((std::string("#kiln.expr<") + text + ">").c_str(), &context));
     ASSERT_TRUE(dim) << text;
     std::string printed = dimToString(dim);
     auto runtimeExpr = artifact::SizeExpr::parse(printed);
@@ -67,8 +67,7 @@ TEST(ArtifactInterop, ShapeGuardsReachTheRuntime) {
     func.func @g(%x: tensor<?x?x64xf32, #kiln.dims<[b, seq]>>) -> tensor<?x?x64xf32, #kiln.dims<[b, seq]>> {
       return %x : tensor<?x?x64xf32, #kiln.dims<[b, seq]>>
     })MLIR";
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
   ASSERT_TRUE(module);
   mlir::PassManager pm(&context);
   ShapeGuardsPassOptions options;
@@ -86,14 +85,12 @@ TEST(ArtifactInterop, ShapeGuardsReachTheRuntime) {
   EXPECT_EQ((*guards)[3].expr.getText(), "64*b*seq");
 
   EXPECT_TRUE(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1024}}));
-  EXPECT_EQ(
-      artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1020}}).getError(),
-      "seq=1020 violates seq % 8 == 0 (required by --dynamic "
-      "seq=16..4096:8)");
-  EXPECT_EQ(
-      artifact::checkGuards(*guards, {{"b", 16384}, {"seq", 4096}}).getError(),
-      "64*b*seq=4294967296 violates 0 <= 64*b*seq <= 2147483647 "
-      "(required by int32 element indexing in generated kernels)");
+  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 4}, {"seq", 1020}}).getError(),
+            "seq=1020 violates seq % 8 == 0 (required by --dynamic "
+            "seq=16..4096:8)");
+  EXPECT_EQ(artifact::checkGuards(*guards, {{"b", 16384}, {"seq", 4096}}).getError(),
+            "64*b*seq=4294967296 violates 0 <= 64*b*seq <= 2147483647 "
+            "(required by int32 element indexing in generated kernels)");
 
   // No guards recorded: an empty list.
   func->removeAttr("kiln.guards");
@@ -258,9 +255,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
       EXPECT_EQ(chained->offsets, direct->offsets);
   }
   // An unbound symbol is a diagnostic, not a plan.
-  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) {
-    return mlir::success();
-  });
+  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) { return mlir::success(); });
   EXPECT_TRUE(mlir::failed(planLoweredStep(main, {})));
 }
 } // namespace
@@ -331,8 +326,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
     message = diag.str();
     return mlir::success();
   });
-  std::vector<std::pair<std::string, std::string>> again = {
-      {"meta", R"({"symbols":["n"]})"}};
+  std::vector<std::pair<std::string, std::string>> again = {{"meta", R"({"symbols":["n"]})"}};
   EXPECT_TRUE(mlir::failed(addBucketSections(main, modules, again)));
   EXPECT_EQ(message, "shape bucket @main__n_4 has no kiln.bucket attribute "
                      "(its pinned symbol values)");

@@ -26,8 +26,8 @@ std::string layoutChecks(int64_t skew) {
     for (int64_t d = 16; d <= 128; d += 16)
       for (bool backward : {false, true})
         body += std::string("static_assert(kiln_flash::") + (backward ? "Backward" : "Forward") +
-                "Smem<" + element + ", " + std::to_string(d) +
-                ">::bytes == " + std::to_string(kernel::flashAttentionSharedBytes(d, backward) + skew) +
+                "Smem<" + element + ", " + std::to_string(d) + ">::bytes == " +
+                std::to_string(kernel::flashAttentionSharedBytes(d, backward) + skew) +
                 ", \"kiln_flash layout\");\n";
   return cudaPrelude(/*bf16=*/true, /*f16=*/true, /*dynamicMap8=*/false, /*flashAttention=*/true) +
          body + "extern \"C\" __global__ void layout() {}\n";

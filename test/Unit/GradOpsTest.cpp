@@ -44,9 +44,7 @@ public:
 
 class GradOpsTest : public ::testing::Test {
 protected:
-  GradOpsTest() {
-    context.loadDialect<GraphDialect, mlir::func::FuncDialect>();
-  }
+  GradOpsTest() { context.loadDialect<GraphDialect, mlir::func::FuncDialect>(); }
 
   /// Parses `@f`; the module lives as long as the test.
   mlir::func::FuncOp parse(const std::string &ir) {
@@ -57,16 +55,14 @@ protected:
     return *modules.back()->getOps<mlir::func::FuncOp>().begin();
   }
 
-  absl::StatusOr<std::vector<HostTensor>> tryRun(mlir::func::FuncOp f,
-                                                 std::vector<HostTensor> in) {
+  absl::StatusOr<std::vector<HostTensor>> tryRun(mlir::func::FuncOp f, std::vector<HostTensor> in) {
     absl::StatusOr<InterpreterResult> r = interpret(f, in, weights);
     if (!r.ok())
       return r.status();
     return r->outputs;
   }
 
-  std::vector<HostTensor> run(mlir::func::FuncOp f,
-                              std::vector<HostTensor> in) {
+  std::vector<HostTensor> run(mlir::func::FuncOp f, std::vector<HostTensor> in) {
     absl::StatusOr<std::vector<HostTensor>> r = tryRun(f, std::move(in));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : std::vector<HostTensor>();
@@ -83,9 +79,8 @@ protected:
   /// d/d in[which] of sum(forward(in)[0] * r) by central differences. Terms
   /// where r is 0 are skipped, so outputs that are NaN by definition (fully
   /// masked attention rows) can be left out of the loss.
-  std::vector<double> numericGrad(mlir::func::FuncOp forward,
-                                  std::vector<HostTensor> in, size_t which,
-                                  const HostTensor &r) {
+  std::vector<double> numericGrad(mlir::func::FuncOp forward, std::vector<HostTensor> in,
+                                  size_t which, const HostTensor &r) {
     auto loss = [&] {
       std::vector<HostTensor> out = run(forward, in);
       double sum = 0;
@@ -120,8 +115,7 @@ void expectGrad(const HostTensor &analytic, const std::vector<double> &fd,
                 const std::string &what) {
   ASSERT_EQ(analytic.numel(), static_cast<int64_t>(fd.size())) << what;
   for (size_t i = 0; i < fd.size(); ++i)
-    EXPECT_NEAR(analytic.floats[i], fd[i],
-                1e-6 * std::max(1.0, std::fabs(fd[i])))
+    EXPECT_NEAR(analytic.floats[i], fd[i], 1e-6 * std::max(1.0, std::fabs(fd[i])))
         << what << " element " << i;
 }
 
@@ -131,20 +125,19 @@ TEST_F(GradOpsTest, SoftmaxAndLogSoftmaxOnInnerAxes) {
   for (const char *op : {"softmax", "log_softmax"}) {
     for (int axis : {0, 1}) {
       std::string attr = absl::StrCat("{axis = ", axis, " : i64}");
-      mlir::func::FuncOp forward = parse(absl::StrCat(
-          "func.func @f(%x: ", t, ") -> ", t, " {\n %0 = kiln.", op, " %x ",
-          attr, " : ", t, "\n return %0 : ", t, "\n}"));
-      mlir::func::FuncOp backward = parse(absl::StrCat(
-          "func.func @f(%y: ", t, ", %dy: ", t, ") -> ", t, " {\n %0 = kiln.",
-          op, "_grad %y, %dy ", attr, " : ", t, "\n return %0 : ", t, "\n}"));
+      mlir::func::FuncOp forward =
+          parse(absl::StrCat("func.func @f(%x: ", t, ") -> ", t, " {\n %0 = kiln.", op, " %x ",
+                             attr, " : ", t, "\n return %0 : ", t, "\n}"));
+      mlir::func::FuncOp backward =
+          parse(absl::StrCat("func.func @f(%y: ", t, ", %dy: ", t, ") -> ", t, " {\n %0 = kiln.",
+                             op, "_grad %y, %dy ", attr, " : ", t, "\n return %0 : ", t, "\n}"));
       ASSERT_TRUE(forward && backward);
       HostTensor x = random(shape, -2, 2), r = random(shape);
       std::vector<HostTensor> y = run(forward, {x});
       ASSERT_EQ(y.size(), 1u);
       std::vector<HostTensor> dx = run(backward, {y[0], r});
       ASSERT_EQ(dx.size(), 1u);
-      expectGrad(dx[0], numericGrad(forward, {x}, 0, r),
-                 absl::StrCat(op, " axis ", axis));
+      expectGrad(dx[0], numericGrad(forward, {x}, 0, r), absl::StrCat(op, " axis ", axis));
     }
   }
 }
@@ -153,15 +146,14 @@ TEST_F(GradOpsTest, LayerNormOverTrailingDims) {
   Shape xs = {2, 3, 4}, ws = {3, 4};
   std::string t = type(xs), w = type(ws);
   const char *attr = "{axis = 1 : i64, epsilon = 1.0e-05 : f64}";
-  mlir::func::FuncOp forward = parse(
-      absl::StrCat("func.func @f(%x: ", t, ", %w: ", w, ", %b: ", w, ") -> ", t,
-                   " {\n %0 = kiln.layer_norm %x, %w, %b ", attr, " : (", t,
-                   ", ", w, ", ", w, ") -> ", t, "\n return %0 : ", t, "\n}"));
+  mlir::func::FuncOp forward =
+      parse(absl::StrCat("func.func @f(%x: ", t, ", %w: ", w, ", %b: ", w, ") -> ", t,
+                         " {\n %0 = kiln.layer_norm %x, %w, %b ", attr, " : (", t, ", ", w, ", ", w,
+                         ") -> ", t, "\n return %0 : ", t, "\n}"));
   mlir::func::FuncOp backward = parse(absl::StrCat(
-      "func.func @f(%x: ", t, ", %w: ", w, ", %dy: ", t, ") -> (", t, ", ", w,
-      ", ", w, ") {\n %0:3 = kiln.layer_norm_grad %x, %w, %dy ", attr, " : (",
-      t, ", ", w, ", ", t, ") -> (", t, ", ", w, ", ", w,
-      ")\n return %0#0, %0#1, %0#2 : ", t, ", ", w, ", ", w, "\n}"));
+      "func.func @f(%x: ", t, ", %w: ", w, ", %dy: ", t, ") -> (", t, ", ", w, ", ", w,
+      ") {\n %0:3 = kiln.layer_norm_grad %x, %w, %dy ", attr, " : (", t, ", ", w, ", ", t, ") -> (",
+      t, ", ", w, ", ", w, ")\n return %0#0, %0#1, %0#2 : ", t, ", ", w, ", ", w, "\n}"));
   ASSERT_TRUE(forward && backward);
   HostTensor x = random(xs, -2, 2), weight = random(ws), bias = random(ws);
   HostTensor r = random(xs);
@@ -169,23 +161,20 @@ TEST_F(GradOpsTest, LayerNormOverTrailingDims) {
   ASSERT_EQ(grads.size(), 3u);
   const char *names[] = {"dx", "dweight", "dbias"};
   for (size_t i = 0; i < 3; ++i)
-    expectGrad(grads[i], numericGrad(forward, {x, weight, bias}, i, r),
-               names[i]);
+    expectGrad(grads[i], numericGrad(forward, {x, weight, bias}, i, r), names[i]);
 }
 
 TEST_F(GradOpsTest, RmsNormOverTrailingDims) {
   Shape xs = {3, 2, 4}, ws = {2, 4};
   std::string t = type(xs), w = type(ws);
   const char *attr = "{axis = 1 : i64, epsilon = 1.0e-06 : f64}";
-  mlir::func::FuncOp forward =
-      parse(absl::StrCat("func.func @f(%x: ", t, ", %w: ", w, ") -> ", t,
-                         " {\n %0 = kiln.rms_norm %x, %w ", attr, " : (", t,
-                         ", ", w, ") -> ", t, "\n return %0 : ", t, "\n}"));
+  mlir::func::FuncOp forward = parse(absl::StrCat(
+      "func.func @f(%x: ", t, ", %w: ", w, ") -> ", t, " {\n %0 = kiln.rms_norm %x, %w ", attr,
+      " : (", t, ", ", w, ") -> ", t, "\n return %0 : ", t, "\n}"));
   mlir::func::FuncOp backward = parse(
-      absl::StrCat("func.func @f(%x: ", t, ", %w: ", w, ", %dy: ", t, ") -> (",
-                   t, ", ", w, ") {\n %0:2 = kiln.rms_norm_grad %x, %w, %dy ",
-                   attr, " : (", t, ", ", w, ", ", t, ") -> (", t, ", ", w,
-                   ")\n return %0#0, %0#1 : ", t, ", ", w, "\n}"));
+      absl::StrCat("func.func @f(%x: ", t, ", %w: ", w, ", %dy: ", t, ") -> (", t, ", ", w,
+                   ") {\n %0:2 = kiln.rms_norm_grad %x, %w, %dy ", attr, " : (", t, ", ", w, ", ",
+                   t, ") -> (", t, ", ", w, ")\n return %0#0, %0#1 : ", t, ", ", w, "\n}"));
   ASSERT_TRUE(forward && backward);
   HostTensor x = random(xs, -2, 2), weight = random(ws), r = random(xs);
   std::vector<HostTensor> grads = run(backward, {x, weight, r});
@@ -198,12 +187,10 @@ TEST_F(GradOpsTest, RmsNormOverTrailingDims) {
 /// S = 3 queries, L = 4 keys, D = 2, Dv = 3 (D != Dv catches mixed-up strides).
 class GradOpsAttentionTest : public GradOpsTest {
 protected:
-  const Shape qs = {2, 4, 3, 2}, ks = {2, 2, 4, 2}, vs = {2, 2, 4, 3},
-              os = {2, 4, 3, 3};
+  const Shape qs = {2, 4, 3, 2}, ks = {2, 2, 4, 2}, vs = {2, 2, 4, 3}, os = {2, 4, 3, 3};
 
   /// Checks dq, dk, dv against finite differences; `r` is the output grad.
-  void check(const std::string &attrs, const HostTensor *mask,
-             const HostTensor &r) {
+  void check(const std::string &attrs, const HostTensor *mask, const HostTensor &r) {
     std::string q = type(qs), k = type(ks), v = type(vs), o = type(os);
     std::string m;
     if (mask)
@@ -211,20 +198,16 @@ protected:
     std::string maskArg = mask ? ", %m: " + m : "";
     std::string maskType = mask ? ", " + m : "";
     mlir::func::FuncOp forward = parse(
-        absl::StrCat("func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, maskArg,
-                     ") -> ", o, " {\n %0 = kiln.attention %q, %k, %v",
-                     mask ? ", %m " : " ", attrs, " : (", q, ", ", k, ", ", v,
-                     maskType, ") -> ", o, "\n return %0 : ", o, "\n}"));
+        absl::StrCat("func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, maskArg, ") -> ", o,
+                     " {\n %0 = kiln.attention %q, %k, %v", mask ? ", %m " : " ", attrs, " : (", q,
+                     ", ", k, ", ", v, maskType, ") -> ", o, "\n return %0 : ", o, "\n}"));
     mlir::func::FuncOp backward = parse(absl::StrCat(
-        "func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, maskArg, ", %dy: ", o,
-        ") -> (", q, ", ", k, ", ", v,
-        ") {\n %0:3 = kiln.attention_grad %q, %k, %v ", mask ? "mask %m " : "",
-        "grad %dy ", attrs, " : (", q, ", ", k, ", ", v, maskType, ", ", o,
-        ") -> (", q, ", ", k, ", ", v, ")\n return %0#0, %0#1, %0#2 : ", q,
-        ", ", k, ", ", v, "\n}"));
+        "func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, maskArg, ", %dy: ", o, ") -> (", q, ", ",
+        k, ", ", v, ") {\n %0:3 = kiln.attention_grad %q, %k, %v ", mask ? "mask %m " : "",
+        "grad %dy ", attrs, " : (", q, ", ", k, ", ", v, maskType, ", ", o, ") -> (", q, ", ", k,
+        ", ", v, ")\n return %0#0, %0#1, %0#2 : ", q, ", ", k, ", ", v, "\n}"));
     ASSERT_TRUE(forward && backward);
-    std::vector<HostTensor> in = {random(qs, -2, 2), random(ks, -2, 2),
-                                  random(vs)};
+    std::vector<HostTensor> in = {random(qs, -2, 2), random(ks, -2, 2), random(vs)};
     if (mask)
       in.push_back(*mask);
     std::vector<HostTensor> gradIn = in;
@@ -237,9 +220,7 @@ protected:
   }
 };
 
-TEST_F(GradOpsAttentionTest, CausalDefaultScale) {
-  check("{causal}", nullptr, random(os));
-}
+TEST_F(GradOpsAttentionTest, CausalDefaultScale) { check("{causal}", nullptr, random(os)); }
 
 TEST_F(GradOpsAttentionTest, FloatMaskBroadcastWithScale) {
   HostTensor mask = random({3, 4}, -2, 2);
@@ -249,8 +230,7 @@ TEST_F(GradOpsAttentionTest, FloatMaskBroadcastWithScale) {
 TEST_F(GradOpsAttentionTest, BoolMaskAndCausal) {
   // Per batch, per query: key 0 always kept, so no row is fully masked.
   HostTensor mask(DType::Bool, {2, 1, 3, 4});
-  mask.ints = {1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0,
-               1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1};
+  mask.ints = {1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1};
   check("{causal}", &mask, random(os));
 }
 
@@ -259,8 +239,7 @@ TEST_F(GradOpsAttentionTest, FullyMaskedRowPassesNoGradient) {
   // NaN, so the loss leaves it out (r = 0); the backward op gets a nonzero
   // grad there anyway and must ignore it.
   HostTensor mask(DType::Bool, {2, 1, 3, 4});
-  mask.ints = {1, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0,
-               1, 0, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1};
+  mask.ints = {1, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1};
   HostTensor r = random(os);
   HostTensor lossWeights = r;
   for (int64_t h = 0; h < 4; ++h)
@@ -269,15 +248,14 @@ TEST_F(GradOpsAttentionTest, FullyMaskedRowPassesNoGradient) {
   // The same check, but the loss weights differ from the backward grad.
   std::string q = type(qs), k = type(ks), v = type(vs), o = type(os);
   std::string m = type(mask.shape, "i1");
-  mlir::func::FuncOp forward = parse(absl::StrCat(
-      "func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, ", %m: ", m, ") -> ", o,
-      " {\n %0 = kiln.attention %q, %k, %v, %m : (", q, ", ", k, ", ", v, ", ",
-      m, ") -> ", o, "\n return %0 : ", o, "\n}"));
+  mlir::func::FuncOp forward =
+      parse(absl::StrCat("func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, ", %m: ", m, ") -> ", o,
+                         " {\n %0 = kiln.attention %q, %k, %v, %m : (", q, ", ", k, ", ", v, ", ",
+                         m, ") -> ", o, "\n return %0 : ", o, "\n}"));
   mlir::func::FuncOp backward = parse(absl::StrCat(
-      "func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, ", %m: ", m,
-      ", %dy: ", o, ") -> (", q, ", ", k, ", ", v,
-      ") {\n %0:3 = kiln.attention_grad %q, %k, %v mask %m grad %dy : (", q,
-      ", ", k, ", ", v, ", ", m, ", ", o, ") -> (", q, ", ", k, ", ", v,
+      "func.func @f(%q: ", q, ", %k: ", k, ", %v: ", v, ", %m: ", m, ", %dy: ", o, ") -> (", q,
+      ", ", k, ", ", v, ") {\n %0:3 = kiln.attention_grad %q, %k, %v mask %m grad %dy : (", q, ", ",
+      k, ", ", v, ", ", m, ", ", o, ") -> (", q, ", ", k, ", ", v,
       ")\n return %0#0, %0#1, %0#2 : ", q, ", ", k, ", ", v, "\n}"));
   ASSERT_TRUE(forward && backward);
   std::vector<HostTensor> in = {random(qs), random(ks), random(vs), mask};
@@ -294,19 +272,17 @@ TEST_F(GradOpsAttentionTest, FullyMaskedRowPassesNoGradient) {
 class GradOpsCrossEntropyTest : public GradOpsTest {
 protected:
   /// cross_entropy forward and backward for logits [4, 5] with `reduction`.
-  std::pair<mlir::func::FuncOp, mlir::func::FuncOp>
-  parsePair(const std::string &reduction) {
+  std::pair<mlir::func::FuncOp, mlir::func::FuncOp> parsePair(const std::string &reduction) {
     std::string l = type({4, 5}), t = type({4}, "i64");
     std::string g = type(reduction == "none" ? Shape{4} : Shape{});
     std::string attr = "{reduction = #kiln.reduction<" + reduction + ">}";
-    mlir::func::FuncOp forward = parse(
-        absl::StrCat("func.func @f(%l: ", l, ", %t: ", t, ") -> ", g,
-                     " {\n %0 = kiln.cross_entropy %l, %t ", attr, " : (", l,
-                     ", ", t, ") -> ", g, "\n return %0 : ", g, "\n}"));
-    mlir::func::FuncOp backward = parse(absl::StrCat(
-        "func.func @f(%l: ", l, ", %t: ", t, ", %g: ", g, ") -> ", l,
-        " {\n %0 = kiln.cross_entropy_grad %l, %t, %g ", attr, " : (", l, ", ",
-        t, ", ", g, ") -> ", l, "\n return %0 : ", l, "\n}"));
+    mlir::func::FuncOp forward = parse(absl::StrCat(
+        "func.func @f(%l: ", l, ", %t: ", t, ") -> ", g, " {\n %0 = kiln.cross_entropy %l, %t ",
+        attr, " : (", l, ", ", t, ") -> ", g, "\n return %0 : ", g, "\n}"));
+    mlir::func::FuncOp backward =
+        parse(absl::StrCat("func.func @f(%l: ", l, ", %t: ", t, ", %g: ", g, ") -> ", l,
+                           " {\n %0 = kiln.cross_entropy_grad %l, %t, %g ", attr, " : (", l, ", ",
+                           t, ", ", g, ") -> ", l, "\n return %0 : ", l, "\n}"));
     return {forward, backward};
   }
 
@@ -323,8 +299,7 @@ TEST_F(GradOpsCrossEntropyTest, EveryReductionWithAnIgnoredRow) {
     auto [forward, backward] = parsePair(reduction);
     ASSERT_TRUE(forward && backward);
     HostTensor logits = random({4, 5}, -3, 3);
-    HostTensor g =
-        random(std::string(reduction) == "none" ? Shape{4} : Shape{});
+    HostTensor g = random(std::string(reduction) == "none" ? Shape{4} : Shape{});
     std::vector<HostTensor> grad = run(backward, {logits, t, g});
     ASSERT_EQ(grad.size(), 1u);
     expectGrad(grad[0], numericGrad(forward, {logits, t}, 0, g), reduction);
@@ -336,8 +311,8 @@ TEST_F(GradOpsCrossEntropyTest, EveryReductionWithAnIgnoredRow) {
 TEST_F(GradOpsCrossEntropyTest, MeanOverNoCountedRowsIsZero) {
   auto [forward, backward] = parsePair("mean");
   ASSERT_TRUE(backward);
-  std::vector<HostTensor> grad = run(
-      backward, {random({4, 5}), labels({-100, -100, -100, -100}), random({})});
+  std::vector<HostTensor> grad =
+      run(backward, {random({4, 5}), labels({-100, -100, -100, -100}), random({})});
   ASSERT_EQ(grad.size(), 1u);
   for (double x : grad[0].floats)
     EXPECT_EQ(x, 0.0);
@@ -349,8 +324,7 @@ TEST_F(GradOpsCrossEntropyTest, LabelOutOfRangeIsAnError) {
   absl::StatusOr<std::vector<HostTensor>> r =
       tryRun(backward, {random({4, 5}), labels({0, 5, 1, 2}), random({})});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("label 5 in row 1 is out of range"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("label 5 in row 1 is out of range"), std::string::npos)
       << r.status();
 }
 

@@ -57,12 +57,9 @@ public:
 
 class InterpreterTest : public ::testing::Test {
 protected:
-  InterpreterTest() {
-    context.loadDialect<GraphDialect, mlir::func::FuncDialect>();
-  }
+  InterpreterTest() { context.loadDialect<GraphDialect, mlir::func::FuncDialect>(); }
 
-  absl::StatusOr<InterpreterResult> run(llvm::StringRef ir,
-                                        std::vector<HostTensor> inputs) {
+  absl::StatusOr<InterpreterResult> run(llvm::StringRef ir, std::vector<HostTensor> inputs) {
     module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
     if (!module)
       return absl::InvalidArgumentError("test IR does not parse");
@@ -85,20 +82,17 @@ protected:
 };
 
 /// gmock's HasSubstr without the gmock dependency.
-::testing::AssertionResult hasSubstr(absl::string_view text,
-                                     absl::string_view part) {
+::testing::AssertionResult hasSubstr(absl::string_view text, absl::string_view part) {
   if (text.find(part) != absl::string_view::npos)
     return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text << "\" does not contain \"" << part << "\"";
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
 }
 
 void expectValues(const HostTensor &t, const std::vector<double> &expected,
                   double tolerance = 1e-6) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_NEAR(t.getDouble(i), expected[i],
-                tolerance * std::max(1.0, std::fabs(expected[i])))
+    EXPECT_NEAR(t.getDouble(i), expected[i], tolerance * std::max(1.0, std::fabs(expected[i])))
         << "element " << i;
 }
 
@@ -113,8 +107,7 @@ TEST_F(InterpreterTest, BroadcastAddBindsSymbolsFromInputs) {
       return %0 : tensor<?x?x4xf32, #kiln.dims<[batch, seq]>>
     })MLIR";
   std::vector<double> a = ramp(2 * 4), b = ramp(3 * 4, 1);
-  absl::StatusOr<InterpreterResult> r =
-      run(ir, {f32({2, 1, 4}, a), f32({3, 4}, b)});
+  absl::StatusOr<InterpreterResult> r = run(ir, {f32({2, 1, 4}, a), f32({3, 4}, b)});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->symbols.at("batch"), 2);
   EXPECT_EQ(r->symbols.at("seq"), 3);
@@ -188,8 +181,7 @@ TEST_F(InterpreterTest, LayerNormMatchesDirectFormula) {
     for (int c = 0; c < 5; ++c)
       var += (x[r * 5 + c] - mean) * (x[r * 5 + c] - mean) / 5;
     for (int c = 0; c < 5; ++c)
-      expected.push_back((x[r * 5 + c] - mean) / std::sqrt(var + 1e-5) * w[c] +
-                         b[c]);
+      expected.push_back((x[r * 5 + c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c]);
   }
   expectValues(out, expected, 1e-5);
 }
@@ -206,10 +198,9 @@ TEST_F(InterpreterTest, CrossEntropySkipsIgnoredRows) {
   auto irFor = [](const char *reduction, const char *resultType) {
     return std::string(R"MLIR(
       func.func @f(%l: tensor<3x4xf32>, %t: tensor<3xi64>) -> )MLIR") +
-           resultType + " {\n %0 = kiln.cross_entropy %l, %t {reduction = " +
-           "#kiln.reduction<" + reduction + ">} : (tensor<3x4xf32>, " +
-           "tensor<3xi64>) -> " + resultType + "\n return %0 : " + resultType +
-           "\n}";
+           resultType + " {\n %0 = kiln.cross_entropy %l, %t {reduction = " + "#kiln.reduction<" +
+           reduction + ">} : (tensor<3x4xf32>, " + "tensor<3xi64>) -> " + resultType +
+           "\n return %0 : " + resultType + "\n}";
   };
   auto inputs = [&] {
     return std::vector<HostTensor>{f32({3, 4}, logits), i64({3}, {1, -100, 3})};
@@ -230,8 +221,7 @@ TEST_F(InterpreterTest, CausalGroupedQueryAttentionMatchesNaiveLoop) {
       return %0 : tensor<1x4x3x2xf32>
     })MLIR";
   std::vector<double> q = ramp(24), k = ramp(12, 1), v = ramp(12, 2);
-  HostTensor out = runOne(
-      ir, {f32({1, 4, 3, 2}, q), f32({1, 2, 3, 2}, k), f32({1, 2, 3, 2}, v)});
+  HostTensor out = runOne(ir, {f32({1, 4, 3, 2}, q), f32({1, 2, 3, 2}, k), f32({1, 2, 3, 2}, v)});
   std::vector<double> expected;
   double scale = 1 / std::sqrt(2.0);
   for (int h = 0; h < 4; ++h) {
@@ -266,8 +256,7 @@ TEST_F(InterpreterTest, GatherWrapsNegativeIndices) {
     })MLIR";
   std::vector<double> d = {0, 1, 10, 11, 20, 21, 30, 31};
   expectValues(runOne(ir, {f32({4, 2}, d), i64({2}, {-1, 0})}), {30, 31, 0, 1});
-  absl::StatusOr<InterpreterResult> bad =
-      run(ir, {f32({4, 2}, d), i64({2}, {4, 0})});
+  absl::StatusOr<InterpreterResult> bad = run(ir, {f32({4, 2}, d), i64({2}, {4, 0})});
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(hasSubstr(bad.status().message(), "kiln.gather"));
   EXPECT_TRUE(hasSubstr(bad.status().message(), "index 4 is out of range"));
@@ -291,8 +280,7 @@ TEST_F(InterpreterTest, SliceWithNegativeStepAndSymbolicStart) {
   absl::StatusOr<InterpreterResult> r =
       run(ir, {f32({4, 3}, std::vector<double>(x.begin(), x.begin() + 12))});
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(hasSubstr(r.status().message(),
-                        "dim 0 reads indices 3 to -1 of a dim of size 4"));
+  EXPECT_TRUE(hasSubstr(r.status().message(), "dim 0 reads indices 3 to -1 of a dim of size 4"));
 }
 
 TEST_F(InterpreterTest, SymbolConflictNamesBothInputs) {
@@ -302,12 +290,11 @@ TEST_F(InterpreterTest, SymbolConflictNamesBothInputs) {
         -> tensor<?x?xi64, #kiln.dims<[batch, seq]>> {
       return %ids : tensor<?x?xi64, #kiln.dims<[batch, seq]>>
     })MLIR";
-  absl::StatusOr<InterpreterResult> r = run(
-      ir, {HostTensor(DType::I64, {2, 16}), HostTensor(DType::I64, {2, 9})});
+  absl::StatusOr<InterpreterResult> r =
+      run(ir, {HostTensor(DType::I64, {2, 16}), HostTensor(DType::I64, {2, 9})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(),
-            "input 1 (labels): dim 1 is seq=9 but seq=16 from input 0");
+  EXPECT_EQ(r.status().message(), "input 1 (labels): dim 1 is seq=9 but seq=16 from input 0");
 }
 
 TEST_F(InterpreterTest, CompoundDimSolvesItsSymbol) {
@@ -341,9 +328,8 @@ TEST_F(InterpreterTest, ParameterComesFromWeightSource) {
   weights.tensors["l1.weight"] = f32({3, 2}, w);
   absl::StatusOr<InterpreterResult> r = run(ir, {f32({2, 3}, x)});
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(hasSubstr(r.status().message(),
-                        "weight \"l1.weight\" is f32 [3, 2] but the IR "
-                        "declares f32 [2, 3]"));
+  EXPECT_TRUE(hasSubstr(r.status().message(), "weight \"l1.weight\" is f32 [3, 2] but the IR "
+                                              "declares f32 [2, 3]"));
 
   weights.tensors.clear();
   r = run(ir, {f32({2, 3}, x)});
@@ -361,9 +347,8 @@ TEST_F(InterpreterTest, OpaqueOpHasNoReference) {
     })MLIR";
   absl::StatusOr<InterpreterResult> r = run(ir, {HostTensor(DType::F32, {3})});
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(hasSubstr(r.status().message(),
-                        "no reference implementation for ONNX op "
-                        "NonMaxSuppression (node nms_1)"));
+  EXPECT_TRUE(hasSubstr(r.status().message(), "no reference implementation for ONNX op "
+                                              "NonMaxSuppression (node nms_1)"));
 }
 
 TEST_F(InterpreterTest, ResultShapeDisagreeingWithTypeIsInternalError) {
@@ -382,9 +367,8 @@ TEST_F(InterpreterTest, ResultShapeDisagreeingWithTypeIsInternalError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(hasSubstr(r.status().message(), "kiln.add"));
-  EXPECT_TRUE(hasSubstr(r.status().message(),
-                        "result 0 is f32 [3] but its type [n] evaluates to "
-                        "f32 [1]"));
+  EXPECT_TRUE(hasSubstr(r.status().message(), "result 0 is f32 [3] but its type [n] evaluates to "
+                                              "f32 [1]"));
 }
 
 TEST_F(InterpreterTest, IntegerArithmeticAndCasts) {
@@ -400,8 +384,7 @@ TEST_F(InterpreterTest, IntegerArithmeticAndCasts) {
   HostTensor a(DType::I32, {4}), b(DType::I32, {4});
   a.ints = {7, -7, 3, -2};
   b.ints = {2, 2, 3, 3};
-  absl::StatusOr<InterpreterResult> r =
-      run(ir, {a, b, f32({4}, {2.7, -2.7, 0.0, -0.5})});
+  absl::StatusOr<InterpreterResult> r = run(ir, {a, b, f32({4}, {2.7, -2.7, 0.0, -0.5})});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->outputs[0].ints, (std::vector<int64_t>{3, -3, 1, 0}));
   EXPECT_EQ(r->outputs[1].ints, (std::vector<int64_t>{49, 49, 27, -8}));
@@ -429,8 +412,7 @@ TEST_F(InterpreterTest, ReductionsCumsumAndSplatConstant) {
       %3 = kiln.trilu %y {diagonal = 0 : i64} : tensor<2x3xf32>
       return %0, %1, %2, %3 : tensor<2x1xf32>, tensor<3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
     })MLIR";
-  absl::StatusOr<InterpreterResult> r =
-      run(ir, {f32({2, 3}, {1, 5, 2, -3, 0, 4})});
+  absl::StatusOr<InterpreterResult> r = run(ir, {f32({2, 3}, {1, 5, 2, -3, 0, 4})});
   ASSERT_TRUE(r.ok()) << r.status();
   // y = [[2, 10, 4], [-6, 0, 8]]
   expectValues(r->outputs[0], {10, 8});
@@ -454,9 +436,8 @@ TEST_F(InterpreterTest, GatherNdAndScatterAdd) {
   for (int i = 0; i < 12; ++i)
     d[i] = i;
   absl::StatusOr<InterpreterResult> r =
-      run(ir, {f32({2, 3, 2}, d), i64({2, 1, 1}, {2, -3}),
-               f32({3, 2}, {1, 1, 1, 1, 1, 1}), i64({3}, {0, 2, 0}),
-               f32({3, 2}, {1, 2, 3, 4, 5, 6})});
+      run(ir, {f32({2, 3, 2}, d), i64({2, 1, 1}, {2, -3}), f32({3, 2}, {1, 1, 1, 1, 1, 1}),
+               i64({3}, {0, 2, 0}), f32({3, 2}, {1, 2, 3, 4, 5, 6})});
   ASSERT_TRUE(r.ok()) << r.status();
   // Batch 0 takes row 2 of d[0]; batch 1 takes row -3 = 0 of d[1].
   expectValues(r->outputs[0], {4, 5, 6, 7});
@@ -482,8 +463,7 @@ TEST_F(InterpreterTest, ShapeOpsMoveElements) {
           tensor<?xf32, #kiln.dims<[3*n]>>, tensor<?x1xf32, #kiln.dims<[n]>>,
           tensor<?x2xf32, #kiln.dims<[n]>>, tensor<?x5xf32, #kiln.dims<[n + 1]>>
     })MLIR";
-  absl::StatusOr<InterpreterResult> r =
-      run(ir, {f32({2, 3}, {0, 1, 2, 3, 4, 5})});
+  absl::StatusOr<InterpreterResult> r = run(ir, {f32({2, 3}, {0, 1, 2, 3, 4, 5})});
   ASSERT_TRUE(r.ok()) << r.status();
   expectValues(r->outputs[0], {0, 3, 1, 4, 2, 5});
   EXPECT_EQ(r->outputs[1].shape, (std::vector<int64_t>{6}));
@@ -513,9 +493,7 @@ TEST_F(InterpreterTest, ActivationsMatchClosedForms) {
   for (int i = 0; i < 5; ++i) {
     double v = x[i], pi = std::acos(-1.0);
     double erfGelu = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    double tanhGelu =
-        0.5 * v *
-        (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715 * v * v * v)));
+    double tanhGelu = 0.5 * v * (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715 * v * v * v)));
     EXPECT_NEAR(r->outputs[0].getDouble(i), erfGelu, 1e-6);
     EXPECT_NEAR(r->outputs[1].getDouble(i), tanhGelu, 1e-6);
     EXPECT_NEAR(r->outputs[2].getDouble(i), v / (1 + std::exp(-v)), 1e-6);
@@ -538,8 +516,7 @@ TEST_F(InterpreterTest, CompareLogicalSelectAndIota) {
       %1 = kiln.not %both : tensor<2x3xi1>
       return %0, %1 : tensor<2x3xf32>, tensor<2x3xi1>
     })MLIR";
-  absl::StatusOr<InterpreterResult> r =
-      run(ir, {f32({2, 3}, {5, -1, 2, 3, 4, -6})});
+  absl::StatusOr<InterpreterResult> r = run(ir, {f32({2, 3}, {5, -1, 2, 3, 4, -6})});
   ASSERT_TRUE(r.ok()) << r.status();
   // Kept where column >= 1 and x > 0.
   expectValues(r->outputs[0], {0, 0, 2, 0, 4, 0});
@@ -580,13 +557,11 @@ TEST_F(InterpreterTest, AttentionMasksMatchNaiveLoop) {
   HostTensor keep(DType::Bool, {2, 2});
   keep.ints = {1, 0, 1, 1};
   expectValues(runOne(irFor("tensor<2x2xi1>"),
-                      {f32({1, 1, 2, 2}, q), f32({1, 1, 2, 2}, k),
-                       f32({1, 1, 2, 2}, v), keep}),
+                      {f32({1, 1, 2, 2}, q), f32({1, 1, 2, 2}, k), f32({1, 1, 2, 2}, v), keep}),
                naive({0, -INFINITY, 0, 0}), 1e-5);
   std::vector<double> bias = {0.5, -1, 0, 2};
-  expectValues(runOne(irFor("tensor<2x2xf32>"),
-                      {f32({1, 1, 2, 2}, q), f32({1, 1, 2, 2}, k),
-                       f32({1, 1, 2, 2}, v), f32({2, 2}, bias)}),
+  expectValues(runOne(irFor("tensor<2x2xf32>"), {f32({1, 1, 2, 2}, q), f32({1, 1, 2, 2}, k),
+                                                 f32({1, 1, 2, 2}, v), f32({2, 2}, bias)}),
                naive(bias), 1e-5);
 }
 
@@ -612,8 +587,7 @@ TEST_F(InterpreterTest, RmsNormAndLogSoftmax) {
   }
   for (int c = 0; c < 3; ++c) // log_softmax down each column
     for (int row = 0; row < 2; ++row)
-      logp[row * 3 + c] =
-          x[row * 3 + c] - std::log(std::exp(x[c]) + std::exp(x[3 + c]));
+      logp[row * 3 + c] = x[row * 3 + c] - std::log(std::exp(x[c]) + std::exp(x[3 + c]));
   expectValues(r->outputs[0], rms, 1e-5);
   expectValues(r->outputs[1], logp, 1e-5);
 }

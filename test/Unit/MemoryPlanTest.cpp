@@ -111,9 +111,7 @@ TEST(MinCutTest, MatchesBruteForceOnRandomNetworks) {
 
 class MemoryPlanTest : public ::testing::Test {
 protected:
-  MemoryPlanTest() {
-    context.loadDialect<GraphDialect, mlir::func::FuncDialect>();
-  }
+  MemoryPlanTest() { context.loadDialect<GraphDialect, mlir::func::FuncDialect>(); }
   mlir::func::FuncOp parse(llvm::StringRef text) {
     module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
     EXPECT_TRUE(module);
@@ -213,9 +211,7 @@ TEST_F(MemoryPlanTest, SymbolicSizesAndOffsetsEvaluateToThePlan) {
   MemoryPlan plan = planMemory(func, values);
   EXPECT_TRUE(plan.unboundSymbols.empty());
   expectNoOverlap(plan);
-  auto lookup = [&](llvm::StringRef name) -> std::optional<int64_t> {
-    return values.lookup(name);
-  };
+  auto lookup = [&](llvm::StringRef name) -> std::optional<int64_t> { return values.lookup(name); };
   for (const PlannedBuffer &b : plan.buffers) {
     ASSERT_TRUE(b.bytesExpr);
     EXPECT_EQ(evaluateDim(b.bytesExpr, lookup), b.bytes);

@@ -35,9 +35,11 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
 TEST(Nvrtc, CubinAndPtxFromOneCompile) {
   NvrtcOptions options;
   std::string ptx;
-  llvm::Expected<std::string> cubin = compileKernel({"scale", kGood}, "sm_80", options, nullptr, &ptx);
+  llvm::Expected<std::string> cubin =
+      compileKernel({"scale", kGood}, "sm_80", options, nullptr, &ptx);
   ASSERT_TRUE(static_cast<bool>(cubin)) << llvm::toString(cubin.takeError());
-  EXPECT_EQ(cubin->substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_EQ(cubin->substr(0, 4), std::string("\x7f"
+                                             "ELF"));
   EXPECT_NE(ptx.find(".target sm_80"), std::string::npos);
   EXPECT_NE(ptx.find(".entry scale"), std::string::npos);
 }

@@ -29,8 +29,7 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
             (PhiloxBlock{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
   EXPECT_EQ(philox4x32({~0u, ~0u, ~0u, ~0u}, ~0ull),
             (PhiloxBlock{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
-  EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
-                       0x299f31d0a4093822ull),
+  EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, 0x299f31d0a4093822ull),
             (PhiloxBlock{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
 }
 
@@ -142,7 +141,8 @@ TEST_F(RandomQuantInterp, QuantizeThenDequantizeIsWithinHalfAStep) {
         << "element " << i;
     int64_t byte = out[0].ints[i / 2];
     int code = i % 2 == 0 ? byte >> 4 : byte & 15;
-    EXPECT_EQ(code, nf4Encode(static_cast<float>(w.getDouble(i)) * (1.0f / static_cast<float>(amax))));
+    EXPECT_EQ(code,
+              nf4Encode(static_cast<float>(w.getDouble(i)) * (1.0f / static_cast<float>(amax))));
   }
 }
 

@@ -3,8 +3,8 @@
 #include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -46,9 +46,8 @@ TEST_F(SymExprTest, PrintsReadably) {
 }
 
 TEST_F(SymExprTest, ParsesWhatItPrints) {
-  for (const char *text :
-       {"batch*seq", "2*seq + 1", "seq - 1", "batch - 1*seq", "-3*seq",
-        "batch*seq*seq + 4*batch - 7", "64"}) {
+  for (const char *text : {"batch*seq", "2*seq + 1", "seq - 1", "batch - 1*seq", "-3*seq",
+                           "batch*seq*seq + 4*batch - 7", "64"}) {
     Dim d = parse(text);
     ASSERT_TRUE(d) << text;
     EXPECT_EQ(dimToString(d), text);
@@ -85,7 +84,7 @@ TEST_F(SymExprTest, OverflowIsUnknownAndFlagged) {
   (void)takeDimOverflow();
   EXPECT_FALSE(dimMul(c(big), c(4)));
   EXPECT_TRUE(takeDimOverflow());
-  EXPECT_FALSE(takeDimOverflow()); // Taking clears the flag.
+  EXPECT_FALSE(takeDimOverflow());                            // Taking clears the flag.
   EXPECT_FALSE(dimAdd(dimMul(c(big), s), dimMul(c(big), s))); // 2^63 * s
   EXPECT_TRUE(takeDimOverflow());
   EXPECT_FALSE(dimSub(c(0), c(std::numeric_limits<int64_t>::min())));

@@ -77,8 +77,8 @@ std::string fill(std::string text, const std::vector<std::string> &args) {
 }
 
 /// f(x, y, r) returning `op x, y`.
-std::string binary(const std::string &op, const std::string &lhs,
-                   const std::string &rhs, const std::string &result) {
+std::string binary(const std::string &op, const std::string &lhs, const std::string &rhs,
+                   const std::string &result) {
   return fill(R"(func.func @f(%x: $1, %y: $2, %r: $3) -> $3 {
       %z = kiln.$0 %x, %y : ($1, $2) -> $3
       return %z : $3
@@ -87,8 +87,7 @@ std::string binary(const std::string &op, const std::string &lhs,
 }
 
 /// f(x, r) returning `op x {attrs}` for ops printed as `op %x : type`.
-std::string unary(const std::string &op, const std::string &type,
-                  const std::string &attrs = "") {
+std::string unary(const std::string &op, const std::string &type, const std::string &attrs = "") {
   return fill(R"(func.func @f(%x: $1, %r: $1) -> $1 {
       %z = kiln.$0 %x $2 : $1
       return %z : $1
@@ -97,8 +96,8 @@ std::string unary(const std::string &op, const std::string &type,
 }
 
 /// f(x, r) returning `op x {attrs}` for ops printed with a functional type.
-std::string unaryFn(const std::string &op, const std::string &in,
-                    const std::string &out, const std::string &attrs) {
+std::string unaryFn(const std::string &op, const std::string &in, const std::string &out,
+                    const std::string &attrs) {
   return fill(R"(func.func @f(%x: $1, %r: $2) -> $2 {
       %z = kiln.$0 %x $3 : ($1) -> $2
       return %z : $2
@@ -107,8 +106,8 @@ std::string unaryFn(const std::string &op, const std::string &in,
 }
 
 /// f(x, r) returning `op x {attrs}` for ops printed as `in -> out`.
-std::string unaryArrow(const std::string &op, const std::string &in,
-                       const std::string &out, const std::string &attrs = "") {
+std::string unaryArrow(const std::string &op, const std::string &in, const std::string &out,
+                       const std::string &attrs = "") {
   return fill(R"(func.func @f(%x: $1, %r: $2) -> $2 {
       %z = kiln.$0 %x $3 : $1 -> $2
       return %z : $2
@@ -150,15 +149,14 @@ protected:
         << "the returned value's producer is not differentiable";
     ASSERT_GE(body.getNumArguments(), op->getNumResults());
     numInputs = body.getNumArguments() - op->getNumResults();
-    cotangents.assign(body.getArguments().begin() + numInputs,
-                      body.getArguments().end());
+    cotangents.assign(body.getArguments().begin() + numInputs, body.getArguments().end());
   }
 
   /// Calls buildVJP with the ops built into a scratch block, which the caller
   /// clears; checks the interface contract (one value per operand, each null
   /// or of the operand's exact type).
-  LogicalResult buildInto(Block &scratch, ArrayRef<Value> grads,
-                          ArrayRef<bool> want, SmallVectorImpl<Value> &out) {
+  LogicalResult buildInto(Block &scratch, ArrayRef<Value> grads, ArrayRef<bool> want,
+                          SmallVectorImpl<Value> &out) {
     OpBuilder b(&context);
     b.setInsertionPointToEnd(&scratch);
     if (failed(cast<DifferentiableOpInterface>(op).buildVJP(b, grads, want, out)))
@@ -184,8 +182,7 @@ protected:
     SmallVector<bool> want(numOperands, false);
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       auto arg = dyn_cast<BlockArgument>(operand);
-      want[i] = arg && arg.getArgNumber() < numInputs &&
-                (options.want.empty() || options.want[i]);
+      want[i] = arg && arg.getArgNumber() < numInputs && (options.want.empty() || options.want[i]);
     }
     SmallVector<Value> resultGrads(cotangents.begin(), cotangents.end());
     for (size_t j = 0; j < options.dropGrad.size(); ++j)
@@ -221,8 +218,8 @@ protected:
       Value term = b.create<MulOp>(loc, result, r);
       int64_t rank = cast<RankedTensorType>(term.getType()).getRank();
       if (rank > 0)
-        term = b.create<ReduceSumOp>(
-            loc, term, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+        term =
+            b.create<ReduceSumOp>(loc, term, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
       if (loss)
         term = b.create<AddOp>(loc, loss, term);
       loss = term;
@@ -248,8 +245,8 @@ protected:
       gradArgs.push_back(cast<BlockArgument>(op->getOperand(i)).getArgNumber());
     }
     ret->setOperands(outputs);
-    func.setType(FunctionType::get(&context, func.getArgumentTypes(),
-                                   ValueRange(outputs).getTypes()));
+    func.setType(
+        FunctionType::get(&context, func.getArgumentTypes(), ValueRange(outputs).getTypes()));
 
     std::vector<HostTensor> inputs = makeInputs(options);
     if (HasFatalFailure())
@@ -288,13 +285,12 @@ protected:
       auto type = cast<RankedTensorType>(arg.getType());
       std::vector<int64_t> shape;
       for (Dim d : getDims(type)) {
-        std::optional<int64_t> size =
-            evaluateDim(d, [&](StringRef name) -> std::optional<int64_t> {
-              auto it = options.symbols.find(name.str());
-              if (it == options.symbols.end())
-                return std::nullopt;
-              return it->second;
-            });
+        std::optional<int64_t> size = evaluateDim(d, [&](StringRef name) -> std::optional<int64_t> {
+          auto it = options.symbols.find(name.str());
+          if (it == options.symbols.end())
+            return std::nullopt;
+          return it->second;
+        });
         EXPECT_TRUE(size) << "unbound dim in " << shapeToString(type);
         shape.push_back(size.value_or(1));
       }
@@ -312,8 +308,7 @@ protected:
 
   /// Runs the function `ir` with the VJP of its returned op spliced in
   /// (all operands wanted) and returns the gradients only, for exact checks.
-  std::vector<HostTensor> runVJP(const std::string &ir,
-                                 const std::vector<HostTensor> &inputs) {
+  std::vector<HostTensor> runVJP(const std::string &ir, const std::vector<HostTensor> &inputs) {
     parse(ir);
     if (HasFatalFailure())
       return {};
@@ -330,8 +325,8 @@ protected:
       if (g)
         outputs.push_back(g);
     ret->setOperands(outputs);
-    func.setType(FunctionType::get(&context, func.getArgumentTypes(),
-                                   ValueRange(outputs).getTypes()));
+    func.setType(
+        FunctionType::get(&context, func.getArgumentTypes(), ValueRange(outputs).getTypes()));
     NoWeights weights;
     absl::StatusOr<InterpreterResult> r = interpret(func, inputs, weights);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -352,8 +347,7 @@ protected:
       return success();
     });
     OpBuilder b(ret);
-    if (failed(cast<DifferentiableOpInterface>(op).buildVJP(b, cotangents, want,
-                                                            grads)))
+    if (failed(cast<DifferentiableOpInterface>(op).buildVJP(b, cotangents, want, grads)))
       grads.clear();
     return grads;
   }
@@ -399,9 +393,7 @@ TEST_F(VJPTest, AddSymbolic) {
   check(binary("add", kSymN, t("1x3"), kSymN), o);
 }
 
-TEST_F(VJPTest, MulBroadcastBothSides) {
-  check(binary("mul", t("2x1x4"), t("3x1"), t("2x3x4")));
-}
+TEST_F(VJPTest, MulBroadcastBothSides) { check(binary("mul", t("2x1x4"), t("3x1"), t("2x3x4"))); }
 
 TEST_F(VJPTest, SubBroadcast) {
   check(binary("sub", t("3x1"), t("2x1x4"), t("2x3x4")));
@@ -497,8 +489,7 @@ TEST_F(VJPTest, CastBetweenFloats) {
 }
 
 TEST_F(VJPTest, NoGradientThroughIntegersOrStopGradient) {
-  SmallVector<Value> g =
-      gradients(unaryArrow("cast", t("2x3"), "tensor<2x3xi64>"), {true});
+  SmallVector<Value> g = gradients(unaryArrow("cast", t("2x3"), "tensor<2x3xi64>"), {true});
   ASSERT_EQ(g.size(), 1u);
   EXPECT_FALSE(g[0]);
   g = gradients(unary("stop_gradient", t("2x3")), {true});
@@ -510,8 +501,7 @@ TEST_F(VJPTest, NoGradientThroughIntegersOrStopGradient) {
 
 TEST_F(VJPTest, ReduceSum) {
   check(unaryFn("reduce_sum", t("2x3x4"), t("2x4"), "{axes = array<i64: 1>}"));
-  check(unaryFn("reduce_sum", t("2x3x4"), t("1x3x1"),
-                "{axes = array<i64: 0, 2>, keepdim}"));
+  check(unaryFn("reduce_sum", t("2x3x4"), t("1x3x1"), "{axes = array<i64: 0, 2>, keepdim}"));
   Options o;
   o.symbols = {{"n", 3}};
   check(unaryFn("reduce_sum", kSymN, t("3"), "{axes = array<i64: 0>}"), o);
@@ -530,8 +520,7 @@ TEST_F(VJPTest, ReduceMean) {
 
 TEST_F(VJPTest, ReduceMax) {
   check(unaryFn("reduce_max", t("2x3x4"), t("2x3"), "{axes = array<i64: 2>}"));
-  check(unaryFn("reduce_max", t("2x3x4"), t("1x1x4"),
-                "{axes = array<i64: 0, 1>, keepdim}"));
+  check(unaryFn("reduce_max", t("2x3x4"), t("1x1x4"), "{axes = array<i64: 0, 1>, keepdim}"));
 }
 
 TEST_F(VJPTest, ReduceMaxSplitsTies) {
@@ -543,9 +532,8 @@ TEST_F(VJPTest, ReduceMaxSplitsTies) {
 }
 
 TEST_F(VJPTest, Cumsum) {
-  for (const char *attrs :
-       {"{axis = 1 : i64}", "{axis = 1 : i64, exclusive}",
-        "{axis = 0 : i64, reverse}", "{axis = 0 : i64, exclusive, reverse}"}) {
+  for (const char *attrs : {"{axis = 1 : i64}", "{axis = 1 : i64, exclusive}",
+                            "{axis = 0 : i64, reverse}", "{axis = 0 : i64, exclusive, reverse}"}) {
     SCOPED_TRACE(attrs);
     check(unary("cumsum", t("3x4"), attrs));
   }
@@ -597,8 +585,7 @@ TEST_F(VJPTest, StridedSlice) {
 }
 
 TEST_F(VJPTest, Pad) {
-  check(unaryFn("pad", t("2x3"), t("5x4"),
-                "{pads = array<i64: 1, 0, 2, 1>, value = 1.5 : f64}"));
+  check(unaryFn("pad", t("2x3"), t("5x4"), "{pads = array<i64: 1, 0, 2, 1>, value = 1.5 : f64}"));
 }
 
 TEST_F(VJPTest, Concat) {
@@ -679,9 +666,7 @@ TEST_F(VJPTest, GatherElementsHasNoDataGradient) {
   std::string error;
   g = gradients(ir, {true, false}, &error);
   EXPECT_TRUE(g.empty());
-  EXPECT_NE(error.find("has no gradient for its data operand yet"),
-            std::string::npos)
-      << error;
+  EXPECT_NE(error.find("has no gradient for its data operand yet"), std::string::npos) << error;
 }
 
 } // namespace

@@ -59,8 +59,9 @@ void exercise(const StepArtifact &step) {
       if (!program)
         continue;
       std::string note;
-      const StepMemoryPlan *plan =
-          std::strcmp(section, "step") == 0 && step.getMemoryPlan() ? &*step.getMemoryPlan() : nullptr;
+      const StepMemoryPlan *plan = std::strcmp(section, "step") == 0 && step.getMemoryPlan()
+                                       ? &*step.getMemoryPlan()
+                                       : nullptr;
       (void)chooseArenaPlan(*program, plan, at, note);
       (void)persistentBytes(*program, at);
       for (size_t id = 0; id < program->buffers.size(); ++id)
@@ -95,9 +96,16 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max
     sections.emplace_back(section.name, std::string(artifact->contents(section)));
   size_t victim = sections.empty() ? 0 : rng.pick(sections.size());
   if (sections.empty() || choice == 1) {
-    static const char *const names[] = {"meta", "guards", "params", "memory_plan", "step", "init",
-                                        "step/main__seq_8", "kernels/module0/sm_90.cubin",
-                                        "kernels/module0/compute_80.ptx", "kernels/module0/source"};
+    static const char *const names[] = {"meta",
+                                        "guards",
+                                        "params",
+                                        "memory_plan",
+                                        "step",
+                                        "init",
+                                        "step/main__seq_8",
+                                        "kernels/module0/sm_90.cubin",
+                                        "kernels/module0/compute_80.ptx",
+                                        "kernels/module0/source"};
     sections.emplace_back(names[rng.pick(std::size(names))], "[]");
   } else if (choice == 2) {
     sections.erase(sections.begin() + static_cast<long>(victim));
@@ -113,8 +121,8 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max
       payload = "x";
     size_t used = payload.size();
     payload.resize(std::max<size_t>(used * 2, 64));
-    payload.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t *>(payload.data()), used,
-                                    payload.size()));
+    payload.resize(
+        LLVMFuzzerMutate(reinterpret_cast<uint8_t *>(payload.data()), used, payload.size()));
   }
   ArtifactWriter writer;
   for (auto &[name, contents] : sections)

@@ -43,9 +43,9 @@ const std::string &filePath() {
     return dir + "/fuzz.kdocs";
   }();
   static const bool cleanup = std::atexit([] {
-    std::remove(filePath().c_str());
-    ::rmdir(filePath().substr(0, filePath().rfind('/')).c_str());
-  }) == 0;
+                                std::remove(filePath().c_str());
+                                ::rmdir(filePath().substr(0, filePath().rfind('/')).c_str());
+                              }) == 0;
   (void)cleanup;
   return path;
 }
@@ -97,9 +97,21 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max
   Rng rng(seed);
   if (size < DocumentHeader::kSize || rng.pick(4) == 0)
     return LLVMFuzzerMutate(data, size, maxSize);
-  static const uint64_t values[] = {0, 1, 2, 3, 7, 8, 80, 255, 65535, 65536,
-                                    uint64_t{1} << 32, uint64_t{1} << 53, uint64_t{1} << 56,
-                                    uint64_t{1} << 63, ~uint64_t{0}};
+  static const uint64_t values[] = {0,
+                                    1,
+                                    2,
+                                    3,
+                                    7,
+                                    8,
+                                    80,
+                                    255,
+                                    65535,
+                                    65536,
+                                    uint64_t{1} << 32,
+                                    uint64_t{1} << 53,
+                                    uint64_t{1} << 56,
+                                    uint64_t{1} << 63,
+                                    ~uint64_t{0}};
   uint64_t value = values[rng.pick(std::size(values))];
   switch (rng.pick(4)) {
   case 0: // version or dtype (u32)

@@ -48,9 +48,9 @@ const std::string &filePath() {
   // libFuzzer ends a timed run with exit(): tidy up then. Registered after
   // `path` is built, so it runs before `path` is destroyed.
   static const bool cleanup = std::atexit([] {
-    std::remove(filePath().c_str());
-    ::rmdir(filePath().substr(0, filePath().rfind('/')).c_str());
-  }) == 0;
+                                std::remove(filePath().c_str());
+                                ::rmdir(filePath().substr(0, filePath().rfind('/')).c_str());
+                              }) == 0;
   (void)cleanup;
   return path;
 }
@@ -111,10 +111,10 @@ bool resealChecksums(std::string &header, const std::string &data) {
     std::vector<int64_t> dims;
     for (const Json &d : shape->getElements())
       dims.push_back(d.getInteger());
-    metadata.append(kChecksumKeyPrefix + member.key,
-                    Json::string(formatCrc32c(tensorChecksum(member.key, *type, dims,
-                                                             data.data() + begin,
-                                                             static_cast<size_t>(end - begin)))));
+    metadata.append(
+        kChecksumKeyPrefix + member.key,
+        Json::string(formatCrc32c(tensorChecksum(member.key, *type, dims, data.data() + begin,
+                                                 static_cast<size_t>(end - begin)))));
     any = true;
   }
   if (!any)
@@ -145,7 +145,8 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max
   } else if (choice == 2) {
     size_t used = header.size() ? header.size() : 1;
     header.resize(std::max<size_t>(used * 2, 64), ' ');
-    header.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t *>(header.data()), used, header.size()));
+    header.resize(
+        LLVMFuzzerMutate(reinterpret_cast<uint8_t *>(header.data()), used, header.size()));
   } else if (!rest.empty()) {
     // The data: a byte changed, or cut short.
     if (rng.pick(2))

@@ -26,9 +26,7 @@ class Rng {
 public:
   explicit Rng(unsigned seed) : engine(seed) {}
   /// Uniform in [0, n); 0 for n == 0.
-  size_t pick(size_t n) {
-    return n ? std::uniform_int_distribution<size_t>(0, n - 1)(engine) : 0;
-  }
+  size_t pick(size_t n) { return n ? std::uniform_int_distribution<size_t>(0, n - 1)(engine) : 0; }
 
 private:
   std::mt19937 engine;
@@ -57,15 +55,49 @@ inline void checkMessage(const std::string &message, const std::string &origin) 
 /// A JSON-aware edit of \p text: a number or a string literal swapped for
 /// one that decoders must handle (limits, negatives, unknown symbols).
 inline bool editJsonToken(std::string &text, Rng &rng) {
-  static const char *const numbers[] = {
-      "0",   "-1", "1", "2", "255", "256", "257", "4096", "2147483647", "2147483648",
-      "4294967296", "4611686018427387904", "9223372036854775807", "-9223372036854775808",
-      "1e308", "0.5", "true", "null", "[]", "{}"};
-  static const char *const strings[] = {
-      "\"\"", "\"batch\"", "\"seq\"", "\"len\"", "\"F32\"", "\"BF16\"", "\"U8\"", "\"BOOL\"",
-      "\"param\"", "\"state\"", "\"input\"", "\"rng_seed\"", "\"alloc\"", "\"view\"",
-      "\"launch\"", "\"gemm\"", "\"weight\"", "\"module0\"", "\"batch*seq + 1\"",
-      "\"9223372036854775807*batch\"", "\"-seq\"", "\"step/main__seq_8\"", "\"kiln-step\""};
+  static const char *const numbers[] = {"0",
+                                        "-1",
+                                        "1",
+                                        "2",
+                                        "255",
+                                        "256",
+                                        "257",
+                                        "4096",
+                                        "2147483647",
+                                        "2147483648",
+                                        "4294967296",
+                                        "4611686018427387904",
+                                        "9223372036854775807",
+                                        "-9223372036854775808",
+                                        "1e308",
+                                        "0.5",
+                                        "true",
+                                        "null",
+                                        "[]",
+                                        "{}"};
+  static const char *const strings[] = {"\"\"",
+                                        "\"batch\"",
+                                        "\"seq\"",
+                                        "\"len\"",
+                                        "\"F32\"",
+                                        "\"BF16\"",
+                                        "\"U8\"",
+                                        "\"BOOL\"",
+                                        "\"param\"",
+                                        "\"state\"",
+                                        "\"input\"",
+                                        "\"rng_seed\"",
+                                        "\"alloc\"",
+                                        "\"view\"",
+                                        "\"launch\"",
+                                        "\"gemm\"",
+                                        "\"weight\"",
+                                        "\"module0\"",
+                                        "\"batch*seq + 1\"",
+                                        "\"9223372036854775807*batch\"",
+                                        "\"-seq\"",
+                                        "\"step/main__seq_8\"",
+                                        "\"kiln-step\""};
   if (text.empty())
     return false;
   size_t start = rng.pick(text.size());

@@ -35,8 +35,10 @@ static bool runFile(const std::string &path) {
   LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
   std::string name = path.substr(path.rfind('/') + 1);
   bool accepted = kiln::fuzz::lastInputAccepted();
-  if ((name.compare(0, 3, "ok-") == 0 && !accepted) || (name.compare(0, 4, "bad-") == 0 && accepted)) {
-    std::fprintf(stderr, "kiln-replay: %s was %s\n", path.c_str(), accepted ? "accepted" : "refused");
+  if ((name.compare(0, 3, "ok-") == 0 && !accepted) ||
+      (name.compare(0, 4, "bad-") == 0 && accepted)) {
+    std::fprintf(stderr, "kiln-replay: %s was %s\n", path.c_str(),
+                 accepted ? "accepted" : "refused");
     return false;
   }
   return true;

@@ -63,10 +63,10 @@ const std::string &modelPath() {
     // libFuzzer ends a time-bounded run with exit(): tidy up then. A crash
     // leaves the folder behind, next to the artifact.
     return std::atexit([] {
-      std::remove(modelPath().c_str());
-      std::string dir = modelPath().substr(0, modelPath().rfind('/'));
-      rmdir(dir.c_str());
-    }) == 0;
+             std::remove(modelPath().c_str());
+             std::string dir = modelPath().substr(0, modelPath().rfind('/'));
+             rmdir(dir.c_str());
+           }) == 0;
   }();
   (void)cleanup;
   return path;
@@ -93,11 +93,26 @@ using Rng = std::minstd_rand;
 size_t pick(Rng &rng, size_t n) { return n ? rng() % n : 0; }
 
 int64_t interestingInt(Rng &rng) {
-  static const int64_t values[] = {
-      0, 1, -1, 2, -2, 3, 4, 7, 64, 65, 255, 1 << 16, int64_t(1) << 31,
-      -(int64_t(1) << 31), int64_t(1) << 32, int64_t(1) << 40, int64_t(1) << 62,
-      std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
-      std::numeric_limits<int64_t>::min() + 1};
+  static const int64_t values[] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   -2,
+                                   3,
+                                   4,
+                                   7,
+                                   64,
+                                   65,
+                                   255,
+                                   1 << 16,
+                                   int64_t(1) << 31,
+                                   -(int64_t(1) << 31),
+                                   int64_t(1) << 32,
+                                   int64_t(1) << 40,
+                                   int64_t(1) << 62,
+                                   std::numeric_limits<int64_t>::max(),
+                                   std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::min() + 1};
   return values[pick(rng, std::size(values))];
 }
 
@@ -113,12 +128,15 @@ const std::vector<std::string> &opTypes() {
 
 const char *attributeName(Rng &rng) {
   static const char *names[] = {
-      "axis", "axes", "perm", "keepdims", "to", "value", "value_int",
-      "value_ints", "value_float", "value_floats", "transA", "transB", "alpha",
-      "beta", "epsilon", "split", "starts", "ends", "mode", "reduction",
-      "ignore_index", "upper", "exclusive", "reverse", "batch_dims",
-      "allowzero", "approximate", "noop_with_empty_axes", "num_outputs", "min",
-      "max", "pads", "start", "end", "broadcast"};
+      "axis",         "axes",         "perm",        "keepdims",
+      "to",           "value",        "value_int",   "value_ints",
+      "value_float",  "value_floats", "transA",      "transB",
+      "alpha",        "beta",         "epsilon",     "split",
+      "starts",       "ends",         "mode",        "reduction",
+      "ignore_index", "upper",        "exclusive",   "reverse",
+      "batch_dims",   "allowzero",    "approximate", "noop_with_empty_axes",
+      "num_outputs",  "min",          "max",         "pads",
+      "start",        "end",          "broadcast"};
   return names[pick(rng, std::size(names))];
 }
 
@@ -163,22 +181,34 @@ void mutateTensor(onnx::TensorProto &t, Rng &rng) {
     for (int i = 0, n = static_cast<int>(pick(rng, 5)); i < n; ++i)
       t.add_int64_data(interestingInt(rng));
     break;
-  default: t.clear_raw_data(); t.add_float_data(1.5f); break;
+  default:
+    t.clear_raw_data();
+    t.add_float_data(1.5f);
+    break;
   }
 }
 
 void mutateAttribute(onnx::AttributeProto &a, Rng &rng) {
   switch (pick(rng, 7)) {
   case 0: a.set_type(static_cast<onnx::AttributeProto::AttributeType>(pick(rng, 15))); break;
-  case 1: a.set_type(onnx::AttributeProto::INT); a.set_i(interestingInt(rng)); break;
-  case 2: a.set_type(onnx::AttributeProto::FLOAT); a.set_f(interestingInt(rng) * 0.5f); break;
+  case 1:
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(interestingInt(rng));
+    break;
+  case 2:
+    a.set_type(onnx::AttributeProto::FLOAT);
+    a.set_f(interestingInt(rng) * 0.5f);
+    break;
   case 3:
     a.set_type(onnx::AttributeProto::INTS);
     a.clear_ints();
     for (int i = 0, n = static_cast<int>(pick(rng, 5)); i < n; ++i)
       a.add_ints(interestingInt(rng));
     break;
-  case 4: a.set_type(onnx::AttributeProto::STRING); a.set_s(pick(rng, 2) ? "none" : "\n"); break;
+  case 4:
+    a.set_type(onnx::AttributeProto::STRING);
+    a.set_s(pick(rng, 2) ? "none" : "\n");
+    break;
   case 5: {
     a.set_type(onnx::AttributeProto::TENSOR);
     onnx::TensorProto *t = a.mutable_t();
@@ -286,7 +316,7 @@ void mutateModel(onnx::ModelProto &model, Rng &rng) {
   case 8:
     if (model.opset_import_size())
       model.mutable_opset_import(0)->set_version(pick(rng, 4) ? 1 + pick(rng, 24)
-                                                               : interestingInt(rng));
+                                                              : interestingInt(rng));
     break;
   default:
     if (graph.initializer_size() && graph.input_size())
@@ -300,8 +330,8 @@ void mutateModel(onnx::ModelProto &model, Rng &rng) {
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
-                                          size_t maxSize, unsigned int seed) {
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t maxSize,
+                                          unsigned int seed) {
   static const bool bytesOnly = [] {
     const char *env = std::getenv("KILN_FUZZ_BYTES_ONLY");
     return env && std::strcmp(env, "0") != 0;
@@ -324,8 +354,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string &path = modelPath();
   {
     std::FILE *file = std::fopen(path.c_str(), "wb");
-    if (!file || (size && std::fwrite(data, 1, size, file) != size) ||
-        std::fclose(file) != 0) {
+    if (!file || (size && std::fwrite(data, 1, size, file) != size) || std::fclose(file) != 0) {
       std::perror("kiln-fuzz-onnx: cannot write the model file");
       std::abort();
     }

@@ -52,8 +52,7 @@ std::optional<std::string> floatHex(const HostTensor &t, StringRef dtype) {
 }
 } // namespace
 
-int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
-                    StringRef model) {
+int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections, StringRef model) {
   if (!model.ends_with(".onnx") && !model.ends_with(".onnxtxt"))
     return 0; // Kiln IR text holds no weights.
   auto params = llvm::find_if(sections, [](auto &s) { return s.first == "params"; });
@@ -65,8 +64,7 @@ int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
   json::Array *entries = parsed->getAsArray();
   if (!entries)
     return 0;
-  absl::StatusOr<std::unique_ptr<OnnxWeightSource>> source =
-      OnnxWeightSource::open(model.str());
+  absl::StatusOr<std::unique_ptr<OnnxWeightSource>> source = OnnxWeightSource::open(model.str());
   if (!source.ok())
     return 0; // The import already read this model; nothing to add.
   bool changed = false;

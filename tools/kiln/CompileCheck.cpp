@@ -59,8 +59,8 @@ GraphBreak breakOf(const Diagnostic &diag) {
   } else if (b.reason.find("no CUDA element emitter") != std::string::npos) {
     b.code = "no-emitter";
     b.hint = (op + " cannot be computed inside the kernel it was fused into "
-              "(no CUDA element emitter): the compile would stop at code "
-              "generation; report the op with this model")
+                   "(no CUDA element emitter): the compile would stop at code "
+                   "generation; report the op with this model")
                  .str();
   } else if (b.reason.find("has no gradient") != std::string::npos ||
              b.reason.find("gradient of") != std::string::npos) {

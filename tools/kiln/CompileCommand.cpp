@@ -12,16 +12,16 @@
 
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Codegen/Nvrtc.h"
-#include "kiln/Pipelines/Pipelines.h"
 #include "kiln/Dialect/Kernel/Passes.h"
+#include "kiln/Pipelines/Pipelines.h"
 #include "kiln/artifact/FileIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,37 +36,35 @@ namespace {
 
 enum class Emit { ForwardMlir, GradsMlir, StepMlir, Artifact, FusedMlir, KernelMlir, Cuda };
 
-cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"),
-                           cl::Required, cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> train(
-    "train",
-    cl::desc("Parameters that train: `all` (every float initializer of rank "
-             ">= 1) or a regex searched in ONNX initializer names"),
-    cl::init("all"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce"),
-    cl::values(clEnumValN(Emit::ForwardMlir, "mlir",
-                          "the forward graph with the trainable set marked"),
-               clEnumValN(Emit::GradsMlir, "grads-mlir",
-                          "a function returning the loss and d loss / d p for "
-                          "every trainable parameter p"),
-               clEnumValN(Emit::StepMlir, "step-mlir",
-                          "train_step(inputs, params, optimizer state, lr, "
-                          "step) -> (loss, new params, new state)"),
-               clEnumValN(Emit::Artifact, "artifact",
-                          "the training step as a .kiln artifact (-o): meta, "
-                          "guards, parameters, kernel images (--arch), step "
-                          "and init programs"),
-               clEnumValN(Emit::FusedMlir, "fused-mlir",
-                          "the train step with its ops grouped into "
-                          "kiln_kernel.fusion regions"),
-               clEnumValN(Emit::KernelMlir, "kernel-mlir",
-                          "the step program: buffers, kernel launches and "
-                          "cuBLASLt GEMMs"),
-               clEnumValN(Emit::Cuda, "cuda",
-                          "-o DIR: one CUDA C++ source per kernel, NVRTC "
-                          "cubins (--arch) and PTX, step.mlir, manifest.json")),
-    cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"), cl::Required,
+                           cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> train("train",
+                           cl::desc("Parameters that train: `all` (every float initializer of rank "
+                                    ">= 1) or a regex searched in ONNX initializer names"),
+                           cl::init("all"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<Emit> emit("emit", cl::desc("What to produce"),
+                   cl::values(clEnumValN(Emit::ForwardMlir, "mlir",
+                                         "the forward graph with the trainable set marked"),
+                              clEnumValN(Emit::GradsMlir, "grads-mlir",
+                                         "a function returning the loss and d loss / d p for "
+                                         "every trainable parameter p"),
+                              clEnumValN(Emit::StepMlir, "step-mlir",
+                                         "train_step(inputs, params, optimizer state, lr, "
+                                         "step) -> (loss, new params, new state)"),
+                              clEnumValN(Emit::Artifact, "artifact",
+                                         "the training step as a .kiln artifact (-o): meta, "
+                                         "guards, parameters, kernel images (--arch), step "
+                                         "and init programs"),
+                              clEnumValN(Emit::FusedMlir, "fused-mlir",
+                                         "the train step with its ops grouped into "
+                                         "kiln_kernel.fusion regions"),
+                              clEnumValN(Emit::KernelMlir, "kernel-mlir",
+                                         "the step program: buffers, kernel launches and "
+                                         "cuBLASLt GEMMs"),
+                              clEnumValN(Emit::Cuda, "cuda",
+                                         "-o DIR: one CUDA C++ source per kernel, NVRTC "
+                                         "cubins (--arch) and PTX, step.mlir, manifest.json")),
+                   cl::init(Emit::GradsMlir), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
     cl::desc("The optimizer of the train step (--emit=step-mlir and what is built from "
@@ -75,41 +73,38 @@ cl::opt<std::string> optimizerSpec(
              "or sgd[:lr=,momentum=,dampening=,nesterov=0|1,weight_decay=] (lr=1e-3, "
              "the rest 0)"),
     cl::init("adamw"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> precision(
-    "precision",
-    cl::desc("fp32, or bf16: bf16 compute with fp32 master weights, fp32 "
-             "optimizer state and fp32 numerics-sensitive ops"),
-    cl::init("fp32"), cl::sub(compileCommand()), cl::cat(category()));
-cl::list<std::string> fp32Ops(
-    "fp32-ops",
-    cl::desc("With --precision=bf16: ops kept in fp32 (default softmax, "
-             "log_softmax, layer_norm, rms_norm, cross_entropy)"),
-    cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> dynamicSymbols(
-    "dynamic",
-    cl::desc("Symbol ranges the step must serve: batch=1..64,seq=16..8192:8 "
-             "(MIN..MAX, optional :DIVISOR); recorded as run-time guards"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> staticSymbols(
-    "static", cl::desc("Pin symbols to values: batch=4"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::list<std::string> bucketSpecs(
-    "buckets",
-    cl::desc("Also compile copies specialized for these values of a symbol: "
-             "seq=512,1024,2048 (repeat the flag for more symbols); other "
-             "values run the symbolic step"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<int64_t> gradAccum(
-    "grad-accum",
-    cl::desc("Micro-batches per step: gradients are averaged over this many "
-             "sets of inputs (input_K.pb, micro-batch after micro-batch)"),
-    cl::init(1), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> fuseLinearCe(
-    "fuse-linear-ce",
-    cl::desc("Compute the LM head matmul and the cross entropy as one op over "
-             "chunks of tokens: no [tokens x vocab] logits or gradient "
-             "(default true; =false keeps them)"),
-    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    precision("precision",
+              cl::desc("fp32, or bf16: bf16 compute with fp32 master weights, fp32 "
+                       "optimizer state and fp32 numerics-sensitive ops"),
+              cl::init("fp32"), cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string> fp32Ops("fp32-ops",
+                              cl::desc("With --precision=bf16: ops kept in fp32 (default softmax, "
+                                       "log_softmax, layer_norm, rms_norm, cross_entropy)"),
+                              cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    dynamicSymbols("dynamic",
+                   cl::desc("Symbol ranges the step must serve: batch=1..64,seq=16..8192:8 "
+                            "(MIN..MAX, optional :DIVISOR); recorded as run-time guards"),
+                   cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> staticSymbols("static", cl::desc("Pin symbols to values: batch=4"),
+                                   cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string>
+    bucketSpecs("buckets",
+                cl::desc("Also compile copies specialized for these values of a symbol: "
+                         "seq=512,1024,2048 (repeat the flag for more symbols); other "
+                         "values run the symbolic step"),
+                cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> gradAccum("grad-accum",
+                           cl::desc("Micro-batches per step: gradients are averaged over this many "
+                                    "sets of inputs (input_K.pb, micro-batch after micro-batch)"),
+                           cl::init(1), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool>
+    fuseLinearCe("fuse-linear-ce",
+                 cl::desc("Compute the LM head matmul and the cross entropy as one op over "
+                          "chunks of tokens: no [tokens x vocab] logits or gradient "
+                          "(default true; =false keeps them)"),
+                 cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<int64_t> ceChunkTokens(
     "ce-chunk-tokens",
     cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
@@ -118,8 +113,7 @@ cl::opt<int64_t> ceChunkTokens(
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
-                             cl::init(0.0), cl::sub(compileCommand()),
-                             cl::cat(category()));
+                             cl::init(0.0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> dataParallel(
     "data-parallel",
     cl::desc("Data-parallel training (kiln-run train --gpus N): the gradients are "
@@ -130,17 +124,16 @@ cl::opt<std::string> dataParallel(
     cl::ValueOptional, cl::value_desc("bucket-mb=N"), cl::sub(compileCommand()),
     cl::cat(category()));
 
-cl::opt<bool> loopPrograms(
-    "loop-programs",
-    cl::desc("Also compile the run-time loop's programs: accumulate a "
-             "micro-batch's gradients, apply the optimizer to their "
-             "token-weighted mean, and a forward-only eval (kiln-run train "
-             "--grad-accum, --eval-data); the step and apply return the "
-             "gradient norm"),
-    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> loopPrograms("loop-programs",
+                           cl::desc("Also compile the run-time loop's programs: accumulate a "
+                                    "micro-batch's gradients, apply the optimizer to their "
+                                    "token-weighted mean, and a forward-only eval (kiln-run train "
+                                    "--grad-accum, --eval-data); the step and apply return the "
+                                    "gradient norm"),
+                           cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the result here (default: stdout)"),
-                            cl::value_desc("file"), cl::init("-"),
-                            cl::sub(compileCommand()), cl::cat(category()));
+                            cl::value_desc("file"), cl::init("-"), cl::sub(compileCommand()),
+                            cl::cat(category()));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass (stderr)"),
                               cl::sub(compileCommand()), cl::cat(category()));
@@ -152,19 +145,18 @@ cl::opt<bool> explain("explain",
                       cl::desc("Print the graph-break report (as kiln explain) "
                                "and stop"),
                       cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> loraSpec(
-    "lora",
-    cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj. "
-             "PEFT's names work too (lora_alpha, lora_dropout, target_modules). "
-             "Defaults: r=16, alpha=8 (PEFT's lora_alpha), dropout=0, targets the "
-             "attention and MLP projections of common models. targets lists module "
-             "names, each matching whole name components as PEFT's target_modules "
-             "(q_proj matches ...self_attn.q_proj.weight); targets_regex=REGEX or "
-             "targets=re:REGEX searches the weight names instead (last: the regex "
-             "runs to the end). Without --train only the adapters train"),
-    cl::value_desc("spec"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> loraSkip("lora-skip",
-                              cl::desc("Regex of weights that get no adapter"),
+cl::opt<std::string>
+    loraSpec("lora",
+             cl::desc("Add LoRA adapters: r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj. "
+                      "PEFT's names work too (lora_alpha, lora_dropout, target_modules). "
+                      "Defaults: r=16, alpha=8 (PEFT's lora_alpha), dropout=0, targets the "
+                      "attention and MLP projections of common models. targets lists module "
+                      "names, each matching whole name components as PEFT's target_modules "
+                      "(q_proj matches ...self_attn.q_proj.weight); targets_regex=REGEX or "
+                      "targets=re:REGEX searches the weight names instead (last: the regex "
+                      "runs to the end). Without --train only the adapters train"),
+             cl::value_desc("spec"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> loraSkip("lora-skip", cl::desc("Regex of weights that get no adapter"),
                               cl::value_desc("regex"), cl::sub(compileCommand()),
                               cl::cat(category()));
 cl::opt<bool> loraKConcat(
@@ -173,71 +165,69 @@ cl::opt<bool> loraKConcat(
              "columns, [x | t] [W ; s B^T] and [dy | dT] [W | A^T]^T (kiln-lora-k-concat; "
              "the concatenations are copies until the lowering writes them in place)"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> quant(
-    "quant",
-    cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
-             "blocks of 64 with fp32 absmax)"),
-    cl::value_desc("scheme"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> doubleQuant(
-    "double-quant",
-    cl::desc("With --quant nf4: store the absmax values as 8-bit codes "
-             "(QLoRA's double quantization, blocks of 256)"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> quantSkip("quant-skip",
-                               cl::desc("Regex of weights --quant leaves alone"),
+cl::opt<std::string>
+    quant("quant",
+          cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
+                   "blocks of 64 with fp32 absmax)"),
+          cl::value_desc("scheme"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> doubleQuant("double-quant",
+                          cl::desc("With --quant nf4: store the absmax values as 8-bit codes "
+                                   "(QLoRA's double quantization, blocks of 256)"),
+                          cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> quantSkip("quant-skip", cl::desc("Regex of weights --quant leaves alone"),
                                cl::value_desc("regex"), cl::sub(compileCommand()),
                                cl::cat(category()));
-cl::opt<std::string> archList(
-    "arch",
-    cl::desc("GPU archs the kernels are compiled for: the kernel images of "
-             "--emit=artifact, the cubins of --emit=cuda (sm_90,sm_80); PTX of the "
-             "oldest is kept for JIT on newer GPUs; `none` (--emit=cuda) writes "
-             "sources only"),
-    cl::init("sm_90"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> kernelCache(
-    "kernel-cache",
-    cl::desc("NVRTC output cache directory (default $KILN_CACHE_DIR or "
-             "~/.cache/kiln; `none` disables it)"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::list<std::string> dumpIrAfter(
-    "dump-ir-after",
-    cl::desc("Print the IR after these passes (stderr): their arguments, e.g. "
-             "kiln-lora,kiln-fuse (a wrong name is an error listing them)"),
-    cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> fusionReport(
-    "fusion-report",
-    cl::desc("Print kernels and GEMMs per step before and after fusion and the "
-             "bytes the kernels move (stdout), then stop"),
-    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    archList("arch",
+             cl::desc("GPU archs the kernels are compiled for: the kernel images of "
+                      "--emit=artifact, the cubins of --emit=cuda (sm_90,sm_80); PTX of the "
+                      "oldest is kept for JIT on newer GPUs; `none` (--emit=cuda) writes "
+                      "sources only"),
+             cl::init("sm_90"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    kernelCache("kernel-cache",
+                cl::desc("NVRTC output cache directory (default $KILN_CACHE_DIR or "
+                         "~/.cache/kiln; `none` disables it)"),
+                cl::sub(compileCommand()), cl::cat(category()));
+cl::list<std::string>
+    dumpIrAfter("dump-ir-after",
+                cl::desc("Print the IR after these passes (stderr): their arguments, e.g. "
+                         "kiln-lora,kiln-fuse (a wrong name is an error listing them)"),
+                cl::CommaSeparated, cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool>
+    fusionReport("fusion-report",
+                 cl::desc("Print kernels and GEMMs per step before and after fusion and the "
+                          "bytes the kernels move (stdout), then stop"),
+                 cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> reportSizes(
     "report-sizes",
     cl::desc("Symbol values to evaluate --fusion-report's byte counts at: batch=2,seq=16"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> kernelCheck(
-    "kernel-check",
-    cl::desc("With --emit=cuda: also write DIR/check/<kernel>/ with random inputs "
-             "and reference outputs at these symbol values (batch=2,seq=16) for "
-             "the runtime's kiln-kernel-check; reference=none writes the cases alone, "
-             "for harnesses that bring their own inputs (bench/attention.py)"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<uint64_t> kernelCheckSeed(
-    "kernel-check-seed", cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
-    cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<int> tuneTopK(
-    "tune-topk",
-    cl::desc("The search space the artifact records for kiln-run tune: cuBLASLt's "
-             "best K algorithms per GEMM (1 to 64, default 8)"),
-    cl::init(8), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    kernelCheck("kernel-check",
+                cl::desc("With --emit=cuda: also write DIR/check/<kernel>/ with random inputs "
+                         "and reference outputs at these symbol values (batch=2,seq=16) for "
+                         "the runtime's kiln-kernel-check; reference=none writes the cases alone, "
+                         "for harnesses that bring their own inputs (bench/attention.py)"),
+                cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<uint64_t> kernelCheckSeed("kernel-check-seed",
+                                  cl::desc("Seed of --kernel-check's inputs (default: fresh)"),
+                                  cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int>
+    tuneTopK("tune-topk",
+             cl::desc("The search space the artifact records for kiln-run tune: cuBLASLt's "
+                      "best K algorithms per GEMM (1 to 64, default 8)"),
+             cl::init(8), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> printTiming(
     "timing",
     cl::desc("Print the time of the import, every pass, CUDA C++ emission, NVRTC and the "
              "write (stderr)"),
     cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<bool> quiet(
-    "quiet",
-    cl::desc("No progress lines (a line redrawn on a terminal; in a log, plain lines for "
-             "compiles that run NVRTC) and no final 'wrote FILE' line"),
-    cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool>
+    quiet("quiet",
+          cl::desc("No progress lines (a line redrawn on a terminal; in a log, plain lines for "
+                   "compiles that run NVRTC) and no final 'wrote FILE' line"),
+          cl::sub(compileCommand()), cl::cat(category()));
 
 /// The kernel cache directory --kernel-cache names.
 std::string kernelCacheDir() {
@@ -320,9 +310,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
       return 0;
     }
     if (!report->breaks.empty()) {
-      errs() << "kiln: error: --fullgraph: " << model << " has "
-             << report->breaks.size() << " graph break"
-             << (report->breaks.size() == 1 ? "" : "s") << "\n";
+      errs() << "kiln: error: --fullgraph: " << model << " has " << report->breaks.size()
+             << " graph break" << (report->breaks.size() == 1 ? "" : "s") << "\n";
       printBreakReport(model, *report, errs());
       return kGraphBreakExit;
     }
@@ -341,8 +330,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
         },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
-  bool codegen = emit == Emit::FusedMlir || emit == Emit::KernelMlir ||
-                 emit == Emit::Cuda || emit == Emit::Artifact || fusionReport;
+  bool codegen = emit == Emit::FusedMlir || emit == Emit::KernelMlir || emit == Emit::Cuda ||
+                 emit == Emit::Artifact || fusionReport;
   bool buildsStep = emit == Emit::StepMlir || codegen;
   if (emit == Emit::Cuda && output == "-")
     return fail("--emit=cuda needs -o DIR");
@@ -394,8 +383,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   if (dataParallel.getNumOccurrences()) {
     StringRef spec = StringRef(dataParallel).trim();
     double mb = 25;
-    if (!spec.empty() && (!spec.consume_front("bucket-mb=") || spec.getAsDouble(mb) ||
-                          !(mb > 0) || !std::isfinite(mb)))
+    if (!spec.empty() && (!spec.consume_front("bucket-mb=") || spec.getAsDouble(mb) || !(mb > 0) ||
+                          !std::isfinite(mb)))
       return fail("--data-parallel takes bucket-mb=N (a positive number of MiB), got '" +
                   dataParallel + "'");
     if (!trainStep && emit != Emit::GradsMlir)
@@ -437,9 +426,9 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     TimingScope sectionsTiming = timing.nest("artifact sections");
     // The search space kiln-run tune measures (meta "tuning"), never a choice.
     Builder b(&context);
-    (*module)->setAttr("kiln.tuning",
-                       b.getDictionaryAttr({b.getNamedAttr("gemm_topk",
-                                                           b.getI64IntegerAttr(tuneTopK))}));
+    (*module)->setAttr(
+        "kiln.tuning",
+        b.getDictionaryAttr({b.getNamedAttr("gemm_topk", b.getI64IntegerAttr(tuneTopK))}));
     // From the graph-level step: lowering replaces parameters by buffers.
     FailureOr<std::vector<std::pair<std::string, std::string>>> sections =
         stepArtifactSections(*module, model, archs);
@@ -462,13 +451,12 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
     TimingScope kernelTiming = timing.nest("kernel pipeline");
     PassManager lower(&context);
     if (printIrAfterAll || !dumpIrAfter.empty())
-      lower.enableIRPrinting(
-          [](Pass *, Operation *) { return false; },
-          [&](Pass *pass, Operation *) {
-            return printIrAfterAll ||
-                   llvm::is_contained(dumpIrAfter, pass->getArgument().str());
-          },
-          true, false);
+      lower.enableIRPrinting([](Pass *, Operation *) { return false; },
+                             [&](Pass *pass, Operation *) {
+                               return printIrAfterAll ||
+                                      llvm::is_contained(dumpIrAfter, pass->getArgument().str());
+                             },
+                             true, false);
     lower.enableTiming(kernelTiming);
     lower.addInstrumentation(progress.instrumentation());
     buildKernelPipeline(lower, options);

@@ -96,8 +96,8 @@ StepCounts countLowered(func::FuncOp func) {
       return;
     ++counts.kernels;
     for (Value v : op->getOperands())
-      counts.bytes = dimAdd(counts.bytes,
-                            bytesOf(cast<kernel::BufferType>(v.getType()).getTensor()));
+      counts.bytes =
+          dimAdd(counts.bytes, bytesOf(cast<kernel::BufferType>(v.getType()).getTensor()));
   });
   return counts;
 }
@@ -189,8 +189,9 @@ int buildKernels(ModuleOp module, const CudaOutputOptions &options, KernelBuild 
         for (size_t t = 0; t < options.archs.size() && alone; ++t)
           alone = static_cast<bool>(codegen::compileKernel(modules[m], options.archs[t], nvrtc));
         if (!alone)
-          failures += isolateFailures(ArrayRef(sources).slice(range.first, range.second - range.first),
-                                      nvrtc, "module" + std::to_string(m) + " failed");
+          failures +=
+              isolateFailures(ArrayRef(sources).slice(range.first, range.second - range.first),
+                              nvrtc, "module" + std::to_string(m) + " failed");
       }
       consumeError(result.takeError());
       return fail(failures.empty() ? std::string("NVRTC failed") : failures);

@@ -24,8 +24,8 @@ struct CudaOutputOptions {
   std::vector<std::string> archs; // empty: sources only
   std::string cacheDir;
   bool verbose = false;
-  CompileProgress *progress = nullptr;  // stage and NVRTC module lines
-  mlir::TimingScope *timing = nullptr;  // --timing: emission, NVRTC, write
+  CompileProgress *progress = nullptr; // stage and NVRTC module lines
+  mlir::TimingScope *timing = nullptr; // --timing: emission, NVRTC, write
 };
 
 /// The kernels of a lowered module, emitted and (for options.archs)
@@ -59,8 +59,7 @@ inline constexpr int64_t kInlineValueElements = 4096;
 int addInlineValues(std::vector<std::pair<std::string, std::string>> &sections,
                     llvm::StringRef model);
 
-int writeArtifact(mlir::ModuleOp module,
-                  std::vector<std::pair<std::string, std::string>> sections,
+int writeArtifact(mlir::ModuleOp module, std::vector<std::pair<std::string, std::string>> sections,
                   llvm::StringRef path, const CudaOutputOptions &options);
 
 /// DIR/<kernel>.cu, DIR/<kernel>.<arch>.cubin, DIR/<kernel>.ptx,

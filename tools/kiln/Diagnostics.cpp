@@ -113,9 +113,7 @@ CommandDiagnostics::CommandDiagnostics(MLIRContext &context)
           message += "; " + note.str();
         std::string line = where.empty() ? message : where + ": " + message;
         switch (diag.getSeverity()) {
-        case DiagnosticSeverity::Error:
-          fail(line);
-          break;
+        case DiagnosticSeverity::Error: fail(line); break;
         case DiagnosticSeverity::Warning:
           CompileProgress::clearCurrent();
           errs() << "kiln: warning: " << line << "\n";

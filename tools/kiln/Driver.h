@@ -58,20 +58,16 @@ void reportUnsupported(const ImportResult &result);
 /// A module from graph-dialect IR (.mlir) or an ONNX model (imported with
 /// `options`); `weightsPath` receives where parameter values live. Errors
 /// are already reported; returns null then.
-mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &context,
-                                             const std::string &path,
-                                             ImportOptions options,
-                                             std::string &weightsPath,
+mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &context, const std::string &path,
+                                             ImportOptions options, std::string &weightsPath,
                                              bool quiet = false);
 /// The function a command works on: `main`, or the module's first one.
 mlir::func::FuncOp findMain(mlir::ModuleOp module);
 
 /// The graph breaks of a module's main function (after selecting `train`).
-mlir::FailureOr<BreakReport> analyzeModel(mlir::MLIRContext &context,
-                                          mlir::ModuleOp module,
+mlir::FailureOr<BreakReport> analyzeModel(mlir::MLIRContext &context, mlir::ModuleOp module,
                                           llvm::StringRef train);
-void printBreakReport(llvm::StringRef source, const BreakReport &report,
-                      llvm::raw_ostream &os);
+void printBreakReport(llvm::StringRef source, const BreakReport &report, llvm::raw_ostream &os);
 /// A dry run of the rest of the compile (train step, fusion, lowering, CUDA
 /// source; CompileCheck.cpp): the first op it stops at, as a graph break.
 std::optional<GraphBreak> findCompileFailure(mlir::ModuleOp module);
@@ -96,25 +92,23 @@ bool memoryReportRequested();
 /// Plans `module`'s main function and prints the report / writes the JSON
 /// plan; with `stepProgram` (a train step) also the kernel-level plan of
 /// the step after fusion and lowering (StepMemory.cpp).
-int reportMemory(mlir::ModuleOp module, llvm::StringRef dynamicSpec,
-                 bool stepProgram);
+int reportMemory(mlir::ModuleOp module, llvm::StringRef dynamicSpec, bool stepProgram);
 /// The values the artifact's memory_plan is planned at: --memory-report's,
 /// then the maxima of --dynamic ranges, of `main`'s range guards and of
 /// its shape buckets; none when a size symbol of `main` is still unbound.
-std::optional<SymbolValues> memoryPlanValues(mlir::func::FuncOp main,
-                                             llvm::StringRef dynamicSpec);
+std::optional<SymbolValues> memoryPlanValues(mlir::func::FuncOp main, llvm::StringRef dynamicSpec);
 
 // The kernel-level plan (StepMemory.cpp).
 artifact::SymbolBindings toBindings(const SymbolValues &values);
 /// A clone of `module` after the kernel pipeline (with a @main); null on
 /// failure, `error` then holding the first diagnostic.
-mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module,
-                                                   std::string &error);
+mlir::OwningOpRef<mlir::ModuleOp> lowerStepProgram(mlir::ModuleOp module, std::string &error);
 /// A clone of `module` fused and lowered, its @main planned at `values` as
 /// the runtime plans it; on failure `error` holds the first diagnostic.
-mlir::FailureOr<artifact::StepMemoryPlan>
-planStepProgram(mlir::ModuleOp module, const SymbolValues &values,
-                std::string &error, StepPeak *peak = nullptr);
+mlir::FailureOr<artifact::StepMemoryPlan> planStepProgram(mlir::ModuleOp module,
+                                                          const SymbolValues &values,
+                                                          std::string &error,
+                                                          StepPeak *peak = nullptr);
 /// "step program (after fusion): persistent ..., planned peak ...".
 void printStepPlan(const artifact::StepMemoryPlan &plan, llvm::raw_ostream &os,
                    const StepPeak *peak = nullptr);

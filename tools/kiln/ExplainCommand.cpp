@@ -22,26 +22,23 @@ namespace {
 
 enum class Format { Text, Json };
 
-cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"),
-                           cl::Required, cl::sub(explainCommand()), cl::cat(category()));
+cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx | IR.mlir>"), cl::Required,
+                           cl::sub(explainCommand()), cl::cat(category()));
 cl::opt<Format> format("format", cl::desc("Output format"),
                        cl::values(clEnumValN(Format::Text, "text", "readable"),
                                   clEnumValN(Format::Json, "json", "JSON")),
-                       cl::init(Format::Text), cl::sub(explainCommand()),
-                       cl::cat(category()));
+                       cl::init(Format::Text), cl::sub(explainCommand()), cl::cat(category()));
 cl::opt<std::string> train("train",
                            cl::desc("Trainable parameters, as for compile (the "
                                     "no-gradient check follows them)"),
-                           cl::init("all"), cl::sub(explainCommand()),
-                           cl::cat(category()));
+                           cl::init("all"), cl::sub(explainCommand()), cl::cat(category()));
 
 } // namespace
 
-void printBreakReport(StringRef source, const BreakReport &report,
-                      raw_ostream &os) {
+void printBreakReport(StringRef source, const BreakReport &report, raw_ostream &os) {
   size_t graphs = report.opsPerGraph.size();
-  os << source << ": " << graphs << (graphs == 1 ? " graph, " : " graphs, ")
-     << report.breaks.size() << (report.breaks.size() == 1 ? " break\n" : " breaks\n");
+  os << source << ": " << graphs << (graphs == 1 ? " graph, " : " graphs, ") << report.breaks.size()
+     << (report.breaks.size() == 1 ? " break\n" : " breaks\n");
   for (auto [i, b] : llvm::enumerate(report.breaks)) {
     os << "  break " << i + 1 << ": [" << b.code << "] " << b.opType;
     if (!b.nodeName.empty())
@@ -54,8 +51,7 @@ void printBreakReport(StringRef source, const BreakReport &report,
     os << "  graph " << i + 1 << ": " << ops << " ops\n";
 }
 
-FailureOr<BreakReport> analyzeModel(MLIRContext &context, ModuleOp module,
-                                    StringRef trainSpec) {
+FailureOr<BreakReport> analyzeModel(MLIRContext &context, ModuleOp module, StringRef trainSpec) {
   func::FuncOp func = findMain(module);
   if (!func) {
     fail("no function to analyze");

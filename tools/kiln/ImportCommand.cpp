@@ -12,14 +12,13 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx>"),
-                           cl::sub(importCommand()), cl::cat(category()));
-cl::opt<bool> listOps("list-ops",
-                      cl::desc("Print the ONNX op types the importer supports"),
+cl::opt<std::string> model(cl::Positional, cl::desc("<model.onnx>"), cl::sub(importCommand()),
+                           cl::cat(category()));
+cl::opt<bool> listOps("list-ops", cl::desc("Print the ONNX op types the importer supports"),
                       cl::sub(importCommand()), cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the IR here (default: stdout)"),
-                            cl::value_desc("file"), cl::init("-"),
-                            cl::sub(importCommand()), cl::cat(category()));
+                            cl::value_desc("file"), cl::init("-"), cl::sub(importCommand()),
+                            cl::cat(category()));
 
 } // namespace
 

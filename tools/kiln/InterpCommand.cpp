@@ -8,10 +8,10 @@
 
 #include "Driver.h"
 
+#include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Import/OnnxWeightSource.h"
 #include "kiln/Import/TensorProto.h"
-#include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Interp/InitProgram.h"
 #include "kiln/Interp/Interpreter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,10 +21,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/StringMap.h"
 #include <limits>
 #include <map>
 #include <optional>
-#include "llvm/ADT/StringMap.h"
 
 using namespace llvm;
 using namespace mlir;
@@ -32,88 +32,85 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-cl::opt<std::string> input(cl::Positional, cl::desc("<IR.mlir | model.onnx>"),
-                           cl::Required, cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<std::string> inputsDir("inputs",
-                               cl::desc("Folder with input_K.pb, one per argument"),
-                               cl::value_desc("dir"), cl::Required,
-                               cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> input(cl::Positional, cl::desc("<IR.mlir | model.onnx>"), cl::Required,
+                           cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> inputsDir("inputs", cl::desc("Folder with input_K.pb, one per argument"),
+                               cl::value_desc("dir"), cl::Required, cl::sub(interpCommand()),
+                               cl::cat(category()));
 cl::opt<std::string> outputsDir("outputs",
                                 cl::desc("Folder to write output_K.pb (and "
                                          "grad/<parameter>.pb) into"),
-                                cl::value_desc("dir"), cl::Required,
-                                cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<bool> constSmallInputs(
-    "const-small-inputs",
-    cl::desc("With an ONNX model: compile scalar inputs and integer vector "
-             "inputs as constants holding the given values (how the ONNX "
-             "node tests pass shapes, axes, pads and bounds)"),
-    cl::sub(interpCommand()), cl::cat(category()));
+                                cl::value_desc("dir"), cl::Required, cl::sub(interpCommand()),
+                                cl::cat(category()));
+cl::opt<bool>
+    constSmallInputs("const-small-inputs",
+                     cl::desc("With an ONNX model: compile scalar inputs and integer vector "
+                              "inputs as constants holding the given values (how the ONNX "
+                              "node tests pass shapes, axes, pads and bounds)"),
+                     cl::sub(interpCommand()), cl::cat(category()));
 
-cl::opt<unsigned> steps(
-    "steps",
-    cl::desc("Run a train step (kiln compile --emit=step-mlir) this many times "
-             "on the same inputs; writes params/<name>.pb"),
-    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<bool> explainDispatch(
-    "explain-dispatch",
-    cl::desc("Print which compiled function (shape bucket or the symbolic "
-             "step) runs"),
-    cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<double> learningRate(
-    "lr", cl::desc("Learning rate fed to the step (default: the one compiled in)"),
-    cl::init(-1.0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<unsigned> steps("steps",
+                        cl::desc("Run a train step (kiln compile --emit=step-mlir) this many times "
+                                 "on the same inputs; writes params/<name>.pb"),
+                        cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<bool>
+    explainDispatch("explain-dispatch",
+                    cl::desc("Print which compiled function (shape bucket or the symbolic "
+                             "step) runs"),
+                    cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<double>
+    learningRate("lr", cl::desc("Learning rate fed to the step (default: the one compiled in)"),
+                 cl::init(-1.0), cl::sub(interpCommand()), cl::cat(category()));
 
-cl::opt<uint64_t> seed(
-    "seed",
-    cl::desc("Seed of the step's random numbers (dropout) and of the init "
-             "program (LoRA init); the k-th seed argument of step s gets "
-             "seed + (s - 1) * <seed arguments> + k"),
-    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<std::string> paramsDir(
-    "params",
-    cl::desc("Folder of <parameter name>.pb files that replace those "
-             "parameters' values (checkpoint or init program)"),
-    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<uint64_t> seed("seed",
+                       cl::desc("Seed of the step's random numbers (dropout) and of the init "
+                                "program (LoRA init); the k-th seed argument of step s gets "
+                                "seed + (s - 1) * <seed arguments> + k"),
+                       cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> paramsDir("params",
+                               cl::desc("Folder of <parameter name>.pb files that replace those "
+                                        "parameters' values (checkpoint or init program)"),
+                               cl::value_desc("dir"), cl::sub(interpCommand()),
+                               cl::cat(category()));
 
-cl::opt<unsigned> gradAccumRuntime(
-    "grad-accum",
-    cl::desc("With --steps and a step compiled with --loop-programs: run "
-             "each step as K micro-batches through @main__accum, then "
-             "@main__apply (--inputs holds K sets of inputs, micro-batch "
-             "after micro-batch), as kiln-run train --grad-accum does"),
-    cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<std::string> evalInputsDir(
-    "eval-inputs",
-    cl::desc("With --steps and --loop-programs: after each step, run "
-             "@main__eval on this folder's input_K.pb and print its loss"),
-    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<unsigned>
+    gradAccumRuntime("grad-accum",
+                     cl::desc("With --steps and a step compiled with --loop-programs: run "
+                              "each step as K micro-batches through @main__accum, then "
+                              "@main__apply (--inputs holds K sets of inputs, micro-batch "
+                              "after micro-batch), as kiln-run train --grad-accum does"),
+                     cl::init(0), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string>
+    evalInputsDir("eval-inputs",
+                  cl::desc("With --steps and --loop-programs: after each step, run "
+                           "@main__eval on this folder's input_K.pb and print its loss"),
+                  cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
-cl::opt<std::string> saveDir(
-    "save",
-    cl::desc("With --steps: after the last step write the trained parameters, "
-             "the optimizer state and the step count to <dir> (params/, state/, "
-             "step.txt), which --resume continues from"),
-    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
-cl::opt<std::string> resumeDir(
-    "resume",
-    cl::desc("With --steps: start from a --save folder's parameters and "
-             "optimizer state, numbering steps after its step count"),
-    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string>
+    saveDir("save",
+            cl::desc("With --steps: after the last step write the trained parameters, "
+                     "the optimizer state and the step count to <dir> (params/, state/, "
+                     "step.txt), which --resume continues from"),
+            cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string> resumeDir("resume",
+                               cl::desc("With --steps: start from a --save folder's parameters and "
+                                        "optimizer state, numbering steps after its step count"),
+                               cl::value_desc("dir"), cl::sub(interpCommand()),
+                               cl::cat(category()));
 
-cl::opt<std::string> writeInitDir(
-    "write-init",
-    cl::desc("Also write every parameter the init program makes (LoRA "
-             "adapters, NF4 codes) to <dir>/<name>.pb"),
-    cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string>
+    writeInitDir("write-init",
+                 cl::desc("Also write every parameter the init program makes (LoRA "
+                          "adapters, NF4 codes) to <dir>/<name>.pb"),
+                 cl::value_desc("dir"), cl::sub(interpCommand()), cl::cat(category()));
 
-cl::opt<std::string> memoryBudget(
-    "memory-budget",
-    cl::desc("Bytes the interpreter's live tensors may hold (8 per element), "
-             "e.g. 8G, 512M, 1000000; an op whose results would not fit fails "
-             "naming the op and the bytes (default: half of the physical "
-             "memory or of ulimit -v / -d, whichever is smaller)"),
-    cl::value_desc("size"), cl::sub(interpCommand()), cl::cat(category()));
+cl::opt<std::string>
+    memoryBudget("memory-budget",
+                 cl::desc("Bytes the interpreter's live tensors may hold (8 per element), "
+                          "e.g. 8G, 512M, 1000000; an op whose results would not fit fails "
+                          "naming the op and the bytes (default: half of the physical "
+                          "memory or of ulimit -v / -d, whichever is smaller)"),
+                 cl::value_desc("size"), cl::sub(interpCommand()), cl::cat(category()));
 
 /// --memory-budget as bytes: digits with an optional K, M, G or T suffix
 /// (powers of 1024, an `iB` after it allowed); 0 when not given.
@@ -126,11 +123,16 @@ std::optional<uint64_t> parseMemoryBudget() {
     return std::nullopt;
   text.consume_back("iB") || text.consume_back("B");
   unsigned shift = 0;
-  if (text.equals_insensitive("k")) shift = 10;
-  else if (text.equals_insensitive("m")) shift = 20;
-  else if (text.equals_insensitive("g")) shift = 30;
-  else if (text.equals_insensitive("t")) shift = 40;
-  else if (!text.empty()) return std::nullopt;
+  if (text.equals_insensitive("k"))
+    shift = 10;
+  else if (text.equals_insensitive("m"))
+    shift = 20;
+  else if (text.equals_insensitive("g"))
+    shift = 30;
+  else if (text.equals_insensitive("t"))
+    shift = 40;
+  else if (!text.empty())
+    return std::nullopt;
   if (shift && value > (std::numeric_limits<uint64_t>::max() >> shift))
     return std::nullopt;
   return value << shift;
@@ -151,8 +153,8 @@ int refuseExtraInput(unsigned taken) {
   sys::path::append(path, "input_" + Twine(taken) + ".pb");
   if (!sys::fs::exists(path))
     return 0;
-  return fail(path + ": one input file more than the " + Twine(taken) +
-              " input" + (taken == 1 ? "" : "s") + " the model takes");
+  return fail(path + ": one input file more than the " + Twine(taken) + " input" +
+              (taken == 1 ? "" : "s") + " the model takes");
 }
 
 /// What --const-small-inputs freezes: integer vectors (shapes, axes, pads)
@@ -201,8 +203,8 @@ constexpr int kGuardViolation = 3;
 
 /// Binds symbols from the data inputs and evaluates the function's
 /// kiln.guards; prints one line naming input, symbol, value and condition.
-int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
-                ArrayRef<HostTensor> inputs, llvm::StringMap<int64_t> &values) {
+int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs, ArrayRef<HostTensor> inputs,
+                llvm::StringMap<int64_t> &values) {
   struct Binding {
     int64_t value;
     std::string input;
@@ -228,11 +230,10 @@ int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
       int64_t value = inputs[k].shape[d];
       auto [it, inserted] = bound.try_emplace(symbols[0], Binding{value, name});
       if (!inserted && it->second.value != value)
-        return violation(name + ": " + symbols[0] + "=" + Twine(value) +
-                         " violates " + name + "." + symbols[0] + " == " +
-                         it->second.input + "." + symbols[0] + " (" +
-                         it->second.input + " has " + symbols[0] + "=" +
-                         Twine(it->second.value) + ")");
+        return violation(name + ": " + symbols[0] + "=" + Twine(value) + " violates " + name + "." +
+                         symbols[0] + " == " + it->second.input + "." + symbols[0] + " (" +
+                         it->second.input + " has " + symbols[0] + "=" + Twine(it->second.value) +
+                         ")");
     }
   }
   for (auto &entry : bound)
@@ -268,9 +269,9 @@ int checkGuards(func::FuncOp func, ArrayRef<unsigned> dataArgs,
       continue;
     SmallVector<StringRef> symbols = dimSymbols(expr);
     std::string input = bound.lookup(symbols.front()).input;
-    return violation(input + ": " + text + "=" + Twine(*value) + " violates " +
-                     condition + " (required by " +
-                     (origin ? origin.getValue() : "a compiled assumption") + ")");
+    return violation(input + ": " + text + "=" + Twine(*value) + " violates " + condition +
+                     " (required by " + (origin ? origin.getValue() : "a compiled assumption") +
+                     ")");
   }
   return 0;
 }
@@ -310,11 +311,9 @@ HostTensor scalarF32(double value) {
 
 /// The value of the `k`-th seed argument in step `step` (1-based): every
 /// seed argument of every step draws different numbers, reproducibly.
-HostTensor seedFor(const std::vector<StepArgument> &layout, unsigned step,
-                   unsigned k) {
-  uint64_t perStep = llvm::count_if(layout, [](const StepArgument &a) {
-    return a.kind == StepArgument::Seed;
-  });
+HostTensor seedFor(const std::vector<StepArgument> &layout, unsigned step, unsigned k) {
+  uint64_t perStep =
+      llvm::count_if(layout, [](const StepArgument &a) { return a.kind == StepArgument::Seed; });
   HostTensor t(DType::I64, {});
   t.setInt(0, static_cast<int64_t>(seed + (step - 1) * perStep + k));
   return t;
@@ -325,8 +324,7 @@ int loadParamOverrides(OverlayWeightSource &weights) {
   if (paramsDir.empty())
     return 0;
   std::error_code ec;
-  for (sys::fs::directory_iterator it(paramsDir, ec), end; it != end && !ec;
-       it.increment(ec)) {
+  for (sys::fs::directory_iterator it(paramsDir, ec), end; it != end && !ec; it.increment(ec)) {
     StringRef path = it->path();
     if (!path.ends_with(".pb"))
       continue;
@@ -412,8 +410,8 @@ int loadTrainState(std::map<std::string, HostTensor> &params,
       StringRef path = it->path();
       if (!path.ends_with(".pb"))
         continue;
-      std::string name = list == &params ? sys::path::stem(path).str()
-                                         : stateName(sys::path::stem(path));
+      std::string name =
+          list == &params ? sys::path::stem(path).str() : stateName(sys::path::stem(path));
       if (!list->count(name))
         return fail(path.str() + ": the step has no " +
                     (list == &params ? "parameter '" : "optimizer state '") + name + "'");
@@ -477,8 +475,7 @@ int runSteps(func::FuncOp func, std::vector<HostTensor> data, WeightSource &weig
       case StepArgument::StepNumber: inputs.push_back(scalarF32(step)); break;
       }
     }
-    absl::StatusOr<InterpreterResult> result =
-        interpret(func, inputs, weights, interpreterOptions);
+    absl::StatusOr<InterpreterResult> result = interpret(func, inputs, weights, interpreterOptions);
     if (!result.ok())
       return fail(std::string(result.status().message()));
     for (auto [i, tensor] : llvm::enumerate(result->outputs)) {
@@ -554,10 +551,9 @@ int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSou
   std::map<std::string, HostTensor> params, state, accumulators;
   for (func::FuncOp func : {accum, apply})
     for (auto [i, arg] : llvm::enumerate(classifyArguments(func))) {
-      std::map<std::string, HostTensor> *into =
-          arg.kind == StepArgument::State ? &state
-          : arg.kind == StepArgument::Accum ? &accumulators
-                                            : nullptr;
+      std::map<std::string, HostTensor> *into = arg.kind == StepArgument::State   ? &state
+                                                : arg.kind == StepArgument::Accum ? &accumulators
+                                                                                  : nullptr;
       if (arg.kind == StepArgument::Param && !params.count(arg.name)) {
         absl::StatusOr<HostTensor> value = weights.load(arg.name);
         if (!value.ok())
@@ -609,9 +605,8 @@ int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSou
     }
     return 0;
   };
-  size_t perMicro = llvm::count_if(classifyArguments(accum), [](const StepArgument &a) {
-    return a.kind == StepArgument::Data;
-  });
+  size_t perMicro = llvm::count_if(
+      classifyArguments(accum), [](const StepArgument &a) { return a.kind == StepArgument::Data; });
   if (data.size() != perMicro * k)
     return fail(inputsDir + ": --grad-accum " + std::to_string(k) + " needs " +
                 std::to_string(perMicro * k) + " input files (" + std::to_string(perMicro) +
@@ -639,8 +634,8 @@ int runLoopSteps(ModuleOp module, const std::vector<HostTensor> &data, WeightSou
       std::map<std::string, double> evaluated;
       if (int rc = run(eval, evalData, step, step, evaluated))
         return rc;
-      outs() << "step " << step << ": eval loss " << format("%.7f", evaluated["loss"])
-             << " tokens " << format("%.0f", evaluated["tokens"]) << "\n";
+      outs() << "step " << step << ": eval loss " << format("%.7f", evaluated["loss"]) << " tokens "
+             << format("%.0f", evaluated["tokens"]) << "\n";
     }
   }
   if (int rc = saveTrainState(params, state, start + steps))
@@ -702,9 +697,8 @@ int runInterp(MLIRContext &context) {
     return fail(input + ": --grad-accum and --eval-inputs need the loop programs "
                         "(kiln compile --emit=step-mlir --loop-programs)");
   if (!freeze) {
-    unsigned dataArgs = llvm::count_if(layout, [](const StepArgument &a) {
-      return a.kind == StepArgument::Data;
-    });
+    unsigned dataArgs =
+        llvm::count_if(layout, [](const StepArgument &a) { return a.kind == StepArgument::Data; });
     // The run-time accumulation reads K micro-batches' inputs.
     unsigned perMicroBatch = dataArgs;
     if (gradAccumRuntime > 1)
@@ -766,8 +760,8 @@ int runInterp(MLIRContext &context) {
   if (auto buckets = func->getAttrOfType<ArrayAttr>("kiln.buckets")) {
     for (auto ref : buckets.getAsRange<FlatSymbolRefAttr>()) {
       auto bucket = module->lookupSymbol<func::FuncOp>(ref.getValue());
-      auto pinned = bucket ? bucket->getAttrOfType<DictionaryAttr>("kiln.bucket")
-                           : DictionaryAttr();
+      auto pinned =
+          bucket ? bucket->getAttrOfType<DictionaryAttr>("kiln.bucket") : DictionaryAttr();
       if (!pinned)
         continue;
       bool matches = llvm::all_of(pinned, [&](NamedAttribute entry) {

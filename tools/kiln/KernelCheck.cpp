@@ -25,8 +25,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -105,8 +105,9 @@ Range rangeFor(BlockArgument arg, const StringMap<int64_t> &sizes) {
         range.ignoreIndex = user->getAttrOfType<IntegerAttr>("ignore_index").getInt();
       } else if (isa<SqrtOp, RsqrtOp, LogOp, PowOp>(user))
         range.positive = true;
-      bool view = isa<ReshapeOp, SliceOp, PadOp, SqueezeOp, UnsqueezeOp, ExpandOp, TransposeOp,
-                      ConcatOp>(user);
+      bool view =
+          isa<ReshapeOp, SliceOp, PadOp, SqueezeOp, UnsqueezeOp, ExpandOp, TransposeOp, ConcatOp>(
+              user);
       for (Value r : user->getResults())
         work.push_back({r, derived || !view});
     }
@@ -140,14 +141,51 @@ std::string rawBytes(const HostTensor &t) {
   auto put = [&](const void *p, size_t n) { out.append(static_cast<const char *>(p), n); };
   for (int64_t i = 0, e = t.numel(); i < e; ++i) {
     switch (t.dtype) {
-    case DType::F32: { float v = t.getDouble(i); put(&v, 4); break; }
-    case DType::F64: { double v = t.getDouble(i); put(&v, 8); break; }
-    case DType::BF16: { uint16_t v = toBf16(t.getDouble(i)); put(&v, 2); break; }
-    case DType::F16: { uint16_t v = toF16(t.getDouble(i)); put(&v, 2); break; }
-    case DType::Bool: case DType::I8: case DType::U8: { int8_t v = t.getInt(i); put(&v, 1); break; }
-    case DType::I16: case DType::U16: { int16_t v = t.getInt(i); put(&v, 2); break; }
-    case DType::I32: case DType::U32: { int32_t v = t.getInt(i); put(&v, 4); break; }
-    case DType::I64: case DType::U64: { int64_t v = t.getInt(i); put(&v, 8); break; }
+    case DType::F32: {
+      float v = t.getDouble(i);
+      put(&v, 4);
+      break;
+    }
+    case DType::F64: {
+      double v = t.getDouble(i);
+      put(&v, 8);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t v = toBf16(t.getDouble(i));
+      put(&v, 2);
+      break;
+    }
+    case DType::F16: {
+      uint16_t v = toF16(t.getDouble(i));
+      put(&v, 2);
+      break;
+    }
+    case DType::Bool:
+    case DType::I8:
+    case DType::U8: {
+      int8_t v = t.getInt(i);
+      put(&v, 1);
+      break;
+    }
+    case DType::I16:
+    case DType::U16: {
+      int16_t v = t.getInt(i);
+      put(&v, 2);
+      break;
+    }
+    case DType::I32:
+    case DType::U32: {
+      int32_t v = t.getInt(i);
+      put(&v, 4);
+      break;
+    }
+    case DType::I64:
+    case DType::U64: {
+      int64_t v = t.getInt(i);
+      put(&v, 8);
+      break;
+    }
     }
   }
   return out;
@@ -302,7 +340,8 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       for (Dim d : getDims(type)) {
         std::optional<int64_t> v = evaluate(d);
         if (!v)
-          return fail(kernel.getSymName() + ": --kernel-check gives no value for " + dimToString(d));
+          return fail(kernel.getSymName() + ": --kernel-check gives no value for " +
+                      dimToString(d));
         shape.push_back(*v);
       }
       HostTensor t(*dtype, shape);
@@ -337,8 +376,8 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       }
     }
     if (!reference.ok())
-      return fail(kernel.getSymName() + ": reference interpreter: " +
-                  std::string(reference.status().message()));
+      return fail(kernel.getSymName() +
+                  ": reference interpreter: " + std::string(reference.status().message()));
     for (const HostTensor &out : reference->outputs)
       lowPrecision |= out.dtype == DType::BF16 || out.dtype == DType::F16;
     for (Value v : body.getTerminator()->getOperands()) {
@@ -417,8 +456,8 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
     WalkResult walked = func.walk([&](kernel::GemmOp gemm) {
       std::string name = (func.getName() + "_gemm" + Twine(number++)).str();
       auto value = [&](Dim d) { return evaluate(d); };
-      std::optional<int64_t> m = value(gemm.getM()), n = value(gemm.getN()),
-                             k = value(gemm.getK()), batch = value(gemm.getBatch());
+      std::optional<int64_t> m = value(gemm.getM()), n = value(gemm.getN()), k = value(gemm.getK()),
+                             batch = value(gemm.getBatch());
       SmallVector<int64_t> strides;
       for (Dim d : gemm.getStrides().getDims())
         if (std::optional<int64_t> v = value(d))
@@ -448,13 +487,13 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       RankedTensorType biasType = RankedTensorType::get({*n}, ea);
       if (gemm.getBias())
         argTypes.push_back(biasType);
-      auto reference = builder.create<func::FuncOp>(
-          gemm.getLoc(), "reference", FunctionType::get(context, argTypes, {ct}));
+      auto reference = builder.create<func::FuncOp>(gemm.getLoc(), "reference",
+                                                    FunctionType::get(context, argTypes, {ct}));
       Block *entry = reference.addEntryBlock();
       builder.setInsertionPointToEnd(entry);
       Location loc = gemm.getLoc();
-      Value product = builder.create<MatmulOp>(loc, ct, entry->getArgument(0),
-                                               entry->getArgument(1), ta, tb);
+      Value product =
+          builder.create<MatmulOp>(loc, ct, entry->getArgument(0), entry->getArgument(1), ta, tb);
       // The epilogue, spelled with the graph ops it replaced.
       kernel::Epilogue epilogue = gemm.getEpilogue();
       if (gemm.getBias())

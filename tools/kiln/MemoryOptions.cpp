@@ -30,29 +30,29 @@ using namespace mlir;
 namespace kiln::driver {
 namespace {
 
-cl::opt<std::string> memoryReport(
-    "memory-report",
-    cl::desc("Print the planned peak memory (parameters, optimizer state, "
-             "activations, workspace) and the largest tensors live at the "
-             "peak, at these symbol values (`--memory-report=` for static "
-             "models); the IR is then written only with -o"),
-    cl::value_desc("symbol=value,..."), cl::sub(compileCommand()),
-    cl::cat(category()));
-cl::opt<std::string> memoryPlanFile(
-    "memory-plan",
-    cl::desc("Write the memory plan (buffers, symbolic sizes and offsets, "
-             "live intervals) as JSON to this file"),
-    cl::value_desc("file"), cl::sub(compileCommand()), cl::cat(category()));
-cl::opt<std::string> rematBudgetFlag(
-    "remat-budget",
-    cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
-             "pointwise (keep the fewest bytes recomputing only pointwise, cast "
-             "and shape ops), auto (also norms, and matmul/attention while the "
-             "estimated step time grows by at most 10%), min (the smallest "
-             "planned peak it can reach) or a planned-peak limit in GiB; "
-             "default pointwise"),
-    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("pointwise"), cl::sub(compileCommand()),
-    cl::cat(category()));
+cl::opt<std::string>
+    memoryReport("memory-report",
+                 cl::desc("Print the planned peak memory (parameters, optimizer state, "
+                          "activations, workspace) and the largest tensors live at the "
+                          "peak, at these symbol values (`--memory-report=` for static "
+                          "models); the IR is then written only with -o"),
+                 cl::value_desc("symbol=value,..."), cl::sub(compileCommand()),
+                 cl::cat(category()));
+cl::opt<std::string>
+    memoryPlanFile("memory-plan",
+                   cl::desc("Write the memory plan (buffers, symbolic sizes and offsets, "
+                            "live intervals) as JSON to this file"),
+                   cl::value_desc("file"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string>
+    rematBudgetFlag("remat-budget",
+                    cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
+                             "pointwise (keep the fewest bytes recomputing only pointwise, cast "
+                             "and shape ops), auto (also norms, and matmul/attention while the "
+                             "estimated step time grows by at most 10%), min (the smallest "
+                             "planned peak it can reach) or a planned-peak limit in GiB; "
+                             "default pointwise"),
+                    cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("pointwise"),
+                    cl::sub(compileCommand()), cl::cat(category()));
 
 /// `batch=4,seq=2048`, or `batch=1..64,seq=16..8192:8` read as the maxima.
 FailureOr<SymbolValues> parseValues(StringRef spec, StringRef flag) {
@@ -105,8 +105,7 @@ std::string formatFlops(int64_t flops) {
 }
 
 /// What kiln-remat recorded, and which ops it cloned.
-void printRematSummary(func::FuncOp func, const SymbolValues &values,
-                       raw_ostream &os) {
+void printRematSummary(func::FuncOp func, const SymbolValues &values, raw_ostream &os) {
   auto remat = func->getAttrOfType<DictionaryAttr>("kiln.remat");
   if (!remat)
     return;
@@ -125,12 +124,11 @@ void printRematSummary(func::FuncOp func, const SymbolValues &values,
   for (auto &[name, count] : byOp)
     kinds.push_back(std::to_string(count) + " " + name);
   int64_t extra = number("extra_flops");
-  os << "rematerialization (--remat-budget="
-     << remat.getAs<StringAttr>("budget").getValue() << ")\n";
+  os << "rematerialization (--remat-budget=" << remat.getAs<StringAttr>("budget").getValue()
+     << ")\n";
   os << "  kept for backward       " << number("saved") << " tensors, "
-     << formatBytes(number("saved_bytes")) << " (without remat: "
-     << number("saved_before") << " tensors, "
-     << formatBytes(number("saved_bytes_before")) << ")\n";
+     << formatBytes(number("saved_bytes")) << " (without remat: " << number("saved_before")
+     << " tensors, " << formatBytes(number("saved_bytes_before")) << ")\n";
   os << "  recomputed              " << number("recomputed") << " ops";
   if (!kinds.empty())
     os << ": " << llvm::join(kinds, ", ");
@@ -146,14 +144,13 @@ void printRematSummary(func::FuncOp func, const SymbolValues &values,
                         "roofline estimate)\n",
                         stepBefore / 1000.0, step / 1000.0, step >= stepBefore ? "+" : "",
                         100.0 * (step - stepBefore) / static_cast<double>(stepBefore));
-  os << "  planned peak            " << formatBytes(number("peak_bytes_before"))
-     << " -> " << formatBytes(number("peak_bytes")) << "\n";
+  os << "  planned peak            " << formatBytes(number("peak_bytes_before")) << " -> "
+     << formatBytes(number("peak_bytes")) << "\n";
 }
 
 /// Each shape bucket is planned at its own values (the others from the
 /// report): the same symbolic sizes, evaluated per bucket.
-void printBucketPeaks(func::FuncOp main, const SymbolValues &values,
-                      raw_ostream &os) {
+void printBucketPeaks(func::FuncOp main, const SymbolValues &values, raw_ostream &os) {
   auto buckets = main->getAttrOfType<ArrayAttr>("kiln.buckets");
   if (!buckets)
     return;
@@ -199,9 +196,8 @@ int reportMemory(ModuleOp module, StringRef dynamicSpec, bool stepProgram) {
     return 1;
   MemoryPlan plan = planMemory(func, *values);
   if (!plan.unboundSymbols.empty())
-    return fail("--memory-report needs a value for " +
-                llvm::join(plan.unboundSymbols, ", ") + " (e.g. --memory-report " +
-                plan.unboundSymbols.front() + "=1024)");
+    return fail("--memory-report needs a value for " + llvm::join(plan.unboundSymbols, ", ") +
+                " (e.g. --memory-report " + plan.unboundSymbols.front() + "=1024)");
   // The kernel-level plan: what the runtime allocates for this step.
   std::optional<artifact::StepMemoryPlan> step;
   StepPeak stepPeak;

@@ -87,8 +87,7 @@ std::optional<std::string> argumentOfClass(StringRef className,
 
 } // namespace
 
-LogicalResult checkPassNames(ArrayRef<std::string> names, StringRef flag,
-                             std::string &error) {
+LogicalResult checkPassNames(ArrayRef<std::string> names, StringRef flag, std::string &error) {
   std::set<std::string> known = compilePassNames();
   for (const std::string &name : names) {
     if (known.count(name))
@@ -96,8 +95,8 @@ LogicalResult checkPassNames(ArrayRef<std::string> names, StringRef flag,
     std::string hint;
     if (std::optional<std::string> argument = argumentOfClass(name, known))
       hint = " ('" + name + "' is the class name of " + *argument + ")";
-    error = (flag + ": unknown pass '" + name + "'" + hint + "; kiln compile's passes: " +
-             join(known, ", "))
+    error = (flag + ": unknown pass '" + name + "'" + hint +
+             "; kiln compile's passes: " + join(known, ", "))
                 .str();
     return failure();
   }

@@ -36,8 +36,7 @@ void CompileProgress::clearCurrent() {
 }
 
 void CompileProgress::draw(const std::string &text, bool keep) {
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string line;
   raw_string_ostream os(line);
   os << "kiln: [" << format("%5.1f", seconds) << " s] " << text;

@@ -43,47 +43,44 @@ namespace {
 
 enum class Format { Markdown, Json };
 
-cl::list<std::string> models(cl::Positional, cl::desc("<model.onnx | IR.mlir>..."),
-                             cl::OneOrMore, cl::sub(reportCommand()), cl::cat(category()));
+cl::list<std::string> models(cl::Positional, cl::desc("<model.onnx | IR.mlir>..."), cl::OneOrMore,
+                             cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<int64_t> batch("batch", cl::desc("Value of the size symbol `batch` the plans use"),
                        cl::init(4), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<int64_t> seq("seq", cl::desc("Value of the size symbol `seq` the plans use"),
                      cl::init(2048), cl::sub(reportCommand()), cl::cat(category()));
-cl::opt<std::string> sizes(
-    "sizes", cl::desc("Values of other size symbols: n=8,ctx=512 (override --batch/--seq)"),
-    cl::value_desc("symbol=N,..."), cl::sub(reportCommand()), cl::cat(category()));
-cl::opt<std::string> loraSpec(
-    "lora",
-    cl::desc("The LoRA (and QLoRA) adapters, as kiln compile --lora takes them; "
-             "targets= defaults to PEFT's usual projection names"),
-    cl::value_desc("spec"), cl::init("r=16,alpha=32"), cl::sub(reportCommand()),
-    cl::cat(category()));
+cl::opt<std::string>
+    sizes("sizes", cl::desc("Values of other size symbols: n=8,ctx=512 (override --batch/--seq)"),
+          cl::value_desc("symbol=N,..."), cl::sub(reportCommand()), cl::cat(category()));
+cl::opt<std::string>
+    loraSpec("lora",
+             cl::desc("The LoRA (and QLoRA) adapters, as kiln compile --lora takes them; "
+                      "targets= defaults to PEFT's usual projection names"),
+             cl::value_desc("spec"), cl::init("r=16,alpha=32"), cl::sub(reportCommand()),
+             cl::cat(category()));
 cl::opt<std::string> loraSkip("lora-skip", cl::desc("Regex of weights that get no adapter"),
                               cl::value_desc("regex"), cl::sub(reportCommand()),
                               cl::cat(category()));
 cl::opt<std::string> quant("quant",
                            cl::desc("QLoRA's storage of the frozen weights: nf4, or none "
                                     "(no QLoRA columns)"),
-                           cl::value_desc("scheme"), cl::init("nf4"),
-                           cl::sub(reportCommand()), cl::cat(category()));
+                           cl::value_desc("scheme"), cl::init("nf4"), cl::sub(reportCommand()),
+                           cl::cat(category()));
 cl::opt<std::string> precision("precision",
                                cl::desc("Compute precision of the planned steps (fp32 or "
                                         "bf16; attention kernels depend on it)"),
-                               cl::init("bf16"), cl::sub(reportCommand()),
-                               cl::cat(category()));
+                               cl::init("bf16"), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<std::string> optimizer("optimizer", cl::desc("Optimizer of the planned steps"),
-                               cl::init("adamw"), cl::sub(reportCommand()),
-                               cl::cat(category()));
-cl::opt<bool> budgetSearch(
-    "budget-search",
-    cl::desc("Find the smallest remat budget (kiln-remat's budget=min, the "
-             "slowest column; =false leaves it out)"),
-    cl::init(true), cl::sub(reportCommand()), cl::cat(category()));
+                               cl::init("adamw"), cl::sub(reportCommand()), cl::cat(category()));
+cl::opt<bool> budgetSearch("budget-search",
+                           cl::desc("Find the smallest remat budget (kiln-remat's budget=min, the "
+                                    "slowest column; =false leaves it out)"),
+                           cl::init(true), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<Format> format("format", cl::desc("Output format"),
                        cl::values(clEnumValN(Format::Markdown, "md", "a Markdown table"),
-                                  clEnumValN(Format::Json, "json", "JSON: the settings and one object per row")),
-                       cl::init(Format::Markdown), cl::sub(reportCommand()),
-                       cl::cat(category()));
+                                  clEnumValN(Format::Json, "json",
+                                             "JSON: the settings and one object per row")),
+                       cl::init(Format::Markdown), cl::sub(reportCommand()), cl::cat(category()));
 cl::opt<std::string> output("o", cl::desc("Write the report here (default: stdout)"),
                             cl::value_desc("file"), cl::init("-"), cl::sub(reportCommand()),
                             cl::cat(category()));
@@ -114,8 +111,7 @@ struct FirstError {
 };
 
 /// Like loadModule, but a failure is the row's reason, not a printed error.
-OwningOpRef<ModuleOp> load(MLIRContext &context, const std::string &path,
-                           std::string &error) {
+OwningOpRef<ModuleOp> load(MLIRContext &context, const std::string &path, std::string &error) {
   if (sys::fs::is_directory(path)) {
     error = path + ": is a directory, not a model file";
     return nullptr;
@@ -149,7 +145,7 @@ void setStepOptions(PipelineOptions &options, StringRef until, bool withLora, bo
     options.loraSkip = loraSkip.getValue();
   } else if (nf4) {
     options.train = "none"; // what QLoRA freezes: every base weight
-  } // else a full fine-tune: everything trains
+  }                         // else a full fine-tune: everything trains
   if (nf4)
     options.quant = quant.getValue();
   options.rematBudget = remat.str();
@@ -215,8 +211,7 @@ void planStep(ModuleOp step, const SymbolValues &values, PlannedStep &planned,
 /// the answer (docs/memory.md, "Budgets").
 BudgetSearch searchBudget(ModuleOp module, bool nf4, const SymbolValues &values) {
   BudgetSearch search;
-  OwningOpRef<ModuleOp> step =
-      runTrainStep(module, "step", true, nf4, "min", values, search.error);
+  OwningOpRef<ModuleOp> step = runTrainStep(module, "step", true, nf4, "min", values, search.error);
   if (!step)
     return search;
   auto remat = findMain(*step)->getAttrOfType<DictionaryAttr>("kiln.remat");
@@ -255,12 +250,12 @@ AttentionPath attentionOf(func::FuncOp step, ModuleOp lowered) {
   for (const AttentionSite &site : sites) {
     path.raised += site.raised;
     std::string mask = attentionMaskName(site.mask).str();
-    std::string kind = !site.raised ? "not raised" + (site.mask == AttentionMask::None
-                                                           ? std::string()
-                                                           : " (mask: " + mask + ")")
-                       : site.mask == AttentionMask::None
-                           ? (site.causal ? "causal" : "unmasked")
-                           : (site.causal ? "causal + mask (" : "masked (") + mask + ")";
+    std::string kind =
+        !site.raised ? "not raised" + (site.mask == AttentionMask::None ? std::string()
+                                                                        : " (mask: " + mask + ")")
+        : site.mask == AttentionMask::None
+            ? (site.causal ? "causal" : "unmasked")
+            : (site.causal ? "causal + mask (" : "masked (") + mask + ")";
     kinds.insert(kind);
     allFlash &= site.raised && kernel::isFlashAttention(site.op);
   }
@@ -309,8 +304,8 @@ void countAdapters(ModuleOp module, const SymbolValues &values, ReportRow &row) 
         ++row.loraTargets;
         // The module's own name (q_proj), in order of first appearance.
         StringRef module = name.drop_back(StringRef(".lora_A.weight").size());
-        std::string kind = module.rsplit('.').second.empty() ? module.str()
-                                                              : module.rsplit('.').second.str();
+        std::string kind =
+            module.rsplit('.').second.empty() ? module.str() : module.rsplit('.').second.str();
         if (!llvm::is_contained(row.loraKinds, kind))
           row.loraKinds.push_back(kind);
       }
@@ -340,8 +335,7 @@ std::vector<std::string> unboundSymbols(func::FuncOp main, const SymbolValues &v
   return missing;
 }
 
-ReportRow reportModel(MLIRContext &context, const std::string &path,
-                      const SymbolValues &values) {
+ReportRow reportModel(MLIRContext &context, const std::string &path, const SymbolValues &values) {
   Clock::time_point start = Clock::now();
   ReportRow row;
   row.model = path;
@@ -370,8 +364,8 @@ ReportRow reportModel(MLIRContext &context, const std::string &path,
   std::vector<std::string> missing = unboundSymbols(main, values);
   std::string unbound;
   if (!missing.empty())
-    unbound = "needs a value for " + llvm::join(missing, ", ") + " (--sizes " +
-              missing.front() + "=N)";
+    unbound =
+        "needs a value for " + llvm::join(missing, ", ") + " (--sizes " + missing.front() + "=N)";
   for (bool nf4 : {false, true}) {
     if (nf4 && quant == "none")
       continue;

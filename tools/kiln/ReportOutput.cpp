@@ -29,8 +29,10 @@ std::string formatCount(int64_t n) {
     value /= 1000;
     ++unit;
   }
-  return formatv(value < 10 ? "{0:F2}{1}" : value < 100 ? "{0:F1}{1}" : "{0:F0}{1}", value,
-                 units[unit])
+  return formatv(value < 10    ? "{0:F2}{1}"
+                 : value < 100 ? "{0:F1}{1}"
+                               : "{0:F0}{1}",
+                 value, units[unit])
       .str();
 }
 
@@ -51,8 +53,9 @@ std::string sizesText(const SymbolValues &sizes) {
 std::string cell(StringRef text) {
   std::string out;
   for (char c : text)
-    out += c == '|' ? std::string("\\|") : c == '\n' || c == '\r' ? std::string(" ")
-                                                                   : std::string(1, c);
+    out += c == '|'                 ? std::string("\\|")
+           : c == '\n' || c == '\r' ? std::string(" ")
+                                    : std::string(1, c);
   if (out.size() > 120) {
     size_t cut = 117;
     while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
@@ -201,23 +204,19 @@ json::Value rowJson(const ReportRow &row) {
   if (!row.error.empty())
     return json::Object{{"model", utf8(row.model)}, {"error", utf8(row.error)}};
   const ModelArchitecture &a = row.arch;
-  json::Object arch{{"family", a.family},
-                    {"head", orNull(a.head)},
-                    {"layers", a.layers},
-                    {"hidden", a.hidden},
-                    {"heads", a.heads},
-                    {"kv_heads", a.kvHeads},
-                    {"head_dim", a.headDim},
-                    {"uniform_attention", a.uniformAttention},
-                    {"vocab", a.vocab},
-                    {"linear_layers", a.linearLayers},
-                    {"norm", orNull(a.norm)},
-                    {"activation", orNull(a.activation)}};
+  json::Object arch{{"family", a.family},     {"head", orNull(a.head)},
+                    {"layers", a.layers},     {"hidden", a.hidden},
+                    {"heads", a.heads},       {"kv_heads", a.kvHeads},
+                    {"head_dim", a.headDim},  {"uniform_attention", a.uniformAttention},
+                    {"vocab", a.vocab},       {"linear_layers", a.linearLayers},
+                    {"norm", orNull(a.norm)}, {"activation", orNull(a.activation)}};
   json::Value first = nullptr;
   if (!row.breaks.breaks.empty()) {
     const GraphBreak &b = row.breaks.breaks.front();
-    first = json::Object{{"code", b.code}, {"op_type", utf8(b.opType)},
-                         {"node", utf8(b.nodeName)}, {"reason", utf8(b.reason)}};
+    first = json::Object{{"code", b.code},
+                         {"op_type", utf8(b.opType)},
+                         {"node", utf8(b.nodeName)},
+                         {"reason", utf8(b.reason)}};
   }
   json::Object breaks{{"count", static_cast<int64_t>(row.breaks.breaks.size())},
                       {"graphs", static_cast<int64_t>(row.breaks.opsPerGraph.size())},
@@ -247,25 +246,24 @@ json::Value rowJson(const ReportRow &row) {
     memory[setup.name] = json::Object{{"remat_none", stepJson(setup.none)},
                                       {"remat_auto", stepJson(setup.automatic)},
                                       {"min_budget", budgetJson(setup.budget)}};
-  return json::Object{
-      {"model", utf8(row.model)},
-      {"error", nullptr},
-      {"architecture", std::move(arch)},
-      {"parameters", a.parameters},
-      {"parameter_bytes", a.parameterBytes},
-      {"graph_breaks", std::move(breaks)},
-      {"fullgraph", row.breaks.breaks.empty()},
-      {"attention", std::move(attention)},
-      {"lora", json::Object{{"error", orNull(row.loraError)},
-                            {"targets", row.loraTargets},
-                            {"modules", std::move(modules)},
-                            {"adapter_parameters", row.adapterParameters}}},
-      {"nf4", json::Object{{"error", orNull(row.nf4Error)},
-                           {"weights", row.nf4Weights},
-                           {"parameters", row.nf4Parameters}}},
-      {"memory", std::move(memory)},
-      {"compile_seconds", row.compileSeconds},
-      {"report_seconds", row.reportSeconds}};
+  return json::Object{{"model", utf8(row.model)},
+                      {"error", nullptr},
+                      {"architecture", std::move(arch)},
+                      {"parameters", a.parameters},
+                      {"parameter_bytes", a.parameterBytes},
+                      {"graph_breaks", std::move(breaks)},
+                      {"fullgraph", row.breaks.breaks.empty()},
+                      {"attention", std::move(attention)},
+                      {"lora", json::Object{{"error", orNull(row.loraError)},
+                                            {"targets", row.loraTargets},
+                                            {"modules", std::move(modules)},
+                                            {"adapter_parameters", row.adapterParameters}}},
+                      {"nf4", json::Object{{"error", orNull(row.nf4Error)},
+                                           {"weights", row.nf4Weights},
+                                           {"parameters", row.nf4Parameters}}},
+                      {"memory", std::move(memory)},
+                      {"compile_seconds", row.compileSeconds},
+                      {"report_seconds", row.reportSeconds}};
 }
 
 } // namespace
@@ -273,8 +271,8 @@ json::Value rowJson(const ReportRow &row) {
 void printMarkdownReport(const ReportSettings &settings, const std::vector<ReportRow> &rows,
                          raw_ostream &os) {
   bool qlora = settings.quant != "none";
-  os << "Planned at " << sizesText(settings.sizes) << "; " << settings.precision
-     << " compute, " << settings.optimizer << "; LoRA " << settings.lora;
+  os << "Planned at " << sizesText(settings.sizes) << "; " << settings.precision << " compute, "
+     << settings.optimizer << "; LoRA " << settings.lora;
   if (qlora)
     os << "; QLoRA: the same adapters on " << settings.quant << " base weights";
   os << ". Peaks: the step program's plan (what kiln-run allocates, cuBLASLt "
@@ -296,10 +294,9 @@ void printMarkdownReport(const ReportSettings &settings, const std::vector<Repor
       os << "\n";
       continue;
     }
-    os << cell(architectureCell(row.arch)) << " | " << formatCount(row.arch.parameters)
-       << " | " << cell(breaksCell(row.breaks)) << " | "
-       << (row.breaks.breaks.empty() ? "yes" : "no") << " | "
-       << cell(attentionCell(row.attention)) << " | ";
+    os << cell(architectureCell(row.arch)) << " | " << formatCount(row.arch.parameters) << " | "
+       << cell(breaksCell(row.breaks)) << " | " << (row.breaks.breaks.empty() ? "yes" : "no")
+       << " | " << cell(attentionCell(row.attention)) << " | ";
     os << cell(loraCell(row)) << " | ";
     if (!row.nf4Error.empty())
       os << "error: " << cell(row.nf4Error);

@@ -47,7 +47,7 @@ OwningOpRef<ModuleOp> lowerStepProgram(ModuleOp module, std::string &error) {
 }
 
 FailureOr<artifact::StepMemoryPlan> planStepProgram(ModuleOp module, const SymbolValues &values,
-                                                   std::string &error, StepPeak *peak) {
+                                                    std::string &error, StepPeak *peak) {
   OwningOpRef<ModuleOp> lowered = lowerStepProgram(module, error);
   if (!lowered)
     return failure();

@@ -55,17 +55,17 @@ cl::SubCommand &reportCommand() {
   return command;
 }
 cl::SubCommand &interpCommand() {
-  static cl::SubCommand command(
-      "interp", "Run a model or graph-dialect IR on the CPU reference interpreter");
+  static cl::SubCommand command("interp",
+                                "Run a model or graph-dialect IR on the CPU reference interpreter");
   return command;
 }
-cl::opt<bool> raiseComposites(
-    "raise-composites",
-    cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
-             "spelling (--kiln-raise-composites); =false keeps the export's ops"),
-    cl::init(true), cl::sub(importCommand()), cl::sub(interpCommand()),
-    cl::sub(compileCommand()), cl::sub(explainCommand()), cl::sub(reportCommand()),
-    cl::cat(category()));
+cl::opt<bool>
+    raiseComposites("raise-composites",
+                    cl::desc("Rebuild RMSNorm, SiLU and attention from their decomposed "
+                             "spelling (--kiln-raise-composites); =false keeps the export's ops"),
+                    cl::init(true), cl::sub(importCommand()), cl::sub(interpCommand()),
+                    cl::sub(compileCommand()), cl::sub(explainCommand()), cl::sub(reportCommand()),
+                    cl::cat(category()));
 
 namespace {
 cl::opt<bool> listOptions("list-options",
@@ -117,8 +117,7 @@ int closeOutput(ToolOutputFile &file, StringRef path) {
     // Reported here, not by raw_fd_ostream's destructor (LLVM ERROR: IO
     // failure on output stream); a partial regular file is removed.
     os.clear_error();
-    return fail((path == "-" ? StringRef("<stdout>") : path) +
-                ": write failed: " + ec.message());
+    return fail((path == "-" ? StringRef("<stdout>") : path) + ": write failed: " + ec.message());
   }
   file.keep();
   return 0;
@@ -127,13 +126,12 @@ int closeOutput(ToolOutputFile &file, StringRef path) {
 void reportUnsupported(const ImportResult &result) {
   CompileProgress::clearCurrent();
   for (const UnsupportedNode &node : result.unsupported)
-    errs() << "kiln: warning: unsupported op " << node.opType << " (node '"
-           << node.nodeName << "'): " << node.reason << "\n";
+    errs() << "kiln: warning: unsupported op " << node.opType << " (node '" << node.nodeName
+           << "'): " << node.reason << "\n";
 }
 
 OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &path,
-                                 ImportOptions options, std::string &weightsPath,
-                                 bool quiet) {
+                                 ImportOptions options, std::string &weightsPath, bool quiet) {
   setDiagnosticInput(path);
   if (StringRef(path).ends_with(".mlir")) {
     SourceMgr sourceMgr;

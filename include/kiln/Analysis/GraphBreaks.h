@@ -14,8 +14,8 @@ struct GraphBreak {
   std::string code;     // unsupported-op, data-dependent-shape, control-flow, ...
   std::string nodeName; // the ONNX node
   std::string opType;
-  std::string reason;   // what exactly is unsupported
-  std::string hint;     // how to avoid it, when there is a known way
+  std::string reason; // what exactly is unsupported
+  std::string hint;   // how to avoid it, when there is a known way
   std::string location;
 };
 

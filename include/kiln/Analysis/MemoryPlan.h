@@ -114,8 +114,7 @@ MemoryPlan planMemory(mlir::func::FuncOp func, const SymbolValues &symbols);
 
 /// The human-readable report of `kiln compile --memory-report`: peak by
 /// category, then the `topK` largest tensors live at the peak.
-void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os,
-                       unsigned topK = 10);
+void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os, unsigned topK = 10);
 /// The plan as JSON (buffers with symbolic sizes and offsets, tensors with
 /// their intervals): what the runtime consumes.
 llvm::json::Value memoryPlanToJSON(const MemoryPlan &plan);
@@ -125,8 +124,7 @@ int64_t elementBytes(mlir::Type elementType);
 /// A tensor type's byte size as an expression (null if it has none).
 SymExprAttr tensorBytesExpr(mlir::RankedTensorType type);
 /// A tensor type's byte size at `symbols`; nullopt if a symbol is unbound.
-std::optional<int64_t> tensorBytes(mlir::RankedTensorType type,
-                                   const SymbolValues &symbols);
+std::optional<int64_t> tensorBytes(mlir::RankedTensorType type, const SymbolValues &symbols);
 /// "1.50 GiB", "12.0 MiB", "96 B".
 std::string formatBytes(int64_t bytes);
 

@@ -39,8 +39,7 @@ mlir::FailureOr<std::string> emitGuardsSection(mlir::func::FuncOp func);
 /// reads (frozen), each with dtype and static shape; `"init": true` marks
 /// those the module's init program produces (adapters, NF4 codes), which
 /// the weights file need not hold.
-mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module,
-                                               mlir::func::FuncOp step);
+mlir::FailureOr<std::string> emitParamsSection(mlir::ModuleOp module, mlir::func::FuncOp step);
 
 /// The token vocabulary \p step reads (meta "vocab_size"): the rows of the
 /// embedding table a data input indexes, else the class dimension of the
@@ -52,8 +51,7 @@ std::optional<int64_t> stepVocabularySize(mlir::func::FuncOp step);
 /// model, LoRA's settings (module attribute kiln.lora) and the tuning search
 /// space (kiln.tuning: "tuning": {"gemm_topk": K, "attention": [...]}), and
 /// the vocabulary (vocab_size) when stepVocabularySize finds one.
-std::string emitMetaSection(mlir::func::FuncOp step,
-                            llvm::StringRef sourceModel,
+std::string emitMetaSection(mlir::func::FuncOp step, llvm::StringRef sourceModel,
                             const std::vector<std::string> &targets = {});
 
 /// The "step" (or "init") section: \p func, a function after
@@ -61,8 +59,7 @@ std::string emitMetaSection(mlir::func::FuncOp step,
 /// \p kernelModules maps each kernel symbol to the NVRTC module (artifact
 /// section kernels/<module>/...) holding its code.
 mlir::FailureOr<std::string>
-emitStepProgramSection(mlir::func::FuncOp func,
-                       const llvm::StringMap<std::string> &kernelModules);
+emitStepProgramSection(mlir::func::FuncOp func, const llvm::StringMap<std::string> &kernelModules);
 
 /// The section holding the step program of shape bucket \p function:
 /// "step/<function>".
@@ -76,17 +73,16 @@ std::string bucketSectionName(llvm::StringRef function);
 /// without `kiln.buckets`. Fails with a diagnostic on \p step for a listed
 /// function that is missing, lacks a `kiln.bucket` of positive integers or
 /// pins a symbol meta's "symbols" does not list.
-mlir::LogicalResult
-addBucketSections(mlir::func::FuncOp step,
-                  const llvm::StringMap<std::string> &kernelModules,
-                  std::vector<std::pair<std::string, std::string>> &sections);
+mlir::LogicalResult addBucketSections(mlir::func::FuncOp step,
+                                      const llvm::StringMap<std::string> &kernelModules,
+                                      std::vector<std::pair<std::string, std::string>> &sections);
 
 /// \p func, a function after kiln-lower-to-step, planned at \p values by
 /// the runtime's own planner on its step-program encoding: the arena the
 /// runtime allocates, as the "memory_plan" section records it. Fails with a
 /// diagnostic (an unbound symbol, a function that does not encode).
-mlir::FailureOr<artifact::StepMemoryPlan>
-planLoweredStep(mlir::func::FuncOp func, const artifact::SymbolBindings &values);
+mlir::FailureOr<artifact::StepMemoryPlan> planLoweredStep(mlir::func::FuncOp func,
+                                                          const artifact::SymbolBindings &values);
 
 /// Where the lowered step's arena peaks: the op with the most arena bytes
 /// live (the runtime's liveness) and the largest buffers live there.
@@ -117,8 +113,7 @@ stepArtifactSections(mlir::ModuleOp module, llvm::StringRef sourceModel,
 /// Writes \p path: a .kiln artifact with the meta, guards and params
 /// sections of \p module's `@main` (no kernels or step program yet: codegen
 /// adds them). Fails with a diagnostic.
-mlir::LogicalResult writeStepArtifact(mlir::ModuleOp module,
-                                      llvm::StringRef sourceModel,
+mlir::LogicalResult writeStepArtifact(mlir::ModuleOp module, llvm::StringRef sourceModel,
                                       llvm::StringRef path);
 
 } // namespace kiln

@@ -21,10 +21,10 @@ namespace kiln::codegen {
 struct KernelPlan {
   mutable kernel::KernelOp kernel; // op accessors are not const
   kernel::FusionKind kind;
-  mlir::Operation *anchor = nullptr;                 // row / scan / ... op
-  llvm::SmallVector<mlir::BlockArgument> inputs;     // kernel params, in order
-  llvm::SmallVector<mlir::Value> outputs;            // yielded values
-  llvm::SmallVector<std::string> symbols;            // int64 params
+  mlir::Operation *anchor = nullptr;             // row / scan / ... op
+  llvm::SmallVector<mlir::BlockArgument> inputs; // kernel params, in order
+  llvm::SmallVector<mlir::Value> outputs;        // yielded values
+  llvm::SmallVector<std::string> symbols;        // int64 params
 };
 
 /// Step 1: checks that every op of the body has an emitter and that the
@@ -47,15 +47,14 @@ struct CudaSource {
   std::string comment; // what the kernel computes, its parameters
   std::string body;    // the __global__ function
   bool bf16 = false, f16 = false;
-  bool dynamicMap8 = false; // uses the 8-bit dynamic map (NF4 double quant)
+  bool dynamicMap8 = false;    // uses the 8-bit dynamic map (NF4 double quant)
   bool flashAttention = false; // calls kiln_flash (cuda/FlashAttention.cuh)
   std::string standalone() const;
 };
 /// Device helpers (block reductions, atomics), the fp16/bf16 headers and,
 /// when asked, the 8-bit dynamic quantization map and the tiled attention
 /// kernels.
-std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false,
-                        bool flashAttention = false);
+std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8 = false, bool flashAttention = false);
 /// The tiled tensor-core attention kernels' device code (kiln_flash).
 const char *flashAttentionPrelude();
 /// Kiln's sm_90a attention forward (kiln_fa90, cuda/FlashAttention90.cuh):

@@ -25,8 +25,7 @@ struct NvrtcOptions {
   /// Called (one call at a time) when a kernel's last target is done:
   /// `done` of `total` kernels, `cached` when every target came from the
   /// cache. kiln compile's progress line.
-  std::function<void(size_t done, size_t total, const std::string &name, bool cached)>
-      onKernelDone;
+  std::function<void(size_t done, size_t total, const std::string &name, bool cached)> onKernelDone;
 };
 
 struct KernelSource {
@@ -37,7 +36,7 @@ struct KernelSource {
 struct CompiledKernel {
   std::string name;
   std::vector<std::pair<std::string, std::string>> cubins; // arch -> bytes
-  std::string ptx;      // for the lowest requested arch's virtual arch
+  std::string ptx; // for the lowest requested arch's virtual arch
   unsigned cacheHits = 0, compiles = 0;
 };
 

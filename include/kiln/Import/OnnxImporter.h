@@ -3,8 +3,8 @@
 #ifndef KILN_IMPORT_ONNXIMPORTER_H
 #define KILN_IMPORT_ONNXIMPORTER_H
 
-#include "kiln/Support/HostTensor.h"
 #include "absl/status/statusor.h"
+#include "kiln/Support/HostTensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -44,8 +44,7 @@ struct ImportOptions {
 /// initializers; their bytes stay in the file (`kiln.parameter` ops name
 /// them and the module attribute `kiln.weights` points at the model).
 /// Errors are one line: "<path>: node '<name>' (<op>): <what>".
-absl::StatusOr<ImportResult> importOnnxFile(mlir::MLIRContext *context,
-                                            const std::string &path,
+absl::StatusOr<ImportResult> importOnnxFile(mlir::MLIRContext *context, const std::string &path,
                                             const ImportOptions &options = {});
 
 /// Reads a binary or (.onnxtxt/.txt) textual model; errors are one line

@@ -14,8 +14,7 @@ namespace kiln {
 /// including external data files next to it; nothing is read until asked.
 class OnnxWeightSource : public WeightSource {
 public:
-  static absl::StatusOr<std::unique_ptr<OnnxWeightSource>>
-  open(const std::string &modelPath);
+  static absl::StatusOr<std::unique_ptr<OnnxWeightSource>> open(const std::string &modelPath);
   ~OnnxWeightSource() override;
   absl::StatusOr<HostTensor> load(llvm::StringRef name) override;
 

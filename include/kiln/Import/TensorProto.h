@@ -9,9 +9,9 @@
 #ifndef KILN_IMPORT_TENSORPROTO_H
 #define KILN_IMPORT_TENSORPROTO_H
 
-#include "kiln/Support/HostTensor.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kiln/Support/HostTensor.h"
 
 #include <string>
 
@@ -33,8 +33,7 @@ absl::StatusOr<HostTensor> tensorFromProto(const onnx::TensorProto &proto,
 /// The folder external data of the model or tensor file `path` lives in
 /// ("." for a bare file name).
 std::string folderOf(const std::string &path);
-void tensorToProto(const HostTensor &tensor, const std::string &name,
-                   onnx::TensorProto &proto);
+void tensorToProto(const HostTensor &tensor, const std::string &name, onnx::TensorProto &proto);
 
 absl::StatusOr<HostTensor> readTensorFile(const std::string &path);
 /// Writes atomically (temp file + rename) so a crash never leaves half a file.

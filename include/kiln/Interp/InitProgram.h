@@ -33,8 +33,7 @@ private:
 
 /// Runs the module's `@kiln_init` (if any) with `seed`, reading checkpoint
 /// weights from `weights`, and adds its results to `weights.tensors`.
-absl::Status runInitProgram(mlir::ModuleOp module, uint64_t seed,
-                            OverlayWeightSource &weights);
+absl::Status runInitProgram(mlir::ModuleOp module, uint64_t seed, OverlayWeightSource &weights);
 
 } // namespace kiln
 

@@ -9,8 +9,8 @@
 #ifndef KILN_INTERP_INTERPRETER_H
 #define KILN_INTERP_INTERPRETER_H
 
-#include "kiln/Support/HostTensor.h"
 #include "absl/status/statusor.h"
+#include "kiln/Support/HostTensor.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -49,9 +49,10 @@ uint64_t defaultMemoryBudget();
 /// Runs `func` on `inputs` (one per argument, in order). Symbols in the
 /// argument types are bound from the input shapes; a conflict, a wrong rank
 /// or a wrong dtype is an error naming the argument and the symbol.
-absl::StatusOr<InterpreterResult>
-interpret(mlir::func::FuncOp func, llvm::ArrayRef<HostTensor> inputs,
-          WeightSource &weights, const InterpreterOptions &options = {});
+absl::StatusOr<InterpreterResult> interpret(mlir::func::FuncOp func,
+                                            llvm::ArrayRef<HostTensor> inputs,
+                                            WeightSource &weights,
+                                            const InterpreterOptions &options = {});
 
 } // namespace kiln
 

@@ -114,8 +114,7 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
 
 /// The pass options the CLI specs stand for; errors are one line naming the
 /// bad setting.
-mlir::FailureOr<TrainStepPassOptions> parseOptimizerSpec(llvm::StringRef spec,
-                                                         double clipGradNorm,
+mlir::FailureOr<TrainStepPassOptions> parseOptimizerSpec(llvm::StringRef spec, double clipGradNorm,
                                                          std::string &error);
 mlir::FailureOr<LoraPassOptions> parseLoraSpec(llvm::StringRef spec, llvm::StringRef skip,
                                                std::string &error);

@@ -44,10 +44,9 @@ inline PhiloxBlock philox4x32(PhiloxBlock counter, uint64_t seed) {
 /// (index / 4 low, index / 4 high, stream, 0), top 24 bits (exact in fp32).
 inline float philoxUniform(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t block = index / 4;
-  PhiloxBlock words = philox4x32(
-      {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-       static_cast<uint32_t>(stream), 0u},
-      seed);
+  PhiloxBlock words = philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                  static_cast<uint32_t>(stream), 0u},
+                                 seed);
   return static_cast<float>(words[index % 4] >> 8) * (1.0f / 16777216.0f);
 }
 

@@ -6,9 +6,8 @@ using namespace mlir;
 using namespace kiln;
 
 LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                            ValueRange operands, DictionaryAttr,
-                                            OpaqueProperties, RegionRange,
-                                            SmallVectorImpl<Type> &inferred) {
+                                            ValueRange operands, DictionaryAttr, OpaqueProperties,
+                                            RegionRange, SmallVectorImpl<Type> &inferred) {
   for (Value v : operands)
     inferred.push_back(v.getType());
   return success();

@@ -7,9 +7,7 @@
 using namespace mlir;
 using namespace kiln;
 
-LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
-                                           std::optional<Location>,
-                                           Adaptor adaptor,
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
                                            SmallVectorImpl<Type> &results) {
   results.push_back(adaptor.getValue().getType());
   return success();
@@ -17,16 +15,15 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
   auto cond = llvm::cast<RankedTensorType>(adaptor.getCondition().getType());
   auto a = llvm::cast<RankedTensorType>(adaptor.getTrueValue().getType());
   auto b = llvm::cast<RankedTensorType>(adaptor.getFalseValue().getType());
   if (a.getElementType() != b.getElementType())
-    return emitOptionalError(loc, "select branches have different element types: ",
-                             a.getElementType(), " vs ", b.getElementType());
+    return emitOptionalError(loc,
+                             "select branches have different element types: ", a.getElementType(),
+                             " vs ", b.getElementType());
   FailureOr<DimList> dims = broadcastShapes(loc, {cond, a, b});
   if (failed(dims))
     return failure();
@@ -38,8 +35,7 @@ LogicalResult CastOp::verify() {
   auto in = getInput().getType();
   auto out = getResult().getType();
   if (in.getRank() != out.getRank() ||
-      !areCompatibleReturnTypes(
-          {makeTensorType(getDims(in), out.getElementType())}, {out}))
+      !areCompatibleReturnTypes({makeTensorType(getDims(in), out.getElementType())}, {out}))
     return emitOpError("changes the shape from ")
            << shapeToString(in) << " to " << shapeToString(out)
            << "; cast only converts the element type";
@@ -53,8 +49,7 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 }
 
 /// x op c -> x when c is a splat of `identity` and the result type is x's.
-static OpFoldResult foldRightIdentity(Operation *op, Value lhs, Attribute rhs,
-                                      double identity) {
+static OpFoldResult foldRightIdentity(Operation *op, Value lhs, Attribute rhs, double identity) {
   auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(rhs);
   if (!splat || lhs.getType() != op->getResult(0).getType())
     return {};
@@ -63,8 +58,7 @@ static OpFoldResult foldRightIdentity(Operation *op, Value lhs, Attribute rhs,
     if (splat.getSplatValue<APFloat>().convertToDouble() == identity)
       return lhs;
   } else if (llvm::isa<IntegerType>(element)) {
-    if (splat.getSplatValue<APInt>().getSExtValue() ==
-        static_cast<int64_t>(identity))
+    if (splat.getSplatValue<APInt>().getSExtValue() == static_cast<int64_t>(identity))
       return lhs;
   }
   return {};

@@ -11,8 +11,7 @@ LogicalResult SoftmaxGradOp::verify() {
 }
 
 LogicalResult LogSoftmaxGradOp::verify() {
-  return verifyAxis(getLoc(), getOutput().getType(), getAxis(),
-                    "log_softmax_grad axis");
+  return verifyAxis(getLoc(), getOutput().getType(), getAxis(), "log_softmax_grad axis");
 }
 
 /// The gradients of a norm have the types of what they differentiate.
@@ -28,8 +27,7 @@ template <typename OpT> static LogicalResult verifyNormGrad(OpT op) {
     if (r.getType() != op.getWeight().getType())
       return op.emitOpError("weight gradients must have the weight's type");
   DimList dims = getDims(input), weight = getDims(op.getWeight().getType());
-  if (static_cast<int64_t>(weight.size()) !=
-      input.getRank() - static_cast<int64_t>(op.getAxis()))
+  if (static_cast<int64_t>(weight.size()) != input.getRank() - static_cast<int64_t>(op.getAxis()))
     return op.emitOpError("weight must have the normalized dims");
   return success();
 }
@@ -44,8 +42,7 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError("gradients must have the types of query, key and value");
   // The forward op's rules (ranks, heads, mask) apply to the same operands.
   SmallVector<Type> forward;
-  if (failed(inferAttentionResult(getLoc(), getQuery(), getKey(), getValue(),
-                                  getMask(), forward)))
+  if (failed(inferAttentionResult(getLoc(), getQuery(), getKey(), getValue(), getMask(), forward)))
     return failure();
   if (!areCompatibleReturnTypes(forward, {getGrad().getType()}))
     return emitOpError("grad must have the attention output's type");
@@ -58,8 +55,7 @@ LogicalResult CrossEntropyGradOp::verify() {
   if (getResult().getType() != getLogits().getType())
     return emitOpError("result must have the logits' type");
   SmallVector<Type> forward;
-  if (failed(inferCrossEntropyResult(getLoc(), getLogits(), getLabels(),
-                                     getReduction(), forward)))
+  if (failed(inferCrossEntropyResult(getLoc(), getLogits(), getLabels(), getReduction(), forward)))
     return failure();
   if (!areCompatibleReturnTypes(forward, {getGrad().getType()}))
     return emitOpError("grad must have the loss's type");

@@ -7,12 +7,12 @@
 
 #include "kiln/Dialect/Graph/GraphAttrs.h"
 #include "kiln/Dialect/Graph/DimOverflow.h"
-#include "llvm/Support/MathExtras.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -54,8 +54,7 @@ void sortFactors(SymTerm &term) {
 }
 } // namespace
 
-SymExprAttr SymExprAttr::getCanonical(MLIRContext *context,
-                                      ArrayRef<SymTerm> terms) {
+SymExprAttr SymExprAttr::getCanonical(MLIRContext *context, ArrayRef<SymTerm> terms) {
   SmallVector<SymTerm> sorted(terms.begin(), terms.end());
   for (SymTerm &term : sorted)
     sortFactors(term);
@@ -100,9 +99,8 @@ std::optional<int64_t> SymExprAttr::getConstantValue() const {
   return std::nullopt;
 }
 
-LogicalResult
-SymExprAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                    ArrayRef<SymTerm> terms) {
+LogicalResult SymExprAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  ArrayRef<SymTerm> terms) {
   for (const SymTerm &term : terms) {
     if (term.coeff == 0)
       return emitError() << "size expression has a zero term";
@@ -148,8 +146,7 @@ FailureOr<SymExprAttr> SymExprAttr::parseBare(AsmParser &parser) {
       if (parser.parseKeyword(&name))
         return failure();
       if (degree == kMaxSymDegree)
-        return parser.emitError(parser.getCurrentLocation(),
-                                "size expression term has more than ")
+        return parser.emitError(parser.getCurrentLocation(), "size expression term has more than ")
                << kMaxSymDegree << " factors";
       term.factors[degree++] = StringAttr::get(context, name);
     } while (succeeded(parser.parseOptionalStar()));
@@ -165,20 +162,17 @@ FailureOr<SymExprAttr> SymExprAttr::parseBare(AsmParser &parser) {
       if (failed(*intResult))
         return failure();
       term.coeff = coeff;
-      if (succeeded(parser.parseOptionalStar()) &&
-          failed(parseFactors(term, 0)))
+      if (succeeded(parser.parseOptionalStar()) && failed(parseFactors(term, 0)))
         return failure();
     } else {
       StringRef name;
       if (failed(parser.parseOptionalKeyword(&name))) {
         if (optional)
           return std::nullopt;
-        return parser.emitError(parser.getCurrentLocation(),
-                                "expected a size expression term");
+        return parser.emitError(parser.getCurrentLocation(), "expected a size expression term");
       }
       term.factors[0] = StringAttr::get(context, name);
-      if (succeeded(parser.parseOptionalStar()) &&
-          failed(parseFactors(term, 1)))
+      if (succeeded(parser.parseOptionalStar()) && failed(parseFactors(term, 1)))
         return failure();
     }
     terms.push_back(term);
@@ -187,8 +181,7 @@ FailureOr<SymExprAttr> SymExprAttr::parseBare(AsmParser &parser) {
 
   OptionalParseResult first = parseTerm(/*optional=*/true);
   if (!first.has_value())
-    return parser.emitError(parser.getCurrentLocation(),
-                            "expected a size expression");
+    return parser.emitError(parser.getCurrentLocation(), "expected a size expression");
   if (failed(*first))
     return failure();
   while (true) {
@@ -210,8 +203,7 @@ FailureOr<SymExprAttr> SymExprAttr::parseBare(AsmParser &parser) {
   }
   SymExprAttr canonical = getCanonical(context, terms);
   if (!canonical)
-    return parser.emitError(parser.getCurrentLocation(),
-                            "size expression overflows int64");
+    return parser.emitError(parser.getCurrentLocation(), "size expression overflows int64");
   return canonical;
 }
 
@@ -265,14 +257,12 @@ void DimsAttr::print(AsmPrinter &printer) const {
   printer << "]>";
 }
 
-LogicalResult
-DimsAttr::verifyEncoding(ArrayRef<int64_t> shape, Type,
-                         function_ref<InFlightDiagnostic()> emitError) const {
+LogicalResult DimsAttr::verifyEncoding(ArrayRef<int64_t> shape, Type,
+                                       function_ref<InFlightDiagnostic()> emitError) const {
   size_t dynamic = llvm::count_if(shape, ShapedType::isDynamic);
   if (dynamic != getDims().size())
-    return emitError() << "#kiln.dims has " << getDims().size()
-                       << " entries but the shape has " << dynamic
-                       << " dynamic dims";
+    return emitError() << "#kiln.dims has " << getDims().size() << " entries but the shape has "
+                       << dynamic << " dynamic dims";
   // Without a known entry the encoding says nothing; `tensor<?xf32>` is the
   // one spelling of that shape (makeTensorType never builds such encodings).
   if (llvm::none_of(getDims(), [](SymExprAttr dim) { return bool(dim); }))
@@ -280,8 +270,7 @@ DimsAttr::verifyEncoding(ArrayRef<int64_t> shape, Type,
                           "out";
   for (SymExprAttr dim : getDims())
     if (dim && dim.getConstantValue())
-      return emitError() << "#kiln.dims entry is the constant "
-                         << *dim.getConstantValue()
+      return emitError() << "#kiln.dims entry is the constant " << *dim.getConstantValue()
                          << "; write it as a static size";
   return success();
 }

@@ -20,8 +20,8 @@ void GraphDialect::initialize() {
   attachVJPModels(*getContext());
 }
 
-Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value,
-                                             Type type, Location loc) {
+Operation *GraphDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                             Location loc) {
   auto elements = llvm::dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;

@@ -60,7 +60,8 @@ struct MergeForward : OpRewritePattern<LinearCrossEntropyGradOp> {
         return top && grad->isBeforeInBlock(top);
       });
       Operation *seed = grad.getGrad().getDefiningOp();
-      bool hoistable = seed && seed->hasTrait<OpTrait::ConstantLike>() && seed->getNumOperands() == 0;
+      bool hoistable =
+          seed && seed->hasTrait<OpTrait::ConstantLike>() && seed->getNumOperands() == 0;
       if (!after && !hoistable)
         continue;
       if (!after) {

@@ -6,22 +6,18 @@
 using namespace mlir;
 using namespace kiln;
 
-static RankedTensorType asTensor(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
+static RankedTensorType asTensor(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType lhs = asTensor(adaptor.getLhs());
   RankedTensorType rhs = asTensor(adaptor.getRhs());
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
-    return emitOptionalError(loc, "matmul operands need rank >= 2, got ",
-                             lhs.getRank(), " and ", rhs.getRank());
+    return emitOptionalError(loc, "matmul operands need rank >= 2, got ", lhs.getRank(), " and ",
+                             rhs.getRank());
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "matmul element types differ: ",
-                             lhs.getElementType(), " vs ", rhs.getElementType());
+    return emitOptionalError(loc, "matmul element types differ: ", lhs.getElementType(), " vs ",
+                             rhs.getElementType());
   DimList a = getDims(lhs), b = getDims(rhs);
   if (adaptor.getTransposeA())
     std::swap(a[a.size() - 1], a[a.size() - 2]);
@@ -33,8 +29,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   // Batch dims broadcast like an elementwise op over the leading dims.
   DimList batchA(a.begin(), a.end() - 2), batchB(b.begin(), b.end() - 2);
   Type element = lhs.getElementType();
-  FailureOr<DimList> batch = broadcastShapes(
-      loc, {makeTensorType(batchA, element), makeTensorType(batchB, element)});
+  FailureOr<DimList> batch =
+      broadcastShapes(loc, {makeTensorType(batchA, element), makeTensorType(batchB, element)});
   if (failed(batch))
     return failure();
   batch->push_back(m);
@@ -44,19 +40,16 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
 }
 
 /// Weight (and bias) of a norm over dims [axis, rank) have those dims.
-static LogicalResult verifyNormParam(std::optional<Location> loc,
-                                     RankedTensorType input, int64_t axis,
-                                     Value param, StringRef what) {
+static LogicalResult verifyNormParam(std::optional<Location> loc, RankedTensorType input,
+                                     int64_t axis, Value param, StringRef what) {
   RankedTensorType type = asTensor(param);
   // ONNX LayerNormalization / RMSNormalization share one type T for all three.
   if (type.getElementType() != input.getElementType())
     return emitOptionalError(loc, what, " element type ", type.getElementType(),
-                             " differs from the input's ",
-                             input.getElementType());
+                             " differs from the input's ", input.getElementType());
   if (type.getRank() != input.getRank() - axis)
-    return emitOptionalError(loc, what, " must have rank ",
-                             input.getRank() - axis, " (dims [axis, rank)), got ",
-                             type.getRank());
+    return emitOptionalError(loc, what, " must have rank ", input.getRank() - axis,
+                             " (dims [axis, rank)), got ", type.getRank());
   DimList in = getDims(input), p = getDims(type);
   for (int64_t i = 0; i < type.getRank(); ++i)
     if (failed(expectDim(loc, in[axis + i], p[i], (what + " dim").str())))
@@ -64,25 +57,20 @@ static LogicalResult verifyNormParam(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   int64_t axis = adaptor.getAxis();
   if (failed(verifyAxis(loc, input, axis, "layer_norm axis")) ||
       failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")) ||
-      (adaptor.getBias() &&
-       failed(verifyNormParam(loc, input, axis, adaptor.getBias(), "bias"))))
+      (adaptor.getBias() && failed(verifyNormParam(loc, input, axis, adaptor.getBias(), "bias"))))
     return failure();
   results.push_back(input);
   return success();
 }
 
-LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &results) {
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   int64_t axis = adaptor.getAxis();
   if (failed(verifyAxis(loc, input, axis, "rms_norm axis")) ||
@@ -102,23 +90,21 @@ LogicalResult TriluOp::verify() {
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
-                                               std::optional<Location> loc,
-                                               Adaptor adaptor,
-                                               SmallVectorImpl<Type> &results) {
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &results) {
   return inferCrossEntropyResult(loc, adaptor.getLogits(), adaptor.getLabels(),
                                  adaptor.getReduction(), results);
 }
 
-LogicalResult kiln::inferCrossEntropyResult(std::optional<Location> loc,
-                                            Value logitsValue, Value labelsValue,
-                                            Reduction reduction,
+LogicalResult kiln::inferCrossEntropyResult(std::optional<Location> loc, Value logitsValue,
+                                            Value labelsValue, Reduction reduction,
                                             SmallVectorImpl<Type> &results) {
   RankedTensorType logits = asTensor(logitsValue);
   RankedTensorType labels = asTensor(labelsValue);
   if (logits.getRank() != 2 || labels.getRank() != 1)
-    return emitOptionalError(loc, "cross_entropy takes logits [N, C] and labels "
-                                  "[N], got ranks ",
+    return emitOptionalError(loc,
+                             "cross_entropy takes logits [N, C] and labels "
+                             "[N], got ranks ",
                              logits.getRank(), " and ", labels.getRank());
   Dim rows = getDim(logits, 0);
   if (failed(expectDim(loc, rows, getDim(labels, 0), "labels dim 0")))
@@ -130,26 +116,21 @@ LogicalResult kiln::inferCrossEntropyResult(std::optional<Location> loc,
   return success();
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
-  return inferAttentionResult(loc, adaptor.getQuery(), adaptor.getKey(),
-                              adaptor.getValue(), adaptor.getMask(), results);
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  return inferAttentionResult(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                              adaptor.getMask(), results);
 }
 
-LogicalResult kiln::inferAttentionResult(std::optional<Location> loc,
-                                         Value query, Value key, Value value,
-                                         Value mask,
-                                         SmallVectorImpl<Type> &results) {
+LogicalResult kiln::inferAttentionResult(std::optional<Location> loc, Value query, Value key,
+                                         Value value, Value mask, SmallVectorImpl<Type> &results) {
   RankedTensorType q = asTensor(query);
   RankedTensorType k = asTensor(key);
   RankedTensorType v = asTensor(value);
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "attention takes rank-4 [batch, heads, seq, "
                                   "head_dim] query/key/value");
-  if (q.getElementType() != k.getElementType() ||
-      q.getElementType() != v.getElementType())
+  if (q.getElementType() != k.getElementType() || q.getElementType() != v.getElementType())
     return emitOptionalError(loc, "attention query/key/value element types differ");
   DimList qd = getDims(q), kd = getDims(k), vd = getDims(v);
   if (failed(expectDim(loc, qd[0], kd[0], "key batch")) ||
@@ -161,8 +142,8 @@ LogicalResult kiln::inferAttentionResult(std::optional<Location> loc,
   std::optional<int64_t> hq = qd[1] ? qd[1].getConstantValue() : std::nullopt;
   std::optional<int64_t> hkv = kd[1] ? kd[1].getConstantValue() : std::nullopt;
   if (hq && hkv && (*hkv == 0 || *hq % *hkv != 0))
-    return emitOptionalError(loc, "query heads ", *hq,
-                             " are not a multiple of key/value heads ", *hkv);
+    return emitOptionalError(loc, "query heads ", *hq, " are not a multiple of key/value heads ",
+                             *hkv);
   if (mask) {
     RankedTensorType m = asTensor(mask);
     Type me = m.getElementType();
@@ -180,17 +161,14 @@ LogicalResult kiln::inferAttentionResult(std::optional<Location> loc,
     Dim one = dimConst(q.getContext(), 1);
     for (int64_t i = 0; i < m.getRank(); ++i) {
       // A symbolic mask dim may be 1 at run time.
-      if (dimsMayBeEqual(md[i], one) ||
-          dimsMayBeEqual(md[i], scores[offset + i]))
+      if (dimsMayBeEqual(md[i], one) || dimsMayBeEqual(md[i], scores[offset + i]))
         continue;
-      return emitOptionalError(loc, "attention mask dim ", i, " of size ",
-                               dimToString(md[i]),
+      return emitOptionalError(loc, "attention mask dim ", i, " of size ", dimToString(md[i]),
                                " does not broadcast to the scores dim ",
                                dimToString(scores[offset + i]));
     }
   }
-  results.push_back(makeTensorType({qd[0], qd[1], qd[2], vd[3]},
-                                   q.getElementType()));
+  results.push_back(makeTensorType({qd[0], qd[1], qd[2], vd[3]}, q.getElementType()));
   return success();
 }
 

@@ -25,10 +25,8 @@ LogicalResult RandomUniformOp::verify() {
 
 static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-LogicalResult Nf4QuantizeOp::inferReturnTypes(MLIRContext *context,
-                                              std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &results) {
+LogicalResult Nf4QuantizeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &results) {
   auto input = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t blockSize = adaptor.getBlockSize();
   if (!input.hasStaticShape())
@@ -36,10 +34,9 @@ LogicalResult Nf4QuantizeOp::inferReturnTypes(MLIRContext *context,
   if (blockSize <= 0 || blockSize % 2)
     return emitOptionalError(loc, "nf4_quantize block_size must be even and > 0");
   int64_t n = input.getNumElements();
-  results.push_back(RankedTensorType::get(
-      {ceilDiv(n, 2)}, IntegerType::get(context, 8, IntegerType::Unsigned)));
   results.push_back(
-      RankedTensorType::get({ceilDiv(n, blockSize)}, Float32Type::get(context)));
+      RankedTensorType::get({ceilDiv(n, 2)}, IntegerType::get(context, 8, IntegerType::Unsigned)));
+  results.push_back(RankedTensorType::get({ceilDiv(n, blockSize)}, Float32Type::get(context)));
   return success();
 }
 
@@ -54,19 +51,18 @@ LogicalResult Nf4DequantizeOp::verify() {
     return emitOpError("block_size must be even and > 0");
   int64_t n = result.getNumElements();
   if (getCodes().getType().getDimSize(0) != ceilDiv(n, 2))
-    return emitOpError("expects ") << ceilDiv(n, 2) << " code bytes for " << n
-                                   << " elements, got "
+    return emitOpError("expects ") << ceilDiv(n, 2) << " code bytes for " << n << " elements, got "
                                    << getCodes().getType().getDimSize(0);
   if (getAbsmax().getType().getDimSize(0) != ceilDiv(n, blockSize))
-    return emitOpError("expects ") << ceilDiv(n, blockSize)
-                                   << " absmax values (blocks of " << blockSize
-                                   << "), got " << getAbsmax().getType().getDimSize(0);
+    return emitOpError("expects ") << ceilDiv(n, blockSize) << " absmax values (blocks of "
+                                   << blockSize << "), got " << getAbsmax().getType().getDimSize(0);
   return success();
 }
 
-LogicalResult QuantizeBlockwise8bitOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
+LogicalResult QuantizeBlockwise8bitOp::inferReturnTypes(MLIRContext *context,
+                                                        std::optional<Location> loc,
+                                                        Adaptor adaptor,
+                                                        SmallVectorImpl<Type> &results) {
   auto input = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t blockSize = adaptor.getBlockSize();
   if (!input.hasStaticShape() || blockSize <= 0)
@@ -75,14 +71,14 @@ LogicalResult QuantizeBlockwise8bitOp::inferReturnTypes(
   int64_t n = input.getNumElements();
   results.push_back(
       RankedTensorType::get({n}, IntegerType::get(context, 8, IntegerType::Unsigned)));
-  results.push_back(
-      RankedTensorType::get({ceilDiv(n, blockSize)}, Float32Type::get(context)));
+  results.push_back(RankedTensorType::get({ceilDiv(n, blockSize)}, Float32Type::get(context)));
   return success();
 }
 
-LogicalResult DequantizeBlockwise8bitOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
+LogicalResult DequantizeBlockwise8bitOp::inferReturnTypes(MLIRContext *context,
+                                                          std::optional<Location> loc,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &results) {
   auto codes = llvm::cast<RankedTensorType>(adaptor.getCodes().getType());
   auto absmax = llvm::cast<RankedTensorType>(adaptor.getAbsmax().getType());
   int64_t blockSize = adaptor.getBlockSize();
@@ -91,9 +87,8 @@ LogicalResult DequantizeBlockwise8bitOp::inferReturnTypes(
                                   "shapes and a positive block_size");
   int64_t n = codes.getDimSize(0);
   if (absmax.getDimSize(0) != ceilDiv(n, blockSize))
-    return emitOptionalError(loc, "dequantize_blockwise_8bit expects ",
-                             ceilDiv(n, blockSize), " absmax values for ", n,
-                             " codes in blocks of ", blockSize, ", got ",
+    return emitOptionalError(loc, "dequantize_blockwise_8bit expects ", ceilDiv(n, blockSize),
+                             " absmax values for ", n, " codes in blocks of ", blockSize, ", got ",
                              absmax.getDimSize(0));
   results.push_back(RankedTensorType::get({n}, Float32Type::get(context)));
   return success();

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Dialect/Graph/ShapeInference.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
-#include "kiln/Dialect/Graph/ShapeInference.h"
 #include "mlir/IR/Diagnostics.h"
 
 using namespace mlir;
@@ -25,8 +25,7 @@ FailureOr<Dim> broadcastDim(std::optional<Location> loc, Dim a, Dim b) {
     return a ? a : b; // The unknown one must be 1 or equal to the other.
   std::optional<int64_t> ca = a.getConstantValue(), cb = b.getConstantValue();
   if (ca && cb)
-    return emitOptionalError(loc, "dims ", *ca, " and ", *cb,
-                             " do not broadcast");
+    return emitOptionalError(loc, "dims ", *ca, " and ", *cb, " do not broadcast");
   // A static size against a symbol: valid only if the symbol is 1 or equal,
   // and either way the result has the static size.
   if (ca)
@@ -38,8 +37,7 @@ FailureOr<Dim> broadcastDim(std::optional<Location> loc, Dim a, Dim b) {
   return Dim();
 }
 
-FailureOr<DimList> broadcastShapes(std::optional<Location> loc,
-                                   ArrayRef<RankedTensorType> types) {
+FailureOr<DimList> broadcastShapes(std::optional<Location> loc, ArrayRef<RankedTensorType> types) {
   int64_t rank = 0;
   for (RankedTensorType t : types)
     rank = std::max(rank, t.getRank());
@@ -58,49 +56,43 @@ FailureOr<DimList> broadcastShapes(std::optional<Location> loc,
   return result;
 }
 
-LogicalResult inferBroadcastBinary(MLIRContext *context,
-                                   std::optional<Location> loc, Type lhs,
+LogicalResult inferBroadcastBinary(MLIRContext *context, std::optional<Location> loc, Type lhs,
                                    Type rhs, BinaryResultKind kind,
                                    SmallVectorImpl<Type> &results) {
   auto lhsType = llvm::cast<RankedTensorType>(lhs);
   auto rhsType = llvm::cast<RankedTensorType>(rhs);
   if (lhsType.getElementType() != rhsType.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhsType.getElementType(), " vs ",
-                             rhsType.getElementType());
+    return emitOptionalError(loc, "operand element types differ: ", lhsType.getElementType(),
+                             " vs ", rhsType.getElementType());
   FailureOr<DimList> dims = broadcastShapes(loc, {lhsType, rhsType});
   if (failed(dims))
     return failure();
-  Type element = kind == BinaryResultKind::Bool ? IntegerType::get(context, 1)
-                                                : lhsType.getElementType();
+  Type element =
+      kind == BinaryResultKind::Bool ? IntegerType::get(context, 1) : lhsType.getElementType();
   results.push_back(makeTensorType(*dims, element));
   return success();
 }
 
-LogicalResult verifyAxis(std::optional<Location> loc, RankedTensorType type,
-                         int64_t axis, StringRef what) {
+LogicalResult verifyAxis(std::optional<Location> loc, RankedTensorType type, int64_t axis,
+                         StringRef what) {
   if (axis < 0 || axis >= type.getRank())
-    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
-                             type.getRank());
+    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ", type.getRank());
   return success();
 }
 
-LogicalResult verifyAxisList(std::optional<Location> loc, int64_t rank,
-                             ArrayRef<int64_t> axes, StringRef what) {
+LogicalResult verifyAxisList(std::optional<Location> loc, int64_t rank, ArrayRef<int64_t> axes,
+                             StringRef what) {
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] < 0 || axes[i] >= rank)
-      return emitOptionalError(loc, what, " ", axes[i],
-                               " is out of range for rank ", rank);
+      return emitOptionalError(loc, what, " ", axes[i], " is out of range for rank ", rank);
     if (i > 0 && axes[i] <= axes[i - 1])
-      return emitOptionalError(loc, what,
-                               " must be strictly increasing without repeats");
+      return emitOptionalError(loc, what, " must be strictly increasing without repeats");
   }
   return success();
 }
 
-LogicalResult inferReduction(MLIRContext *context, std::optional<Location> loc,
-                             Type input, ArrayRef<int64_t> axes, bool keepdim,
-                             SmallVectorImpl<Type> &results) {
+LogicalResult inferReduction(MLIRContext *context, std::optional<Location> loc, Type input,
+                             ArrayRef<int64_t> axes, bool keepdim, SmallVectorImpl<Type> &results) {
   auto type = llvm::cast<RankedTensorType>(input);
   if (axes.empty())
     return emitOptionalError(loc, "reduction needs at least one axis");
@@ -128,12 +120,11 @@ bool dimsMayBeEqual(Dim a, Dim b) {
   return !c || *c == 0;
 }
 
-LogicalResult expectDim(std::optional<Location> loc, Dim expected, Dim actual,
-                        StringRef what) {
+LogicalResult expectDim(std::optional<Location> loc, Dim expected, Dim actual, StringRef what) {
   if (dimsMayBeEqual(expected, actual))
     return success();
-  return emitOptionalError(loc, what, ": expected ", dimToString(expected),
-                           " but got ", dimToString(actual));
+  return emitOptionalError(loc, what, ": expected ", dimToString(expected), " but got ",
+                           dimToString(actual));
 }
 
 bool areCompatibleReturnTypes(TypeRange inferred, TypeRange declared) {
@@ -144,8 +135,7 @@ bool areCompatibleReturnTypes(TypeRange inferred, TypeRange declared) {
       continue;
     auto ta = llvm::dyn_cast<RankedTensorType>(a);
     auto tb = llvm::dyn_cast<RankedTensorType>(b);
-    if (!ta || !tb || ta.getRank() != tb.getRank() ||
-        ta.getElementType() != tb.getElementType())
+    if (!ta || !tb || ta.getRank() != tb.getRank() || ta.getElementType() != tb.getElementType())
       return false;
     for (auto [da, db] : llvm::zip(getDims(ta), getDims(tb)))
       if (da && db && da != db)

@@ -3,13 +3,10 @@
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/ShapeInference.h"
 
-
 using namespace mlir;
 using namespace kiln;
 
-static RankedTensorType asTensor(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
+static RankedTensorType asTensor(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 //===----------------------------------------------------------------------===//
 // reshape / expand
@@ -39,20 +36,17 @@ LogicalResult ExpandOp::verify() {
   if (in.getElementType() != out.getElementType())
     return emitOpError("changes the element type");
   if (in.getRank() > out.getRank())
-    return emitOpError("cannot lower the rank from ")
-           << in.getRank() << " to " << out.getRank();
+    return emitOpError("cannot lower the rank from ") << in.getRank() << " to " << out.getRank();
   DimList inDims = getDims(in), outDims = getDims(out);
   int64_t offset = out.getRank() - in.getRank();
   Dim one = dimConst(getContext(), 1);
   for (int64_t i = 0; i < in.getRank(); ++i) {
     // A symbolic input dim may be 1 at run time and then broadcasts to any
     // size, so only a provable mismatch is an error.
-    if (dimsMayBeEqual(inDims[i], one) ||
-        dimsMayBeEqual(inDims[i], outDims[offset + i]))
+    if (dimsMayBeEqual(inDims[i], one) || dimsMayBeEqual(inDims[i], outDims[offset + i]))
       continue;
-    return emitOpError("cannot broadcast dim ")
-           << i << " of size " << dimToString(inDims[i]) << " to "
-           << dimToString(outDims[offset + i]);
+    return emitOpError("cannot broadcast dim ") << i << " of size " << dimToString(inDims[i])
+                                                << " to " << dimToString(outDims[offset + i]);
   }
   return success();
 }
@@ -67,21 +61,19 @@ OpFoldResult ExpandOp::fold(FoldAdaptor) {
 // transpose
 //===----------------------------------------------------------------------===//
 
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   ArrayRef<int64_t> perm = adaptor.getPerm();
   if (static_cast<int64_t>(perm.size()) != input.getRank())
-    return emitOptionalError(loc, "transpose perm has ", perm.size(),
-                             " entries for rank ", input.getRank());
+    return emitOptionalError(loc, "transpose perm has ", perm.size(), " entries for rank ",
+                             input.getRank());
   SmallVector<bool> seen(perm.size(), false);
   DimList in = getDims(input), out;
   for (int64_t p : perm) {
     if (p < 0 || p >= input.getRank() || seen[p])
-      return emitOptionalError(loc, "transpose perm is not a permutation of [0, ",
-                               input.getRank(), ")");
+      return emitOptionalError(loc, "transpose perm is not a permutation of [0, ", input.getRank(),
+                               ")");
     seen[p] = true;
     out.push_back(in[p]);
   }
@@ -111,10 +103,8 @@ LogicalResult SliceOp::verify() {
   ArrayRef<int64_t> steps = getSteps();
   if (out.getRank() != rank || out.getElementType() != in.getElementType())
     return emitOpError("result must have the input's rank and element type");
-  if (static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank)
-    return emitOpError("needs one start and one step per dim (rank ")
-           << rank << ")";
+  if (static_cast<int64_t>(starts.size()) != rank || static_cast<int64_t>(steps.size()) != rank)
+    return emitOpError("needs one start and one step per dim (rank ") << rank << ")";
   DimList inDims = getDims(in), outDims = getDims(out);
   for (int64_t d = 0; d < rank; ++d) {
     if (!starts[d])
@@ -129,8 +119,8 @@ LogicalResult SliceOp::verify() {
       continue;
     int64_t last = *start + (*length - 1) * steps[d];
     if (*start < 0 || *start >= *size || last < 0 || last >= *size)
-      return emitOpError("dim ") << d << " reads indices " << *start << " to "
-                                 << last << " of a dim of size " << *size;
+      return emitOpError("dim ") << d << " reads indices " << *start << " to " << last
+                                 << " of a dim of size " << *size;
   }
   return success();
 }
@@ -148,10 +138,8 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
 // concat / split
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &results) {
   ValueRange inputs = adaptor.getInputs();
   if (inputs.empty())
     return emitOptionalError(loc, "concat needs at least one input");
@@ -162,8 +150,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   DimList result = getDims(first);
   for (Value v : inputs.drop_front()) {
     RankedTensorType t = asTensor(v);
-    if (t.getRank() != first.getRank() ||
-        t.getElementType() != first.getElementType())
+    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
       return emitOptionalError(loc, "concat inputs differ in rank or element type");
     DimList dims = getDims(t);
     for (int64_t i = 0; i < t.getRank(); ++i) {
@@ -182,8 +169,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult ConcatOp::fold(FoldAdaptor) {
-  if (getInputs().size() == 1 &&
-      getInputs().front().getType() == getResult().getType())
+  if (getInputs().size() == 1 && getInputs().front().getType() == getResult().getType())
     return getInputs().front();
   return {};
 }
@@ -199,20 +185,18 @@ LogicalResult SplitOp::verify() {
   Dim total = dimConst(getContext(), 0);
   for (Value r : getResults()) {
     auto t = llvm::cast<RankedTensorType>(r.getType());
-    if (t.getRank() != input.getRank() ||
-        t.getElementType() != input.getElementType())
+    if (t.getRank() != input.getRank() || t.getElementType() != input.getElementType())
       return emitOpError("result ") << t << " differs in rank or element type";
     DimList dims = getDims(t);
     for (int64_t i = 0; i < t.getRank(); ++i)
       if (i != axis && !dimsMayBeEqual(in[i], dims[i]))
-        return emitOpError("result dim ") << i << " is " << dimToString(dims[i])
-                                          << ", expected " << dimToString(in[i]);
+        return emitOpError("result dim ")
+               << i << " is " << dimToString(dims[i]) << ", expected " << dimToString(in[i]);
     total = dimAdd(total, dims[axis]);
   }
   if (!dimsMayBeEqual(total, in[axis]))
-    return emitOpError("pieces add up to ")
-           << dimToString(total) << " along axis " << axis << ", input has "
-           << dimToString(in[axis]);
+    return emitOpError("pieces add up to ") << dimToString(total) << " along axis " << axis
+                                            << ", input has " << dimToString(in[axis]);
   return success();
 }
 
@@ -220,10 +204,8 @@ LogicalResult SplitOp::verify() {
 // squeeze / unsqueeze / pad
 //===----------------------------------------------------------------------===//
 
-LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &results) {
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   ArrayRef<int64_t> axes = adaptor.getAxes();
   if (failed(verifyAxisList(loc, input.getRank(), axes, "squeeze axis")))
@@ -235,8 +217,8 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
       continue;
     }
     if (in[i] && !isConst(in[i], 1) && in[i].getConstantValue())
-      return emitOptionalError(loc, "squeeze axis ", i, " has size ",
-                               dimToString(in[i]), ", not 1");
+      return emitOptionalError(loc, "squeeze axis ", i, " has size ", dimToString(in[i]),
+                               ", not 1");
   }
   results.push_back(makeTensorType(out, input.getElementType()));
   return success();
@@ -248,10 +230,8 @@ OpFoldResult SqueezeOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *context,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &results) {
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   ArrayRef<int64_t> axes = adaptor.getAxes();
   int64_t rank = input.getRank() + static_cast<int64_t>(axes.size());
@@ -271,16 +251,13 @@ OpFoldResult UnsqueezeOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult PadOp::inferReturnTypes(MLIRContext *context,
-                                      std::optional<Location> loc,
-                                      Adaptor adaptor,
-                                      SmallVectorImpl<Type> &results) {
+LogicalResult PadOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   ArrayRef<int64_t> pads = adaptor.getPads();
   int64_t rank = input.getRank();
   if (static_cast<int64_t>(pads.size()) != 2 * rank)
-    return emitOptionalError(loc, "pad needs 2 * rank = ", 2 * rank,
-                             " pads, got ", pads.size());
+    return emitOptionalError(loc, "pad needs 2 * rank = ", 2 * rank, " pads, got ", pads.size());
   if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
     return emitOptionalError(loc, "pad amounts must be non-negative");
   DimList out = getDims(input);

@@ -159,8 +159,7 @@ RankedTensorType makeTensorType(ArrayRef<Dim> dims, Type elementType) {
   return RankedTensorType::get(shape, elementType, encoding);
 }
 
-std::optional<int64_t>
-evaluateDim(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup) {
+std::optional<int64_t> evaluateDim(Dim d, function_ref<std::optional<int64_t>(StringRef)> lookup) {
   if (!d)
     return std::nullopt;
   int64_t total = 0;

@@ -32,10 +32,9 @@ void KernelDialect::initialize() {
       >();
 }
 
-void FusionOp::build(OpBuilder &builder, OperationState &state, FusionKind kind,
-                     ValueRange inputs, TypeRange resultTypes) {
-  state.addAttribute(getKindAttrName(state.name),
-                     FusionKindAttr::get(builder.getContext(), kind));
+void FusionOp::build(OpBuilder &builder, OperationState &state, FusionKind kind, ValueRange inputs,
+                     TypeRange resultTypes) {
+  state.addAttribute(getKindAttrName(state.name), FusionKindAttr::get(builder.getContext(), kind));
   state.addOperands(inputs);
   state.addTypes(resultTypes);
   Region *body = state.addRegion();
@@ -48,16 +47,16 @@ void FusionOp::build(OpBuilder &builder, OperationState &state, FusionKind kind,
 LogicalResult FusionOp::verify() {
   Block &block = getBody().front();
   if (block.getNumArguments() != getInputs().size())
-    return emitOpError("has ") << getInputs().size() << " inputs but "
-                               << block.getNumArguments() << " block arguments";
+    return emitOpError("has ") << getInputs().size() << " inputs but " << block.getNumArguments()
+                               << " block arguments";
   for (auto [input, arg] : llvm::zip(getInputs(), block.getArguments()))
     if (input.getType() != arg.getType())
       return emitOpError("block argument type ")
              << arg.getType() << " differs from its input " << input.getType();
   auto yield = cast<YieldOp>(block.getTerminator());
   if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yields ") << yield.getValues().getTypes()
-                                  << " but has results " << getResultTypes();
+    return emitOpError("yields ") << yield.getValues().getTypes() << " but has results "
+                                  << getResultTypes();
   if (getResults().empty())
     return emitOpError("has no results");
   return success();

@@ -17,17 +17,14 @@ OpClass classifyOp(Operation *op) {
       .Case<kiln::AllReduceOp>([](auto) { return OpClass::Collective; })
       .Case<ParameterOp, kiln::ConstantOp>([](auto) { return OpClass::Source; })
       .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([](auto) { return OpClass::View; })
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
-            LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, SelectOp, ExpandOp,
-            TransposeOp, SliceOp, ConcatOp, PadOp, IotaOp, TriluOp, GatherOp,
-            GatherElementsOp, GatherNdOp, DropoutOp, RandomUniformOp,
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp, LeOp, GtOp, GeOp,
+            AndOp, OrOp, XorOp, SelectOp, ExpandOp, TransposeOp, SliceOp, ConcatOp, PadOp, IotaOp,
+            TriluOp, GatherOp, GatherElementsOp, GatherNdOp, DropoutOp, RandomUniformOp,
             Nf4DequantizeOp, DequantizeBlockwise8bitOp>([](auto) { return OpClass::Elementwise; })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto) { return OpClass::Reduce; })
-      .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp,
-            LogSoftmaxGradOp, LayerNormGradOp, RmsNormGradOp, CrossEntropyOp,
-            CrossEntropyGradOp>([](Operation *row) {
-        return rowAxis(row) >= 0 ? OpClass::Row : OpClass::Unsupported;
-      })
+      .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
+            LayerNormGradOp, RmsNormGradOp, CrossEntropyOp, CrossEntropyGradOp>(
+          [](Operation *row) { return rowAxis(row) >= 0 ? OpClass::Row : OpClass::Unsupported; })
       .Case<CumsumOp>([](auto) { return OpClass::Scan; })
       .Case<ScatterAddOp>([](auto) { return OpClass::Scatter; })
       .Case<AttentionOp>([](auto) { return OpClass::Attention; })
@@ -58,9 +55,8 @@ int64_t rowAxis(Operation *op) {
         int64_t axis = o.getAxis();
         return axis < 0 ? axis + rank(o.getInput()) : axis;
       })
-      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto o) {
-        return rank(o.getLogits()) == 2 ? int64_t(1) : int64_t(-1);
-      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>(
+          [&](auto o) { return rank(o.getLogits()) == 2 ? int64_t(1) : int64_t(-1); })
       .Default([](auto) { return int64_t(-1); });
 }
 
@@ -243,9 +239,7 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
     shape.items = dimProduct(dims, context);
     break;
   }
-  case FusionKind::scatter:
-    shape.items = numelOf(cast<ScatterAddOp>(anchor).getUpdates());
-    break;
+  case FusionKind::scatter: shape.items = numelOf(cast<ScatterAddOp>(anchor).getUpdates()); break;
   case FusionKind::quantize: {
     // One block of threads per quantization block.
     shape.items = getDim(type(anchor->getResult(1)), 0); // absmax: one per block
@@ -262,8 +256,9 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
       shape.items = dimProduct(ArrayRef<Dim>(q).drop_back(), context);
       shape.itemsPerBlock = kFlashAttentionRows;
       shape.block = 128;
-      shape.shared = dimConst(context, flashAttentionSharedBytes(type(query).getDimSize(3),
-                                                                 kind == FusionKind::attention_grad));
+      shape.shared =
+          dimConst(context, flashAttentionSharedBytes(type(query).getDimSize(3),
+                                                      kind == FusionKind::attention_grad));
       break;
     }
     shape.items = dimProduct(ArrayRef<Dim>(q).drop_back(), context);

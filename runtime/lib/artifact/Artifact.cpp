@@ -53,8 +53,7 @@ uint64_t getLE(std::string_view in, size_t at, int bytes) {
 }
 
 uint64_t alignUp(uint64_t value) {
-  return (value + kSectionAlignment - 1) / kSectionAlignment *
-         kSectionAlignment;
+  return (value + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
 }
 
 uint32_t crcOf(std::string_view bytes, size_t offset, size_t size) {
@@ -77,8 +76,7 @@ Expected<std::string> ArtifactWriter::serialize() const {
     if (name.empty())
       return Error{"artifact section with an empty name"};
     if (name.size() > kMaxSectionNameLength)
-      return Error{"artifact section name longer than " +
-                   std::to_string(kMaxSectionNameLength) +
+      return Error{"artifact section name longer than " + std::to_string(kMaxSectionNameLength) +
                    " bytes: " + name.substr(0, 40) + "..."};
     if (name.find('\0') != std::string::npos)
       return Error{"artifact section name contains a NUL byte"};
@@ -131,8 +129,7 @@ Status ArtifactWriter::write(const std::string &path) const {
   Expected<std::string> bytes = serialize();
   if (!bytes)
     return Error{path + ": " + bytes.getError()};
-  return writeFileAtomically(
-      path, [&](FileWriter &writer) { return writer.write(*bytes); });
+  return writeFileAtomically(path, [&](FileWriter &writer) { return writer.write(*bytes); });
 }
 
 void kiln::artifact::resealArtifact(std::string &bytes) {
@@ -175,8 +172,7 @@ Expected<Artifact> Artifact::open(const std::string &path) {
   return artifact;
 }
 
-Expected<Artifact> Artifact::parse(std::string bytes,
-                                   const std::string &origin) {
+Expected<Artifact> Artifact::parse(std::string bytes, const std::string &origin) {
   Artifact artifact;
   if (Status status = validate(bytes, origin, artifact); !status)
     return status.takeError();
@@ -184,18 +180,12 @@ Expected<Artifact> Artifact::parse(std::string bytes,
   return artifact;
 }
 
-Status Artifact::validate(std::string_view bytes, const std::string &origin,
-                          Artifact &artifact) {
-  auto fail = [&](const std::string &what) {
-    return Error{origin + ": " + what};
-  };
-  auto corrupt = [&](const std::string &what) {
-    return fail("corrupt Kiln artifact: " + what);
-  };
+Status Artifact::validate(std::string_view bytes, const std::string &origin, Artifact &artifact) {
+  auto fail = [&](const std::string &what) { return Error{origin + ": " + what}; };
+  auto corrupt = [&](const std::string &what) { return fail("corrupt Kiln artifact: " + what); };
   uint64_t actualSize = bytes.size();
 
-  if (actualSize >= sizeof(kMagic) &&
-      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+  if (actualSize >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
     return fail("not a Kiln artifact (bad magic)");
   if (actualSize < kHeaderSize + kTrailerSize)
     return fail("truncated Kiln artifact (" + std::to_string(actualSize) +
@@ -219,11 +209,10 @@ Status Artifact::validate(std::string_view bytes, const std::string &origin,
   if (flags != 0)
     return corrupt("unknown header flags " + std::to_string(flags));
   if (actualSize < fileSize)
-    return fail("truncated Kiln artifact (" + std::to_string(actualSize) +
-                " of " + std::to_string(fileSize) + " bytes)");
+    return fail("truncated Kiln artifact (" + std::to_string(actualSize) + " of " +
+                std::to_string(fileSize) + " bytes)");
   if (actualSize > fileSize)
-    return corrupt(std::to_string(actualSize - fileSize) +
-                   " unexpected bytes after the end (" +
+    return corrupt(std::to_string(actualSize - fileSize) + " unexpected bytes after the end (" +
                    std::to_string(fileSize) + " bytes recorded)");
   if (std::memcmp(bytes.data() + fileSize - 4, kTrailerMagic, 4) != 0)
     return corrupt("bad trailer");
@@ -246,18 +235,15 @@ Status Artifact::validate(std::string_view bytes, const std::string &origin,
     size_t nameLength = getLE(bytes, cursor + 20, 2);
     uint64_t reserved = getLE(bytes, cursor + 22, 2);
     cursor += kEntryFixedSize;
-    if (nameLength == 0 || nameLength > kMaxSectionNameLength ||
-        tableEnd - cursor < nameLength)
-      return corrupt("bad name length in section table entry " +
-                     std::to_string(i));
+    if (nameLength == 0 || nameLength > kMaxSectionNameLength || tableEnd - cursor < nameLength)
+      return corrupt("bad name length in section table entry " + std::to_string(i));
     if (reserved != 0)
-      return corrupt("section table entry " + std::to_string(i) +
-                     ": reserved field is " + std::to_string(reserved) + ", not 0");
+      return corrupt("section table entry " + std::to_string(i) + ": reserved field is " +
+                     std::to_string(reserved) + ", not 0");
     section.name = std::string(bytes.substr(cursor, nameLength));
     cursor += nameLength;
     if (section.name.find('\0') != std::string::npos)
-      return corrupt("section table entry " + std::to_string(i) +
-                     ": the name contains a NUL byte");
+      return corrupt("section table entry " + std::to_string(i) + ": the name contains a NUL byte");
     // Sections are stored in table order without overlap, inside the file,
     // each at a multiple of 64.
     uint64_t payloadEnd = fileSize - kTrailerSize;

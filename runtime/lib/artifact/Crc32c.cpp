@@ -35,8 +35,7 @@ constexpr Tables makeTables() {
   }
   for (uint32_t b = 0; b < 256; ++b)
     for (int k = 1; k < 8; ++k)
-      tables[k][b] =
-          (tables[k - 1][b] >> 8) ^ tables[0][tables[k - 1][b] & 0xFF];
+      tables[k][b] = (tables[k - 1][b] >> 8) ^ tables[0][tables[k - 1][b] & 0xFF];
   return tables;
 }
 
@@ -48,13 +47,11 @@ uint32_t kiln::artifact::crc32c(uint32_t crc, const void *data, size_t size) {
   crc = ~crc;
   while (size >= 8) {
     // Assemble little-endian words byte by byte: correct on any host order.
-    uint32_t low = (bytes[0] | bytes[1] << 8 | bytes[2] << 16 |
-                    static_cast<uint32_t>(bytes[3]) << 24) ^
-                   crc;
-    crc = kTables[7][low & 0xFF] ^ kTables[6][(low >> 8) & 0xFF] ^
-          kTables[5][(low >> 16) & 0xFF] ^ kTables[4][low >> 24] ^
-          kTables[3][bytes[4]] ^ kTables[2][bytes[5]] ^ kTables[1][bytes[6]] ^
-          kTables[0][bytes[7]];
+    uint32_t low =
+        (bytes[0] | bytes[1] << 8 | bytes[2] << 16 | static_cast<uint32_t>(bytes[3]) << 24) ^ crc;
+    crc = kTables[7][low & 0xFF] ^ kTables[6][(low >> 8) & 0xFF] ^ kTables[5][(low >> 16) & 0xFF] ^
+          kTables[4][low >> 24] ^ kTables[3][bytes[4]] ^ kTables[2][bytes[5]] ^
+          kTables[1][bytes[6]] ^ kTables[0][bytes[7]];
     bytes += 8;
     size -= 8;
   }

@@ -59,8 +59,7 @@ Status kiln::artifact::checkReplaceableFile(const std::string &path) {
     return errnoError(dir);
   // Pseudo file systems: a "file" there is a kernel interface.
   if (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC)
-    return Error{path + ": is under " +
-                 (fs.f_type == PROC_SUPER_MAGIC ? "/proc" : "/sys") +
+    return Error{path + ": is under " + (fs.f_type == PROC_SUPER_MAGIC ? "/proc" : "/sys") +
                  ", not a regular file system; refusing to write there"};
   struct stat info;
   if (::stat(path.c_str(), &info) == 0) {
@@ -118,8 +117,7 @@ Expected<MappedFile> MappedFile::open(const std::string &path) {
   return file;
 }
 
-MappedFile::MappedFile(MappedFile &&other) noexcept
-    : bytes(other.bytes), length(other.length) {
+MappedFile::MappedFile(MappedFile &&other) noexcept : bytes(other.bytes), length(other.length) {
   other.bytes = nullptr;
   other.length = 0;
 }
@@ -156,16 +154,15 @@ Status FileWriter::write(const void *data, size_t size) {
   return Status::success();
 }
 
-Status kiln::artifact::writeFileAtomically(
-    const std::string &path, const std::function<Status(FileWriter &)> &fill) {
+Status kiln::artifact::writeFileAtomically(const std::string &path,
+                                           const std::function<Status(FileWriter &)> &fill) {
   if (Status status = checkReplaceableFile(path); !status)
     return status;
   size_t slash = path.rfind('/');
   std::string dir = parentDirectory(path);
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  std::string temp =
-      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." +
-      name + ".tmp-" + std::to_string(::getpid());
+  std::string temp = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + name +
+                     ".tmp-" + std::to_string(::getpid());
 
   // Exclusively, never through a link: whatever a killed writer with the
   // same pid (or anyone else) left under this name is removed, not opened.

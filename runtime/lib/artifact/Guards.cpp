@@ -16,9 +16,7 @@ using namespace kiln::artifact;
 using kiln::artifact::Error;
 
 namespace {
-bool isSymbolStart(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
-}
+bool isSymbolStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool isSymbolChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
 }
@@ -29,8 +27,8 @@ Expected<SizeExpr> SizeExpr::parse(std::string_view text) {
   expr.text = std::string(text);
   size_t pos = 0;
   auto fail = [&](const std::string &what) {
-    return Error{"bad size expression '" + std::string(text) + "' at byte " +
-                 std::to_string(pos) + ": " + what};
+    return Error{"bad size expression '" + std::string(text) + "' at byte " + std::to_string(pos) +
+                 ": " + what};
   };
   auto skipSpace = [&] {
     while (pos < text.size() && text[pos] == ' ')
@@ -53,8 +51,7 @@ Expected<SizeExpr> SizeExpr::parse(std::string_view text) {
         return fail("expected an integer or a symbol");
       if (std::isdigit(static_cast<unsigned char>(text[pos]))) {
         int64_t value = 0;
-        while (pos < text.size() &&
-               std::isdigit(static_cast<unsigned char>(text[pos]))) {
+        while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
           if (__builtin_mul_overflow(value, 10, &value) ||
               __builtin_add_overflow(value, text[pos] - '0', &value))
             return fail("integer out of range");
@@ -85,8 +82,7 @@ Expected<SizeExpr> SizeExpr::parse(std::string_view text) {
   }
 }
 
-Expected<SizeExpr> SizeExpr::product(const std::vector<SizeExpr> &factors,
-                                     int64_t scale) {
+Expected<SizeExpr> SizeExpr::product(const std::vector<SizeExpr> &factors, int64_t scale) {
   // Monomial (sorted symbols) -> coefficient.
   std::map<std::vector<std::string>, int64_t> sum{{{}, scale}};
   for (const SizeExpr &factor : factors) {
@@ -109,8 +105,7 @@ Expected<SizeExpr> SizeExpr::product(const std::vector<SizeExpr> &factors,
     if (entry.second != 0)
       terms.push_back(entry);
   std::sort(terms.begin(), terms.end(), [](const auto &a, const auto &b) {
-    return a.first.size() != b.first.size() ? a.first.size() > b.first.size()
-                                            : a.first < b.first;
+    return a.first.size() != b.first.size() ? a.first.size() > b.first.size() : a.first < b.first;
   });
   std::string text;
   for (const auto &[symbols, coefficient] : terms) {
@@ -158,8 +153,7 @@ std::vector<std::string> SizeExpr::getSymbols() const {
   return symbols;
 }
 
-Expected<std::vector<Guard>>
-kiln::artifact::parseGuards(std::string_view json) {
+Expected<std::vector<Guard>> kiln::artifact::parseGuards(std::string_view json) {
   // One entry at a time: a long list never exists twice (as JSON and as
   // guards).
   std::vector<Guard> guards;
@@ -188,8 +182,7 @@ kiln::artifact::parseGuards(std::string_view json) {
       guard.origin = origin->getString();
     if (kind->getString() == "range") {
       guard.kind = Guard::Kind::Range;
-      if (!integer("min", guard.min) || !integer("max", guard.max) ||
-          guard.min > guard.max)
+      if (!integer("min", guard.min) || !integer("max", guard.max) || guard.min > guard.max)
         return Error{where + ": a range guard needs integers min <= max"};
     } else if (kind->getString() == "divisible") {
       guard.kind = Guard::Kind::Divisible;
@@ -218,8 +211,7 @@ std::string kiln::artifact::describeGuard(const Guard &guard) {
   const std::string &text = guard.expr.getText();
   if (guard.kind == Guard::Kind::Divisible)
     return text + " % " + std::to_string(guard.divisor) + " == 0";
-  return std::to_string(guard.min) + " <= " + text +
-         " <= " + std::to_string(guard.max);
+  return std::to_string(guard.min) + " <= " + text + " <= " + std::to_string(guard.max);
 }
 
 Status kiln::artifact::checkGuards(const std::vector<Guard> &guards,
@@ -228,15 +220,12 @@ Status kiln::artifact::checkGuards(const std::vector<Guard> &guards,
     Expected<int64_t> value = guard.expr.evaluate(bindings);
     if (!value)
       return value.takeError();
-    bool ok = guard.kind == Guard::Kind::Divisible
-                  ? *value % guard.divisor == 0
-                  : guard.min <= *value && *value <= guard.max;
+    bool ok = guard.kind == Guard::Kind::Divisible ? *value % guard.divisor == 0
+                                                   : guard.min <= *value && *value <= guard.max;
     if (!ok)
-      return Error{
-          guard.expr.getText() + "=" + std::to_string(*value) + " violates " +
-          describeGuard(guard) + " (required by " +
-          (guard.origin.empty() ? "a compiled assumption" : guard.origin) +
-          ")"};
+      return Error{guard.expr.getText() + "=" + std::to_string(*value) + " violates " +
+                   describeGuard(guard) + " (required by " +
+                   (guard.origin.empty() ? "a compiled assumption" : guard.origin) + ")"};
   }
   return Status::success();
 }

@@ -26,8 +26,7 @@ constexpr size_t kLinearKeyCheck = 16;
 
 class Parser {
 public:
-  Parser(std::string_view text, int maxDepth)
-      : text(text), maxDepth(maxDepth) {}
+  Parser(std::string_view text, int maxDepth) : text(text), maxDepth(maxDepth) {}
 
   bool parseDocument(Json &out) {
     skipSpace();
@@ -43,8 +42,7 @@ public:
   /// a time: each is handed to \p each when complete and then dropped.
   /// False on a syntax error (in `error`) or when \p each failed (its
   /// error in \p stopped).
-  bool parseEachElement(const std::function<Status(Json &, size_t)> &each,
-                        Status &stopped) {
+  bool parseEachElement(const std::function<Status(Json &, size_t)> &each, Status &stopped) {
     skipSpace();
     if (pos >= text.size() || text[pos] != '[')
       return notA("array");
@@ -162,8 +160,8 @@ private:
   }
 
   void skipSpace() {
-    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
-                                 text[pos] == '\n' || text[pos] == '\r'))
+    while (pos < text.size() &&
+           (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
       ++pos;
   }
 
@@ -181,8 +179,7 @@ private:
     if (c == '{' || c == '[') {
       if (depth >= maxDepth)
         return fail("nesting deeper than " + std::to_string(maxDepth));
-      return c == '{' ? parseObject(out, depth + 1)
-                      : parseArray(out, depth + 1);
+      return c == '{' ? parseObject(out, depth + 1) : parseArray(out, depth + 1);
     }
     if (c == '"') {
       std::string value;
@@ -258,9 +255,8 @@ private:
     size_t count = memberStack.size() - first;
     if (count > kLinearKeyCheck && !checkDuplicateKeys(first))
       return false;
-    std::vector<JsonMember> members(
-        std::make_move_iterator(memberStack.begin() + first),
-        std::make_move_iterator(memberStack.end()));
+    std::vector<JsonMember> members(std::make_move_iterator(memberStack.begin() + first),
+                                    std::make_move_iterator(memberStack.end()));
     memberStack.erase(memberStack.begin() + first, memberStack.end());
     keyPositions.erase(keyPositions.begin() + first, keyPositions.end());
     out = Json::object(std::move(members));
@@ -285,8 +281,7 @@ private:
         duplicate = order[i];
     if (duplicate == SIZE_MAX)
       return true;
-    return failAt(keyPositions[duplicate],
-                  "duplicate key \"" + memberStack[duplicate].key + "\"");
+    return failAt(keyPositions[duplicate], "duplicate key \"" + memberStack[duplicate].key + "\"");
   }
 
   bool parseArray(Json &out, int depth) {
@@ -316,9 +311,8 @@ private:
       }
       return fail("expected ',' or ']'");
     }
-    std::vector<Json> elements(
-        std::make_move_iterator(elementStack.begin() + first),
-        std::make_move_iterator(elementStack.end()));
+    std::vector<Json> elements(std::make_move_iterator(elementStack.begin() + first),
+                               std::make_move_iterator(elementStack.end()));
     elementStack.erase(elementStack.begin() + first, elementStack.end());
     out = Json::array(std::move(elements));
     return true;
@@ -379,10 +373,8 @@ private:
     if (lead >= 0xF0 && lead <= 0xF4) {
       unsigned second = byte(1);
       unsigned low = lead == 0xF0 ? 0x90 : 0x80, high = lead == 0xF4 ? 0x8F : 0xBF;
-      return second >= low && second <= high && continuation(byte(2)) &&
-                     continuation(byte(3))
-                 ? 4
-                 : 0;
+      return second >= low && second <= high && continuation(byte(2)) && continuation(byte(3)) ? 4
+                                                                                               : 0;
     }
     return 0;
   }
@@ -423,24 +415,12 @@ private:
       switch (escape) {
       case '"':
       case '\\':
-      case '/':
-        out += escape;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
+      case '/': out += escape; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
       case 'u': {
         uint32_t code = 0;
         if (!parseHex4(code))
@@ -448,8 +428,7 @@ private:
         if (code >= 0xD800 && code < 0xDC00) {
           // A high surrogate must be followed by a low one.
           uint32_t low = 0;
-          if (!consume("\\u") || !parseHex4(low) || low < 0xDC00 ||
-              low >= 0xE000)
+          if (!consume("\\u") || !parseHex4(low) || low < 0xDC00 || low >= 0xE000)
             return fail("unpaired surrogate in \\u escape");
           code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
         } else if (code >= 0xDC00 && code < 0xE000) {
@@ -458,9 +437,7 @@ private:
         appendUtf8(out, code);
         break;
       }
-      default:
-        --pos;
-        return fail("bad escape in string");
+      default: --pos; return fail("bad escape in string");
       }
     }
   }
@@ -533,8 +510,7 @@ Expected<Json> Json::parse(std::string_view text, int maxDepth) {
 }
 
 Status Json::forEachElement(std::string_view text,
-                            const std::function<Status(Json &, size_t)> &each,
-                            int maxDepth) {
+                            const std::function<Status(Json &, size_t)> &each, int maxDepth) {
   Parser parser(text, maxDepth);
   Status stopped;
   if (!parser.parseEachElement(each, stopped))

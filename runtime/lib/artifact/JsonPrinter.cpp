@@ -15,21 +15,11 @@ void kiln::artifact::appendJsonString(std::string &out, std::string_view text) {
   out += '"';
   for (unsigned char c : text) {
     switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
     default:
       if (c < 0x20) {
         char escape[7];
@@ -59,15 +49,9 @@ void Json::printTo(std::string &out, int indent) const {
   };
   int inner = indent < 0 ? -1 : indent + 1;
   switch (kind) {
-  case Kind::Null:
-    out += "null";
-    return;
-  case Kind::Bool:
-    out += boolValue ? "true" : "false";
-    return;
-  case Kind::Integer:
-    out += std::to_string(integerValue);
-    return;
+  case Kind::Null: out += "null"; return;
+  case Kind::Bool: out += boolValue ? "true" : "false"; return;
+  case Kind::Integer: out += std::to_string(integerValue); return;
   case Kind::Number: {
     // JSON has no NaN or infinity.
     if (!std::isfinite(numberValue)) {
@@ -79,9 +63,7 @@ void Json::printTo(std::string &out, int indent) const {
     out += text;
     return;
   }
-  case Kind::String:
-    appendJsonString(out, stringValue);
-    return;
+  case Kind::String: appendJsonString(out, stringValue); return;
   case Kind::Array:
     out += '[';
     for (size_t i = 0; i < elements.size(); ++i) {

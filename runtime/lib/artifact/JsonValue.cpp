@@ -12,17 +12,10 @@ using namespace kiln::artifact;
 
 void Json::destroy() noexcept {
   switch (kind) {
-  case Kind::String:
-    stringValue.~basic_string();
-    break;
-  case Kind::Array:
-    elements.~vector();
-    break;
-  case Kind::Object:
-    members.~vector();
-    break;
-  default:
-    break;
+  case Kind::String: stringValue.~basic_string(); break;
+  case Kind::Array: elements.~vector(); break;
+  case Kind::Object: members.~vector(); break;
+  default: break;
   }
   kind = Kind::Null;
   integerValue = 0;
@@ -32,15 +25,9 @@ void Json::destroy() noexcept {
 void Json::moveFrom(Json &other) noexcept {
   kind = other.kind;
   switch (kind) {
-  case Kind::String:
-    new (&stringValue) std::string(std::move(other.stringValue));
-    break;
-  case Kind::Array:
-    new (&elements) std::vector<Json>(std::move(other.elements));
-    break;
-  case Kind::Object:
-    new (&members) std::vector<JsonMember>(std::move(other.members));
-    break;
+  case Kind::String: new (&stringValue) std::string(std::move(other.stringValue)); break;
+  case Kind::Array: new (&elements) std::vector<Json>(std::move(other.elements)); break;
+  case Kind::Object: new (&members) std::vector<JsonMember>(std::move(other.members)); break;
   default:
     integerValue = other.integerValue; // the widest scalar: all of them
     break;
@@ -51,18 +38,10 @@ void Json::moveFrom(Json &other) noexcept {
 /// *this holds nothing (Null) on entry.
 void Json::copyFrom(const Json &other) {
   switch (other.kind) {
-  case Kind::String:
-    new (&stringValue) std::string(other.stringValue);
-    break;
-  case Kind::Array:
-    new (&elements) std::vector<Json>(other.elements);
-    break;
-  case Kind::Object:
-    new (&members) std::vector<JsonMember>(other.members);
-    break;
-  default:
-    integerValue = other.integerValue;
-    break;
+  case Kind::String: new (&stringValue) std::string(other.stringValue); break;
+  case Kind::Array: new (&elements) std::vector<Json>(other.elements); break;
+  case Kind::Object: new (&members) std::vector<JsonMember>(other.members); break;
+  default: integerValue = other.integerValue; break;
   }
   kind = other.kind;
 }
@@ -183,20 +162,13 @@ void Json::push(Json value) {
 
 const char *Json::kindName(Kind kind) {
   switch (kind) {
-  case Kind::Null:
-    return "null";
-  case Kind::Bool:
-    return "boolean";
-  case Kind::Integer:
-    return "integer";
-  case Kind::Number:
-    return "number";
-  case Kind::String:
-    return "string";
-  case Kind::Array:
-    return "array";
-  case Kind::Object:
-    return "object";
+  case Kind::Null: return "null";
+  case Kind::Bool: return "boolean";
+  case Kind::Integer: return "integer";
+  case Kind::Number: return "number";
+  case Kind::String: return "string";
+  case Kind::Array: return "array";
+  case Kind::Object: return "object";
   }
   return "?";
 }

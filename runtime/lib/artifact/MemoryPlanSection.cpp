@@ -121,8 +121,8 @@ Expected<StepMemoryPlan> kiln::artifact::decodeMemoryPlan(std::string_view json,
   auto fail = [&](const std::string &what) { return Error{origin + ": " + what}; };
   const Json *format = root.isObject() ? root.get("format") : nullptr;
   const Json *version = root.isObject() ? root.get("version") : nullptr;
-  if (!format || !format->isString() || format->getString() != "kiln-memory-plan" ||
-      !version || !version->isInteger() || version->getInteger() != 1)
+  if (!format || !format->isString() || format->getString() != "kiln-memory-plan" || !version ||
+      !version->isInteger() || version->getInteger() != 1)
     return fail("not a version 1 kiln-memory-plan");
   auto count = [](const Json &object, const char *key, int64_t min, int64_t &out) {
     const Json *value = object.get(key);
@@ -175,8 +175,7 @@ Expected<StepMemoryPlan> kiln::artifact::decodeMemoryPlan(std::string_view json,
     if (!count(entry, "base", -1, base))
       return fail(where + ": missing or bad 'base'");
     if (base >= 0 && !seen.count(base))
-      return fail(where + ": 'base' " + std::to_string(base) +
-                  " is not a buffer listed before it");
+      return fail(where + ": 'base' " + std::to_string(base) + " is not a buffer listed before it");
     if (!seen.insert(id).second)
       return fail(where + ": buffer " + std::to_string(id) + " is listed twice");
     buffer.buffer = static_cast<int>(id);

@@ -22,9 +22,7 @@ constexpr const char *kMetadataKey = "__metadata__";
 constexpr size_t kWriteChunk = 8u << 20;
 } // namespace
 
-std::string
-kiln::artifact::describeTensorType(DType dtype,
-                                   const std::vector<int64_t> &shape) {
+std::string kiln::artifact::describeTensorType(DType dtype, const std::vector<int64_t> &shape) {
   std::string text = std::string(dtypeName(dtype)) + " [";
   for (size_t i = 0; i < shape.size(); ++i)
     text += (i ? ", " : "") + std::to_string(shape[i]);
@@ -39,8 +37,8 @@ int64_t TensorInfo::getElementCount() const {
 }
 
 uint32_t kiln::artifact::tensorChecksum(std::string_view name, DType dtype,
-                                        const std::vector<int64_t> &shape,
-                                        const void *data, size_t size) {
+                                        const std::vector<int64_t> &shape, const void *data,
+                                        size_t size) {
   // A description that changes whenever name, dtype or shape does, then the
   // bytes: a flipped bit anywhere in them changes the checksum.
   std::string description(name);
@@ -62,9 +60,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   result.path = path;
   const unsigned char *bytes = result.file.data();
   uint64_t fileSize = result.file.size();
-  auto fail = [&](const std::string &what) {
-    return Error{path + ": " + what};
-  };
+  auto fail = [&](const std::string &what) { return Error{path + ": " + what}; };
 
   if (fileSize < 8)
     return fail("truncated safetensors file (" + std::to_string(fileSize) +
@@ -73,14 +69,11 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   for (int i = 7; i >= 0; --i)
     headerSize = headerSize << 8 | bytes[i];
   if (headerSize > kMaxHeaderSize || headerSize < 2)
-    return fail("not a safetensors file (header length " +
-                std::to_string(headerSize) + ")");
+    return fail("not a safetensors file (header length " + std::to_string(headerSize) + ")");
   if (headerSize > fileSize - 8)
-    return fail("truncated safetensors file (header of " +
-                std::to_string(headerSize) + " bytes, but only " +
-                std::to_string(fileSize - 8) + " bytes follow the length)");
-  std::string_view headerText(reinterpret_cast<const char *>(bytes) + 8,
-                              headerSize);
+    return fail("truncated safetensors file (header of " + std::to_string(headerSize) +
+                " bytes, but only " + std::to_string(fileSize - 8) + " bytes follow the length)");
+  std::string_view headerText(reinterpret_cast<const char *>(bytes) + 8, headerSize);
   result.dataStart = bytes + 8 + headerSize;
   uint64_t dataSize = fileSize - 8 - headerSize;
 
@@ -90,76 +83,69 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     semantic = true;
     return Error{path + ": " + what};
   };
-  Status parsed = Json::forEachMember(headerText, [&](const std::string &name,
-                                                      Json &entry) -> Status {
-    auto fail = entryError;
-    if (name == kMetadataKey) {
-      if (!entry.isObject())
-        return fail("bad safetensors header: __metadata__ is not an object");
-      for (const JsonMember &item : entry.getMembers()) {
-        if (!item.value.isString())
-          return fail("bad safetensors header: __metadata__ value '" +
-                      item.key + "' is not a string");
-        result.metadata[item.key] = item.value.getString();
-      }
-      return Status::success();
-    }
-    auto bad = [&](const std::string &what) {
-      return fail("tensor '" + name + "': " + what);
-    };
-    if (!entry.isObject())
-      return bad("header entry is not an object");
-    const Json *dtypeJson = entry.get("dtype");
-    const Json *shapeJson = entry.get("shape");
-    const Json *offsetsJson = entry.get("data_offsets");
-    if (!dtypeJson || !dtypeJson->isString())
-      return bad("missing string \"dtype\"");
-    std::optional<DType> dtype = parseDType(dtypeJson->getString());
-    if (!dtype)
-      return bad("unknown dtype '" + dtypeJson->getString() + "'");
-    if (!shapeJson || !shapeJson->isArray())
-      return bad("missing array \"shape\"");
-    if (!offsetsJson || !offsetsJson->isArray() ||
-        offsetsJson->getElements().size() != 2 ||
-        !offsetsJson->getElements()[0].isInteger() ||
-        !offsetsJson->getElements()[1].isInteger())
-      return bad("\"data_offsets\" is not [begin, end]");
-    TensorInfo tensor;
-    tensor.name = name;
-    tensor.dtype = *dtype;
-    uint64_t elements = 1;
-    for (const Json &dim : shapeJson->getElements()) {
-      if (!dim.isInteger() || dim.getInteger() < 0)
-        return bad("shape entries must be integers >= 0");
-      tensor.shape.push_back(dim.getInteger());
-      if (__builtin_mul_overflow(
-              elements, static_cast<uint64_t>(dim.getInteger()), &elements))
-        return bad("element count overflows");
-    }
-    int64_t begin = offsetsJson->getElements()[0].getInteger();
-    int64_t end = offsetsJson->getElements()[1].getInteger();
-    if (begin < 0 || end < begin)
-      return bad("bad data_offsets [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + ")");
-    tensor.begin = static_cast<uint64_t>(begin);
-    tensor.end = static_cast<uint64_t>(end);
-    uint64_t needed;
-    if (__builtin_mul_overflow(elements, dtypeSize(*dtype), &needed))
-      return bad("byte size overflows");
-    if (tensor.getByteSize() != needed)
-      return bad("data_offsets [" + std::to_string(begin) + ", " +
-                 std::to_string(end) + ") hold " +
-                 std::to_string(tensor.getByteSize()) + " bytes, but " +
-                 describeTensorType(*dtype, tensor.shape) + " needs " +
-                 std::to_string(needed));
-    if (tensor.end > dataSize)
-      return fail("truncated safetensors file: tensor '" + name +
-                  "' needs data bytes [" + std::to_string(begin) + ", " +
-                  std::to_string(end) + "), but the file holds only " +
-                  std::to_string(dataSize));
-    result.tensors.push_back(std::move(tensor));
-    return Status::success();
-  });
+  Status parsed =
+      Json::forEachMember(headerText, [&](const std::string &name, Json &entry) -> Status {
+        auto fail = entryError;
+        if (name == kMetadataKey) {
+          if (!entry.isObject())
+            return fail("bad safetensors header: __metadata__ is not an object");
+          for (const JsonMember &item : entry.getMembers()) {
+            if (!item.value.isString())
+              return fail("bad safetensors header: __metadata__ value '" + item.key +
+                          "' is not a string");
+            result.metadata[item.key] = item.value.getString();
+          }
+          return Status::success();
+        }
+        auto bad = [&](const std::string &what) { return fail("tensor '" + name + "': " + what); };
+        if (!entry.isObject())
+          return bad("header entry is not an object");
+        const Json *dtypeJson = entry.get("dtype");
+        const Json *shapeJson = entry.get("shape");
+        const Json *offsetsJson = entry.get("data_offsets");
+        if (!dtypeJson || !dtypeJson->isString())
+          return bad("missing string \"dtype\"");
+        std::optional<DType> dtype = parseDType(dtypeJson->getString());
+        if (!dtype)
+          return bad("unknown dtype '" + dtypeJson->getString() + "'");
+        if (!shapeJson || !shapeJson->isArray())
+          return bad("missing array \"shape\"");
+        if (!offsetsJson || !offsetsJson->isArray() || offsetsJson->getElements().size() != 2 ||
+            !offsetsJson->getElements()[0].isInteger() ||
+            !offsetsJson->getElements()[1].isInteger())
+          return bad("\"data_offsets\" is not [begin, end]");
+        TensorInfo tensor;
+        tensor.name = name;
+        tensor.dtype = *dtype;
+        uint64_t elements = 1;
+        for (const Json &dim : shapeJson->getElements()) {
+          if (!dim.isInteger() || dim.getInteger() < 0)
+            return bad("shape entries must be integers >= 0");
+          tensor.shape.push_back(dim.getInteger());
+          if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dim.getInteger()), &elements))
+            return bad("element count overflows");
+        }
+        int64_t begin = offsetsJson->getElements()[0].getInteger();
+        int64_t end = offsetsJson->getElements()[1].getInteger();
+        if (begin < 0 || end < begin)
+          return bad("bad data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     ")");
+        tensor.begin = static_cast<uint64_t>(begin);
+        tensor.end = static_cast<uint64_t>(end);
+        uint64_t needed;
+        if (__builtin_mul_overflow(elements, dtypeSize(*dtype), &needed))
+          return bad("byte size overflows");
+        if (tensor.getByteSize() != needed)
+          return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     ") hold " + std::to_string(tensor.getByteSize()) + " bytes, but " +
+                     describeTensorType(*dtype, tensor.shape) + " needs " + std::to_string(needed));
+        if (tensor.end > dataSize)
+          return fail("truncated safetensors file: tensor '" + name + "' needs data bytes [" +
+                      std::to_string(begin) + ", " + std::to_string(end) +
+                      "), but the file holds only " + std::to_string(dataSize));
+        result.tensors.push_back(std::move(tensor));
+        return Status::success();
+      });
   if (!parsed)
     return semantic ? parsed.takeError()
                     : Error{path + ": bad safetensors header: " + parsed.getError()};
@@ -173,11 +159,11 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   for (size_t i = 0; i < result.tensors.size(); ++i) {
     const TensorInfo &tensor = result.tensors[i];
     if (tensor.begin < covered)
-      return fail("tensor '" + tensor.name + "' overlaps tensor '" +
-                  result.tensors[i - 1].name + "'");
+      return fail("tensor '" + tensor.name + "' overlaps tensor '" + result.tensors[i - 1].name +
+                  "'");
     if (tensor.begin > covered)
-      return fail("data bytes [" + std::to_string(covered) + ", " +
-                  std::to_string(tensor.begin) + ") belong to no tensor");
+      return fail("data bytes [" + std::to_string(covered) + ", " + std::to_string(tensor.begin) +
+                  ") belong to no tensor");
     covered = tensor.end;
   }
   if (covered != dataSize)
@@ -209,22 +195,19 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
       if (it == result.metadata.end())
         return fail("tensor '" + tensor.name +
                     "' has no checksum, while others do (header corrupt)");
-      uint32_t actual =
-          tensorChecksum(tensor.name, tensor.dtype, tensor.shape,
-                         result.data(tensor), tensor.getByteSize());
+      uint32_t actual = tensorChecksum(tensor.name, tensor.dtype, tensor.shape, result.data(tensor),
+                                       tensor.getByteSize());
       if (it->second != formatCrc32c(actual))
-        return fail("tensor '" + tensor.name +
-                    "' fails its CRC-32C check (file corrupt)");
+        return fail("tensor '" + tensor.name + "' fails its CRC-32C check (file corrupt)");
     }
   }
   return result;
 }
 
 const TensorInfo *SafetensorsFile::find(std::string_view name) const {
-  auto it = std::lower_bound(byName.begin(), byName.end(), name,
-                             [&](uint32_t index, std::string_view key) {
-                               return tensors[index].name < key;
-                             });
+  auto it = std::lower_bound(
+      byName.begin(), byName.end(), name,
+      [&](uint32_t index, std::string_view key) { return tensors[index].name < key; });
   return it != byName.end() && tensors[*it].name == name ? &tensors[*it] : nullptr;
 }
 
@@ -232,10 +215,10 @@ const TensorInfo *SafetensorsFile::find(std::string_view name) const {
 // Writer
 //===----------------------------------------------------------------------===//
 
-Status kiln::artifact::writeSafetensors(
-    const std::string &path, const std::vector<TensorData> &tensors,
-    const std::map<std::string, std::string> &metadata,
-    const WriteProgress &progress) {
+Status kiln::artifact::writeSafetensors(const std::string &path,
+                                        const std::vector<TensorData> &tensors,
+                                        const std::map<std::string, std::string> &metadata,
+                                        const WriteProgress &progress) {
   Json meta = Json::object();
   meta.set("format", Json::string("pt"));
   for (const auto &[key, value] : metadata)
@@ -259,25 +242,22 @@ Status kiln::artifact::writeSafetensors(
     Json shape = Json::array();
     for (int64_t dim : tensor.shape) {
       if (dim < 0)
-        return Error{path + ": tensor '" + tensor.name +
-                     "' has a negative dim"};
+        return Error{path + ": tensor '" + tensor.name + "' has a negative dim"};
       size *= static_cast<uint64_t>(dim);
       shape.push(Json::integer(dim));
     }
     Json entry = Json::object();
     entry.set("dtype", Json::string(dtypeName(tensor.dtype)));
     entry.set("shape", std::move(shape));
-    entry.set(
-        "data_offsets",
-        Json::array({Json::integer(static_cast<int64_t>(offset)),
-                     Json::integer(static_cast<int64_t>(offset + size))}));
+    entry.set("data_offsets", Json::array({Json::integer(static_cast<int64_t>(offset)),
+                                           Json::integer(static_cast<int64_t>(offset + size))}));
     document.push_back({tensor.name, std::move(entry)});
     std::string checksumKey = kChecksumKeyPrefix + tensor.name;
     if (metadata.count(checksumKey))
       return Error{path + ": metadata key '" + checksumKey + "' is Kiln's checksum key"};
     meta.append(std::move(checksumKey),
-                Json::string(formatCrc32c(tensorChecksum(
-                    tensor.name, tensor.dtype, tensor.shape, tensor.data, size))));
+                Json::string(formatCrc32c(
+                    tensorChecksum(tensor.name, tensor.dtype, tensor.shape, tensor.data, size))));
     sizes.push_back(size);
     offset += size;
   }
@@ -299,8 +279,7 @@ Status kiln::artifact::writeSafetensors(
     for (size_t i = 0; i < tensors.size(); ++i) {
       const char *bytes = static_cast<const char *>(tensors[i].data);
       for (uint64_t done = 0; done < sizes[i];) {
-        size_t chunk = static_cast<size_t>(
-            std::min<uint64_t>(kWriteChunk, sizes[i] - done));
+        size_t chunk = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, sizes[i] - done));
         if (Status status = writer.write(bytes + done, chunk); !status)
           return status;
         done += chunk;

@@ -33,8 +33,8 @@ struct Decoder {
   const Json *member(const Json &object, const char *key, Json::Kind kind,
                      const std::string &where) {
     const Json *value = object.get(key);
-    if (!value || (value->getKind() != kind &&
-                   !(kind == Json::Kind::Number && value->isNumber()))) {
+    if (!value ||
+        (value->getKind() != kind && !(kind == Json::Kind::Number && value->isNumber()))) {
       fail(where + ": missing or non-" + Json::kindName(kind) + " '" + key + "'");
       return nullptr;
     }
@@ -130,12 +130,10 @@ bool decodeLinearCrossEntropy(Decoder &d, const Json &o, const std::string &wher
     if (id < 0)
       return true;
     const ProgramBuffer &b = buffers[id];
-    return b.shape.size() == rank &&
-           std::find(types.begin(), types.end(), b.dtype) != types.end();
+    return b.shape.size() == rank && std::find(types.begin(), types.end(), b.dtype) != types.end();
   };
   DType element = buffers[h.hidden].dtype;
-  if (!is(h.hidden, {DType::F32, DType::BF16, DType::F16}, 2) ||
-      !is(h.weight, {element}, 2))
+  if (!is(h.hidden, {DType::F32, DType::BF16, DType::F16}, 2) || !is(h.weight, {element}, 2))
     return d.fail(where + ": hidden and weight must be 2-D F32, BF16 or F16 of one dtype");
   if (!is(h.labels, {DType::I64, DType::I32}, 1))
     return d.fail(where + ": labels must be 1-D I64 or I32");
@@ -221,8 +219,8 @@ bool decodeAllReduce(Decoder &d, const Json &o, const std::string &where,
     const ProgramBuffer &in = buffers[op.ins[i]], &out = buffers[op.outs[i]];
     if (in.dtype != DType::F32 && in.dtype != DType::F64 && in.dtype != DType::BF16 &&
         in.dtype != DType::F16)
-      return d.fail(where + ": buffer " + std::to_string(op.ins[i]) + " is " +
-                    dtypeName(in.dtype) + "; all_reduce averages F32, F64, BF16 or F16");
+      return d.fail(where + ": buffer " + std::to_string(op.ins[i]) + " is " + dtypeName(in.dtype) +
+                    "; all_reduce averages F32, F64, BF16 or F16");
     bool same = in.dtype == out.dtype && in.shape.size() == out.shape.size();
     for (size_t k = 0; same && k < in.shape.size(); ++k)
       same = in.shape[k].getText() == out.shape[k].getText();
@@ -241,15 +239,11 @@ bool decodeAllReduce(Decoder &d, const Json &o, const std::string &where,
 /// The buffers an op reads or writes.
 std::vector<int> touched(const ProgramOp &op) {
   switch (op.kind) {
-  case ProgramOp::Kind::View:
-    return {op.source};
-  case ProgramOp::Kind::Fill:
-    return {op.target};
-  case ProgramOp::Kind::Copy:
-    return {op.source, op.target};
+  case ProgramOp::Kind::View: return {op.source};
+  case ProgramOp::Kind::Fill: return {op.target};
+  case ProgramOp::Kind::Copy: return {op.source, op.target};
   case ProgramOp::Kind::Launch:
-  case ProgramOp::Kind::AllReduceWait:
-    return op.args;
+  case ProgramOp::Kind::AllReduceWait: return op.args;
   case ProgramOp::Kind::Gemm: {
     std::vector<int> ids;
     for (int id : {op.a, op.b, op.bias, op.c})
@@ -262,8 +256,7 @@ std::vector<int> touched(const ProgramOp &op) {
     ids.insert(ids.end(), op.outs.begin(), op.outs.end());
     return ids;
   }
-  default:
-    return {};
+  default: return {};
   }
 }
 
@@ -279,7 +272,7 @@ std::string checkAllReduces(const StepProgram &p, const std::string &origin) {
       root[op.result] = root[op.source];
   std::map<int64_t, size_t> started; // bucket -> its all_reduce op, until waited
   std::set<int64_t> seen;
-  std::map<int, int64_t> busy;        // root -> bucket in flight
+  std::map<int, int64_t> busy; // root -> bucket in flight
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     std::string where = origin + ": op " + std::to_string(i);
@@ -295,8 +288,7 @@ std::string checkAllReduces(const StepProgram &p, const std::string &origin) {
       got.erase(std::unique(got.begin(), got.end()), got.end());
       if (expected != got)
         return where + " (all_reduce_wait): 'buffers' are not those of bucket " +
-               std::to_string(op.bucket) + "'s all_reduce (op " + std::to_string(it->second) +
-               ")";
+               std::to_string(op.bucket) + "'s all_reduce (op " + std::to_string(it->second) + ")";
       for (int id : got)
         busy.erase(root[id]);
       started.erase(it);
@@ -317,9 +309,8 @@ std::string checkAllReduces(const StepProgram &p, const std::string &origin) {
       busy[root[id]] = op.bucket;
   }
   if (!started.empty())
-    return origin + ": op " + std::to_string(started.begin()->second) +
-           " (all_reduce): bucket " + std::to_string(started.begin()->first) +
-           " is never waited for (no all_reduce_wait)";
+    return origin + ": op " + std::to_string(started.begin()->second) + " (all_reduce): bucket " +
+           std::to_string(started.begin()->first) + " is never waited for (no all_reduce_wait)";
   return "";
 }
 
@@ -398,8 +389,9 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   }
   d.bufferCount = program.buffers.size();
 
-  for (auto [key, list] : {std::pair<const char *, std::vector<ProgramBinding> *>{"args", &program.args},
-                           {"results", &program.results}}) {
+  for (auto [key, list] :
+       {std::pair<const char *, std::vector<ProgramBinding> *>{"args", &program.args},
+        {"results", &program.results}}) {
     const Json *bindings = d.member(root, key, Json::Kind::Array, "program");
     if (!bindings)
       return Error{d.error};
@@ -547,9 +539,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
       if (r >= program.ops.size() || r == i ||
           (program.ops[r].kind != ProgramOp::Kind::Fill &&
            program.ops[r].kind != ProgramOp::Kind::Launch))
-        return Error{origin + ": op " + std::to_string(i) +
-                     ": 'attention' replaces op " + std::to_string(r) +
-                     ", which is not a fill or launch of this program"};
+        return Error{origin + ": op " + std::to_string(i) + ": 'attention' replaces op " +
+                     std::to_string(r) + ", which is not a fill or launch of this program"};
     }
   }
   if (std::string bad = checkAllReduces(program, origin); !bad.empty())
@@ -584,9 +575,7 @@ LiveRanges StepProgram::liveRanges() const {
       live.root[op.result] = live.root[op.source];
       touch(op.source, i);
       break;
-    case ProgramOp::Kind::Fill:
-      touch(op.target, i);
-      break;
+    case ProgramOp::Kind::Fill: touch(op.target, i); break;
     case ProgramOp::Kind::Copy:
       touch(op.source, i);
       touch(op.target, i);
@@ -610,8 +599,7 @@ LiveRanges StepProgram::liveRanges() const {
       for (int id : touched(op))
         touch(id, i);
       break;
-    default:
-      break;
+    default: break;
     }
   }
   for (const ProgramBinding &result : results)

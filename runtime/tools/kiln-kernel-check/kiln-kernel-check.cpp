@@ -37,12 +37,12 @@
 #include <cstdint>
 #include <cstring>
 #include <dirent.h>
-#include <sys/stat.h>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
 using namespace kiln::runtime;
@@ -60,9 +60,9 @@ struct Case {
   std::string kernel, module;
   unsigned blocks = 1, block = 256, shared = 0;
   double tolerance = 1e-5;
-  bool l2 = false;          // judge by relative L2 error (metric l2)
+  bool l2 = false; // judge by relative L2 error (metric l2)
   double l2Tolerance = 0;
-  bool reference = true;    // expect<K>.bin files exist
+  bool reference = true; // expect<K>.bin files exist
   std::vector<Tensor> ins, outs;
   std::vector<int64_t> symbols;
   // GEMM cases (row-major C[b] = op(A[b]) op(B[b]), kiln_kernel.gemm).
@@ -127,15 +127,13 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       std::string side, name;
       size_t index = 0;
       words >> side >> index >> name; // names for harnesses; the check needs none
-    }
-    else if (key == "epilogue")
+    } else if (key == "epilogue")
       words >> c.epilogue;
     else if (key == "gemm") {
       c.gemm = true;
       words >> c.m >> c.n >> c.k >> c.batch >> c.strideA >> c.strideB >> c.strideC >> c.transA >>
           c.transB;
-    }
-    else if (key == "in" || key == "out") {
+    } else if (key == "in" || key == "out") {
       Tensor t;
       words >> t.dtype >> t.count >> t.file;
       if (key == "out")
@@ -163,7 +161,7 @@ float bitsToFloat(uint32_t bits) {
 
 double halfToDouble(uint16_t h) {
   int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
-  double value = exponent == 0 ? std::ldexp(mantissa, -24)
+  double value = exponent == 0    ? std::ldexp(mantissa, -24)
                  : exponent == 31 ? (mantissa ? NAN : INFINITY)
                                   : std::ldexp(mantissa + 1024, exponent - 25);
   return sign ? -value : value;
@@ -172,13 +170,41 @@ double halfToDouble(uint16_t h) {
 /// Element i as a double (floats) or exact integer.
 double element(const std::string &bytes, const std::string &dtype, size_t i) {
   const char *p = bytes.data() + i * elementSize(dtype);
-  if (dtype == "f32") { float v; std::memcpy(&v, p, 4); return v; }
-  if (dtype == "f64") { double v; std::memcpy(&v, p, 8); return v; }
-  if (dtype == "bf16") { uint16_t v; std::memcpy(&v, p, 2); return bitsToFloat(uint32_t(v) << 16); }
-  if (dtype == "f16") { uint16_t v; std::memcpy(&v, p, 2); return halfToDouble(v); }
-  if (dtype == "i64" || dtype == "u64") { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-  if (dtype == "i32" || dtype == "u32") { int32_t v; std::memcpy(&v, p, 4); return v; }
-  if (dtype == "i16" || dtype == "u16") { int16_t v; std::memcpy(&v, p, 2); return v; }
+  if (dtype == "f32") {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (dtype == "f64") {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  if (dtype == "bf16") {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return bitsToFloat(uint32_t(v) << 16);
+  }
+  if (dtype == "f16") {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return halfToDouble(v);
+  }
+  if (dtype == "i64" || dtype == "u64") {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return double(v);
+  }
+  if (dtype == "i32" || dtype == "u32") {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (dtype == "i16" || dtype == "u16") {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
   return static_cast<int8_t>(*p);
 }
 
@@ -188,8 +214,8 @@ bool isFloat(const std::string &dtype) {
 
 /// The row-major GEMM as cuBLASLt's column-major one: a row-major X is the
 /// column-major X^T, so C^T = op(B)^T op(A)^T with B first.
-std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
-                    CUdeviceptr out, const std::string &dtype) {
+std::string runGemm(const Case &c, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr out,
+                    const std::string &dtype) {
   cublasLtHandle_t handle;
   if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS)
     return "cublasLtCreate failed";
@@ -308,8 +334,8 @@ struct Checker {
       if (!readFile(inputDir + "/" + t.file, bytes) ||
           bytes.size() != t.count * elementSize(t.dtype)) {
         release();
-        return "bad input file " + inputDir + "/" + t.file + " (want " +
-               std::to_string(t.count) + " " + t.dtype + " elements)";
+        return "bad input file " + inputDir + "/" + t.file + " (want " + std::to_string(t.count) +
+               " " + t.dtype + " elements)";
       }
       CUdeviceptr ptr;
       std::string e = alloc(t, ptr);
@@ -358,8 +384,8 @@ struct Checker {
       if (c.ins.size() != operands || c.outs.size() != 1)
         e = "a GEMM case has two inputs (three with a bias) and one output";
       else
-        e = runGemm(c, buffers[0], buffers[1], operands == 3 ? buffers[2] : 0,
-                    buffers[operands], c.outs[0].dtype);
+        e = runGemm(c, buffers[0], buffers[1], operands == 3 ? buffers[2] : 0, buffers[operands],
+                    c.outs[0].dtype);
     } else {
       e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared, nullptr,
                                       params.data(), nullptr),
@@ -372,9 +398,9 @@ struct Checker {
     std::vector<std::string> outputs(c.outs.size());
     for (size_t o = 0; o < c.outs.size() && e.empty(); ++o) {
       outputs[o].assign(expected[o].size(), '\0');
-      e = check(driver.cuMemcpyDtoH_v2(outputs[o].data(), buffers[c.ins.size() + o],
-                                       outputs[o].size()),
-                "cuMemcpyDtoH");
+      e = check(
+          driver.cuMemcpyDtoH_v2(outputs[o].data(), buffers[c.ins.size() + o], outputs[o].size()),
+          "cuMemcpyDtoH");
       if (e.empty() && !dumpDir.empty()) {
         std::string target = dumpDir + "/" + c.kernel;
         mkdir(dumpDir.c_str(), 0755);
@@ -475,8 +501,8 @@ struct Checker {
     for (int i = -2; i < timedLaunches && e.empty(); ++i) {
       e = check(driver.cuEventRecord(start, nullptr), "cuEventRecord");
       if (e.empty())
-        e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared,
-                                        nullptr, params.data(), nullptr),
+        e = check(driver.cuLaunchKernel(function, c.blocks, 1, 1, c.block, 1, 1, c.shared, nullptr,
+                                        params.data(), nullptr),
                   "cuLaunchKernel");
       if (e.empty())
         e = check(driver.cuEventRecord(stop, nullptr), "cuEventRecord");
@@ -546,8 +572,10 @@ int main(int argc, char **argv) {
         names.push_back(entry->d_name);
     closedir(d);
   } else {
-    std::cerr << "kiln-kernel-check: error: no " << dir << "/check (run kiln compile --emit=cuda "
-                 "--kernel-check=SIZES -o " << dir << ")\n";
+    std::cerr << "kiln-kernel-check: error: no " << dir
+              << "/check (run kiln compile --emit=cuda "
+                 "--kernel-check=SIZES -o "
+              << dir << ")\n";
     return 2;
   }
   std::sort(names.begin(), names.end());
@@ -576,10 +604,14 @@ int main(int argc, char **argv) {
     std::cerr << "kiln-kernel-check: error: cannot create a context on device 0\n";
     return 3;
   }
-  Checker checker{*driver, dir,
-                  "sm_" + std::to_string(device.computeCapabilityMajor * 10 +
-                                         device.computeCapabilityMinor),
-                  {}, inputsDir, dumpDir, timedLaunches};
+  Checker checker{
+      *driver,
+      dir,
+      "sm_" + std::to_string(device.computeCapabilityMajor * 10 + device.computeCapabilityMinor),
+      {},
+      inputsDir,
+      dumpDir,
+      timedLaunches};
   unsigned passed = 0, failed = 0;
   for (const std::string &name : names) {
     Case c;

@@ -38,9 +38,8 @@ struct Arguments {
   std::map<std::string, std::vector<std::string>> flags;
 
   /// Splits argv; a flag not in \p known (or a value-less one) is an error.
-  static std::optional<Arguments> parse(int argc, char **argv,
-                                        const std::vector<std::string> &known,
-                                        std::string &errorMessage);
+  static std::optional<Arguments>
+  parse(int argc, char **argv, const std::vector<std::string> &known, std::string &errorMessage);
   /// The last value of --name, if given.
   std::optional<std::string> get(const std::string &name) const;
   const std::vector<std::string> &getAll(const std::string &name) const;

@@ -71,8 +71,8 @@ std::optional<int> rankOfFailure(const std::string &text) {
 
 } // namespace
 
-int kiln::run::launchRanks(int gpus, const std::string &argv0,
-                           const std::vector<std::string> &args, const std::string &rendezvous) {
+int kiln::run::launchRanks(int gpus, const std::string &argv0, const std::vector<std::string> &args,
+                           const std::string &rendezvous) {
   std::string dir = rendezvous;
   bool own = dir.empty();
   if (own && (dir = makeTemporaryDirectory()).empty())
@@ -178,8 +178,8 @@ int kiln::run::launchRanks(int gpus, const std::string &argv0,
   char graceText[32];
   std::snprintf(graceText, sizeof graceText, "%g", grace);
   return error(failedCode ? failedCode : 1,
-               "rank " + std::to_string(failedRank) + " of " + std::to_string(gpus) +
-                   " failed (" + failedHow + "); stopped the other ranks" +
+               "rank " + std::to_string(failedRank) + " of " + std::to_string(gpus) + " failed (" +
+                   failedHow + "); stopped the other ranks" +
                    (killed ? std::string(" (killed after ") + graceText + " s)" : std::string()));
 }
 

@@ -81,8 +81,8 @@ void printBatching(const char *name, const BatchingStats &s, const std::string &
 } // namespace
 
 const std::vector<std::string> kiln::run::kDataStatsFlags = {
-    "seq", "batch", "labels", "vocab-size", "dump", "count", "batching", "inputs", "seed",
-    "shuffle"};
+    "seq",   "batch",    "labels", "vocab-size", "dump",
+    "count", "batching", "inputs", "seed",       "shuffle"};
 
 namespace {
 /// Writes micro-batches 0..count-1 of \p source to \p dir.
@@ -104,10 +104,10 @@ int dumpBatches(BatchSource &source, const std::string &dir, uint64_t count) {
           !s)
         return error(kExitBadInput, s.getError());
     }
-    index += "{\"index\": " + std::to_string(k) + ", \"batch\": " +
-             std::to_string(batch.sizes.at("batch")) + ", \"seq\": " +
-             std::to_string(batch.sizes.at("seq")) + ", \"counted\": " +
-             std::to_string(batch.countedTokens) + "}\n";
+    index += "{\"index\": " + std::to_string(k) +
+             ", \"batch\": " + std::to_string(batch.sizes.at("batch")) +
+             ", \"seq\": " + std::to_string(batch.sizes.at("seq")) +
+             ", \"counted\": " + std::to_string(batch.countedTokens) + "}\n";
   }
   if (Status s = kiln::artifact::writeFileAtomically(
           dir + "/batches.jsonl", [&](kiln::artifact::FileWriter &w) { return w.write(index); });
@@ -129,7 +129,8 @@ int kiln::run::runDataStats(int argc, char **argv) {
   if (!args)
     return error(kExitUsage, message + " (see 'kiln-run data-stats --help')");
   if (args->positional.size() != 1)
-    return error(kExitUsage, "'data-stats' takes one dataset file (see 'kiln-run data-stats --help')");
+    return error(kExitUsage,
+                 "'data-stats' takes one dataset file (see 'kiln-run data-stats --help')");
   if (!args->get("seq"))
     return error(kExitUsage, "missing --seq (see 'kiln-run data-stats --help')");
   int64_t batch = 1, vocab = 0;
@@ -144,7 +145,8 @@ int kiln::run::runDataStats(int argc, char **argv) {
     size_t comma = seqText.find(',', start);
     int64_t seq;
     if (!parsePositive(seqText.substr(start, comma - start), seq))
-      return error(kExitUsage, "--seq needs positive integers (comma-separated), got '" + seqText + "'");
+      return error(kExitUsage,
+                   "--seq needs positive integers (comma-separated), got '" + seqText + "'");
     shapes.push_back({{"batch", batch}, {"seq", seq}});
     if (comma == std::string::npos)
       break;
@@ -168,9 +170,8 @@ int kiln::run::runDataStats(int argc, char **argv) {
   std::printf("data %s: %llu documents, %llu tokens (%llu with loss, %.1f%%), %s, largest id "
               "%llu\n",
               path.c_str(), static_cast<unsigned long long>(h.documents),
-              static_cast<unsigned long long>(h.tokens),
-              static_cast<unsigned long long>(h.counted), percent(h.counted, h.tokens),
-              h.dtype == TokenDType::U16 ? "uint16" : "uint32",
+              static_cast<unsigned long long>(h.tokens), static_cast<unsigned long long>(h.counted),
+              percent(h.counted, h.tokens), h.dtype == TokenDType::U16 ? "uint16" : "uint32",
               static_cast<unsigned long long>(h.maxToken));
 
   Expected<BatchingStats> padded = measureBatching(*file, shapes, batching);
@@ -223,8 +224,8 @@ int kiln::run::runDataStats(int argc, char **argv) {
   batching.seed = static_cast<uint64_t>(seed);
   batching.vocabSize = static_cast<uint32_t>(vocab);
   std::vector<std::string> inputs;
-  std::string names = args->get("inputs").value_or(
-      mode == "pack" ? "input_ids,position_ids,labels" : "input_ids,labels");
+  std::string names = args->get("inputs").value_or(mode == "pack" ? "input_ids,position_ids,labels"
+                                                                  : "input_ids,labels");
   for (size_t start = 0;;) {
     size_t comma = names.find(',', start);
     inputs.push_back(names.substr(start, comma - start));
@@ -240,6 +241,5 @@ int kiln::run::runDataStats(int argc, char **argv) {
   if (::stat(dump->c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
     return error(kExitUsage, "--dump " + *dump + ": not a directory");
   const BatchingStats &epoch = mode == "pack" ? *packed : *padded;
-  return dumpBatches(**source, *dump,
-                     count ? static_cast<uint64_t>(count) : epoch.microBatches);
+  return dumpBatches(**source, *dump, count ? static_cast<uint64_t>(count) : epoch.microBatches);
 }

@@ -71,8 +71,7 @@ static int printKernelLaunches(const StepArtifact &step, const char *path) {
   size_t launches = 0;
   for (const std::string &section : sections) {
     Expected<StepProgram> program = StepProgram::decode(
-        step.getContainer().contents(section),
-        std::string(path) + ": section '" + section + "'");
+        step.getContainer().contents(section), std::string(path) + ": section '" + section + "'");
     if (!program)
       return error(kExitBadInput, program.getError());
     for (const ProgramOp &op : program->ops) {
@@ -98,8 +97,8 @@ static int printKernelLaunches(const StepArtifact &step, const char *path) {
 static int printGemms(const StepArtifact &step, const char *path) {
   if (!step.hasStepProgram())
     return 0;
-  Expected<StepProgram> program = StepProgram::decode(
-      step.getContainer().contents("step"), std::string(path) + ": section 'step'");
+  Expected<StepProgram> program = StepProgram::decode(step.getContainer().contents("step"),
+                                                      std::string(path) + ": section 'step'");
   if (!program)
     return error(kExitBadInput, program.getError());
   SymbolBindings at;
@@ -143,8 +142,7 @@ static int printGemms(const StepArtifact &step, const char *path) {
 }
 
 int kiln::run::runInspect(int argc, char **argv) {
-  if (argc == 1 &&
-      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run inspect STEP.kiln\n\nPrints the artifact's "
                 "header, sections, meta, guards, parameters, kernel\nmodules, the "
                 "distinct kernels the programs launch (with their module\nand launch "
@@ -163,22 +161,19 @@ int kiln::run::runInspect(int argc, char **argv) {
               static_cast<unsigned long long>(container.getFileSize()),
               formatCrc32c(container.getFileCrc32c()).c_str());
 
-  std::printf("sections (%zu):\n  %10s %10s  %-10s  %s\n",
-              container.getSections().size(), "offset", "size", "crc32c",
-              "name");
+  std::printf("sections (%zu):\n  %10s %10s  %-10s  %s\n", container.getSections().size(), "offset",
+              "size", "crc32c", "name");
   for (const Section &section : container.getSections())
-    std::printf("  %10llu %10llu  %s  %s\n",
-                static_cast<unsigned long long>(section.offset),
-                static_cast<unsigned long long>(section.size),
-                formatCrc32c(section.crc32c).c_str(), section.name.c_str());
+    std::printf("  %10llu %10llu  %s  %s\n", static_cast<unsigned long long>(section.offset),
+                static_cast<unsigned long long>(section.size), formatCrc32c(section.crc32c).c_str(),
+                section.name.c_str());
 
   std::printf("meta:\n%s\n", indent(step->getMeta().print(true), 2).c_str());
 
   std::printf("guards (%zu):\n", step->getGuards().size());
   for (const Guard &guard : step->getGuards())
     std::printf("  %s  (%s)\n", describeGuard(guard).c_str(),
-                guard.origin.empty() ? "no origin recorded"
-                                     : guard.origin.c_str());
+                guard.origin.empty() ? "no origin recorded" : guard.origin.c_str());
 
   std::printf("params (%zu):\n", step->getParams().size());
   for (const ParamSpec &param : step->getParams()) {
@@ -198,11 +193,9 @@ int kiln::run::runInspect(int argc, char **argv) {
   for (const auto &[name, images] : step->getKernels()) {
     std::string list;
     for (const KernelImage &cubin : images.cubins)
-      list += (list.empty() ? "" : ", ") +
-              cubin.section.substr(cubin.section.rfind('/') + 1);
+      list += (list.empty() ? "" : ", ") + cubin.section.substr(cubin.section.rfind('/') + 1);
     for (const KernelImage &ptx : images.ptx)
-      list += (list.empty() ? "" : ", ") +
-              ptx.section.substr(ptx.section.rfind('/') + 1);
+      list += (list.empty() ? "" : ", ") + ptx.section.substr(ptx.section.rfind('/') + 1);
     if (!images.source.empty())
       list += std::string(list.empty() ? "" : ", ") + "source";
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
@@ -231,18 +224,16 @@ int kiln::run::runInspect(int argc, char **argv) {
   }
   std::printf("buckets: %s\n", buckets.empty() ? "none" : buckets.c_str());
   std::printf("loop programs: %s\n",
-              step->getProgram("accum") ? "accum, apply, eval (kiln-run train --grad-accum, --eval-data)"
-                                        : "none");
+              step->getProgram("accum")
+                  ? "accum, apply, eval (kiln-run train --grad-accum, --eval-data)"
+                  : "none");
   std::printf("step program: %s\n",
-              step->hasStepProgram()
-                  ? "present (opaque until the runtime executes it)"
-                  : "absent");
+              step->hasStepProgram() ? "present (opaque until the runtime executes it)" : "absent");
   return 0;
 }
 
 int kiln::run::runCkptInfo(int argc, char **argv) {
-  if (argc == 1 &&
-      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::printf("USAGE: kiln-run ckpt-info FILE.safetensors\n\nValidates the "
                 "file (structure; Kiln's checksums when present) and lists its "
                 "tensors.\n");
@@ -253,12 +244,10 @@ int kiln::run::runCkptInfo(int argc, char **argv) {
   Expected<SafetensorsFile> file = SafetensorsFile::open(argv[0]);
   if (!file)
     return error(kExitBadInput, file.getError());
-  std::printf("%s: safetensors, %zu tensors, %llu bytes, %s\n", argv[0],
-              file->getTensors().size(),
+  std::printf("%s: safetensors, %zu tensors, %llu bytes, %s\n", argv[0], file->getTensors().size(),
               static_cast<unsigned long long>(file->getFileSize()),
-              file->hasChecksums()
-                  ? "CRC-32C checksums verified"
-                  : "no Kiln checksums (structure checked only)");
+              file->hasChecksums() ? "CRC-32C checksums verified"
+                                   : "no Kiln checksums (structure checked only)");
   for (const auto &[key, value] : file->getMetadata())
     if (key.compare(0, std::strlen(kChecksumKeyPrefix), kChecksumKeyPrefix))
       std::printf("  metadata %s = %s\n", key.c_str(), value.c_str());

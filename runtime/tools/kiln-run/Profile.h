@@ -15,8 +15,7 @@
 
 namespace kiln::run {
 
-runtime::Status writeProfile(const std::string &path,
-                             const std::vector<runtime::ActionTime> &times,
+runtime::Status writeProfile(const std::string &path, const std::vector<runtime::ActionTime> &times,
                              unsigned top = 20);
 
 } // namespace kiln::run

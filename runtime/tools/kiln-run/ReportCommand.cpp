@@ -65,8 +65,8 @@ bool parseCount(const std::string &flag, const std::string &text, int64_t minimu
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end || errno == ERANGE || value < minimum) {
-    message = "--" + flag + " needs an integer >= " + std::to_string(minimum) + ", got '" + text +
-              "'";
+    message =
+        "--" + flag + " needs an integer >= " + std::to_string(minimum) + ", got '" + text + "'";
     return false;
   }
   out = value;
@@ -146,9 +146,8 @@ Planned plan(const StepArtifact &step, const SymbolBindings &sizes, std::string 
   }
   const std::optional<StepMemoryPlan> &memoryPlan = step.getMemoryPlan();
   std::string note;
-  Expected<ArenaPlan> arena =
-      chooseArenaPlan(*program, programName == "step" && memoryPlan ? &*memoryPlan : nullptr,
-                      sizes, note);
+  Expected<ArenaPlan> arena = chooseArenaPlan(
+      *program, programName == "step" && memoryPlan ? &*memoryPlan : nullptr, sizes, note);
   if (!arena) {
     p.error = arena.getError();
     return p;
@@ -266,7 +265,8 @@ std::string renderJson(const std::vector<Row> &rows, const SymbolBindings &sizes
       Json planned = Json::object();
       planned.set("error", orNull(!ok, Json::string(p.error)));
       planned.set("peak_bytes", orNull(ok, Json::integer(static_cast<int64_t>(p.total()))));
-      planned.set("persistent_bytes", orNull(ok, Json::integer(static_cast<int64_t>(p.persistent))));
+      planned.set("persistent_bytes",
+                  orNull(ok, Json::integer(static_cast<int64_t>(p.persistent))));
       planned.set("arena_bytes", orNull(ok, Json::integer(static_cast<int64_t>(p.arena))));
       planned.set("workspace_bytes", orNull(ok, Json::integer(static_cast<int64_t>(p.workspace))));
       planned.set("source", orNull(ok, Json::string(p.source)));
@@ -279,8 +279,8 @@ std::string renderJson(const std::vector<Row> &rows, const SymbolBindings &sizes
       measured.set("step_ms_median", orNull(ran, Json::number(m.medianMs)));
       measured.set("tokens_per_second", orNull(ran, Json::number(m.tokensPerSecond)));
       measured.set("peak_bytes", orNull(ran, Json::integer(static_cast<int64_t>(m.peakBytes))));
-      measured.set("peak_vs_planned",
-                   orNull(ran && ok && p.total(), Json::number(m.peakBytes / double(p.total()) - 1)));
+      measured.set("peak_vs_planned", orNull(ran && ok && p.total(),
+                                             Json::number(m.peakBytes / double(p.total()) - 1)));
       measured.set("loss_first", orNull(ran, Json::number(m.firstLoss)));
       measured.set("loss_last", orNull(ran, Json::number(m.lastLoss)));
       row.set("measured", std::move(measured));
@@ -295,8 +295,8 @@ std::string renderJson(const std::vector<Row> &rows, const SymbolBindings &sizes
   return doc.print(true) + "\n";
 }
 
-std::string renderMarkdown(const std::vector<Row> &rows, const SymbolBindings &sizes,
-                           int64_t steps, int64_t warmup, const std::string &device) {
+std::string renderMarkdown(const std::vector<Row> &rows, const SymbolBindings &sizes, int64_t steps,
+                           int64_t warmup, const std::string &device) {
   char head[512];
   std::snprintf(head, sizeof(head),
                 "Measured at batch=%lld, seq=%lld on %s: median of %lld steps after %lld "
@@ -315,11 +315,11 @@ std::string renderMarkdown(const std::vector<Row> &rows, const SymbolBindings &s
       continue;
     }
     const Planned &p = r.planned;
-    out += p.error.empty() ? formatBytes(double(p.total())) + " (" +
-                                 formatBytes(double(p.persistent)) + " persistent + " +
-                                 formatBytes(double(p.arena)) + " arena + " +
-                                 formatBytes(double(p.workspace)) + " workspace; " + p.source + ")"
-                           : "not planned: " + cell(p.error);
+    out += p.error.empty()
+               ? formatBytes(double(p.total())) + " (" + formatBytes(double(p.persistent)) +
+                     " persistent + " + formatBytes(double(p.arena)) + " arena + " +
+                     formatBytes(double(p.workspace)) + " workspace; " + p.source + ")"
+               : "not planned: " + cell(p.error);
     const Measured &m = r.measured;
     if (!m.error.empty()) {
       out += " | not measured: " + cell(m.error) + " | | | | |\n";
@@ -341,8 +341,8 @@ std::string renderMarkdown(const std::vector<Row> &rows, const SymbolBindings &s
 } // namespace
 
 const std::vector<std::string> kiln::run::kReportFlags = {
-    "batch", "seq", "steps", "warmup", "seed", "format", "output", "device", "attention",
-    "plan-only"};
+    "batch",  "seq",    "steps",  "warmup",    "seed",
+    "format", "output", "device", "attention", "plan-only"};
 
 int kiln::run::runReport(int argc, char **argv) {
   if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
@@ -372,8 +372,8 @@ int kiln::run::runReport(int argc, char **argv) {
                              "--help')");
   for (const char *required : {"batch", "seq"})
     if (!args->get(required))
-      return error(kExitUsage, std::string("missing --") + required +
-                                   " (see 'kiln-run report --help')");
+      return error(kExitUsage,
+                   std::string("missing --") + required + " (see 'kiln-run report --help')");
   int64_t batch, seq, steps = 10, warmup = 3, seed = 0, device = 0;
   if (!parseCount("batch", *args->get("batch"), 1, batch, message) ||
       !parseCount("seq", *args->get("seq"), 1, seq, message) ||
@@ -451,15 +451,14 @@ int kiln::run::runReport(int argc, char **argv) {
       else if (!gpu)
         row.measured.error = noDevice;
       else
-        row.measured = measure(*step, sizes, *gpu, *lt, warmup, steps,
-                               static_cast<uint64_t>(seed), attention);
+        row.measured =
+            measure(*step, sizes, *gpu, *lt, warmup, steps, static_cast<uint64_t>(seed), attention);
     }
     rows.push_back(std::move(row));
   }
-  std::string text = format == "json"
-                         ? renderJson(rows, sizes, steps, warmup, static_cast<uint64_t>(seed),
-                                      deviceName)
-                         : renderMarkdown(rows, sizes, steps, warmup, deviceName);
+  std::string text = format == "json" ? renderJson(rows, sizes, steps, warmup,
+                                                   static_cast<uint64_t>(seed), deviceName)
+                                      : renderMarkdown(rows, sizes, steps, warmup, deviceName);
   if (!output) {
     std::fputs(text.c_str(), stdout);
     return 0;

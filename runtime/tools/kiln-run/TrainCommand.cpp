@@ -19,18 +19,18 @@
 #include "Progress.h"
 #include "TrainLoopOptions.h"
 
+#include "kiln/runtime/BatchSource.h"
 #include "kiln/runtime/Checkpoint.h"
 #include "kiln/runtime/CheckpointRotation.h"
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/DocumentData.h"
-#include "kiln/runtime/PeftAdapterInit.h"
-#include "kiln/runtime/StepExecutor.h"
-#include "kiln/runtime/StepArtifact.h"
-#include "kiln/runtime/BatchSource.h"
 #include "kiln/runtime/Nccl.h"
+#include "kiln/runtime/PeftAdapterInit.h"
 #include "kiln/runtime/Rendezvous.h"
+#include "kiln/runtime/StepArtifact.h"
+#include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/TokenData.h"
 #include "kiln/runtime/TrainMetrics.h"
 #include "kiln/runtime/TuningDb.h"
@@ -38,12 +38,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <memory>
-#include <set>
-#include <tuple>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <set>
+#include <tuple>
 #include <unistd.h>
 
 using namespace kiln::run;
@@ -152,17 +152,18 @@ constexpr const char *kTrainUsage =
 } // namespace
 
 const std::vector<std::string> kiln::run::kTrainFlags = {
-    "weights", "init", "data", "token-dtype", "steps", "batch", "seq",
-    "seed", "lr", "log-every", "save", "resume", "adapters", "save-adapters", "device",
-    "input", "graphs", "graph-cache", "profile", "progress", "attention",
-    "batching", "labels", "shuffle", "lr-schedule", "warmup", "min-lr-ratio",
-    "grad-accum", "eval-data", "eval-every", "eval-batches", "save-every", "keep-last",
-    "log-file", "tuning", "db", "gpus", "rendezvous"};
+    "weights",      "init",          "data",         "token-dtype", "steps",     "batch",
+    "seq",          "seed",          "lr",           "log-every",   "save",      "resume",
+    "adapters",     "save-adapters", "device",       "input",       "graphs",    "graph-cache",
+    "profile",      "progress",      "attention",    "batching",    "labels",    "shuffle",
+    "lr-schedule",  "warmup",        "min-lr-ratio", "grad-accum",  "eval-data", "eval-every",
+    "eval-batches", "save-every",    "keep-last",    "log-file",    "tuning",    "db",
+    "gpus",         "rendezvous"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
 bool kiln::run::parseShapes(const std::string &batchText, const std::string &seqText,
-                 std::vector<SymbolBindings> &shapes, std::string &message) {
+                            std::vector<SymbolBindings> &shapes, std::string &message) {
   auto parseList = [&](const std::string &flag, const std::string &text,
                        std::vector<int64_t> &out) {
     size_t start = 0;
@@ -189,8 +190,8 @@ bool kiln::run::parseShapes(const std::string &batchText, const std::string &seq
     return false;
   }
   for (size_t i = 0; i < n; ++i)
-    shapes.push_back({{"batch", batches[batches.size() == 1 ? 0 : i]},
-                      {"seq", seqs[seqs.size() == 1 ? 0 : i]}});
+    shapes.push_back(
+        {{"batch", batches[batches.size() == 1 ? 0 : i]}, {"seq", seqs[seqs.size() == 1 ? 0 : i]}});
   return true;
 }
 
@@ -204,15 +205,13 @@ std::string kiln::run::formatShape(const SymbolBindings &sizes) {
 
 namespace {
 /// The training loop on the GPU (docs/runtime.md, train).
-int executeSteps(const StepArtifact &artifact, const Device &gpu,
-                 const CublasLt &lt, const std::vector<std::string> &weightPaths,
-                 const Arguments &args, const std::vector<SymbolBindings> &shapes,
-                 int64_t startStep, int64_t steps, int64_t logEvery,
-                 uint64_t seed, BatchSource *data,
+int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt &lt,
+                 const std::vector<std::string> &weightPaths, const Arguments &args,
+                 const std::vector<SymbolBindings> &shapes, int64_t startStep, int64_t steps,
+                 int64_t logEvery, uint64_t seed, BatchSource *data,
                  std::optional<uint64_t> randomInitSeed, const LoopOptions &loop,
-                 BatchSource *evalData, uint64_t startCursor,
-                 const PeftAdapterInit *adapters, const TuningDb *tuning,
-                 const std::string &dbPath, RankSession *rank) {
+                 BatchSource *evalData, uint64_t startCursor, const PeftAdapterInit *adapters,
+                 const TuningDb *tuning, const std::string &dbPath, RankSession *rank) {
   int world = rank ? rank->getRank().world : 1;
   bool leader = !rank || rank->isLeader();
   std::vector<SafetensorsFile> weights;
@@ -264,8 +263,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
   }
   std::printf("step program: %zu launches, %zu GEMMs; device memory: %zu bytes "
               "persistent + %zu bytes arena and GEMM workspace (%s)\n",
-              x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(),
-              x.getArenaBytes(),
+              x.getLaunchCount(), x.getGemmCount(), x.getPersistentBytes(), x.getArenaBytes(),
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   if (std::string attention = x.getAttentionSummary(); !attention.empty())
     std::printf("%s\n", attention.c_str());
@@ -277,8 +275,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     if (Status s = x.selectShape(shapes.front()); !s)
       return error(kExitBadInput, s.getError());
     std::printf("%s\n", describeTuningUse(*tuning, dbPath, x.getTuningKey(), x.getTunedOpCount(),
-                                         x.getDefaultOpCount(), x.getTuningNote())
-                           .c_str());
+                                          x.getDefaultOpCount(), x.getTuningNote())
+                            .c_str());
   }
   if (shapes.size() > 1) {
     // The arena is sized for the largest shape; each runs its program.
@@ -316,13 +314,11 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       return error(kExitBadInput, file.getError());
     size_t want = static_cast<size_t>(input->second) * dtypeSize(input->first);
     if (file->size() != want)
-      return error(kExitBadInput,
-                   path + ": " + std::to_string(file->size()) + " bytes; input '" +
-                       name + "' needs " + std::to_string(input->second) + " " +
-                       dtypeName(input->first) + " elements (" +
-                       std::to_string(want) + " bytes)");
-    if (Status s = x.setInput(name, file->data(), input->first,
-                              static_cast<size_t>(input->second));
+      return error(kExitBadInput, path + ": " + std::to_string(file->size()) + " bytes; input '" +
+                                      name + "' needs " + std::to_string(input->second) + " " +
+                                      dtypeName(input->first) + " elements (" +
+                                      std::to_string(want) + " bytes)");
+    if (Status s = x.setInput(name, file->data(), input->first, static_cast<size_t>(input->second));
         !s)
       return error(kExitBadInput, s.getError());
     fixed.insert(name);
@@ -405,8 +401,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
       if (values == batchData.inputs.end())
         return error(kExitUsage, "input '" + name + "' is not made by the data (" +
                                      source->describe() + "); feed it with --input");
-      if (Status s = x.setInput(name, values->second.data(), DType::I64, values->second.size());
-          !s)
+      if (Status s = x.setInput(name, values->second.data(), DType::I64, values->second.size()); !s)
         return error(kExitBadInput, s.getError());
     }
     return 0;
@@ -450,9 +445,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
         return rc;
       positions = sizes->at("batch") * sizes->at("seq");
       std::optional<std::string> profilePath = args.get("profile");
-      loss = profilePath && leader && t == startStep + steps
-                 ? x.runProfiledStep(t, stepLr, profile)
-                 : x.runStep(t, stepLr);
+      loss = profilePath && leader && t == startStep + steps ? x.runProfiledStep(t, stepLr, profile)
+                                                             : x.runStep(t, stepLr);
       gradNorm = x.getLastGradNorm();
     } else {
       for (int64_t m = 0; m < loop.gradAccum; ++m) {
@@ -476,15 +470,13 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
     }
     if (!loss)
       return error(kExitNoDevice, "step " + std::to_string(t) + ": " + loss.getError());
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - begin)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
-      peak = std::max(peak, static_cast<double>(before->first) -
-                                static_cast<double>(now->first));
+      peak = std::max(peak, static_cast<double>(before->first) - static_cast<double>(now->first));
     if (!std::isfinite(*loss))
-      return error(kExitBadInput, "step " + std::to_string(t) + ": the loss is " +
-                                      std::to_string(*loss));
+      return error(kExitBadInput,
+                   "step " + std::to_string(t) + ": the loss is " + std::to_string(*loss));
     // Every rank's positions: the ranks run their shards at the same time.
     double tokensPerSecond = static_cast<double>(positions * world) / (ms / 1000.0);
     if ((t - startStep) % logEvery == 0 || t == startStep + steps || t == startStep + 1) {
@@ -597,8 +589,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu,
 } // namespace
 
 int kiln::run::runTrain(int argc, char **argv) {
-  if (argc == 1 &&
-      (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
+  if (argc == 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"))) {
     std::fputs(kTrainUsage, stdout);
     return 0;
   }
@@ -623,11 +614,12 @@ int kiln::run::runTrain(int argc, char **argv) {
   // --steps 0 loads everything and runs the init program, so --save and
   // --save-adapters write the initial parameters (bench/loss_curve.py gives
   // PyTorch Kiln's LoRA init this way).
-  for (auto [flag, minimum, out] : {std::tuple<const char *, int64_t, int64_t *>{"steps", 0, &steps},
-                                    {"seed", 0, &seed},
-                                    {"log-every", 1, &logEvery},
-                                    {"device", 0, &device},
-                                    {"graph-cache", 1, &graphCache}})
+  for (auto [flag, minimum, out] :
+       {std::tuple<const char *, int64_t, int64_t *>{"steps", 0, &steps},
+        {"seed", 0, &seed},
+        {"log-every", 1, &logEvery},
+        {"device", 0, &device},
+        {"graph-cache", 1, &graphCache}})
     if (std::optional<std::string> text = args->get(flag))
       if (!parseCount(flag, *text, minimum, *out, message))
         problems.push_back(message);
@@ -644,7 +636,8 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (std::optional<std::string> mode = args->get("attention");
       mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn" && *mode != "sm90")
     problems.push_back("--attention must be auto, kernels, cudnn or sm90, got '" + *mode + "'");
-  if (std::optional<std::string> mode = args->get("graphs"); mode && *mode != "on" && *mode != "off")
+  if (std::optional<std::string> mode = args->get("graphs");
+      mode && *mode != "on" && *mode != "off")
     problems.push_back("--graphs must be on or off, got '" + *mode + "'");
   // The tuning database: used when it exists (or --tuning on), never
   // trusted when damaged.
@@ -663,8 +656,9 @@ int kiln::run::runTrain(int argc, char **argv) {
         std::fprintf(stderr, "kiln-run: note: tuning database %s; ignored, defaults used\n",
                      loaded.getError().c_str());
     } else if (explicitly) {
-      std::fprintf(stderr, "kiln-run: note: no tuning database at %s (write one with kiln-run "
-                           "tune); defaults used\n",
+      std::fprintf(stderr,
+                   "kiln-run: note: no tuning database at %s (write one with kiln-run "
+                   "tune); defaults used\n",
                    dbPath.c_str());
     }
   }
@@ -704,9 +698,10 @@ int kiln::run::runTrain(int argc, char **argv) {
         problems.push_back(std::string("--") + flag + " " + s.getError());
       }
     }
-  for (auto [flag, a, b] : {std::tuple<const char *, const char *, const char *>{"batching", "pad", "pack"},
-                            {"labels", "shifted", "unshifted"},
-                            {"shuffle", "on", "off"}})
+  for (auto [flag, a, b] :
+       {std::tuple<const char *, const char *, const char *>{"batching", "pad", "pack"},
+        {"labels", "shifted", "unshifted"},
+        {"shuffle", "on", "off"}})
     if (std::optional<std::string> value = args->get(flag); value && *value != a && *value != b)
       problems.push_back(std::string("--") + flag + " must be " + a + " or " + b + ", got '" +
                          *value + "'");
@@ -767,7 +762,8 @@ int kiln::run::runTrain(int argc, char **argv) {
                        "accumulation in (kiln compile --data-parallel --grad-accum=N)");
   // Only token windows are sharded over the ranks (TokenWindowSource::setShard).
   if ((args->get("gpus") || ranked) && args->get("data") && isDocumentFile(*args->get("data")))
-    problems.push_back("--data " + *args->get("data") + " is a fine-tuning dataset; data-parallel "
+    problems.push_back("--data " + *args->get("data") +
+                       " is a fine-tuning dataset; data-parallel "
                        "runs read raw token files only (a dataset's micro-batches are not "
                        "sharded over the ranks yet)");
   if (!problems.empty()) {
@@ -795,8 +791,7 @@ int kiln::run::runTrain(int argc, char **argv) {
   }
   std::unique_ptr<RankSession> rank;
   if (ranked) {
-    Expected<std::unique_ptr<RankSession>> started =
-        RankSession::start(**rankEnv, rendezvousDir);
+    Expected<std::unique_ptr<RankSession>> started = RankSession::start(**rankEnv, rendezvousDir);
     if (!started)
       return error(kExitUsage, started.getError());
     rank = std::move(*started);
@@ -819,36 +814,36 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!hash)
       return error(kExitBadInput, hash.getError());
     std::map<std::string, std::string> settings;
-    for (const char *flag : {"steps", "batch", "seq", "seed", "lr", "init", "resume",
-                             "token-dtype", "graphs", "adapters", "lr-schedule", "warmup",
-                             "min-lr-ratio"})
+    for (const char *flag : {"steps", "batch", "seq", "seed", "lr", "init", "resume", "token-dtype",
+                             "graphs", "adapters", "lr-schedule", "warmup", "min-lr-ratio"})
       if (std::optional<std::string> value = args->get(flag))
         settings[std::string("--") + flag] = *value;
     settings["WORLD_SIZE"] = std::to_string(rank->getRank().world);
     if (Status s = rank->getRendezvous().checkRanks(artifactPath, *hash, settings); !s)
       return error(kExitBadInput, s.getError());
     std::printf("data parallel: %d rank%s, rendezvous %s, artifact %s\n", rank->getRank().world,
-                rank->getRank().world == 1 ? "" : "s",
-                rank->getRendezvous().getDirectory().c_str(), hash->c_str());
+                rank->getRank().world == 1 ? "" : "s", rank->getRendezvous().getDirectory().c_str(),
+                hash->c_str());
   }
   for (const std::string &symbol : step->getSymbols())
     if (!shapes.front().count(symbol))
-      return error(kExitBadInput, artifactPath +
-                                      ": the step has size symbol '" + symbol +
+      return error(kExitBadInput, artifactPath + ": the step has size symbol '" + symbol +
                                       "'; kiln-run binds only batch and seq");
   for (const SymbolBindings &sizes : shapes)
     if (Status status = checkGuards(step->getGuards(), sizes); !status)
-      return error(kExitGuard, "--batch/--seq" +
-                                   (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
-                                   ": " + status.getError());
+      return error(kExitGuard,
+                   "--batch/--seq" +
+                       (shapes.size() > 1 ? " (" + formatShape(sizes) + ")" : std::string()) +
+                       ": " + status.getError());
 
   // Run-time accumulation and evaluation run the loop programs.
   if ((loop.gradAccum > 1 || loop.evalData) && !step->getProgram("accum")) {
     std::string flags = loop.gradAccum > 1 && loop.evalData ? "--grad-accum and --eval-data need"
                         : loop.gradAccum > 1                ? "--grad-accum needs"
                                                             : "--eval-data needs";
-    return error(kExitUsage, flags + " the loop programs, which " + artifactPath +
-                                 " lacks (compile with kiln compile --emit=artifact --loop-programs)");
+    return error(kExitUsage,
+                 flags + " the loop programs, which " + artifactPath +
+                     " lacks (compile with kiln compile --emit=artifact --loop-programs)");
   }
 
   // --save-adapters writes PEFT's config from meta "lora": it must be there
@@ -872,8 +867,8 @@ int kiln::run::runTrain(int argc, char **argv) {
     trainable += param.trainable;
   std::printf("artifact %s: %zu params (%zu trainable), %zu kernels, %zu "
               "guards\n",
-              artifactPath.c_str(), step->getParams().size(), trainable,
-              step->getKernels().size(), step->getGuards().size());
+              artifactPath.c_str(), step->getParams().size(), trainable, step->getKernels().size(),
+              step->getGuards().size());
   // Several --weights are the shards of one checkpoint.
   std::vector<SafetensorsFile> shards;
   size_t tensors = 0;
@@ -887,11 +882,10 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (!shards.empty()) {
     if (Status status = step->checkWeights(shards); !status)
       return error(kExitBadInput, status.getError());
-    std::printf("weights %s%s: %zu tensors, every frozen parameter matches\n",
-                weightFiles.front().c_str(),
-                shards.size() > 1 ? (" + " + std::to_string(shards.size() - 1) + " shards").c_str()
-                                  : "",
-                tensors);
+    std::printf(
+        "weights %s%s: %zu tensors, every frozen parameter matches\n", weightFiles.front().c_str(),
+        shards.size() > 1 ? (" + " + std::to_string(shards.size() - 1) + " shards").c_str() : "",
+        tensors);
   }
   int64_t startStep = 0;
   LoopState resumed_loop;
@@ -907,13 +901,12 @@ int kiln::run::runTrain(int argc, char **argv) {
     if (!state)
       return error(kExitBadInput, state.getError());
     resumed_loop = *state;
-    std::printf("resume %s: step %lld\n", resume->c_str(),
-                static_cast<long long>(startStep));
+    std::printf("resume %s: step %lld\n", resume->c_str(), static_cast<long long>(startStep));
   }
   // The data order continues at the checkpoint's cursor (older checkpoints:
   // the steps it counts, each --grad-accum micro-batches).
-  uint64_t startCursor = resumed_loop.dataCursor.value_or(
-      static_cast<uint64_t>(startStep) * static_cast<uint64_t>(loop.gradAccum));
+  uint64_t startCursor = resumed_loop.dataCursor.value_or(static_cast<uint64_t>(startStep) *
+                                                          static_cast<uint64_t>(loop.gradAccum));
   std::optional<PeftAdapterInit> adapters;
   if (std::optional<std::string> dir = args->get("adapters")) {
     Expected<PeftAdapterInit> opened = openPeftAdapters(*step, *dir);
@@ -949,7 +942,8 @@ int kiln::run::runTrain(int argc, char **argv) {
     for (const char *flag : {"batching", "labels", "shuffle"})
       if (!dataset && args->get(flag))
         return error(kExitUsage, std::string("--") + flag + " is for a fine-tuning dataset; " +
-                                     path + " is raw token ids (scripts/kiln_dataset.py writes one)");
+                                     path +
+                                     " is raw token ids (scripts/kiln_dataset.py writes one)");
     if (dataset) {
       Expected<DocumentFile> opened = DocumentFile::open(path);
       if (!opened)
@@ -962,9 +956,8 @@ int kiln::run::runTrain(int argc, char **argv) {
                                      " tokens; --token-dtype " + *args->get("token-dtype") +
                                      " does not apply (drop it)");
       DocumentBatching batching;
-      batching.mode = args->get("batching").value_or("pad") == "pack"
-                          ? DocumentBatching::Mode::Pack
-                          : DocumentBatching::Mode::Pad;
+      batching.mode = args->get("batching").value_or("pad") == "pack" ? DocumentBatching::Mode::Pack
+                                                                      : DocumentBatching::Mode::Pad;
       batching.shiftedLabels = args->get("labels").value_or("shifted") == "shifted";
       batching.shuffle = !heldOut && args->get("shuffle").value_or("on") == "on";
       batching.seed = static_cast<uint64_t>(seed);
@@ -994,8 +987,7 @@ int kiln::run::runTrain(int argc, char **argv) {
       return rc;
     MicroBatch first;
     for (size_t i = 0; i < shapes.size(); ++i)
-      if (Status status = data->seek(startCursor + i); !status ||
-          !(status = data->next(first)))
+      if (Status status = data->seek(startCursor + i); !status || !(status = data->next(first)))
         return error(kExitBadInput, status.getError());
     std::printf("%s\n", data->describe().c_str());
   }
@@ -1021,16 +1013,15 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (driver) {
     Expected<Device> opened = Device::open(*driver, static_cast<int>(device));
     if (!opened)
-      return error(kExitNoDevice, "--device " + std::to_string(device) + ": " +
-                                      opened.getError());
+      return error(kExitNoDevice, "--device " + std::to_string(device) + ": " + opened.getError());
     gpu.emplace(std::move(*opened));
     if (rank) {
       if (Status s = rank->connect(*gpu); !s)
         return error(kExitNoDevice, s.getError());
       const Nccl &nccl = rank->getCommunicator()->getNccl();
       std::printf("nccl: %s (%s), rank %d of %d on device %lld, NCCL_NVLS_ENABLE=%s\n",
-                  nccl.getVersionString().c_str(), nccl.getLibrary().c_str(),
-                  rank->getRank().rank, rank->getRank().world, static_cast<long long>(device),
+                  nccl.getVersionString().c_str(), nccl.getLibrary().c_str(), rank->getRank().rank,
+                  rank->getRank().world, static_cast<long long>(device),
                   std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset");
     }
     const DeviceInfo &info = gpu->getInfo();
@@ -1038,13 +1029,11 @@ int kiln::run::runTrain(int argc, char **argv) {
     size_t jitted = 0;
     for (const auto &kernel : step->getKernels()) {
       Expected<KernelImageChoice> image =
-          step->selectImage(kernel.first, info.computeCapabilityMajor,
-                            info.computeCapabilityMinor);
+          step->selectImage(kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
       if (!image)
         return error(kExitNoDevice, image.getError());
       Expected<KernelModule> module = KernelModule::load(
-          *gpu, step->getContainer().contents(image->section), image->needsJit,
-          image->section);
+          *gpu, step->getContainer().contents(image->section), image->needsJit, image->section);
       if (!module)
         return error(kExitNoDevice, artifactPath + ": " + module.getError());
       modules.push_back(std::move(*module));
@@ -1055,33 +1044,27 @@ int kiln::run::runTrain(int argc, char **argv) {
       return error(kExitNoDevice, loaded.getError());
     lt.emplace(std::move(*loaded));
     cublasLtHandle_t handle = nullptr;
-    if (cublasStatus_t status = lt->cublasLtCreate(&handle);
-        status != CUBLAS_STATUS_SUCCESS)
-      return error(kExitNoDevice,
-                   "cublasLtCreate failed: " + lt->describe(status));
+    if (cublasStatus_t status = lt->cublasLtCreate(&handle); status != CUBLAS_STATUS_SUCCESS)
+      return error(kExitNoDevice, "cublasLtCreate failed: " + lt->describe(status));
     lt->cublasLtDestroy(handle);
     deviceNote = formatDevice(info) + ", " + std::to_string(modules.size()) +
-                 " kernel image(s) loaded (" + std::to_string(jitted) +
-                 " by PTX JIT), cuBLASLt " + lt->getVersionString() +
-                 " started";
+                 " kernel image(s) loaded (" + std::to_string(jitted) + " by PTX JIT), cuBLASLt " +
+                 lt->getVersionString() + " started";
   }
   if (!step->hasStepProgram())
-    return error(kExitNotBuilt,
-                 "the artifact has no step program (artifact, " +
-                     std::string(weightFiles.empty() ? "" : "weights, ") +
-                     "data and guards are valid; " + deviceNote +
-                     "); recompile with kiln compile --emit=artifact; nothing "
-                     "was trained");
+    return error(kExitNotBuilt, "the artifact has no step program (artifact, " +
+                                    std::string(weightFiles.empty() ? "" : "weights, ") +
+                                    "data and guards are valid; " + deviceNote +
+                                    "); recompile with kiln compile --emit=artifact; nothing "
+                                    "was trained");
   if (!gpu) // The loader's message already says there is no driver.
     return error(kExitNoDevice, driver.getError() + "; nothing was trained");
   if (args->get("save-adapters") && !step->getMeta().get("lora"))
     return error(kExitUsage, "--save-adapters: " + artifactPath +
                                  " has no LoRA adapters (compile with kiln compile --lora)");
   std::printf("%s\n", deviceNote.c_str());
-  return executeSteps(*step, *gpu, *lt, weightFiles,
-                      *args, shapes, startStep, steps, logEvery,
-                      static_cast<uint64_t>(seed), data.get(),
-                      randomInitSeed, loop, evalData.get(), startCursor,
-                      adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr, dbPath,
-                      rank.get());
+  return executeSteps(*step, *gpu, *lt, weightFiles, *args, shapes, startStep, steps, logEvery,
+                      static_cast<uint64_t>(seed), data.get(), randomInitSeed, loop, evalData.get(),
+                      startCursor, adapters ? &*adapters : nullptr, tuning ? &*tuning : nullptr,
+                      dbPath, rank.get());
 }

@@ -23,8 +23,8 @@ bool kiln::run::parseCount(const std::string &flag, const std::string &text, int
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end || errno == ERANGE || value < minimum) {
-    message = "--" + flag + " needs an integer >= " + std::to_string(minimum) + ", got '" +
-              text + "'";
+    message =
+        "--" + flag + " needs an integer >= " + std::to_string(minimum) + ", got '" + text + "'";
     return false;
   }
   out = value;
@@ -40,8 +40,7 @@ std::string kiln::run::joinProblems(const std::vector<std::string> &problems) {
   return text;
 }
 
-LoopOptions kiln::run::parseLoopOptions(const Arguments &args,
-                                        std::vector<std::string> &problems) {
+LoopOptions kiln::run::parseLoopOptions(const Arguments &args, std::vector<std::string> &problems) {
   LoopOptions o;
   std::string message;
   auto count = [&](const char *flag, int64_t minimum, int64_t &out) {

@@ -59,8 +59,7 @@ int printVersion() {
   // Both are loaded at run time; neither needs a GPU to report a version.
   Expected<CublasLt> lt = CublasLt::load();
   if (lt)
-    std::printf("  cuBLASLt %s (%s)\n", lt->getVersionString().c_str(),
-                lt->getLibrary().c_str());
+    std::printf("  cuBLASLt %s (%s)\n", lt->getVersionString().c_str(), lt->getLibrary().c_str());
   else
     std::printf("  cuBLASLt not found\n");
   Expected<CudaDriver> driver = CudaDriver::load();
@@ -81,8 +80,7 @@ std::string errorPrefix;
 std::function<void(const std::string &)> errorHook;
 } // namespace
 
-void kiln::run::setErrorContext(std::string prefix,
-                                std::function<void(const std::string &)> hook) {
+void kiln::run::setErrorContext(std::string prefix, std::function<void(const std::string &)> hook) {
   errorPrefix = std::move(prefix);
   errorHook = std::move(hook);
 }
@@ -142,8 +140,7 @@ std::optional<std::string> Arguments::get(const std::string &name) const {
   return it->second.back();
 }
 
-const std::vector<std::string> &
-Arguments::getAll(const std::string &name) const {
+const std::vector<std::string> &Arguments::getAll(const std::string &name) const {
   static const std::vector<std::string> none;
   auto it = flags.find(name);
   return it == flags.end() ? none : it->second;
@@ -186,6 +183,6 @@ int main(int argc, char **argv) {
   for (const auto &entry : commands)
     if (!std::strcmp(command, entry.name))
       return entry.run(argc - 2, argv + 2);
-  return error(kExitUsage, "unknown command '" + std::string(command) +
-                               "' (see 'kiln-run --help')");
+  return error(kExitUsage,
+               "unknown command '" + std::string(command) + "' (see 'kiln-run --help')");
 }

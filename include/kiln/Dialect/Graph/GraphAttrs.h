@@ -7,8 +7,8 @@
 #include "kiln/Dialect/Graph/SymTerm.h"
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
-#include "mlir/IR/TensorEncoding.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/TensorEncoding.h"
 
 #include "kiln/Dialect/Graph/GraphEnums.h.inc"
 

@@ -19,19 +19,15 @@ enum class BinaryResultKind { SameElement, Bool };
 
 /// Shared shape inference; errors go to `loc` when present.
 llvm::LogicalResult inferBroadcastBinary(mlir::MLIRContext *context,
-                                         std::optional<mlir::Location> loc,
-                                         mlir::Type lhs, mlir::Type rhs,
-                                         BinaryResultKind kind,
+                                         std::optional<mlir::Location> loc, mlir::Type lhs,
+                                         mlir::Type rhs, BinaryResultKind kind,
                                          llvm::SmallVectorImpl<mlir::Type> &results);
-llvm::LogicalResult inferReduction(mlir::MLIRContext *context,
-                                   std::optional<mlir::Location> loc,
-                                   mlir::Type input, llvm::ArrayRef<int64_t> axes,
-                                   bool keepdim,
+llvm::LogicalResult inferReduction(mlir::MLIRContext *context, std::optional<mlir::Location> loc,
+                                   mlir::Type input, llvm::ArrayRef<int64_t> axes, bool keepdim,
                                    llvm::SmallVectorImpl<mlir::Type> &results);
 /// Checks 0 <= axis < rank.
-llvm::LogicalResult verifyAxis(std::optional<mlir::Location> loc,
-                               mlir::RankedTensorType type, int64_t axis,
-                               llvm::StringRef what);
+llvm::LogicalResult verifyAxis(std::optional<mlir::Location> loc, mlir::RankedTensorType type,
+                               int64_t axis, llvm::StringRef what);
 /// Inferred and declared result types agree when every dim is equal or one
 /// side does not know it (shape propagation refines unknown dims later).
 bool areCompatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange declared);
@@ -42,13 +38,11 @@ bool areCompatibleReturnTypes(mlir::TypeRange inferred, mlir::TypeRange declared
 
 namespace kiln {
 /// Result rules shared by a unit op and its backward op.
-llvm::LogicalResult inferAttentionResult(std::optional<mlir::Location> loc,
-                                         mlir::Value query, mlir::Value key,
-                                         mlir::Value value, mlir::Value mask,
+llvm::LogicalResult inferAttentionResult(std::optional<mlir::Location> loc, mlir::Value query,
+                                         mlir::Value key, mlir::Value value, mlir::Value mask,
                                          llvm::SmallVectorImpl<mlir::Type> &results);
-llvm::LogicalResult inferCrossEntropyResult(std::optional<mlir::Location> loc,
-                                            mlir::Value logits, mlir::Value labels,
-                                            Reduction reduction,
+llvm::LogicalResult inferCrossEntropyResult(std::optional<mlir::Location> loc, mlir::Value logits,
+                                            mlir::Value labels, Reduction reduction,
                                             llvm::SmallVectorImpl<mlir::Type> &results);
 } // namespace kiln
 

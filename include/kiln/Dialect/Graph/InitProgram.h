@@ -24,8 +24,7 @@ inline constexpr llvm::StringLiteral kInitProgramName = "kiln_init";
 mlir::func::FuncOp getOrCreateInitProgram(mlir::ModuleOp module);
 /// Appends `value` (defined in `init`) as the initial value of parameter
 /// `name`.
-void addInitResult(mlir::func::FuncOp init, mlir::Value value,
-                   llvm::StringRef name);
+void addInitResult(mlir::func::FuncOp init, mlir::Value value, llvm::StringRef name);
 /// Whether `func` is an init program (compiling passes skip it).
 bool isInitProgram(mlir::func::FuncOp func);
 

@@ -36,8 +36,7 @@ DimList getDims(mlir::RankedTensorType type);
 Dim getDim(mlir::RankedTensorType type, int64_t index);
 /// The canonical tensor type with these dims: constants become static sizes,
 /// expressions go to the #kiln.dims encoding.
-mlir::RankedTensorType makeTensorType(llvm::ArrayRef<Dim> dims,
-                                      mlir::Type elementType);
+mlir::RankedTensorType makeTensorType(llvm::ArrayRef<Dim> dims, mlir::Type elementType);
 
 /// Evaluates with symbol values from `lookup`; nullopt if a symbol is unbound
 /// or the dim is unknown.
@@ -45,8 +44,7 @@ std::optional<int64_t>
 evaluateDim(Dim d, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
 
 /// Replaces the symbols `lookup` knows by their values (others stay).
-Dim dimSubstitute(Dim d,
-                  llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
+Dim dimSubstitute(Dim d, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> lookup);
 /// Substitutes symbols by values in every type and size expression of `op`
 /// (and its regions), turning dims that become constants into static sizes.
 void specializeSymbols(mlir::Operation *op, const llvm::StringMap<int64_t> &values);

@@ -31,11 +31,9 @@ inline mlir::RankedTensorType tensorOf(mlir::Value v) {
 /// External model that forwards buildVJP to `Derived::vjp(OpT, ...)`, so
 /// each op's VJP is one static function with the op's typed accessors.
 template <typename Derived, typename OpT>
-struct VJPModel
-    : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
+struct VJPModel : DifferentiableOpInterface::ExternalModel<VJPModel<Derived, OpT>, OpT> {
   llvm::LogicalResult buildVJP(mlir::Operation *op, mlir::OpBuilder &b,
-                               llvm::ArrayRef<mlir::Value> resultGrads,
-                               llvm::ArrayRef<bool> want,
+                               llvm::ArrayRef<mlir::Value> resultGrads, llvm::ArrayRef<bool> want,
                                llvm::SmallVectorImpl<mlir::Value> &grads) const {
     return Derived::vjp(llvm::cast<OpT>(op), b, resultGrads, want, grads);
   }

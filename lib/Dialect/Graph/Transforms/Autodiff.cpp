@@ -39,8 +39,7 @@ llvm::DenseSet<Value> findActiveValues(Block &body) {
     }
     if (llvm::isa<StopGradientOp>(op))
       continue;
-    bool anyActive = llvm::any_of(op.getOperands(),
-                                  [&](Value v) { return active.contains(v); });
+    bool anyActive = llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); });
     if (!anyActive)
       continue;
     for (Value result : op.getResults())
@@ -66,8 +65,7 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
     Value loss = ret.getOperand(0);
     auto lossType = llvm::dyn_cast<RankedTensorType>(loss.getType());
     if (!lossType || lossType.getRank() != 0 || !isFloatTensor(loss)) {
-      func.emitError("the loss (first result) must be a float scalar, got ")
-          << loss.getType();
+      func.emitError("the loss (first result) must be a float scalar, got ") << loss.getType();
       return signalPassFailure();
     }
 
@@ -80,8 +78,7 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
         it->second = builder.create<AddOp>(g.getLoc(), it->second, g);
     };
     if (active.contains(loss))
-      grads[loss] = scalarConstant(builder, loss.getLoc(), 1.0,
-                                   lossType.getElementType());
+      grads[loss] = scalarConstant(builder, loss.getLoc(), 1.0, lossType.getElementType());
 
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -113,9 +110,8 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
       if (failed(differentiable.buildVJP(builder, resultGrads, want, operandGrads)))
         return signalPassFailure();
       if (operandGrads.size() != op->getNumOperands()) {
-        op->emitError("VJP returned ") << operandGrads.size()
-                                       << " gradients for "
-                                       << op->getNumOperands() << " operands";
+        op->emitError("VJP returned ")
+            << operandGrads.size() << " gradients for " << op->getNumOperands() << " operands";
         return signalPassFailure();
       }
       for (auto [operand, g, w] : llvm::zip(op->getOperands(), operandGrads, want)) {
@@ -150,10 +146,9 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
       if (!param || !param.getTrainable() || !isFloatTensor(param))
         continue;
       builder.setInsertionPoint(ret);
-      results.push_back(gradOrZeros(builder, param.getLoc(), grads.lookup(param),
-                                    param.getType()));
-      resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-          "kiln.grad_of", builder.getStringAttr(param.getName()))));
+      results.push_back(gradOrZeros(builder, param.getLoc(), grads.lookup(param), param.getType()));
+      resultAttrs.push_back(builder.getDictionaryAttr(
+          builder.getNamedAttr("kiln.grad_of", builder.getStringAttr(param.getName()))));
     }
     builder.setInsertionPoint(ret);
     builder.create<func::ReturnOp>(ret.getLoc(), results);
@@ -161,8 +156,7 @@ struct AutodiffPass final : kiln::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<Type> resultTypes;
     for (Value v : results)
       resultTypes.push_back(v.getType());
-    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(),
-                                   resultTypes));
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), resultTypes));
     func.setAllResultAttrs(resultAttrs);
   }
 };

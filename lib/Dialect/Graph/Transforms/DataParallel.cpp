@@ -64,8 +64,10 @@ struct DataParallelPass final : kiln::impl::DataParallelPassBase<DataParallelPas
       Gradient &g = gradients[v];
       if (!g.value) {
         Operation *def = v.getDefiningOp();
-        g = {v, def && def->getBlock() == &body ? position.lookup(def) : -1,
-             type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8), {}};
+        g = {v,
+             def && def->getBlock() == &body ? position.lookup(def) : -1,
+             type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8),
+             {}};
       }
       g.results.push_back(i);
     }
@@ -78,9 +80,8 @@ struct DataParallelPass final : kiln::impl::DataParallelPassBase<DataParallelPas
     SmallVector<Gradient *> order;
     for (auto &entry : gradients)
       order.push_back(&entry.second);
-    llvm::stable_sort(order, [](const Gradient *a, const Gradient *b) {
-      return a->position < b->position;
-    });
+    llvm::stable_sort(
+        order, [](const Gradient *a, const Gradient *b) { return a->position < b->position; });
     double cap = bucketMb * 1024 * 1024;
     SmallVector<SmallVector<Gradient *>> buckets;
     double filled = 0;
@@ -105,8 +106,8 @@ struct DataParallelPass final : kiln::impl::DataParallelPassBase<DataParallelPas
       SmallVector<Value> inputs;
       for (Gradient *g : bucket)
         inputs.push_back(g->value);
-      auto reduce = b.create<AllReduceOp>(last->value.getLoc(), inputs,
-                                          static_cast<int64_t>(index), false);
+      auto reduce =
+          b.create<AllReduceOp>(last->value.getLoc(), inputs, static_cast<int64_t>(index), false);
       for (auto [g, reduced] : llvm::zip(bucket, reduce.getResults()))
         for (unsigned i : g->results)
           ret.setOperand(i, reduced);
@@ -116,10 +117,10 @@ struct DataParallelPass final : kiln::impl::DataParallelPassBase<DataParallelPas
     auto lossReduce = b.create<AllReduceOp>(loss.getLoc(), ValueRange{loss},
                                             static_cast<int64_t>(buckets.size()), true);
     ret.setOperand(0, lossReduce.getResult(0));
-    func->setAttr("kiln.data_parallel",
-                  b.getDictionaryAttr(
-                      {b.getNamedAttr("bucket_mb", b.getF64FloatAttr(bucketMb)),
-                       b.getNamedAttr("buckets", b.getI64IntegerAttr(buckets.size() + 1))}));
+    func->setAttr(
+        "kiln.data_parallel",
+        b.getDictionaryAttr({b.getNamedAttr("bucket_mb", b.getF64FloatAttr(bucketMb)),
+                             b.getNamedAttr("buckets", b.getI64IntegerAttr(buckets.size() + 1))}));
   }
 };
 

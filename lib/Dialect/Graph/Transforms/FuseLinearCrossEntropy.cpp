@@ -33,8 +33,7 @@ constexpr int64_t kMaxChunkTokens = 4096;
 std::optional<double> splatValue(Value v) {
   DenseElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
-      !isa<FloatType>(attr.getElementType()) ||
-      cast<ShapedType>(attr.getType()).getRank() != 0)
+      !isa<FloatType>(attr.getElementType()) || cast<ShapedType>(attr.getType()).getRank() != 0)
     return std::nullopt;
   return attr.getSplatValue<APFloat>().convertToDouble();
 }
@@ -51,7 +50,8 @@ Value matchSoftcap(Value x, double &cap) {
   auto mul = x.getDefiningOp<MulOp>();
   if (!mul)
     return {};
-  for (auto [t, c] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
+  for (auto [t, c] :
+       {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
     auto tanh = t.getDefiningOp<TanhOp>();
     std::optional<double> outer = splatValue(c);
     if (!tanh || !outer || !tanh->hasOneUse())
@@ -176,8 +176,8 @@ struct FuseLinearCrossEntropyPass final
       lead.pop_back();
       if (dimProduct(lead, b.getContext()) != rows)
         return;
-      hidden = b.create<ReshapeOp>(
-          loc, makeTensorType({rows, h}, hiddenType.getElementType()), hidden);
+      hidden =
+          b.create<ReshapeOp>(loc, makeTensorType({rows, h}, hiddenType.getElementType()), hidden);
     }
     int64_t chunk = chunkTokens;
     if (chunk == 0) {

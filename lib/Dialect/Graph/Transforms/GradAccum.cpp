@@ -72,8 +72,8 @@ struct GradAccumPass final : kiln::impl::GradAccumPassBase<GradAccumPass> {
     }
     for (auto [k, sum] : llvm::enumerate(sums)) {
       auto type = tensorOf(sum);
-      Value count = scalarConstant(b, ret.getLoc(), static_cast<double>(microBatches),
-                                   type.getElementType());
+      Value count =
+          scalarConstant(b, ret.getLoc(), static_cast<double>(microBatches), type.getElementType());
       ret.setOperand(k, b.create<DivOp>(ret.getLoc(), sum, count));
     }
   }

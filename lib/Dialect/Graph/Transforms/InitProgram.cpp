@@ -9,9 +9,7 @@ using namespace mlir;
 
 namespace kiln {
 
-bool isInitProgram(func::FuncOp func) {
-  return func.getSymName() == kInitProgramName;
-}
+bool isInitProgram(func::FuncOp func) { return func.getSymName() == kInitProgramName; }
 
 func::FuncOp getOrCreateInitProgram(ModuleOp module) {
   if (auto init = module.lookupSymbol<func::FuncOp>(kInitProgramName))
@@ -20,11 +18,10 @@ func::FuncOp getOrCreateInitProgram(ModuleOp module) {
   b.setInsertionPointToEnd(module.getBody());
   Location loc = NameLoc::get(b.getStringAttr(kInitProgramName));
   auto seedType = RankedTensorType::get({}, b.getI64Type());
-  auto init = b.create<func::FuncOp>(loc, kInitProgramName,
-                                     b.getFunctionType({seedType}, {}));
-  init.setArgAttrs(0, b.getDictionaryAttr(
-                          {b.getNamedAttr(kRngSeedAttr, b.getUnitAttr()),
-                           b.getNamedAttr("kiln.name", b.getStringAttr("init_seed"))}));
+  auto init = b.create<func::FuncOp>(loc, kInitProgramName, b.getFunctionType({seedType}, {}));
+  init.setArgAttrs(
+      0, b.getDictionaryAttr({b.getNamedAttr(kRngSeedAttr, b.getUnitAttr()),
+                              b.getNamedAttr("kiln.name", b.getStringAttr("init_seed"))}));
   Block *body = init.addEntryBlock();
   b.setInsertionPointToEnd(body);
   b.create<func::ReturnOp>(loc);
@@ -35,11 +32,11 @@ void addInitResult(func::FuncOp init, Value value, StringRef name) {
   auto ret = llvm::cast<func::ReturnOp>(init.getBody().front().getTerminator());
   unsigned index = init.getNumResults();
   ret->insertOperands(ret->getNumOperands(), value);
-  init.insertResult(index, value.getType(),
-                    DictionaryAttr::get(init.getContext(),
-                                        {NamedAttribute(
-                                            StringAttr::get(init.getContext(), "kiln.param"),
-                                            StringAttr::get(init.getContext(), name))}));
+  init.insertResult(
+      index, value.getType(),
+      DictionaryAttr::get(init.getContext(),
+                          {NamedAttribute(StringAttr::get(init.getContext(), "kiln.param"),
+                                          StringAttr::get(init.getContext(), name))}));
 }
 
 } // namespace kiln

@@ -26,8 +26,7 @@ std::optional<LinearWeight> matchLinearWeight(MatmulOp matmul) {
   if (!w.param)
     return std::nullopt;
   RankedTensorType type = w.param.getType();
-  if (type.getRank() != 2 || !type.hasStaticShape() ||
-      !llvm::isa<FloatType>(type.getElementType()))
+  if (type.getRank() != 2 || !type.hasStaticShape() || !llvm::isa<FloatType>(type.getElementType()))
     return std::nullopt;
   // matmul(x, P) computes x P: P is [in, out]. One transpose (flag or op)
   // makes it x P^T: P is [out, in], PyTorch's layout.

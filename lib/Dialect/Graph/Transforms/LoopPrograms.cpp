@@ -171,8 +171,7 @@ struct LoopProgramsPass final : kiln::impl::LoopProgramsPassBase<LoopProgramsPas
   }
 
   /// Arguments for the accumulators, `grad/<p>`..., `loss`, `tokens`.
-  SmallVector<Value> addAccumulatorArgs(func::FuncOp func, ArrayRef<Gradient> grads,
-                                        Type element) {
+  SmallVector<Value> addAccumulatorArgs(func::FuncOp func, ArrayRef<Gradient> grads, Type element) {
     Builder b(func.getContext());
     SmallVector<Value> args;
     auto add = [&](Type type, StringRef name) {
@@ -223,8 +222,8 @@ struct LoopProgramsPass final : kiln::impl::LoopProgramsPassBase<LoopProgramsPas
     // PyTorch); it adds nothing.
     Value zero = scalarConstant(b, loc, 0.0, element);
     Value some = b.create<GtOp>(loc, n, zero);
-    Value lossSum = b.create<SelectOp>(loc, some, b.create<MulOp>(loc, widen(b, loc, loss, element), n),
-                                       zero);
+    Value lossSum =
+        b.create<SelectOp>(loc, some, b.create<MulOp>(loc, widen(b, loc, loss, element), n), zero);
     results.push_back(b.create<AddOp>(loc, acc[grads.size()], lossSum));
     results.push_back(b.create<AddOp>(loc, acc[grads.size() + 1], n));
     attrs.append(accumulatorAttrs(b, grads));
@@ -236,7 +235,8 @@ struct LoopProgramsPass final : kiln::impl::LoopProgramsPassBase<LoopProgramsPas
     OpBuilder b(module.getContext());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = main.getLoc();
-    auto apply = b.create<func::FuncOp>(loc, "main__apply", FunctionType::get(b.getContext(), {}, {}));
+    auto apply =
+        b.create<func::FuncOp>(loc, "main__apply", FunctionType::get(b.getContext(), {}, {}));
     apply->setAttr("kiln.loop_program", b.getStringAttr("apply"));
     Block *body = apply.addEntryBlock();
     b.setInsertionPointToEnd(body);

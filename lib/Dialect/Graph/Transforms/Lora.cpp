@@ -55,9 +55,7 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
       std::string torchName = w.pytorchName();
       ParameterOp param = w.param;
       StringRef onnxName = param.getName();
-      auto matches = [&](llvm::Regex &r) {
-        return r.match(torchName) || r.match(onnxName);
-      };
+      auto matches = [&](llvm::Regex &r) { return r.match(torchName) || r.match(onnxName); };
       return matches(targetRegex) && (skip.empty() || !matches(skipRegex));
     };
 
@@ -86,10 +84,11 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
     // The settings PEFT's adapter_config.json needs when the runtime saves
     // the adapters.
     Builder attrs(module.getContext());
-    module->setAttr("kiln.lora", attrs.getDictionaryAttr(
-                                     {attrs.getNamedAttr("rank", attrs.getI64IntegerAttr(rank)),
-                                      attrs.getNamedAttr("alpha", attrs.getF64FloatAttr(alpha)),
-                                      attrs.getNamedAttr("dropout", attrs.getF64FloatAttr(dropout))}));
+    module->setAttr(
+        "kiln.lora",
+        attrs.getDictionaryAttr({attrs.getNamedAttr("rank", attrs.getI64IntegerAttr(rank)),
+                                 attrs.getNamedAttr("alpha", attrs.getF64FloatAttr(alpha)),
+                                 attrs.getNamedAttr("dropout", attrs.getF64FloatAttr(dropout))}));
     func::FuncOp init = getOrCreateInitProgram(module);
     llvm::StringMap<Adapter> adapters;
     llvm::DenseMap<Operation *, Value> seeds; // per function
@@ -132,10 +131,8 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
     Location loc = NameLoc::get(b.getStringAttr(adapter.aName));
     double bound = 1.0 / std::sqrt(static_cast<double>(adapter.in));
     auto aType = RankedTensorType::get({rank, adapter.in}, adapter.element);
-    Value a = b.create<RandomUniformOp>(loc, aType, init.getArgument(0),
-                                        b.getF64FloatAttr(-bound),
-                                        b.getF64FloatAttr(bound),
-                                        b.getI64IntegerAttr(stream));
+    Value a = b.create<RandomUniformOp>(loc, aType, init.getArgument(0), b.getF64FloatAttr(-bound),
+                                        b.getF64FloatAttr(bound), b.getI64IntegerAttr(stream));
     addInitResult(init, a, adapter.aName);
     auto bType = RankedTensorType::get({adapter.out, rank}, adapter.element);
     Value zeros = splatLike(b, NameLoc::get(b.getStringAttr(adapter.bName)), 0.0, bType);
@@ -183,8 +180,7 @@ struct LoraPass final : kiln::impl::LoraPassBase<LoraPass> {
       x = b.create<CastOp>(loc, xType.clone(adapter.element), x);
     Value down = b.create<MatmulOp>(loc, x, aParam, false, true);
     Value up = b.create<MatmulOp>(loc, down, bParam, false, true);
-    Value scale = scalarConstant(b, loc, alpha / static_cast<double>(rank),
-                                 adapter.element);
+    Value scale = scalarConstant(b, loc, alpha / static_cast<double>(rank), adapter.element);
     Value scaled = b.create<MulOp>(loc, up, scale);
     auto yType = llvm::cast<RankedTensorType>(matmul.getResult().getType());
     if (yType.getElementType() != adapter.element)

@@ -93,7 +93,7 @@ void eraseDeadCasts(Value lhs) {
 /// before `point` when it is after it.
 void hoistBefore(Value v, Operation *point) {
   SmallVector<Operation *> chain;
-  for (Operation *op = v.getDefiningOp(); op; ) {
+  for (Operation *op = v.getDefiningOp(); op;) {
     chain.push_back(op);
     if (op->getNumOperands() == 0)
       break;
@@ -110,8 +110,8 @@ MatmulOp upProjection(MatmulOp mm) {
   if (!mm->hasOneUse())
     return nullptr;
   auto up = dyn_cast<MatmulOp>(*mm->user_begin());
-  if (!up || up.getLhs() != mm.getResult() || up.getRhs() == mm.getResult() ||
-      up.getTransposeA() || !up.getTransposeB())
+  if (!up || up.getLhs() != mm.getResult() || up.getRhs() == mm.getResult() || up.getTransposeA() ||
+      !up.getTransposeB())
     return nullptr;
   auto b = cast<RankedTensorType>(up.getRhs().getType());
   if (b.getRank() != 2 || !b.hasStaticShape() ||
@@ -209,8 +209,7 @@ struct LoraConcatPass final : kiln::impl::LoraConcatPassBase<LoraConcatPass> {
       SmallVector<int64_t> steps(rank, 1);
       // Each adapter's columns, right where its own projection was.
       b.setInsertionPoint(mm);
-      Value columns = b.create<SliceOp>(mm.getLoc(), type, down,
-                                        DimsAttr::get(context, starts),
+      Value columns = b.create<SliceOp>(mm.getLoc(), type, down, DimsAttr::get(context, starts),
                                         b.getDenseI64ArrayAttr(steps));
       Value lhs = mm.getLhs();
       mm.getResult().replaceAllUsesWith(columns);

@@ -29,9 +29,7 @@ using namespace kiln;
 
 namespace {
 
-bool isLoraName(StringRef name) {
-  return name.contains(".lora_A.") || name.contains(".lora_B.");
-}
+bool isLoraName(StringRef name) { return name.contains(".lora_A.") || name.contains(".lora_B."); }
 
 /// Whether `v` is computed from LoRA parameters (and constants) alone:
 /// the adapter side of a product (B padded and cast, A concatenated).
@@ -45,8 +43,8 @@ bool fromLoraParameters(Value v) {
       continue;
     if (auto arg = dyn_cast<BlockArgument>(x)) {
       auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.param")
-                       : StringAttr();
+      auto name =
+          func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.param") : StringAttr();
       if (!name || !isLoraName(name.getValue()))
         return false;
       lora = true;
@@ -85,7 +83,8 @@ std::optional<Product> productOf(Value term) {
   p.term = term;
   Value v = term;
   if (auto mul = v.getDefiningOp<MulOp>()) {
-    for (auto [x, s] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
+    for (auto [x, s] :
+         {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())}) {
       auto st = cast<RankedTensorType>(s.getType());
       if (st.getRank() == 0 && x.getType() == mul.getType() && x.getDefiningOp<MatmulOp>()) {
         p.scale = s;
@@ -111,14 +110,12 @@ std::optional<Product> productOf(Value term) {
 
 /// An add of two terms of its own type (not a broadcast bias).
 bool isSum(AddOp add) {
-  return add && add.getLhs().getType() == add.getType() &&
-         add.getRhs().getType() == add.getType();
+  return add && add.getLhs().getType() == add.getType() && add.getRhs().getType() == add.getType();
 }
 
 /// The terms of the sum `root` is the last add of (inner adds of one type,
 /// each used once), in order.
-void collectTerms(Value v, Type type, SmallVectorImpl<Value> &terms,
-                  SmallVectorImpl<AddOp> &adds) {
+void collectTerms(Value v, Type type, SmallVectorImpl<Value> &terms, SmallVectorImpl<AddOp> &adds) {
   auto add = v.getDefiningOp<AddOp>();
   if (isSum(add) && add.getType() == type && (adds.empty() || add->hasOneUse())) {
     adds.push_back(add);
@@ -155,7 +152,8 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
       if (!isSum(add))
         return;
       if (add->hasOneUse())
-        if (auto user = dyn_cast<AddOp>(*add->user_begin()); isSum(user) && user.getType() == add.getType())
+        if (auto user = dyn_cast<AddOp>(*add->user_begin());
+            isSum(user) && user.getType() == add.getType())
           return;
       roots.push_back(add);
     });
@@ -240,8 +238,8 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
         at.setInsertionPointAfter(later);
       else
         at.setInsertionPointToStart(b.getInsertionBlock());
-      lhs = at.create<ConcatOp>(loc, ValueRange{w.getLhs(), t.getLhs()},
-                                static_cast<uint64_t>(axis));
+      lhs =
+          at.create<ConcatOp>(loc, ValueRange{w.getLhs(), t.getLhs()}, static_cast<uint64_t>(axis));
     }
     // The adapter's matrix as rows (k-major) when the frozen one is not
     // transposed, as columns when it is.

@@ -143,8 +143,7 @@ std::optional<Index> viewIndex(Operation *op, const Index &idx) {
       })
       .Case([&](SliceOp s) -> std::optional<Index> {
         Index in;
-        for (auto [d, start, step] :
-             llvm::enumerate(s.getStarts().getDims(), s.getSteps())) {
+        for (auto [d, start, step] : llvm::enumerate(s.getStarts().getDims(), s.getSteps())) {
           std::optional<int64_t> c = start ? start.getConstantValue() : std::nullopt;
           if (!c)
             return std::nullopt;
@@ -274,9 +273,8 @@ std::optional<MaskKind> recordedPattern(Value v, bool additive) {
   std::optional<std::vector<double>> values = constantValues(v);
   if (!values)
     return std::nullopt;
-  MaskKind kind = classifyMaskValues(type.getShape(), [&](int64_t i) {
-    return keepOfValue((*values)[i], additive);
-  });
+  MaskKind kind = classifyMaskValues(
+      type.getShape(), [&](int64_t i) { return keepOfValue((*values)[i], additive); });
   return kind == MaskKind::Unknown ? std::nullopt : std::optional<MaskKind>(kind);
 }
 
@@ -323,9 +321,9 @@ std::optional<Affine> intAt(Value v, const Index &idx, int depth) {
     // Integer positions survive a cast to a wider integer or to float.
     Type from = typeOf(cast.getInput()).getElementType();
     Type to = typeOf(cast.getResult()).getElementType();
-    bool exact = llvm::isa<FloatType>(to) ||
-                 (llvm::isa<IntegerType>(to) &&
-                  to.getIntOrFloatBitWidth() >= from.getIntOrFloatBitWidth());
+    bool exact =
+        llvm::isa<FloatType>(to) ||
+        (llvm::isa<IntegerType>(to) && to.getIntOrFloatBitWidth() >= from.getIntOrFloatBitWidth());
     if (!llvm::isa<IntegerType>(from) || from.isInteger(1) || !exact)
       return std::nullopt;
     return intAt(cast.getInput(), idx, depth + 1);

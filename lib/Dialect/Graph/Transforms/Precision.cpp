@@ -58,8 +58,7 @@ struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
     llvm::DenseMap<std::pair<Value, Type>, Value> casts;
     auto castTo = [&](Value v, Type element) -> Value {
       auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
-      if (!type || !llvm::isa<FloatType>(type.getElementType()) ||
-          type.getElementType() == element)
+      if (!type || !llvm::isa<FloatType>(type.getElementType()) || type.getElementType() == element)
         return v;
       auto [it, inserted] = casts.try_emplace({v, element}, Value());
       if (inserted) {
@@ -115,15 +114,13 @@ struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
       for (OpOperand &operand : op->getOpOperands())
         operand.set(castTo(operand.get(), element));
       for (Value r : op->getResults())
-        if (isF32Tensor(r.getType()) || llvm::isa<BFloat16Type>(
-                                            llvm::cast<RankedTensorType>(r.getType())
-                                                .getElementType()))
+        if (isF32Tensor(r.getType()) ||
+            llvm::isa<BFloat16Type>(llvm::cast<RankedTensorType>(r.getType()).getElementType()))
           r.setType(withElement(r.getType(), element));
     }
     // Results keep the function's signature.
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-    for (auto [operand, type] :
-         llvm::zip(ret->getOpOperands(), func.getResultTypes())) {
+    for (auto [operand, type] : llvm::zip(ret->getOpOperands(), func.getResultTypes())) {
       auto tensor = llvm::dyn_cast<RankedTensorType>(type);
       if (tensor && llvm::isa<FloatType>(tensor.getElementType()))
         operand.set(castTo(operand.get(), tensor.getElementType()));

@@ -64,8 +64,7 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
         if (auto t = dyn_cast<TransposeOp>(user); t && t->hasOneUse())
           use = *t->getUsers().begin();
         auto matmul = dyn_cast<MatmulOp>(use);
-        std::optional<LinearWeight> w =
-            matmul ? matchLinearWeight(matmul) : std::nullopt;
+        std::optional<LinearWeight> w = matmul ? matchLinearWeight(matmul) : std::nullopt;
         if (!w || w->param != param ||
             (!c.uses.empty() && c.uses.front().pytorchLayout != w->pytorchLayout)) {
           c.eligible = false;
@@ -89,17 +88,12 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
     }
   }
 
-  std::string codesName(LinearWeight w) {
-    return (w.param.getName() + ".nf4_codes").str();
-  }
-  std::string absmaxName(LinearWeight w) {
-    return (w.param.getName() + ".nf4_absmax").str();
-  }
+  std::string codesName(LinearWeight w) { return (w.param.getName() + ".nf4_codes").str(); }
+  std::string absmaxName(LinearWeight w) { return (w.param.getName() + ".nf4_absmax").str(); }
 
   /// [out, in] in PyTorch's layout: the order the blocks run over.
   RankedTensorType pytorchType(LinearWeight w) {
-    return RankedTensorType::get({w.outFeatures, w.inFeatures},
-                                 w.param.getType().getElementType());
+    return RankedTensorType::get({w.outFeatures, w.inFeatures}, w.param.getType().getElementType());
   }
 
   void quantizeInInit(func::FuncOp init, LinearWeight w) {
@@ -124,8 +118,7 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
     Value offset = b.create<ReduceMeanOp>(loc, absmax, b.getDenseI64ArrayAttr({0}),
                                           /*keepdim=*/false);
     Value centred = b.create<SubOp>(loc, absmax, offset);
-    auto nested = b.create<QuantizeBlockwise8bitOp>(loc, centred,
-                                                    b.getI64IntegerAttr(256));
+    auto nested = b.create<QuantizeBlockwise8bitOp>(loc, centred, b.getI64IntegerAttr(256));
     addInitResult(init, nested.getCodes(), absmaxName(w) + "_codes");
     addInitResult(init, nested.getAbsmax(), absmaxName(w) + "_scale");
     addInitResult(init, offset, absmaxName(w) + "_offset");
@@ -136,9 +129,9 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
     Location loc = read.getLoc();
     int64_t n = w.outFeatures * w.inFeatures;
     auto made = b.getStringAttr(("nf4_quantize(" + read.getName() + ")").str());
-    auto codes = b.create<ParameterOp>(
-        loc, RankedTensorType::get({(n + 1) / 2}, b.getIntegerType(8, false)),
-        codesName(w), /*trainable=*/false);
+    auto codes =
+        b.create<ParameterOp>(loc, RankedTensorType::get({(n + 1) / 2}, b.getIntegerType(8, false)),
+                              codesName(w), /*trainable=*/false);
     codes->setAttr(kInitAttr, made);
     int64_t blocks = (n + blockSize - 1) / blockSize;
     auto stored = [&](Type type, const std::string &name) {
@@ -150,13 +143,11 @@ struct QuantizeNf4Pass final : kiln::impl::QuantizeNf4PassBase<QuantizeNf4Pass> 
     if (!doubleQuant) {
       absmax = stored(RankedTensorType::get({blocks}, b.getF32Type()), absmaxName(w));
     } else {
-      Value nestedCodes = stored(
-          RankedTensorType::get({blocks}, b.getIntegerType(8, false)),
-          absmaxName(w) + "_codes");
+      Value nestedCodes = stored(RankedTensorType::get({blocks}, b.getIntegerType(8, false)),
+                                 absmaxName(w) + "_codes");
       Value nestedScale = stored(RankedTensorType::get({(blocks + 255) / 256}, b.getF32Type()),
                                  absmaxName(w) + "_scale");
-      Value offset = stored(RankedTensorType::get({}, b.getF32Type()),
-                            absmaxName(w) + "_offset");
+      Value offset = stored(RankedTensorType::get({}, b.getF32Type()), absmaxName(w) + "_offset");
       Value centred = b.create<DequantizeBlockwise8bitOp>(loc, nestedCodes, nestedScale,
                                                           b.getI64IntegerAttr(256));
       absmax = b.create<AddOp>(loc, centred, offset);

@@ -11,8 +11,8 @@
 
 #include "mlir/IR/Matchers.h"
 
-#include <cmath>
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include <cmath>
 
 namespace kiln {
 #define GEN_PASS_DEF_RAISECOMPOSITESPASS
@@ -121,13 +121,13 @@ struct RaiseRmsNorm : OpRewritePattern<MulOp> {
       auto [axis, eps] = *match;
       RankedTensorType type = tensorOf(x);
       DimList dims = getDims(type);
-      RankedTensorType weightType = makeTensorType(
-          ArrayRef<Dim>(dims).drop_front(axis), type.getElementType());
+      RankedTensorType weightType =
+          makeTensorType(ArrayRef<Dim>(dims).drop_front(axis), type.getElementType());
       if (!weightType.hasStaticShape())
         continue; // A ones weight needs a static normalized shape.
       Value ones = rewriter.create<ConstantOp>(
-          mul.getLoc(), DenseElementsAttr::get(
-                            weightType, rewriter.getFloatAttr(type.getElementType(), 1.0)));
+          mul.getLoc(),
+          DenseElementsAttr::get(weightType, rewriter.getFloatAttr(type.getElementType(), 1.0)));
       rewriter.replaceOpWithNewOp<RmsNormOp>(mul, mul.getType(), x, ones,
                                              rewriter.getI64IntegerAttr(axis),
                                              rewriter.getF64FloatAttr(eps));
@@ -143,15 +143,13 @@ struct FoldRmsNormWeight : OpRewritePattern<MulOp> {
   LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
     for (Value side : {mul.getLhs(), mul.getRhs()}) {
       auto norm = side.getDefiningOp<RmsNormOp>();
-      if (!norm || splatValue(norm.getWeight()) != 1.0 ||
-          norm.getType() != mul.getType())
+      if (!norm || splatValue(norm.getWeight()) != 1.0 || norm.getType() != mul.getType())
         continue;
       Value weight = otherOperand(mul, side);
       if (weight.getType() != norm.getWeight().getType())
         continue;
-      rewriter.replaceOpWithNewOp<RmsNormOp>(mul, mul.getType(), norm.getInput(),
-                                             weight, norm.getAxisAttr(),
-                                             norm.getEpsilonAttr());
+      rewriter.replaceOpWithNewOp<RmsNormOp>(mul, mul.getType(), norm.getInput(), weight,
+                                             norm.getAxisAttr(), norm.getEpsilonAttr());
       return success();
     }
     return failure();
@@ -176,8 +174,8 @@ Value stripRepeatKv(Value v) {
     return v;
   Value kv = unsqueeze.getInput();
   RankedTensorType in = tensorOf(kv), out = tensorOf(v);
-  if (in.getRank() != 4 || out.getRank() != 4 || in.isDynamicDim(1) ||
-      out.isDynamicDim(1) || out.getDimSize(1) % in.getDimSize(1) != 0)
+  if (in.getRank() != 4 || out.getRank() != 4 || in.isDynamicDim(1) || out.isDynamicDim(1) ||
+      out.getDimSize(1) % in.getDimSize(1) != 0)
     return v;
   DimList inDims = getDims(in), outDims = getDims(out);
   if (inDims[0] != outDims[0] || inDims[2] != outDims[2] || inDims[3] != outDims[3])
@@ -275,10 +273,10 @@ bool isCausalMask(Value mask) {
   std::optional<double> one = expand ? splatValue(expand.getInput()) : splatValue(trilu.getInput());
   if (!one || *one == 0)
     return false;
-  std::optional<double> keep = splatValue(keepWhenTrue ? select.getTrueValue()
-                                                       : select.getFalseValue());
-  std::optional<double> drop = splatValue(keepWhenTrue ? select.getFalseValue()
-                                                       : select.getTrueValue());
+  std::optional<double> keep =
+      splatValue(keepWhenTrue ? select.getTrueValue() : select.getFalseValue());
+  std::optional<double> drop =
+      splatValue(keepWhenTrue ? select.getFalseValue() : select.getTrueValue());
   // -inf, or the dtype's lowest value (torch.finfo(dtype).min; fp16's is
   // -65504): either makes exp() of the masked score exactly 0.
   return keep && drop && *keep == 0 && *drop <= -65504.0;
@@ -290,7 +288,8 @@ Value unguardedProbs(Value probs) {
   auto select = probs.getDefiningOp<SelectOp>();
   auto isNan = select ? select.getCondition().getDefiningOp<IsNanOp>() : IsNanOp();
   if (!isNan || isNan.getInput() != select.getFalseValue() ||
-      splatValue(select.getTrueValue()) != 0.0 || select.getType() != select.getFalseValue().getType())
+      splatValue(select.getTrueValue()) != 0.0 ||
+      select.getType() != select.getFalseValue().getType())
     return {};
   return select.getFalseValue();
 }
@@ -387,7 +386,7 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     // A float mask that only selects 0 or -inf is its i1 condition: no
     // S x S float tensor in the step.
     bool sameLength = getDims(tensorOf(query))[2] == getDims(tensorOf(key))[2];
-    MaskKind kind = !mask ? MaskKind::All
+    MaskKind kind = !mask                ? MaskKind::All
                     : isCausalMask(mask) ? MaskKind::Causal
                                          : classifyMask(mask);
     // A float mask whose values are known (a static export's folded
@@ -395,8 +394,7 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     if (mask && kind == MaskKind::Unknown)
       kind = classifyAdditiveMask(mask);
     bool exact = false;
-    if (Value keep = mask && kind == MaskKind::Unknown ? boolOfFloatMask(mask, exact)
-                                                      : Value()) {
+    if (Value keep = mask && kind == MaskKind::Unknown ? boolOfFloatMask(mask, exact) : Value()) {
       kind = classifyMask(keep);
       if (kind == MaskKind::Unknown && (exact || guarded))
         mask = keep;
@@ -404,17 +402,16 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     bool causal = kind == MaskKind::Causal && sameLength;
     if (causal || kind == MaskKind::All)
       mask = {};
-    Value result = rewriter.create<AttentionOp>(
-        pv.getLoc(), pv.getType(), query, key, value, mask, causal,
-        rewriter.getF64FloatAttr(scale));
+    Value result = rewriter.create<AttentionOp>(pv.getLoc(), pv.getType(), query, key, value, mask,
+                                                causal, rewriter.getF64FloatAttr(scale));
     // The guard turns a fully masked row (NaN) into 0. Without a mask, or
     // with the causal one, every row keeps a key: the guard is a no-op.
     if (guarded && mask) {
       Value nan = rewriter.create<IsNanOp>(pv.getLoc(), result);
       Value zero = rewriter.create<ConstantOp>(
-          pv.getLoc(), DenseElementsAttr::get(
-                           RankedTensorType::get({}, tensorOf(result).getElementType()),
-                           rewriter.getFloatAttr(tensorOf(result).getElementType(), 0.0)));
+          pv.getLoc(),
+          DenseElementsAttr::get(RankedTensorType::get({}, tensorOf(result).getElementType()),
+                                 rewriter.getFloatAttr(tensorOf(result).getElementType(), 0.0)));
       result = rewriter.create<SelectOp>(pv.getLoc(), pv.getType(), nan, zero, result);
     }
     rewriter.replaceOp(pv, result);
@@ -422,8 +419,7 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
   }
 };
 
-struct RaiseCompositesPass final
-    : kiln::impl::RaiseCompositesPassBase<RaiseCompositesPass> {
+struct RaiseCompositesPass final : kiln::impl::RaiseCompositesPassBase<RaiseCompositesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateRaiseCompositesPatterns(patterns);
@@ -435,6 +431,5 @@ struct RaiseCompositesPass final
 } // namespace
 
 void kiln::populateRaiseCompositesPatterns(RewritePatternSet &patterns) {
-  patterns.add<RaiseSilu, RaiseRmsNorm, FoldRmsNormWeight, RaiseAttention>(
-      patterns.getContext());
+  patterns.add<RaiseSilu, RaiseRmsNorm, FoldRmsNormWeight, RaiseAttention>(patterns.getContext());
 }

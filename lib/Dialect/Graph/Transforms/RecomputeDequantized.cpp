@@ -110,8 +110,7 @@ struct RecomputeDequantizedPass final
       }
     }
     if (recomputed)
-      func->setAttr("kiln.recomputed_dequantized",
-                    OpBuilder(func).getI64IntegerAttr(recomputed));
+      func->setAttr("kiln.recomputed_dequantized", OpBuilder(func).getI64IntegerAttr(recomputed));
   }
 };
 

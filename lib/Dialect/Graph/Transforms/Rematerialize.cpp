@@ -113,8 +113,8 @@ bool isPointwiseOrShape(Operation *op) {
   return op->getNumResults() == 1 &&
          (op->hasTrait<OpTrait::Elementwise>() ||
           llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, SelectOp, EqOp, NeOp, LtOp,
-                    LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, CastOp, ReshapeOp, SqueezeOp,
-                    UnsqueezeOp, TransposeOp, SliceOp, ConcatOp, PadOp, ExpandOp>(op));
+                    LeOp, GtOp, GeOp, AndOp, OrOp, XorOp, CastOp, ReshapeOp, SqueezeOp, UnsqueezeOp,
+                    TransposeOp, SliceOp, ConcatOp, PadOp, ExpandOp>(op));
 }
 
 bool mayRecompute(Operation *op, bool pointwiseOnly) {
@@ -148,8 +148,8 @@ llvm::DenseSet<Value> backwardReads(const Joint &joint) {
 /// the backward reads off the sink. Values whose in-node stays on the
 /// source side are kept; ops on the sink side that feed a backward read
 /// are recomputed.
-Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
-             const SymbolValues &symbols, bool pointwiseOnly = false) {
+Cut solveCut(const Joint &joint, const std::vector<bool> &banned, const SymbolValues &symbols,
+             bool pointwiseOnly = false) {
   llvm::DenseSet<Value> reads = backwardReads(joint);
   int64_t readBytes = 0;
   for (Value v : reads)
@@ -221,8 +221,7 @@ Cut solveCut(const Joint &joint, const std::vector<bool> &banned,
 int64_t applyCut(const Joint &joint, const Cut &cut, const SymbolValues &symbols) {
   llvm::DenseMap<Operation *, Operation *> clones;
   int64_t extraFlops = 0;
-  std::function<Value(Value, Operation *)> materialize =
-      [&](Value v, Operation *before) -> Value {
+  std::function<Value(Value, Operation *)> materialize = [&](Value v, Operation *before) -> Value {
     Operation *def = v.getDefiningOp();
     if (!def || !joint.isForward(def) || !cut.recompute[joint.position.lookup(def)])
       return v;
@@ -251,8 +250,7 @@ int64_t applyCut(const Joint &joint, const Cut &cut, const SymbolValues &symbols
   return extraFlops;
 }
 
-struct RematerializePass final
-    : kiln::impl::RematerializePassBase<RematerializePass> {
+struct RematerializePass final : kiln::impl::RematerializePassBase<RematerializePass> {
   using RematerializePassBase::RematerializePassBase;
 
   /// Values for every size symbol: `symbols`, then the maxima of the range
@@ -369,8 +367,8 @@ struct RematerializePass final
     MemoryPlan before = planMemory(func, *values);
     double secondsBefore = estimateStepSeconds(func, *values);
     Builder b(&getContext());
-    auto record = [&](const Cut &cut, int64_t extraFlops, unsigned recomputed,
-                      int64_t peak, double seconds) {
+    auto record = [&](const Cut &cut, int64_t extraFlops, unsigned recomputed, int64_t peak,
+                      double seconds) {
       std::vector<std::string> pairs;
       for (const auto &entry : *values)
         pairs.push_back(entry.getKey().str() + "=" + std::to_string(entry.getValue()));
@@ -493,9 +491,9 @@ struct RematerializePass final
       return;
     }
     func.emitError("kiln-remat: budget ")
-        << budget << " GiB cannot be met: the smallest plan needs "
-        << formatBytes(best) << " (parameters, optimizer state and inputs alone: "
-        << formatBytes(before.persistentBytes) << ")";
+        << budget << " GiB cannot be met: the smallest plan needs " << formatBytes(best)
+        << " (parameters, optimizer state and inputs alone: " << formatBytes(before.persistentBytes)
+        << ")";
     signalPassFailure();
   }
 };

@@ -18,8 +18,7 @@ namespace {
 /// `all` keeps float parameters of rank >= 1 (the importer's rule for
 /// trainable initializers), `none` none (LoRA adapters alone); a regex is
 /// searched in the name.
-bool isTrainable(ParameterOp param, const std::string &train,
-                 const llvm::Regex &regex) {
+bool isTrainable(ParameterOp param, const std::string &train, const llvm::Regex &regex) {
   auto type = param.getType();
   if (!llvm::isa<FloatType>(type.getElementType()))
     return false;
@@ -30,8 +29,7 @@ bool isTrainable(ParameterOp param, const std::string &train,
   return regex.match(param.getName());
 }
 
-struct SelectTrainablePass final
-    : kiln::impl::SelectTrainablePassBase<SelectTrainablePass> {
+struct SelectTrainablePass final : kiln::impl::SelectTrainablePassBase<SelectTrainablePass> {
   using SelectTrainablePassBase::SelectTrainablePassBase;
 
   void runOnOperation() override {
@@ -44,9 +42,8 @@ struct SelectTrainablePass final
       getOperation().emitError("invalid --train regex '") << train << "': " << error;
       return signalPassFailure();
     }
-    getOperation().walk([&](ParameterOp param) {
-      param.setTrainable(isTrainable(param, train, regex));
-    });
+    getOperation().walk(
+        [&](ParameterOp param) { param.setTrainable(isTrainable(param, train, regex)); });
   }
 };
 

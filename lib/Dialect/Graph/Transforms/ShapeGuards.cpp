@@ -24,12 +24,10 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
   using ShapeGuardsPassBase::ShapeGuardsPassBase;
 
   DictionaryAttr guard(Builder &b, Dim expr, StringRef kind,
-                       ArrayRef<std::pair<StringRef, int64_t>> bounds,
-                       StringRef origin) {
-    SmallVector<NamedAttribute> fields = {
-        b.getNamedAttr("kind", b.getStringAttr(kind)),
-        b.getNamedAttr("expr", expr),
-        b.getNamedAttr("origin", b.getStringAttr(origin))};
+                       ArrayRef<std::pair<StringRef, int64_t>> bounds, StringRef origin) {
+    SmallVector<NamedAttribute> fields = {b.getNamedAttr("kind", b.getStringAttr(kind)),
+                                          b.getNamedAttr("expr", expr),
+                                          b.getNamedAttr("origin", b.getStringAttr(origin))};
     for (auto [name, value] : bounds)
       fields.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(value)));
     return b.getDictionaryAttr(fields);
@@ -57,8 +55,7 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
       // Compare element counts at a large sample size: for positive symbols
       // the biggest there bounds the others at any size that matters.
       auto sample = [](Dim d) {
-        return evaluateDim(d, [](StringRef) -> std::optional<int64_t> { return 1024; })
-            .value_or(0);
+        return evaluateDim(d, [](StringRef) -> std::optional<int64_t> { return 1024; }).value_or(0);
       };
       if (count && !count.getConstantValue() && (!largest || sample(count) > sample(largest)))
         largest = count;
@@ -79,8 +76,7 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
       auto [bounds, divisorText] = range.split(':');
       auto [minText, maxText] = bounds.split("..");
       int64_t lo, hi, divisor = 1;
-      if (minText.getAsInteger(10, lo) || maxText.getAsInteger(10, hi) || lo < 1 ||
-          hi < lo ||
+      if (minText.getAsInteger(10, lo) || maxText.getAsInteger(10, hi) || lo < 1 || hi < lo ||
           (!divisorText.empty() && (divisorText.getAsInteger(10, divisor) || divisor < 1))) {
         func.emitError("--dynamic needs symbol=MIN..MAX[:DIVISOR] with "
                        "1 <= MIN <= MAX, got '")
@@ -88,8 +84,7 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
         return signalPassFailure();
       }
       if (!symbols.contains(name)) {
-        func.emitError("--dynamic names symbol '") << name
-            << "', which no input uses";
+        func.emitError("--dynamic names symbol '") << name << "', which no input uses";
         return signalPassFailure();
       }
       std::string origin = ("--dynamic " + spec).str();
@@ -102,8 +97,7 @@ struct ShapeGuardsPass final : kiln::impl::ShapeGuardsPassBase<ShapeGuardsPass> 
     for (StringRef s : symbols)
       if (!ranged.count(s))
         guards.push_back(guard(b, SymExprAttr::getSymbol(&getContext(), s), "range",
-                               {{"min", 1}, {"max", kInt32Max}},
-                               "a size is at least 1"));
+                               {{"min", 1}, {"max", kInt32Max}}, "a size is at least 1"));
     if (largest)
       guards.push_back(guard(b, largest, "range", {{"min", 0}, {"max", kInt32Max}},
                              "int32 element indexing in generated kernels"));

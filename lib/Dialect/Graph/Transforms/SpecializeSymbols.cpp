@@ -15,8 +15,7 @@ using namespace kiln;
 
 namespace {
 
-struct SpecializeSymbolsPass final
-    : kiln::impl::SpecializeSymbolsPassBase<SpecializeSymbolsPass> {
+struct SpecializeSymbolsPass final : kiln::impl::SpecializeSymbolsPassBase<SpecializeSymbolsPass> {
   using SpecializeSymbolsPassBase::SpecializeSymbolsPassBase;
 
   void runOnOperation() override {
@@ -27,8 +26,7 @@ struct SpecializeSymbolsPass final
       auto [name, value] = pair.split('=');
       int64_t number;
       if (value.trim().getAsInteger(10, number) || number < 1) {
-        getOperation().emitError("--static needs symbol=positive integer, got '")
-            << pair << "'";
+        getOperation().emitError("--static needs symbol=positive integer, got '") << pair << "'";
         return signalPassFailure();
       }
       pinned[name.trim()] = number;

@@ -150,8 +150,7 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
         func.emitError("no parameter named '") << name.getValue() << "'";
         return signalPassFailure();
       }
-      trained.push_back({param.getName().str(), param.getType(), param,
-                         ret.getOperand(i), {}, {}});
+      trained.push_back({param.getName().str(), param.getType(), param, ret.getOperand(i), {}, {}});
     }
     if (trained.empty()) {
       func.emitError("nothing trains: no gradient results");
@@ -185,12 +184,12 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     auto scalarType = RankedTensorType::get({}, element);
     unsigned lrIndex = func.getNumArguments();
     func.insertArgument(lrIndex, scalarType,
-                              b.getDictionaryAttr(b.getNamedAttr("kiln.lr", b.getUnitAttr())),
-                              func.getLoc());
+                        b.getDictionaryAttr(b.getNamedAttr("kiln.lr", b.getUnitAttr())),
+                        func.getLoc());
     unsigned stepIndex = func.getNumArguments();
     func.insertArgument(stepIndex, scalarType,
-                              b.getDictionaryAttr(b.getNamedAttr("kiln.step", b.getUnitAttr())),
-                              func.getLoc());
+                        b.getDictionaryAttr(b.getNamedAttr("kiln.step", b.getUnitAttr())),
+                        func.getLoc());
     Value lrArg = body.getArgument(lrIndex), stepArg = body.getArgument(stepIndex);
 
     // Reads of trainable parameters now read the argument.
@@ -216,9 +215,9 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     }
     if (gradNorm) {
       passThrough.insert(passThrough.begin() + 1, norm);
-      passThroughAttrs.insert(passThroughAttrs.begin() + 1,
-                              b.getDictionaryAttr(b.getNamedAttr("kiln.name",
-                                                                 b.getStringAttr("grad_norm"))));
+      passThroughAttrs.insert(
+          passThroughAttrs.begin() + 1,
+          b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr("grad_norm"))));
     }
     if (maxGradNorm > 0) {
       Value coef = m.div(m.c(maxGradNorm), m.add(norm, m.c(1e-6)));

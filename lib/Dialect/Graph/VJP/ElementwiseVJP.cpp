@@ -16,14 +16,12 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-
 bool isFloatTensor(Value v) { return llvm::isa<FloatType>(tensorOf(v).getElementType()); }
 
 /// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)`, except
 /// that an op with a non-float result has no gradient at all.
 template <typename Derived, typename OpT>
-struct FloatVJPModel
-    : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
+struct FloatVJPModel : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
   LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
                          ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
     if (!isFloatTensor(op->getResult(0))) {
@@ -64,8 +62,8 @@ struct Math {
 
 /// d(a + b) = (dy, dy), each summed to its operand's shape.
 struct AddVJP : FloatVJPModel<AddVJP, AddOp> {
-  static LogicalResult vjp(AddOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(AddOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     Value dy = gradOrZeros(b, loc, dys[0], tensorOf(op));
     grads.push_back(want[0] ? sumToShape(b, loc, dy, tensorOf(op.getLhs())) : Value());
@@ -76,17 +74,15 @@ struct AddVJP : FloatVJPModel<AddVJP, AddOp> {
 
 /// d(a * b) = (dy * b, dy * a).
 struct MulVJP : FloatVJPModel<MulVJP, MulOp> {
-  static LogicalResult vjp(MulOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(MulOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     Value dy = gradOrZeros(b, loc, dys[0], tensorOf(op));
     Value da, db;
     if (want[0])
-      da = sumToShape(b, loc, b.create<MulOp>(loc, dy, op.getRhs()),
-                      tensorOf(op.getLhs()));
+      da = sumToShape(b, loc, b.create<MulOp>(loc, dy, op.getRhs()), tensorOf(op.getLhs()));
     if (want[1])
-      db = sumToShape(b, loc, b.create<MulOp>(loc, dy, op.getLhs()),
-                      tensorOf(op.getRhs()));
+      db = sumToShape(b, loc, b.create<MulOp>(loc, dy, op.getLhs()), tensorOf(op.getRhs()));
     grads.append({da, db});
     return success();
   }
@@ -95,15 +91,13 @@ struct MulVJP : FloatVJPModel<MulVJP, MulOp> {
 /// The binary ops below share the plumbing: no result gradient means no
 /// operand gradients; `Derived::grads` builds only the wanted ones at the
 /// broadcast shape, and they are summed down to each operand here.
-template <typename Derived, typename OpT>
-struct BinaryVJP : FloatVJPModel<Derived, OpT> {
-  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+template <typename Derived, typename OpT> struct BinaryVJP : FloatVJPModel<Derived, OpT> {
+  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value da, db;
     if (dys[0] && (want[0] || want[1])) {
       Math m{b, op.getLoc()};
-      Derived::grads(op, m, dys[0], want[0] ? &da : nullptr,
-                     want[1] ? &db : nullptr);
+      Derived::grads(op, m, dys[0], want[0] ? &da : nullptr, want[1] ? &db : nullptr);
       if (da)
         da = sumToShape(b, m.loc, da, tensorOf(op.getLhs()));
       if (db)
@@ -116,8 +110,8 @@ struct BinaryVJP : FloatVJPModel<Derived, OpT> {
 
 /// d(a - b) = (dy, -dy); the negation runs after the sum, on fewer elements.
 struct SubVJP : FloatVJPModel<SubVJP, SubOp> {
-  static LogicalResult vjp(SubOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(SubOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value da, db;
     if (dys[0]) {
       Location loc = op.getLoc();
@@ -167,8 +161,8 @@ struct MinMaxVJP : BinaryVJP<MinMaxVJP<OpT, CompareOpT>, OpT> {
 
 /// dy flows to the branch the condition took; the condition has none.
 struct SelectVJP : FloatVJPModel<SelectVJP, SelectOp> {
-  static LogicalResult vjp(SelectOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(SelectOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dt, df;
     if (dys[0]) {
       Math m{b, op.getLoc()};
@@ -176,8 +170,7 @@ struct SelectVJP : FloatVJPModel<SelectVJP, SelectOp> {
         dt = sumToShape(b, m.loc, m.keepWhere(op.getCondition(), dys[0]),
                         tensorOf(op.getTrueValue()));
       if (want[2])
-        df = sumToShape(b, m.loc,
-                        m.keepWhere(op.getCondition(), dys[0], /*inverted=*/true),
+        df = sumToShape(b, m.loc, m.keepWhere(op.getCondition(), dys[0], /*inverted=*/true),
                         tensorOf(op.getFalseValue()));
     }
     grads.append({Value(), dt, df});
@@ -190,8 +183,8 @@ struct SelectVJP : FloatVJPModel<SelectVJP, SelectOp> {
 /// dx = Grad(op, m, dy) for x -> y, built only when wanted and dy exists.
 template <typename OpT, Value (*Grad)(OpT, Math &, Value)>
 struct UnaryVJP : FloatVJPModel<UnaryVJP<OpT, Grad>, OpT> {
-  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0]) {
       Math m{b, op.getLoc()};
@@ -208,10 +201,8 @@ Value negGrad(NegOp, Math &m, Value dy) { return m.neg(dy); }
 /// sign(x) is 0 at 0, like torch's subgradient.
 Value absGrad(AbsOp op, Math &m, Value dy) {
   Value x = op.getInput(), zero = m.c(0.0, x);
-  Value negSign = m.b.create<SelectOp>(m.loc, m.b.create<LtOp>(m.loc, x, zero),
-                                       m.c(-1.0, x), zero);
-  Value sign = m.b.create<SelectOp>(m.loc, m.b.create<GtOp>(m.loc, x, zero),
-                                    m.c(1.0, x), negSign);
+  Value negSign = m.b.create<SelectOp>(m.loc, m.b.create<LtOp>(m.loc, x, zero), m.c(-1.0, x), zero);
+  Value sign = m.b.create<SelectOp>(m.loc, m.b.create<GtOp>(m.loc, x, zero), m.c(1.0, x), negSign);
   return m.mul(dy, sign);
 }
 
@@ -219,9 +210,7 @@ Value expGrad(ExpOp op, Math &m, Value dy) { return m.mul(dy, op.getResult()); }
 Value logGrad(LogOp op, Math &m, Value dy) { return m.div(dy, op.getInput()); }
 
 /// d sqrt(x) = 1 / (2 sqrt(x)).
-Value sqrtGrad(SqrtOp op, Math &m, Value dy) {
-  return m.div(dy, m.scale(op.getResult(), 2.0));
-}
+Value sqrtGrad(SqrtOp op, Math &m, Value dy) { return m.div(dy, m.scale(op.getResult(), 2.0)); }
 
 /// d x^(-1/2) = -x^(-3/2) / 2 = -y^3 / 2.
 Value rsqrtGrad(RsqrtOp op, Math &m, Value dy) {
@@ -278,16 +267,15 @@ Value geluGrad(GeluOp op, Math &m, Value dy) {
     // d(x Phi(x)) = Phi(x) + x phi(x).
     Value erf = m.b.create<ErfOp>(m.loc, m.scale(x, inv_sqrt2));
     Value cdf = m.scale(m.plus(erf, 1.0), 0.5);
-    Value pdf = m.scale(m.b.create<ExpOp>(m.loc, m.scale(m.mul(x, x), -0.5)),
-                        inv_sqrtpi * inv_sqrt2);
+    Value pdf =
+        m.scale(m.b.create<ExpOp>(m.loc, m.scale(m.mul(x, x), -0.5)), inv_sqrtpi * inv_sqrt2);
     return m.mul(dy, m.add(cdf, m.mul(x, pdf)));
   }
   // y = x/2 (1 + t), t = tanh(k (x + c x^3)):
   // dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3c x^2).
   const double k = sqrt2 * inv_sqrtpi, c = 0.044715;
   Value x2 = m.mul(x, x);
-  Value t = m.b.create<TanhOp>(m.loc,
-                               m.mul(m.scale(x, k), m.plus(m.scale(x2, c), 1.0)));
+  Value t = m.b.create<TanhOp>(m.loc, m.mul(m.scale(x, k), m.plus(m.scale(x2, c), 1.0)));
   Value inner = m.mul(m.rsub(1.0, m.mul(t, t)), m.plus(m.scale(x2, 3.0 * c), 1.0));
   Value d = m.add(m.plus(t, 1.0), m.mul(m.scale(x, k), inner));
   return m.mul(m.scale(dy, 0.5), d);
@@ -296,8 +284,8 @@ Value geluGrad(GeluOp op, Math &m, Value dy) {
 /// A float-to-float cast passes the gradient back in the input's precision;
 /// an integer on either side has none.
 struct CastVJP : FloatVJPModel<CastVJP, CastOp> {
-  static LogicalResult vjp(CastOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(CastOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0] && isFloatTensor(op.getInput()))
       dx = b.create<CastOp>(op.getLoc(), op.getInput().getType(), dys[0]);
@@ -308,8 +296,8 @@ struct CastVJP : FloatVJPModel<CastVJP, CastOp> {
 
 /// stop_gradient exists to cut differentiation.
 struct StopGradientVJP : FloatVJPModel<StopGradientVJP, StopGradientOp> {
-  static LogicalResult vjp(StopGradientOp, OpBuilder &, ArrayRef<Value>,
-                           ArrayRef<bool>, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(StopGradientOp, OpBuilder &, ArrayRef<Value>, ArrayRef<bool>,
+                           SmallVectorImpl<Value> &grads) {
     grads.push_back(Value());
     return success();
   }

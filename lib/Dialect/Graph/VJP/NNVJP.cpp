@@ -17,8 +17,8 @@ namespace {
 /// y = op(a) op(b): dA = dY op(B)^T, dB = op(A)^T dY, with transposes
 /// folded into the matmul flags and broadcast batch dims summed away.
 struct MatmulVJP : VJPModel<MatmulVJP, MatmulOp> {
-  static LogicalResult vjp(MatmulOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(MatmulOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     Value dy = gradOrZeros(b, loc, dys[0], tensorOf(op));
     Value lhs = op.getLhs(), rhs = op.getRhs();
@@ -44,12 +44,12 @@ struct MatmulVJP : VJPModel<MatmulVJP, MatmulOp> {
 /// Dropout is linear in its input with the same mask: dX = dropout(dY),
 /// the mask redrawn from (seed, stream) instead of saved.
 struct DropoutVJP : VJPModel<DropoutVJP, DropoutOp> {
-  static LogicalResult vjp(DropoutOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(DropoutOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0])
-      dx = b.create<DropoutOp>(op.getLoc(), dys[0], op.getSeed(), op.getPAttr(),
-                               op.getStreamAttr());
+      dx =
+          b.create<DropoutOp>(op.getLoc(), dys[0], op.getSeed(), op.getPAttr(), op.getStreamAttr());
     grads.append({dx, Value()});
     return success();
   }
@@ -57,28 +57,26 @@ struct DropoutVJP : VJPModel<DropoutVJP, DropoutOp> {
 
 template <typename OpT, typename GradOpT>
 struct SoftmaxLikeVJP : VJPModel<SoftmaxLikeVJP<OpT, GradOpT>, OpT> {
-  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0])
-      dx = b.create<GradOpT>(op.getLoc(), op.getType(), op.getResult(), dys[0],
-                             op.getAxisAttr());
+      dx = b.create<GradOpT>(op.getLoc(), op.getType(), op.getResult(), dys[0], op.getAxisAttr());
     grads.push_back(dx);
     return success();
   }
 };
 
 struct LayerNormVJP : VJPModel<LayerNormVJP, LayerNormOp> {
-  static LogicalResult vjp(LayerNormOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(LayerNormOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     if (!dys[0]) {
       grads.append(op->getNumOperands(), Value());
       return success();
     }
     Type weightType = op.getWeight().getType();
-    auto g = b.create<LayerNormGradOp>(op.getLoc(), op.getInput().getType(),
-                                       weightType, weightType, op.getInput(),
-                                       op.getWeight(), dys[0], op.getAxisAttr(),
+    auto g = b.create<LayerNormGradOp>(op.getLoc(), op.getInput().getType(), weightType, weightType,
+                                       op.getInput(), op.getWeight(), dys[0], op.getAxisAttr(),
                                        op.getEpsilonAttr());
     grads.push_back(want[0] ? g.getInputGrad() : Value());
     grads.push_back(want[1] ? g.getWeightGrad() : Value());
@@ -89,15 +87,14 @@ struct LayerNormVJP : VJPModel<LayerNormVJP, LayerNormOp> {
 };
 
 struct RmsNormVJP : VJPModel<RmsNormVJP, RmsNormOp> {
-  static LogicalResult vjp(RmsNormOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(RmsNormOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     if (!dys[0]) {
       grads.append(2, Value());
       return success();
     }
-    auto g = b.create<RmsNormGradOp>(op.getLoc(), op.getInput().getType(),
-                                     op.getWeight().getType(), op.getInput(),
-                                     op.getWeight(), dys[0], op.getAxisAttr(),
+    auto g = b.create<RmsNormGradOp>(op.getLoc(), op.getInput().getType(), op.getWeight().getType(),
+                                     op.getInput(), op.getWeight(), dys[0], op.getAxisAttr(),
                                      op.getEpsilonAttr());
     grads.push_back(want[0] ? g.getInputGrad() : Value());
     grads.push_back(want[1] ? g.getWeightGrad() : Value());
@@ -106,8 +103,8 @@ struct RmsNormVJP : VJPModel<RmsNormVJP, RmsNormOp> {
 };
 
 struct AttentionVJP : VJPModel<AttentionVJP, AttentionOp> {
-  static LogicalResult vjp(AttentionOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(AttentionOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     if (op.getMask() && want.size() > 3 && want[3])
       return op.emitOpError("has no gradient for its mask; the mask must not "
                             "depend on trainable parameters");
@@ -119,10 +116,10 @@ struct AttentionVJP : VJPModel<AttentionVJP, AttentionOp> {
     // backward reads the forward's output: keep it for the gradient.
     Type element = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
     Value out = !op.getMask() && (element.isBF16() || element.isF16()) ? op.getResult() : Value();
-    auto g = b.create<AttentionGradOp>(
-        op.getLoc(), op.getQuery().getType(), op.getKey().getType(),
-        op.getValue().getType(), op.getQuery(), op.getKey(), op.getValue(),
-        op.getMask(), dys[0], out, op.getCausalAttr(), op.getScaleAttr());
+    auto g = b.create<AttentionGradOp>(op.getLoc(), op.getQuery().getType(), op.getKey().getType(),
+                                       op.getValue().getType(), op.getQuery(), op.getKey(),
+                                       op.getValue(), op.getMask(), dys[0], out, op.getCausalAttr(),
+                                       op.getScaleAttr());
     grads.push_back(want[0] ? g.getQueryGrad() : Value());
     grads.push_back(want[1] ? g.getKeyGrad() : Value());
     grads.push_back(want[2] ? g.getValueGrad() : Value());
@@ -137,9 +134,9 @@ struct CrossEntropyVJP : VJPModel<CrossEntropyVJP, CrossEntropyOp> {
                            ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
     Value dlogits;
     if (want[0] && dys[0])
-      dlogits = b.create<CrossEntropyGradOp>(
-          op.getLoc(), op.getLogits().getType(), op.getLogits(), op.getLabels(),
-          dys[0], op.getIgnoreIndexAttr(), op.getReductionAttr());
+      dlogits = b.create<CrossEntropyGradOp>(op.getLoc(), op.getLogits().getType(), op.getLogits(),
+                                             op.getLabels(), dys[0], op.getIgnoreIndexAttr(),
+                                             op.getReductionAttr());
     grads.append({dlogits, Value()}); // Labels are integers.
     return success();
   }
@@ -157,8 +154,8 @@ struct LinearCrossEntropyVJP : VJPModel<LinearCrossEntropyVJP, LinearCrossEntrop
     }
     Type weightGrad = want[1] ? op.getWeight().getType() : Type();
     auto g = b.create<LinearCrossEntropyGradOp>(
-        op.getLoc(), op.getLoss().getType(), op.getHidden().getType(), weightGrad,
-        op.getHidden(), op.getWeight(), op.getLabels(), dys[0], op.getTransposeWeightAttr(),
+        op.getLoc(), op.getLoss().getType(), op.getHidden().getType(), weightGrad, op.getHidden(),
+        op.getWeight(), op.getLabels(), dys[0], op.getTransposeWeightAttr(),
         op.getIgnoreIndexAttr(), op.getSoftcapAttr(), op.getChunkTokensAttr());
     grads.push_back(want[0] ? g.getHiddenGrad() : Value());
     grads.push_back(want[1] ? g.getWeightGrad() : Value());

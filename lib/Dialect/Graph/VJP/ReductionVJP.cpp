@@ -13,18 +13,15 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-
 /// Shared plumbing: the model's buildVJP forwards to `vjp(op, ...)` when the
 /// op is differentiable at all (float result, result gradient present, input
 /// gradient wanted); otherwise the input gets none.
 template <typename Derived, typename OpT>
-struct FloatVJPModel
-    : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
+struct FloatVJPModel : DifferentiableOpInterface::ExternalModel<FloatVJPModel<Derived, OpT>, OpT> {
   LogicalResult buildVJP(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
                          ArrayRef<bool> want, SmallVectorImpl<Value> &grads) const {
     Value result = op->getResult(0);
-    if (!want[0] || !resultGrads[0] ||
-        !llvm::isa<FloatType>(tensorOf(result).getElementType())) {
+    if (!want[0] || !resultGrads[0] || !llvm::isa<FloatType>(tensorOf(result).getElementType())) {
       grads.push_back(Value());
       return success();
     }
@@ -48,10 +45,8 @@ Value expandTo(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
 
 /// Each input element contributed once: dx = broadcast(dy).
 struct ReduceSumVJP : FloatVJPModel<ReduceSumVJP, ReduceSumOp> {
-  static LogicalResult vjp(ReduceSumOp op, OpBuilder &b, Value dy,
-                           SmallVectorImpl<Value> &grads) {
-    grads.push_back(expandTo(b, op.getLoc(), withKeptDims(b, op, dy),
-                             op.getInput().getType()));
+  static LogicalResult vjp(ReduceSumOp op, OpBuilder &b, Value dy, SmallVectorImpl<Value> &grads) {
+    grads.push_back(expandTo(b, op.getLoc(), withKeptDims(b, op, dy), op.getInput().getType()));
     return success();
   }
 };
@@ -59,8 +54,7 @@ struct ReduceSumVJP : FloatVJPModel<ReduceSumVJP, ReduceSumOp> {
 /// dx = broadcast(dy) / count. A symbolic count has no constant to divide
 /// by, so it is counted at run time as the sum of ones over the reduced axes.
 struct ReduceMeanVJP : FloatVJPModel<ReduceMeanVJP, ReduceMeanOp> {
-  static LogicalResult vjp(ReduceMeanOp op, OpBuilder &b, Value dy,
-                           SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(ReduceMeanOp op, OpBuilder &b, Value dy, SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     RankedTensorType inType = op.getInput().getType();
     DimList dims = getDims(inType), reduced;
@@ -71,8 +65,7 @@ struct ReduceMeanVJP : FloatVJPModel<ReduceMeanVJP, ReduceMeanOp> {
       return op.emitOpError("has no gradient: a reduced dim is unknown");
     Value g = withKeptDims(b, op, dy);
     if (std::optional<int64_t> n = count.getConstantValue()) {
-      Value scale = scalarConstant(b, loc, 1.0 / static_cast<double>(*n),
-                                   inType.getElementType());
+      Value scale = scalarConstant(b, loc, 1.0 / static_cast<double>(*n), inType.getElementType());
       g = b.create<MulOp>(loc, g, scale);
     } else {
       Value ones = splatLike(b, loc, 1.0, inType);
@@ -88,20 +81,17 @@ struct ReduceMeanVJP : FloatVJPModel<ReduceMeanVJP, ReduceMeanOp> {
 /// dy goes to the elements equal to the max, split evenly between ties (as
 /// torch does for amax), so the gradient stays a true subgradient.
 struct ReduceMaxVJP : FloatVJPModel<ReduceMaxVJP, ReduceMaxOp> {
-  static LogicalResult vjp(ReduceMaxOp op, OpBuilder &b, Value dy,
-                           SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(ReduceMaxOp op, OpBuilder &b, Value dy, SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     Value x = op.getInput();
     RankedTensorType inType = op.getInput().getType();
     Type element = inType.getElementType();
     Value isMax = b.create<EqOp>(loc, x, withKeptDims(b, op, op.getResult()));
-    Value hits = b.create<CastOp>(
-        loc, makeTensorType(getDims(tensorOf(isMax)), element), isMax);
+    Value hits = b.create<CastOp>(loc, makeTensorType(getDims(tensorOf(isMax)), element), isMax);
     Value ties = b.create<ReduceSumOp>(loc, hits, op.getAxesAttr(),
                                        /*keepdim=*/b.getUnitAttr());
     Value share = b.create<DivOp>(loc, withKeptDims(b, op, dy), ties);
-    Value dx = b.create<SelectOp>(loc, isMax, share,
-                                  scalarConstant(b, loc, 0.0, element));
+    Value dx = b.create<SelectOp>(loc, isMax, share, scalarConstant(b, loc, 0.0, element));
     grads.push_back(sumToShape(b, loc, dx, inType));
     return success();
   }
@@ -111,21 +101,18 @@ struct ReduceMaxVJP : FloatVJPModel<ReduceMaxVJP, ReduceMaxOp> {
 /// gradient is the running sum of dy in the other direction; exclusivity
 /// carries over unchanged.
 struct CumsumVJP : FloatVJPModel<CumsumVJP, CumsumOp> {
-  static LogicalResult vjp(CumsumOp op, OpBuilder &b, Value dy,
-                           SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(CumsumOp op, OpBuilder &b, Value dy, SmallVectorImpl<Value> &grads) {
     UnitAttr reverse = op.getReverse() ? UnitAttr() : b.getUnitAttr();
-    grads.push_back(b.create<CumsumOp>(op.getLoc(), dy, op.getAxisAttr(),
-                                       op.getExclusiveAttr(), reverse));
+    grads.push_back(
+        b.create<CumsumOp>(op.getLoc(), dy, op.getAxisAttr(), op.getExclusiveAttr(), reverse));
     return success();
   }
 };
 
 /// trilu is a mask, its own transpose.
 struct TriluVJP : FloatVJPModel<TriluVJP, TriluOp> {
-  static LogicalResult vjp(TriluOp op, OpBuilder &b, Value dy,
-                           SmallVectorImpl<Value> &grads) {
-    grads.push_back(b.create<TriluOp>(op.getLoc(), dy, op.getDiagonalAttr(),
-                                      op.getUpperAttr()));
+  static LogicalResult vjp(TriluOp op, OpBuilder &b, Value dy, SmallVectorImpl<Value> &grads) {
+    grads.push_back(b.create<TriluOp>(op.getLoc(), dy, op.getDiagonalAttr(), op.getUpperAttr()));
     return success();
   }
 };

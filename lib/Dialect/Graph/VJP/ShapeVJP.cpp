@@ -15,10 +15,9 @@ namespace {
 
 /// Single-input ops whose gradient is `Derived::grad(op, b, dy)`, built only
 /// when wanted and dy exists, then given the input's exact spelling.
-template <typename Derived, typename OpT>
-struct MoveVJP : VJPModel<Derived, OpT> {
-  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+template <typename Derived, typename OpT> struct MoveVJP : VJPModel<Derived, OpT> {
+  static LogicalResult vjp(OpT op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0]) {
       FailureOr<Value> g = Derived::grad(op, b, dys[0]);
@@ -33,8 +32,8 @@ struct MoveVJP : VJPModel<Derived, OpT> {
 
 /// A reshape's gradient is the gradient reshaped back.
 struct ReshapeVJP : VJPModel<ReshapeVJP, ReshapeOp> {
-  static LogicalResult vjp(ReshapeOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(ReshapeOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && dys[0])
       dx = b.create<ReshapeOp>(op.getLoc(), op.getInput().getType(), dys[0]);
@@ -78,8 +77,8 @@ struct ExpandVJP : MoveVJP<ExpandVJP, ExpandOp> {
 /// (n - 1) * k + 1 positions from the first taken one to the last. A
 /// negative step walks dy backwards from the lowest position. Updates
 /// `first` and `dims[d]` to the span the result covers.
-FailureOr<Value> spreadStrided(SliceOp op, OpBuilder &b, Value g, int64_t d, int64_t k,
-                               Dim &first, DimList &dims) {
+FailureOr<Value> spreadStrided(SliceOp op, OpBuilder &b, Value g, int64_t d, int64_t k, Dim &first,
+                               DimList &dims) {
   Location loc = op.getLoc();
   MLIRContext *context = op.getContext();
   Type element = tensorOf(g).getElementType();
@@ -87,16 +86,14 @@ FailureOr<Value> spreadStrided(SliceOp op, OpBuilder &b, Value g, int64_t d, int
   Dim n = dims[d];
   Dim last = dimMul(dimSub(n, dimConst(context, 1)), dimConst(context, k < 0 ? -k : k));
   if (!n || !first || !last)
-    return op.emitOpError("has no gradient: the bounds of strided dim ")
-           << d << " are unknown";
+    return op.emitOpError("has no gradient: the bounds of strided dim ") << d << " are unknown";
   SmallVector<int64_t> unit(rank, 1);
   if (k < 0) { // Reverse dy along d: the lowest position comes first.
     DimList reverseStarts(rank, dimConst(context, 0));
     reverseStarts[d] = dimSub(n, dimConst(context, 1));
     SmallVector<int64_t> backwards = unit;
     backwards[d] = -1;
-    g = b.create<SliceOp>(loc, g.getType(), g, DimsAttr::get(context, reverseStarts),
-                          backwards);
+    g = b.create<SliceOp>(loc, g.getType(), g, DimsAttr::get(context, reverseStarts), backwards);
     first = dimSub(first, last);
     k = -k;
   }
@@ -141,8 +138,7 @@ struct SliceVJP : MoveVJP<SliceVJP, SliceOp> {
         continue;
       Dim after = dimSub(in[d], dimAdd(before, dims[d]));
       if (!after)
-        return op.emitOpError("has no gradient: the bounds of dim ")
-               << d << " are unknown";
+        return op.emitOpError("has no gradient: the bounds of dim ") << d << " are unknown";
       auto zeros = [&](Dim length) {
         DimList shape = dims;
         shape[d] = length;
@@ -171,15 +167,15 @@ struct PadVJP : MoveVJP<PadVJP, PadOp> {
     for (int64_t low : op.getPads().take_front(rank))
       starts.push_back(dimConst(op.getContext(), low));
     SmallVector<int64_t> steps(rank, 1);
-    return Value(b.create<SliceOp>(op.getLoc(), inType, dy,
-                                   DimsAttr::get(op.getContext(), starts), steps));
+    return Value(
+        b.create<SliceOp>(op.getLoc(), inType, dy, DimsAttr::get(op.getContext(), starts), steps));
   }
 };
 
 /// Each input gets its slice of dy along the axis.
 struct ConcatVJP : VJPModel<ConcatVJP, ConcatOp> {
-  static LogicalResult vjp(ConcatOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(ConcatOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     MLIRContext *context = op.getContext();
     int64_t axis = op.getAxis();
     Dim offset = dimConst(context, 0);
@@ -193,8 +189,7 @@ struct ConcatVJP : VJPModel<ConcatVJP, ConcatOp> {
         SmallVector<SymExprAttr> starts(type.getRank(), dimConst(context, 0));
         starts[axis] = offset;
         SmallVector<int64_t> steps(type.getRank(), 1);
-        dx = b.create<SliceOp>(op.getLoc(), type, dys[0],
-                               DimsAttr::get(context, starts), steps);
+        dx = b.create<SliceOp>(op.getLoc(), type, dys[0], DimsAttr::get(context, starts), steps);
       }
       grads.push_back(dx);
       offset = dimAdd(offset, getDim(type, axis));
@@ -205,8 +200,8 @@ struct ConcatVJP : VJPModel<ConcatVJP, ConcatOp> {
 
 /// The pieces' gradients joined back; a piece without one contributes zeros.
 struct SplitVJP : VJPModel<SplitVJP, SplitOp> {
-  static LogicalResult vjp(SplitOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(SplitOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value dx;
     if (want[0] && llvm::any_of(dys, [](Value dy) { return bool(dy); })) {
       Location loc = op.getLoc();
@@ -223,14 +218,14 @@ struct SplitVJP : VJPModel<SplitVJP, SplitOp> {
 
 /// A gather's transpose: rows read several times get their gradients added.
 struct GatherVJP : VJPModel<GatherVJP, GatherOp> {
-  static LogicalResult vjp(GatherOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(GatherOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Value ddata;
     if (want[0] && dys[0]) {
       Location loc = op.getLoc();
       RankedTensorType dataType = tensorOf(op.getData());
-      ddata = b.create<ScatterAddOp>(loc, splatLike(b, loc, 0.0, dataType),
-                                     op.getIndices(), dys[0], op.getAxisAttr());
+      ddata = b.create<ScatterAddOp>(loc, splatLike(b, loc, 0.0, dataType), op.getIndices(), dys[0],
+                                     op.getAxisAttr());
       ddata = sumToShape(b, loc, ddata, dataType);
     }
     grads.append({ddata, Value()});
@@ -240,17 +235,16 @@ struct GatherVJP : VJPModel<GatherVJP, GatherOp> {
 
 /// dest passes through; each update reads back the dy element it went to.
 struct ScatterAddVJP : VJPModel<ScatterAddVJP, ScatterAddOp> {
-  static LogicalResult vjp(ScatterAddOp op, OpBuilder &b, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+  static LogicalResult vjp(ScatterAddOp op, OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     Location loc = op.getLoc();
     Value ddest, dupdates;
     if (want[0] && dys[0])
       ddest = sumToShape(b, loc, dys[0], tensorOf(op.getDest()));
     if (want[2] && dys[0])
-      dupdates = sumToShape(b, loc,
-                            b.create<GatherOp>(loc, dys[0], op.getIndices(),
-                                               op.getAxisAttr()),
-                            tensorOf(op.getUpdates()));
+      dupdates =
+          sumToShape(b, loc, b.create<GatherOp>(loc, dys[0], op.getIndices(), op.getAxisAttr()),
+                     tensorOf(op.getUpdates()));
     grads.append({ddest, Value(), dupdates});
     return success();
   }
@@ -258,10 +252,9 @@ struct ScatterAddVJP : VJPModel<ScatterAddVJP, ScatterAddOp> {
 
 /// Element gathers have no scatter counterpart yet: an error only when a
 /// gradient is actually needed, so they still work on constant data.
-template <typename OpT>
-struct NoDataGradVJP : VJPModel<NoDataGradVJP<OpT>, OpT> {
-  static LogicalResult vjp(OpT op, OpBuilder &, ArrayRef<Value> dys,
-                           ArrayRef<bool> want, SmallVectorImpl<Value> &grads) {
+template <typename OpT> struct NoDataGradVJP : VJPModel<NoDataGradVJP<OpT>, OpT> {
+  static LogicalResult vjp(OpT op, OpBuilder &, ArrayRef<Value> dys, ArrayRef<bool> want,
+                           SmallVectorImpl<Value> &grads) {
     if (want[0] && dys[0])
       return op.emitOpError("has no gradient for its data operand yet");
     grads.append(op->getNumOperands(), Value());

@@ -17,8 +17,7 @@ Value scalarConstant(OpBuilder &b, Location loc, double value, Type elementType)
   auto type = RankedTensorType::get({}, elementType);
   Attribute element = llvm::isa<FloatType>(elementType)
                           ? Attribute(b.getFloatAttr(elementType, value))
-                          : Attribute(b.getIntegerAttr(elementType,
-                                                       static_cast<int64_t>(value)));
+                          : Attribute(b.getIntegerAttr(elementType, static_cast<int64_t>(value)));
   return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, element));
 }
 

@@ -31,8 +31,7 @@ size_t hashKernel(KernelOp kernel) {
   for (BlockArgument arg : body.getArguments())
     hash = llvm::hash_combine(hash, arg.getType());
   kernel.getBody().walk([&](Operation *op) {
-    hash = llvm::hash_combine(hash, op->getName(), op->getAttrDictionary(),
-                              op->getNumOperands());
+    hash = llvm::hash_combine(hash, op->getName(), op->getAttrDictionary(), op->getNumOperands());
     for (Type type : op->getResultTypes())
       hash = llvm::hash_combine(hash, type);
   });

@@ -196,8 +196,8 @@ struct Fuser {
           // computes: an epilogue op that reads another element of it
           // (per-head q/k norms feeding a head transpose) stays a kernel
           // of its own.
-          if (isa<TransposeOp, SliceOp, ConcatOp, PadOp, GatherOp, GatherElementsOp,
-                  GatherNdOp>(member))
+          if (isa<TransposeOp, SliceOp, ConcatOp, PadOp, GatherOp, GatherElementsOp, GatherNdOp>(
+                  member))
             return false;
           for (Value r : member->getResults())
             if (numel(r) != rowSpace)
@@ -213,27 +213,19 @@ struct Fuser {
         return true;
       return false;
     }
-    default:
-      return false;
+    default: return false;
     }
   }
 
   FusionKind kindOf(OpClass cls) {
     switch (cls) {
-    case OpClass::Row:
-      return FusionKind::row;
-    case OpClass::Scan:
-      return FusionKind::scan;
-    case OpClass::Scatter:
-      return FusionKind::scatter;
-    case OpClass::Attention:
-      return FusionKind::attention;
-    case OpClass::AttentionGrad:
-      return FusionKind::attention_grad;
-    case OpClass::Quantize:
-      return FusionKind::quantize;
-    default:
-      return FusionKind::loop;
+    case OpClass::Row: return FusionKind::row;
+    case OpClass::Scan: return FusionKind::scan;
+    case OpClass::Scatter: return FusionKind::scatter;
+    case OpClass::Attention: return FusionKind::attention;
+    case OpClass::AttentionGrad: return FusionKind::attention_grad;
+    case OpClass::Quantize: return FusionKind::quantize;
+    default: return FusionKind::loop;
     }
   }
 
@@ -447,12 +439,9 @@ struct Fuser {
         if (!placeOf(a)->isBeforeInBlock(placeOf(b)))
           continue;
         llvm::SetVector<Value> inA = inputsOf(a), inB = inputsOf(b);
-        bool shared = llvm::any_of(inB, [&](Value v) {
-          return inA.contains(v) && numel(v) == *space;
-        });
-        bool dependent = llvm::any_of(inB, [&](Value v) {
-          return contains(a, v.getDefiningOp());
-        });
+        bool shared =
+            llvm::any_of(inB, [&](Value v) { return inA.contains(v) && numel(v) == *space; });
+        bool dependent = llvm::any_of(inB, [&](Value v) { return contains(a, v.getDefiningOp()); });
         if (!shared || dependent)
           continue;
         Operation *at = nullptr;
@@ -498,9 +487,8 @@ struct Fuser {
           continue;
         // Reading a narrower operand instead pays only when v then need
         // not be stored: every reader outside q is this group.
-        bool onlyReaderOutside = llvm::all_of(v.getUsers(), [&](Operation *user) {
-          return contains(q, user) || contains(g, user);
-        });
+        bool onlyReaderOutside = llvm::all_of(
+            v.getUsers(), [&](Operation *user) { return contains(q, user) || contains(g, user); });
         SmallVector<Value> qOut;
         bool recomputable = llvm::all_of(def->getOperands(), [&](Value operand) {
           if (numel(operand) != numel(v))
@@ -536,8 +524,7 @@ struct Fuser {
     int64_t bytes = 0;
     for (auto &owned : groups) {
       Group *g = owned.get();
-      if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce ||
-          readsNothing(g))
+      if (g->dead || g->onlyViews || g->kind != FusionKind::loop || g->hasReduce || readsNothing(g))
         continue;
       bool prologue = llvm::all_of(inputsOf(g), [](Value v) {
         Operation *def = v.getDefiningOp();
@@ -560,17 +547,16 @@ struct Fuser {
     }
     if (candidates.size() < 2)
       return;
-    Group *into = *llvm::min_element(candidates, [](Group *x, Group *y) {
-      return placeOf(x)->isBeforeInBlock(placeOf(y));
-    });
+    Group *into = *llvm::min_element(
+        candidates, [](Group *x, Group *y) { return placeOf(x)->isBeforeInBlock(placeOf(y)); });
     Operation *at = placeOf(into);
     for (Group *g : candidates) {
       // A parameter defined after the place (frozen weights sit next to
       // their first use) keeps its group apart.
       bool available = g == into || llvm::all_of(inputsOf(g), [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return !def || def->isBeforeInBlock(at);
-      });
+                         Operation *def = v.getDefiningOp();
+                         return !def || def->isBeforeInBlock(at);
+                       });
       if (!available || g == into)
         continue;
       absorb(into, g);
@@ -680,9 +666,8 @@ void Fuser::build(FuseStats &stats) {
     for (auto [i, v] : llvm::enumerate(outputs)) {
       Operation *producer = v.getDefiningOp();
       builtAs[v] = fusion.getResult(i);
-      v.replaceUsesWithIf(fusion.getResult(i), [&](OpOperand &use) {
-        return outsideUse(producer, use.getOwner());
-      });
+      v.replaceUsesWithIf(fusion.getResult(i),
+                          [&](OpOperand &use) { return outsideUse(producer, use.getOwner()); });
     }
     ++stats.fusions;
   }
@@ -714,9 +699,9 @@ struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
         DimList starts(type.getRank(), dimConst(b.getContext(), 0));
         starts[axis] = offset;
         SmallVector<int64_t> steps(type.getRank(), 1);
-        Value slice = b.create<SliceOp>(split.getLoc(), piece.getType(), split.getInput(),
-                                        DimsAttr::get(b.getContext(), starts),
-                                        b.getDenseI64ArrayAttr(steps));
+        Value slice =
+            b.create<SliceOp>(split.getLoc(), piece.getType(), split.getInput(),
+                              DimsAttr::get(b.getContext(), starts), b.getDenseI64ArrayAttr(steps));
         offset = dimAdd(offset, getDim(cast<RankedTensorType>(piece.getType()), axis));
         piece.replaceAllUsesWith(slice);
       }

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/Dialect/Kernel/FusionPolicy.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
+#include "kiln/Dialect/Kernel/FusionPolicy.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 
 using namespace mlir;
@@ -30,8 +30,7 @@ std::optional<double> scalarFactor(Value v) {
   if (auto fusion = v.getDefiningOp<FusionOp>()) {
     if (!fusion.getInputs().empty())
       return std::nullopt;
-    v = fusion.getBody().front().getTerminator()->getOperand(
-        cast<OpResult>(v).getResultNumber());
+    v = fusion.getBody().front().getTerminator()->getOperand(cast<OpResult>(v).getResultNumber());
   }
   if (auto cast = v.getDefiningOp<CastOp>())
     v = cast.getOperand();

@@ -112,8 +112,7 @@ DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
       if (yielded == result) {
         if (wide)
           narrowed.push_back(b.getStringAttr(role));
-        roles.push_back(
-            b.getNamedAttr(role, b.getI64IntegerAttr(numIns + use.getOperandNumber())));
+        roles.push_back(b.getNamedAttr(role, b.getI64IntegerAttr(numIns + use.getOperandNumber())));
         return true;
       }
     }
@@ -192,9 +191,7 @@ struct Lowering {
     bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
     Dim m = dc[dc.size() - 2], n = dc.back();
     Dim k = ta ? da[da.size() - 2] : da.back();
-    auto batchOf = [&](const DimList &d) {
-      return dimProduct(ArrayRef<Dim>(d).drop_back(2), ctx);
-    };
+    auto batchOf = [&](const DimList &d) { return dimProduct(ArrayRef<Dim>(d).drop_back(2), ctx); };
     Dim ba = batchOf(da), bb = batchOf(db), bc = batchOf(dc);
     Dim one = dimConst(ctx, 1), zero = dimConst(ctx, 0);
     Dim batch = bc, sa = dimMul(m, k), sb = dimMul(k, n), sc = dimMul(m, n);
@@ -366,8 +363,8 @@ struct Lowering {
     llvm::SetVector<Value> buffers;
     for (auto [input, result] : llvm::zip(reduce.getInputs(), reduce.getResults())) {
       Value in = lookup(input);
-      bool inPlace = in.getDefiningOp<AllocOp>() && input.hasOneUse() &&
-                     !llvm::is_contained(ins, in);
+      bool inPlace =
+          in.getDefiningOp<AllocOp>() && input.hasOneUse() && !llvm::is_contained(ins, in);
       Value out = inPlace ? in : alloc(loc, result.getType());
       ins.push_back(in);
       outs.push_back(out);
@@ -429,8 +426,8 @@ struct Lowering {
           accum = alloc(loc, RankedTensorType::get(weightType.getShape(), f32));
       }
     }
-    Value chunk = alloc(loc, RankedTensorType::get(
-                                 {static_cast<int64_t>(op.getChunkTokens()), vocab}, f32));
+    Value chunk =
+        alloc(loc, RankedTensorType::get({static_cast<int64_t>(op.getChunkTokens()), vocab}, f32));
     Dim rows = getDim(hiddenType, 0);
     Value stats = alloc(loc, makeTensorType({dimAdd(rows, dimConst(ctx, 1))}, f32));
     builder.create<kernel::LinearCrossEntropyOp>(

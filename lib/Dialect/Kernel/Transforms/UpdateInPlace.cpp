@@ -107,8 +107,8 @@ struct UpdateInPlacePass final : kiln::kernel::impl::UpdateInPlacePassBase<Updat
       }
       if (!writer || other || llvm::count(ret.getOperands(), result) != 1)
         continue;
-      auto kernel = dyn_cast_or_null<KernelOp>(
-          SymbolTable::lookupSymbolIn(module, writer.getKernelAttr()));
+      auto kernel =
+          dyn_cast_or_null<KernelOp>(SymbolTable::lookupSymbolIn(module, writer.getKernelAttr()));
       auto inputs = writer.getIns();
       auto position = llvm::find(inputs, old);
       if (!kernel || position == inputs.end() || llvm::count(inputs, old) != 1 ||

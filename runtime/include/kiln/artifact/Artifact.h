@@ -16,8 +16,8 @@
 #ifndef KILN_ARTIFACT_ARTIFACT_H
 #define KILN_ARTIFACT_ARTIFACT_H
 
-#include "kiln/artifact/FileIO.h"
 #include "kiln/artifact/Expected.h"
+#include "kiln/artifact/FileIO.h"
 
 #include <cstdint>
 #include <memory>
@@ -71,11 +71,10 @@ private:
   Artifact() = default;
   /// Checks \p bytes and fills the table; \p bytes become the artifact's
   /// once the caller stores them.
-  static Status validate(std::string_view bytes, const std::string &origin,
-                         Artifact &artifact);
+  static Status validate(std::string_view bytes, const std::string &origin, Artifact &artifact);
   std::string_view view() const { return mapped ? mapped->view() : owned; }
-  std::string owned;                   ///< parse(): the bytes given
-  std::shared_ptr<MappedFile> mapped;  ///< open(): the file's mapping
+  std::string owned;                  ///< parse(): the bytes given
+  std::shared_ptr<MappedFile> mapped; ///< open(): the file's mapping
   uint32_t formatVersion = 0;
   uint32_t fileCrc32c = 0;
   std::vector<Section> sections;

@@ -46,9 +46,7 @@ public:
 
   const unsigned char *data() const { return bytes; }
   size_t size() const { return length; }
-  std::string_view view() const {
-    return {reinterpret_cast<const char *>(bytes), length};
-  }
+  std::string_view view() const { return {reinterpret_cast<const char *>(bytes), length}; }
 
 private:
   MappedFile() = default;
@@ -61,15 +59,12 @@ class FileWriter {
 public:
   /// Writes all \p size bytes (retrying short writes).
   Status write(const void *data, size_t size);
-  Status write(std::string_view text) {
-    return write(text.data(), text.size());
-  }
+  Status write(std::string_view text) { return write(text.data(), text.size()); }
   uint64_t bytesWritten() const { return written; }
 
 private:
-  friend Status
-  writeFileAtomically(const std::string &,
-                      const std::function<Status(FileWriter &)> &);
+  friend Status writeFileAtomically(const std::string &,
+                                    const std::function<Status(FileWriter &)> &);
   FileWriter(int fd, std::string path) : fd(fd), path(std::move(path)) {}
   int fd;
   std::string path;

@@ -39,8 +39,7 @@ public:
   /// \p scale times the product of \p factors, multiplied out into one
   /// polynomial ("2*batch*seq + 2*batch" for 2 * batch * (seq + 1)); an
   /// error names a coefficient that overflows int64.
-  static Expected<SizeExpr> product(const std::vector<SizeExpr> &factors,
-                                    int64_t scale);
+  static Expected<SizeExpr> product(const std::vector<SizeExpr> &factors, int64_t scale);
 
   /// The value under \p bindings; an error names an unbound symbol or an
   /// int64 overflow.
@@ -77,8 +76,7 @@ Expected<std::vector<Guard>> parseGuards(std::string_view json);
 
 /// Checks every guard under \p bindings. The first violation is one line:
 /// "seq=9 violates seq % 8 == 0 (required by --dynamic seq=8..8192:8)".
-Status checkGuards(const std::vector<Guard> &guards,
-                   const SymbolBindings &bindings);
+Status checkGuards(const std::vector<Guard> &guards, const SymbolBindings &bindings);
 
 /// "1 <= seq <= 8192" or "seq % 8 == 0".
 std::string describeGuard(const Guard &guard);

@@ -60,16 +60,14 @@ public:
   /// element, not the whole array. An error of \p each stops the parse and
   /// is returned as is; a syntax error reads as parse()'s; valid JSON that
   /// is not an array is exactly "expected a JSON array".
-  static Status
-  forEachElement(std::string_view text,
-                 const std::function<Status(Json &, size_t)> &each,
-                 int maxDepth = 64);
+  static Status forEachElement(std::string_view text,
+                               const std::function<Status(Json &, size_t)> &each,
+                               int maxDepth = 64);
   /// The same for the members of \p text, a JSON object, in order (keys
   /// are checked for duplicates; "expected a JSON object" otherwise).
-  static Status forEachMember(
-      std::string_view text,
-      const std::function<Status(const std::string &, Json &)> &each,
-      int maxDepth = 64);
+  static Status forEachMember(std::string_view text,
+                              const std::function<Status(const std::string &, Json &)> &each,
+                              int maxDepth = 64);
 
   /// Compact JSON text (no spaces), or indented by two spaces per level.
   std::string print(bool pretty = false) const;
@@ -79,9 +77,7 @@ public:
   bool isBool() const { return kind == Kind::Bool; }
   bool isInteger() const { return kind == Kind::Integer; }
   /// Integer or Number.
-  bool isNumber() const {
-    return kind == Kind::Integer || kind == Kind::Number;
-  }
+  bool isNumber() const { return kind == Kind::Integer || kind == Kind::Number; }
   bool isString() const { return kind == Kind::String; }
   bool isArray() const { return kind == Kind::Array; }
   bool isObject() const { return kind == Kind::Object; }

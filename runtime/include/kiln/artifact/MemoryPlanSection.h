@@ -40,19 +40,19 @@ inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
 /// One arena buffer of the chain.
 struct ChainBuffer {
-  int buffer = -1;          ///< The step program's buffer id (an alloc).
-  SizeExpr size;  ///< Its bytes.
-  int base = -1;            ///< The buffer it sits on, or -1 (offset 0).
+  int buffer = -1; ///< The step program's buffer id (an alloc).
+  SizeExpr size;   ///< Its bytes.
+  int base = -1;   ///< The buffer it sits on, or -1 (offset 0).
 };
 
 /// The decoded "memory_plan" section.
 struct StepMemoryPlan {
   size_t alignment = kArenaAlignment;
-  SymbolBindings plannedAt; ///< The values it was planned at.
-  size_t arenaBytes = 0;              ///< At plannedAt.
-  size_t persistentBytes = 0;         ///< Arguments, weights, constants.
+  SymbolBindings plannedAt;   ///< The values it was planned at.
+  size_t arenaBytes = 0;      ///< At plannedAt.
+  size_t persistentBytes = 0; ///< Arguments, weights, constants.
   size_t workspaceBytes = kGemmWorkspaceBytes;
-  std::vector<ChainBuffer> buffers;   ///< In placement order: bases first.
+  std::vector<ChainBuffer> buffers; ///< In placement order: bases first.
   /// The most aligned arena bytes live at one op: what any placement needs
   /// (planStepMemory only; not in the section).
   size_t livePeakBytes = 0;
@@ -60,25 +60,21 @@ struct StepMemoryPlan {
 
 /// Bytes outside the arena at \p sizes: every argument, each named weight
 /// once and every constant.
-Expected<size_t> persistentBytes(const StepProgram &program,
-                                 const SymbolBindings &sizes);
+Expected<size_t> persistentBytes(const StepProgram &program, const SymbolBindings &sizes);
 
 /// Plans \p program at \p sizes (planArena) and records the chain.
-Expected<StepMemoryPlan> planStepMemory(const StepProgram &program,
-                                        const SymbolBindings &sizes);
+Expected<StepMemoryPlan> planStepMemory(const StepProgram &program, const SymbolBindings &sizes);
 
 /// The section's JSON.
 std::string encodeMemoryPlan(const StepMemoryPlan &plan);
 
 /// Decodes the section; an error is one line naming \p origin and the
 /// field ("section 'memory_plan': buffers entry 3: ...").
-Expected<StepMemoryPlan> decodeMemoryPlan(std::string_view json,
-                                          const std::string &origin);
+Expected<StepMemoryPlan> decodeMemoryPlan(std::string_view json, const std::string &origin);
 
 /// The offsets of \p plan's chain at \p sizes, with \p program's byte
 /// sizes. Fails when the plan does not cover exactly the program's allocs.
-Expected<ArenaPlan> evaluateMemoryPlan(const StepMemoryPlan &plan,
-                                       const StepProgram &program,
+Expected<ArenaPlan> evaluateMemoryPlan(const StepMemoryPlan &plan, const StepProgram &program,
                                        const SymbolBindings &sizes);
 
 /// Checks that no two arena buffers of \p program live at the same op share
@@ -89,10 +85,8 @@ Status checkArenaPlan(const StepProgram &program, const ArenaPlan &arena);
 /// The arena the executor allocates: \p plan evaluated at \p sizes when it
 /// passes checkArenaPlan, else planArena at \p sizes, with \p note saying
 /// why (one line; empty when the plan was used or there is none).
-Expected<ArenaPlan> chooseArenaPlan(const StepProgram &program,
-                                    const StepMemoryPlan *plan,
-                                    const SymbolBindings &sizes,
-                                    std::string &note);
+Expected<ArenaPlan> chooseArenaPlan(const StepProgram &program, const StepMemoryPlan *plan,
+                                    const SymbolBindings &sizes, std::string &note);
 
 } // namespace kiln::artifact
 

@@ -62,12 +62,8 @@ public:
   /// In file order (ascending data offsets).
   const std::vector<TensorInfo> &getTensors() const { return tensors; }
   const TensorInfo *find(std::string_view name) const;
-  const unsigned char *data(const TensorInfo &tensor) const {
-    return dataStart + tensor.begin;
-  }
-  const std::map<std::string, std::string> &getMetadata() const {
-    return metadata;
-  }
+  const unsigned char *data(const TensorInfo &tensor) const { return dataStart + tensor.begin; }
+  const std::map<std::string, std::string> &getMetadata() const { return metadata; }
   /// Whether Kiln checksums were present (and so verified).
   bool hasChecksums() const { return checksummed; }
   uint64_t getFileSize() const { return file.size(); }
@@ -96,16 +92,14 @@ using WriteProgress = std::function<void(uint64_t, uint64_t)>;
 
 /// Writes \p tensors (in this order) with \p metadata plus "format": "pt"
 /// and Kiln's per-tensor checksums, atomically (see writeFileAtomically).
-Status writeSafetensors(const std::string &path,
-                        const std::vector<TensorData> &tensors,
+Status writeSafetensors(const std::string &path, const std::vector<TensorData> &tensors,
                         const std::map<std::string, std::string> &metadata = {},
                         const WriteProgress &progress = nullptr);
 
 /// CRC-32C of a tensor's name, dtype, shape and bytes: what Kiln stores
 /// under "kiln.crc32c.<name>".
-uint32_t tensorChecksum(std::string_view name, DType dtype,
-                        const std::vector<int64_t> &shape, const void *data,
-                        size_t size);
+uint32_t tensorChecksum(std::string_view name, DType dtype, const std::vector<int64_t> &shape,
+                        const void *data, size_t size);
 
 } // namespace kiln::artifact
 

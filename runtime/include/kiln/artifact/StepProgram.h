@@ -62,8 +62,8 @@ struct LinearCrossEntropy {
   /// Every buffer it reads or writes.
   std::vector<int> buffers() const {
     std::vector<int> ids;
-    for (int id : {hidden, weight, labels, grad, loss, hiddenGrad, weightGrad, chunk, stats,
-                   weightAccum})
+    for (int id :
+         {hidden, weight, labels, grad, loss, hiddenGrad, weightGrad, chunk, stats, weightAccum})
       if (id >= 0)
         ids.push_back(id);
     return ids;
@@ -71,24 +71,35 @@ struct LinearCrossEntropy {
 };
 
 struct ProgramOp {
-  enum class Kind { Alloc, View, Weight, Constant, Fill, Copy, Launch, Gemm, LinearCrossEntropy,
-                    AllReduce, AllReduceWait };
+  enum class Kind {
+    Alloc,
+    View,
+    Weight,
+    Constant,
+    Fill,
+    Copy,
+    Launch,
+    Gemm,
+    LinearCrossEntropy,
+    AllReduce,
+    AllReduceWait
+  };
   Kind kind = Kind::Alloc;
-  int result = -1;         ///< alloc, view, weight, constant
-  int source = -1;         ///< view, copy
-  int target = -1;         ///< fill, copy
-  std::string name;        ///< weight: its name; launch: the kernel symbol
-  std::string bytes;       ///< constant: raw little-endian element bytes
-  double value = 0;        ///< fill
-  std::string module;      ///< launch: kernels/<module>/...
-  std::vector<int> args;   ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
+  int result = -1;       ///< alloc, view, weight, constant
+  int source = -1;       ///< view, copy
+  int target = -1;       ///< fill, copy
+  std::string name;      ///< weight: its name; launch: the kernel symbol
+  std::string bytes;     ///< constant: raw little-endian element bytes
+  double value = 0;      ///< fill
+  std::string module;    ///< launch: kernels/<module>/...
+  std::vector<int> args; ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
   std::vector<std::string> symbols; ///< launch: the int64 arguments after them
   std::optional<SizeExpr> items, shared;
   int64_t per = 1, block = 1;
   int a = -1, b = -1, bias = -1, c = -1; ///< gemm
   bool transA = false, transB = false;
   std::optional<SizeExpr> m, n, k, batch;
-  std::vector<SizeExpr> strides; ///< gemm: a, b, c element strides
+  std::vector<SizeExpr> strides;           ///< gemm: a, b, c element strides
   std::string epilogue;                    ///< gemm: "none", "bias", ...
   double alpha = 1, beta = 0;              ///< gemm: C = alpha op(A) op(B) + beta C
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
@@ -108,8 +119,8 @@ struct ArenaPlan {
   /// Per buffer id: the buffer it sits directly above (its offset is that
   /// one's end, aligned up), or -1 at offset 0 and outside the arena.
   std::vector<int> base;
-  size_t size = 0;             ///< The arena's size.
-  bool fromArtifact = false;   ///< The artifact's memory_plan, evaluated.
+  size_t size = 0;           ///< The arena's size.
+  bool fromArtifact = false; ///< The artifact's memory_plan, evaluated.
 };
 
 /// When each buffer's memory is in use, in op indices.
@@ -123,8 +134,7 @@ class StepProgram {
 public:
   /// Decodes the JSON of a "step" or "init" section; \p origin names it in
   /// errors ("step.kiln: section 'step': ...").
-  static Expected<StepProgram> decode(std::string_view json,
-                                      const std::string &origin);
+  static Expected<StepProgram> decode(std::string_view json, const std::string &origin);
 
   std::vector<ProgramBuffer> buffers;
   std::vector<ProgramBinding> args, results;
@@ -135,15 +145,13 @@ public:
   /// use through itself or a view of it (results: to the end); first fit by
   /// offset among the buffers live at the same time, each aligned to
   /// \p alignment.
-  Expected<ArenaPlan> planArena(const SymbolBindings &sizes,
-                                size_t alignment) const;
+  Expected<ArenaPlan> planArena(const SymbolBindings &sizes, size_t alignment) const;
 
   /// The live range of every buffer, as planArena sees it.
   LiveRanges liveRanges() const;
 
   /// Elements of buffer \p id at \p sizes.
-  Expected<int64_t> elementCount(int id,
-                                 const SymbolBindings &sizes) const;
+  Expected<int64_t> elementCount(int id, const SymbolBindings &sizes) const;
 
   /// Bytes of buffer \p id at \p sizes; an error if they overflow int64.
   Expected<size_t> byteCount(int id, const SymbolBindings &sizes) const;

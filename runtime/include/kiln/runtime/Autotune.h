@@ -42,7 +42,7 @@ struct TuneOptions {
   /// A close call (closeCallFinalists): rounds of `reps` interleaved runs
   /// of the finalists; the median of the rounds' medians decides.
   int closeRounds = 5;
-  int64_t step = 1;  ///< the step number measured steps run as
+  int64_t step = 1; ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
   /// After each op: ops done, ops in all, what was measured, seconds left

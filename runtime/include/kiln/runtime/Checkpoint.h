@@ -74,8 +74,7 @@ Status checkPeftAdapterDir(const std::string &dir);
 
 /// Writes \p dir/adapter_model.safetensors and \p dir/adapter_config.json
 /// (creating \p dir if needed). \p adapters are named as in the step.
-Status writePeftAdapters(const std::string &dir,
-                         const std::vector<artifact::TensorData> &adapters,
+Status writePeftAdapters(const std::string &dir, const std::vector<artifact::TensorData> &adapters,
                          const LoraConfig &config);
 
 } // namespace kiln::runtime

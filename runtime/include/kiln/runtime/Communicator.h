@@ -41,8 +41,7 @@ public:
   /// Joins the communicator of \p world ranks (this one is \p rank) that
   /// \p id names, on \p device (current on this thread).
   static Expected<std::unique_ptr<Communicator>> create(const Device &device, const Nccl &nccl,
-                                                        const std::string &id, int rank,
-                                                        int world);
+                                                        const std::string &id, int rank, int world);
   ~Communicator();
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;

@@ -87,8 +87,7 @@ public:
   /// Loads \p image (a cubin, or PTX text the driver JIT-compiles for this
   /// device). \p name (the artifact section) names it in errors, which carry
   /// the JIT log on one line.
-  static Expected<KernelModule> load(const Device &device,
-                                     std::string_view image, bool isPtx,
+  static Expected<KernelModule> load(const Device &device, std::string_view image, bool isPtx,
                                      const std::string &name);
   KernelModule(KernelModule &&other) noexcept;
   KernelModule &operator=(KernelModule &&) = delete;
@@ -133,8 +132,7 @@ public:
 
   Status run(const std::string &key, const std::string &shape,
              const std::function<Status(CUstream)> &record);
-  Status run(const std::string &key,
-             const std::function<Status(CUstream)> &record) {
+  Status run(const std::string &key, const std::function<Status(CUstream)> &record) {
     return run(key, "", record);
   }
   /// Executable graphs held, over all keys.
@@ -152,7 +150,7 @@ public:
 private:
   struct Exec {
     CUgraphExec exec = nullptr;
-    std::string shape;  ///< The shape it runs now.
+    std::string shape; ///< The shape it runs now.
     uint64_t lastUse = 0;
   };
   struct Entry {
@@ -160,8 +158,7 @@ private:
     std::map<std::string, CUgraph> byShape; ///< Recorded graphs.
   };
   Status check(CUresult result, const char *what) const;
-  Expected<CUgraph> capture(const std::string &key,
-                            const std::function<Status(CUstream)> &record);
+  Expected<CUgraph> capture(const std::string &key, const std::function<Status(CUstream)> &record);
   const CudaDriver *driver;
   CUstream stream;
   size_t execsPerKey;

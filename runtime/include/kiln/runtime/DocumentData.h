@@ -121,8 +121,7 @@ public:
   /// The rows of the next micro-batch without reading tokens: returns its
   /// shape index and gives, per row, the spans in order. Advances the read
   /// position; takes no document at or past data-order index \p end.
-  size_t planNext(std::vector<std::vector<DocumentSpan>> &rows,
-                  uint64_t end = UINT64_MAX);
+  size_t planNext(std::vector<std::vector<DocumentSpan>> &rows, uint64_t end = UINT64_MAX);
   /// Documents of the data order consumed so far.
   uint64_t getPosition() const { return position; }
   /// The document at sequence number \p index of the data order (epochs
@@ -136,8 +135,7 @@ public:
 private:
   DocumentSource(const DocumentFile &file, std::vector<artifact::SymbolBindings> shapes,
                  std::vector<std::string> inputs, DocumentBatching batching)
-      : file(file), shapes(std::move(shapes)), inputs(std::move(inputs)),
-        batching(batching) {}
+      : file(file), shapes(std::move(shapes)), inputs(std::move(inputs)), batching(batching) {}
   const DocumentFile &file;
   std::vector<artifact::SymbolBindings> shapes;
   std::vector<std::string> inputs;

@@ -25,10 +25,10 @@ namespace kiln::runtime {
 struct LrSchedule {
   enum class Kind { Constant, Linear, Cosine };
   Kind kind = Kind::Constant;
-  double peak = 0;        ///< --lr (or the artifact's)
-  int64_t warmup = 0;     ///< --warmup: steps of linear warmup from 0
-  int64_t total = 0;      ///< the run's last step (resumed runs included)
-  double minRatio = 0;    ///< --min-lr-ratio: the decay ends at peak * ratio
+  double peak = 0;     ///< --lr (or the artifact's)
+  int64_t warmup = 0;  ///< --warmup: steps of linear warmup from 0
+  int64_t total = 0;   ///< the run's last step (resumed runs included)
+  double minRatio = 0; ///< --min-lr-ratio: the decay ends at peak * ratio
 
   /// transformers' multiplier after `s` scheduler steps (s = t - 1).
   double factor(int64_t s) const;

@@ -53,8 +53,8 @@ struct ParamSpec {
 
 /// How a parameter's bytes come out of a weights file.
 struct WeightMatch {
-  const artifact::TensorInfo *tensor = nullptr; ///< null: absent (allowed)
-  bool transpose = false; ///< A 2-D folded_from weight, stored transposed.
+  const artifact::TensorInfo *tensor = nullptr;    ///< null: absent (allowed)
+  bool transpose = false;                          ///< A 2-D folded_from weight, stored transposed.
   const artifact::SafetensorsFile *file = nullptr; ///< The shard holding it.
 };
 
@@ -90,8 +90,7 @@ public:
   /// Opens and validates \p path (container and the decoded sections).
   static Expected<StepArtifact> open(const std::string &path);
   /// Decodes an already validated container; \p origin names it in errors.
-  static Expected<StepArtifact> decode(artifact::Artifact container,
-                                       const std::string &origin);
+  static Expected<StepArtifact> decode(artifact::Artifact container, const std::string &origin);
 
   const artifact::Artifact &getContainer() const { return container; }
   const artifact::Json &getMeta() const { return meta; }
@@ -99,9 +98,7 @@ public:
   const std::vector<std::string> &getSymbols() const { return symbols; }
   const std::vector<artifact::Guard> &getGuards() const { return guards; }
   const std::vector<ParamSpec> &getParams() const { return params; }
-  const std::map<std::string, KernelImages> &getKernels() const {
-    return kernels;
-  }
+  const std::map<std::string, KernelImages> &getKernels() const { return kernels; }
   /// meta "vocab_size", when the compiler recorded it.
   std::optional<int64_t> getVocabSize() const { return vocabSize; }
   bool hasStepProgram() const { return container.find("step") != nullptr; }
@@ -125,27 +122,23 @@ public:
   /// Finds \p param in \p weights: by source name, else by its folded_from
   /// name with the same shape or, for 2-D, the transposed one. An error
   /// names both and the shapes.
-  Expected<WeightMatch>
-  matchWeight(const ParamSpec &param,
-              const artifact::SafetensorsFile &weights) const;
+  Expected<WeightMatch> matchWeight(const ParamSpec &param,
+                                    const artifact::SafetensorsFile &weights) const;
 
   /// The same over the shards of a sharded checkpoint (Hugging Face's
   /// model-0000K-of-0000N.safetensors): the first shard holding the tensor
   /// (or its folded_from name) decides; a parameter none holds is missing.
-  Expected<WeightMatch>
-  matchWeight(const ParamSpec &param,
-              const std::vector<artifact::SafetensorsFile> &shards) const;
+  Expected<WeightMatch> matchWeight(const ParamSpec &param,
+                                    const std::vector<artifact::SafetensorsFile> &shards) const;
   Status checkWeights(const std::vector<artifact::SafetensorsFile> &shards) const;
 
   /// Picks the image of \p kernel for a device of compute capability
   /// \p major.minor: a cubin of the same major and a minor no newer than the
   /// device's, else PTX of an arch no newer than the device's (JIT).
-  Expected<KernelImageChoice> selectImage(const std::string &kernel, int major,
-                                          int minor) const;
+  Expected<KernelImageChoice> selectImage(const std::string &kernel, int major, int minor) const;
 
 private:
-  StepArtifact(artifact::Artifact container)
-      : container(std::move(container)) {}
+  StepArtifact(artifact::Artifact container) : container(std::move(container)) {}
   /// The decoded sections against each other (StepArtifactCheck.cpp).
   Status checkConsistency() const;
   artifact::Artifact container;

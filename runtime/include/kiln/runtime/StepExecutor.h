@@ -68,8 +68,8 @@ struct NamedTensor {
 /// Host bytes of \p count elements converted from \p from to \p to (floats
 /// among F64/F32/BF16/F16 with round-to-nearest-even, integers among
 /// I64/I32/U32/U16/U8/BOOL); an error names the pair it cannot convert.
-Expected<std::string> convertElements(const void *data, artifact::DType from,
-                                      artifact::DType to, size_t count);
+Expected<std::string> convertElements(const void *data, artifact::DType from, artifact::DType to,
+                                      size_t count);
 
 class ProgramRunner;
 class CudnnAttention;
@@ -92,7 +92,7 @@ public:
     /// Every shape the run uses (batch, seq), the init program's first.
     /// Each is prepared at load; the arena fits the largest.
     std::vector<artifact::SymbolBindings> shapes;
-    uint64_t seed = 0;              ///< init program and dropout seeds
+    uint64_t seed = 0; ///< init program and dropout seeds
     bool useGraphs = true;
     /// Executable CUDA Graphs kept per program; more shapes of one program
     /// patch the least recently used (GraphCache).
@@ -141,8 +141,7 @@ public:
   Expected<std::pair<artifact::DType, int64_t>> getInputSpec(const std::string &name) const;
   /// Uploads \p count elements of dtype \p dtype into data input \p name
   /// (converted to its buffer's dtype).
-  Status setInput(const std::string &name, const void *data, artifact::DType dtype,
-                  size_t count);
+  Status setInput(const std::string &name, const void *data, artifact::DType dtype, size_t count);
   /// Overwrites parameters / state from a checkpoint ("params/<name>",
   /// "state/<name>"); tensors it lacks stay as they are.
   Status loadCheckpoint(const artifact::SafetensorsFile &checkpoint);
@@ -211,7 +210,7 @@ public:
 
   /// One GEMM of the current shape, as `kiln-run tune` measures it.
   struct GemmSite {
-    size_t action = 0;           ///< its index among the step's ops
+    size_t action = 0; ///< its index among the step's ops
     std::string hash, shape, label;
     CUdeviceptr a = 0, b = 0, c = 0;
     size_t cBytes = 0;
@@ -298,7 +297,7 @@ private:
   struct {
     CUfunction fill = nullptr, copy = nullptr;
     const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)
-  } support; ///< The runtime's fill and copy kernels.
+  } support;                              ///< The runtime's fill and copy kernels.
   const StepArtifact *artifact = nullptr;
   std::map<std::string, StepProgram> programs; ///< by section
   DeviceBuffer arena, workspace;

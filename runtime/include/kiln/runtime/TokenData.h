@@ -44,8 +44,7 @@ public:
 
   /// Where row \p row of step \p step starts: uniform over the valid starts
   /// (0 .. count - (seq+1)). Requires count >= seq + 1.
-  uint64_t windowStart(uint64_t seed, uint64_t step, uint64_t row,
-                       uint64_t seq) const;
+  uint64_t windowStart(uint64_t seed, uint64_t step, uint64_t row, uint64_t seq) const;
 
   /// Checks that one window of seq+1 tokens fits in the file.
   Status checkWindow(int64_t seq) const;
@@ -55,8 +54,8 @@ public:
   /// rank reads its own slice of the global batch). With \p vocabSize > 0,
   /// a token >= vocabSize is an error naming its position.
   Status sampleBatch(uint64_t seed, uint64_t step, int64_t batch, int64_t seq,
-                     std::vector<uint32_t> &windows,
-                     uint32_t vocabSize = 0, uint64_t firstRow = 0) const;
+                     std::vector<uint32_t> &windows, uint32_t vocabSize = 0,
+                     uint64_t firstRow = 0) const;
 
 private:
   explicit TokenFile(artifact::MappedFile file) : file(std::move(file)) {}

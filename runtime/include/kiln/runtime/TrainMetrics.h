@@ -42,8 +42,7 @@ Expected<std::vector<StepMetrics>> readMetricsLog(const std::string &path);
 
 /// The SVG picture of \p metrics: train loss as a line, eval loss as a
 /// line with dots, over steps, with axes, ticks and a legend.
-std::string renderLossCurveSvg(const std::vector<StepMetrics> &metrics,
-                               const std::string &title);
+std::string renderLossCurveSvg(const std::vector<StepMetrics> &metrics, const std::string &title);
 
 /// "run/log.jsonl" -> "run/log.svg".
 std::string lossCurvePath(const std::string &logPath);
