@@ -22,7 +22,8 @@ using kiln::artifact::Json;
 
 namespace {
 FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool trainable,
-                           bool fromInit, StringRef foldedFrom = {}) {
+                           bool fromInit, StringRef foldedFrom = {},
+                           std::optional<bool> foldedTransposed = std::nullopt) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   const char *dtype = tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
@@ -43,8 +44,12 @@ FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool tra
     entry.set("init", Json::boolean(true));
   // The exporter folded this initializer from a named weight (typically its
   // transpose); weights files keyed by PyTorch names hold that one.
+  // For a 2-D one, whether it is that weight's transpose: a square matrix
+  // cannot tell by its shape.
   if (!foldedFrom.empty())
     entry.set("folded_from", Json::string(foldedFrom.str()));
+  if (!foldedFrom.empty() && foldedTransposed)
+    entry.set("folded_transposed", Json::boolean(*foldedTransposed));
   return entry;
 }
 } // namespace
@@ -73,10 +78,13 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp ste
   auto frozen = [&](ParameterOp op) {
     if (!seen.insert(op.getName()).second)
       return WalkResult::advance();
-    auto foldedFrom = op->getAttrOfType<StringAttr>("kiln.source_name");
+    auto foldedFrom = op->getAttrOfType<StringAttr>(kiln::kSourceNameAttr);
+    std::optional<bool> transposed;
+    if (auto attr = op->getAttrOfType<BoolAttr>(kiln::kSourceTransposedAttr))
+      transposed = attr.getValue();
     FailureOr<Json> entry = paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
                                        initialized.contains(op.getName()),
-                                       foldedFrom ? foldedFrom.getValue() : StringRef());
+                                       foldedFrom ? foldedFrom.getValue() : StringRef(), transposed);
     if (failed(entry))
       return WalkResult::interrupt();
     params.push(std::move(*entry));

@@ -197,6 +197,9 @@ private:
   /// Initializers the exporter folded from one PyTorch parameter (e.g. a
   /// pre-transposed weight `val_95` from `...q_proj.weight`).
   std::map<std::string, std::string> foldedFrom_;
+  /// Whether a 2-D folded initializer is its source's transpose, where the
+  /// graph says so (foldedLayout).
+  std::optional<bool> foldedTransposed(const std::string &name) const;
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
   /// What defines each value name ("graph input 'x'", "node 'Add_3'"):
@@ -210,6 +213,35 @@ private:
   absl::Status checkInitializerIndices(const onnx::NodeProto &node, const std::string &nodeName,
                                        ArrayRef<ImportedValue *> inputs);
 };
+
+/// A 2-D initializer folded from a PyTorch weight and read only as the B
+/// operand of MatMul (or of Gemm without transB) is x W^T of a linear
+/// layer: the exporter folded Transpose(W), so it holds W^T of the [out, in]
+/// weight. Read as Gemm's B with transB it is W itself. Any other reader
+/// leaves the relation unknown: for a square weight the runtime cannot
+/// tell W from W^T by shape, and must not guess.
+std::optional<bool> GraphImporter::foldedTransposed(const std::string &name) const {
+  std::optional<bool> transposed;
+  for (const onnx::NodeProto &node : model_.graph().node())
+    for (int i = 0; i < node.input_size(); ++i) {
+      if (node.input(i) != name)
+        continue;
+      bool isMatmulB = i == 1 && node.domain().empty() && node.op_type() == "MatMul";
+      bool isGemmB = i == 1 && node.domain().empty() && node.op_type() == "Gemm";
+      if (!isMatmulB && !isGemmB)
+        return std::nullopt;
+      bool transB = false;
+      if (isGemmB)
+        for (const onnx::AttributeProto &a : node.attribute())
+          if (a.name() == "transB")
+            transB = a.i() != 0;
+      bool here = !transB;
+      if (transposed && *transposed != here)
+        return std::nullopt;
+      transposed = here;
+    }
+  return transposed;
+}
 
 absl::Status GraphImporter::checkInitializerIndices(const onnx::NodeProto &node,
                                                     const std::string &nodeName,
@@ -306,8 +338,12 @@ absl::StatusOr<ImportedValue> GraphImporter::importInitializer(const onnx::Tenso
     auto param = builder_.create<ParameterOp>(loc, type, tensor.name(),
                                               /*trainable=*/isFloat(*dtype));
     auto source = foldedFrom_.find(tensor.name());
-    if (source != foldedFrom_.end())
+    if (source != foldedFrom_.end()) {
       param->setAttr(kSourceNameAttr, builder_.getStringAttr(source->second));
+      if (shape.size() == 2)
+        if (std::optional<bool> transposed = foldedTransposed(tensor.name()))
+          param->setAttr(kSourceTransposedAttr, builder_.getBoolAttr(*transposed));
+    }
     else if (std::optional<std::string> pattern =
                  initializerMaskPattern(tensor, folderOf(path_), *dtype, shape))
       // A folded attention mask (a module's weights record folded_from).

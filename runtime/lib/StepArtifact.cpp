@@ -195,6 +195,7 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::strin
           const Json *trainable = optional("trainable", Json::Kind::Bool);
           const Json *init = optional("init", Json::Kind::Bool);
           const Json *folded = optional("folded_from", Json::Kind::String);
+          const Json *foldedTransposed = optional("folded_transposed", Json::Kind::Bool);
           if (!wrongType.empty())
             return fail(where + wrongType);
           spec.source = source ? source->getString() : spec.name;
@@ -220,6 +221,11 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::strin
           spec.fromInit = init && init->getBool();
           if (folded)
             spec.foldedFrom = folded->getString();
+          if (foldedTransposed) {
+            if (!folded || spec.shape.size() != 2)
+              return fail(where + "'folded_transposed' needs 'folded_from' and a 2-D shape");
+            spec.foldedTransposed = foldedTransposed->getBool();
+          }
           if (const Json *value = entry.get("value")) {
             if (!value->isString() || !decodeHex(value->getString(), spec.value) ||
                 spec.value.size() != static_cast<size_t>(bytes))
@@ -325,6 +331,23 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
       std::string extra = " (for '" + param.source + "', folded from it)";
       if (!convertible(found->dtype, param.dtype))
         return mismatch(*found, extra);
+      bool square = param.shape.size() == 2 && param.shape[0] == param.shape[1];
+      if (param.foldedTransposed) {
+        // The compiler saw how the exporter read it (a linear layer's W^T).
+        bool flip = *param.foldedTransposed;
+        if (found->shape == (flip ? transposed : param.shape))
+          return WeightMatch{found, flip, &weights};
+        return Error{weights.getPath() + ": weight '" + found->name + "' is " +
+                     describeTensorType(found->dtype, found->shape) + ", but the artifact's '" +
+                     param.source + "' (" + expected + ") is " +
+                     (flip ? "its transpose: expected " +
+                                 describeTensorType(param.dtype, transposed)
+                           : "that weight itself")};
+      }
+      if (square && found->shape == param.shape)
+        return Error{weights.getPath() + ": weight '" + found->name + "' is square, and the " +
+                     "artifact does not record whether '" + param.source +
+                     "' holds it or its transpose (compile it again with this Kiln)"};
       if (found->shape == param.shape)
         return WeightMatch{found, false, &weights};
       if (param.shape.size() == 2 && found->shape == transposed)

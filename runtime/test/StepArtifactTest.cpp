@@ -14,6 +14,7 @@
 
 #include "kiln/runtime/StepArtifact.h"
 
+#include <filesystem>
 #include <cstdlib>
 
 using namespace kiln::runtime;
@@ -332,6 +333,47 @@ static void testConsistency() {
            "the step program");
 }
 
+// A square weight folded into its transpose has the same shape either way:
+// only the artifact's folded_transposed says which (a linear layer's W^T).
+static void testSquareFoldedWeights() {
+  Expected<StepArtifact> step = decode(
+      {{"meta", kBareMeta},
+       {"params", R"([{"name":"val_7","dtype":"F32","shape":[2,2],"folded_from":"o.weight",)"
+                  R"("folded_transposed":true},)"
+                  R"({"name":"val_8","dtype":"F32","shape":[2,2],"folded_from":"p.weight"},)"
+                  R"({"name":"val_9","dtype":"F32","shape":[2,3],"folded_from":"q.weight",)"
+                  R"("folded_transposed":false}])"}});
+  CHECK(step && step->getParams().size() == 3);
+  if (!step)
+    return;
+  CHECK(step->getParams()[0].foldedTransposed == std::optional<bool>(true));
+  char dir[] = "/tmp/kiln-step-artifact-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string path = std::string(dir) + "/w.safetensors";
+  std::vector<float> values(6, 1.f);
+  CHECK(writeSafetensors(path, {{"o.weight", DType::F32, {2, 2}, values.data()},
+                                {"p.weight", DType::F32, {2, 2}, values.data()},
+                                {"q.weight", DType::F32, {3, 2}, values.data()}}));
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  CHECK(file);
+  if (!file)
+    return;
+  Expected<WeightMatch> square = step->matchWeight(step->getParams()[0], *file);
+  CHECK(square && square->tensor && square->transpose);
+  CHECK_EQ(step->matchWeight(step->getParams()[1], *file).getError(),
+           path + ": weight 'p.weight' is square, and the artifact does not record whether "
+                  "'val_8' holds it or its transpose (compile it again with this Kiln)");
+  CHECK_EQ(step->matchWeight(step->getParams()[2], *file).getError(),
+           path + ": weight 'q.weight' is F32 [3, 2], but the artifact's 'val_9' (F32 [2, 3]) "
+                  "is that weight itself");
+  // The flag without a folded 2-D weight is damage.
+  Expected<StepArtifact> bad = decode(
+      {{"meta", kBareMeta},
+       {"params", R"([{"name":"n","dtype":"F32","shape":[3],"folded_transposed":true}])"}});
+  CHECK(!bad && bad.getError().find("'folded_transposed' needs 'folded_from'") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 int main() {
   testConsistency();
   testBuckets();
@@ -339,5 +381,6 @@ int main() {
   testImageChoice();
   testDecodeErrors();
   testWeightMatching();
+  testSquareFoldedWeights();
   return finishChecks();
 }

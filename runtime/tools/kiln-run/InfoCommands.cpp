@@ -185,7 +185,8 @@ int kiln::run::runInspect(int argc, char **argv) {
     if (param.source != param.name)
       std::printf("  <- %s", param.source.c_str());
     if (!param.foldedFrom.empty())
-      std::printf("  (folded from %s)", param.foldedFrom.c_str());
+      std::printf("  (folded from %s%s)", param.foldedFrom.c_str(),
+                  param.foldedTransposed.value_or(false) ? ", its transpose" : "");
     std::printf("\n");
   }
 

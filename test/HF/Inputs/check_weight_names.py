@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""check_weight_names.py STEP.kiln WEIGHTS.safetensors: every parameter of
-the artifact that kiln-run must read from the weights (not made by the init
-program, no value of its own) is in the safetensors file under its source
-or folded_from name (docs/artifact.md, "Weights: names and mapping")."""
+"""check_weight_names.py STEP.kiln WEIGHTS.safetensors [MODEL.onnx]: every
+parameter of the artifact that kiln-run must read from the weights (not made
+by the init program, no value of its own) is in the safetensors file under
+its source or folded_from name (docs/artifact.md, "Weights: names and
+mapping"). With the export's MODEL.onnx, also the values: the weight as
+kiln-run reads it (transposed where the artifact's folded_transposed says)
+equals the ONNX initializer the step was compiled from, element for
+element. A square weight is where a wrong orientation hides."""
 import json
 import pathlib
 import subprocess
@@ -22,3 +26,30 @@ missing = [p["name"] for p in needed
 print(f"{len(needed)} weights needed, {len(missing)} missing")
 for name in missing:
     print(f"MISSING {name}")
+if len(sys.argv) > 3:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(sys.argv[3])
+    initializers = {t.name: t for t in model.graph.initializer}
+    compared, differ = 0, []
+    with safe_open(sys.argv[2], "np") as f:
+        for p in needed:
+            if p["name"] not in initializers or p["name"] in missing:
+                continue
+            key = p["source"] if p["source"] in names else p["folded_from"]
+            value = f.get_tensor(key).astype(np.float64)
+            if key != p["source"] and len(p["shape"]) == 2:
+                transposed = p.get("folded_transposed")
+                if transposed is None:  # kiln-run's rule without the record: the shape
+                    transposed = list(value.shape) != p["shape"]
+                if transposed:
+                    value = value.T
+            expected = numpy_helper.to_array(initializers[p["name"]]).astype(np.float64)
+            compared += 1
+            if value.shape != expected.shape or not np.array_equal(value, expected):
+                differ.append(f"{p['name']} (from {key})")
+    print(f"{compared} weights compared with the ONNX initializers, {len(differ)} differ")
+    for name in differ:
+        print(f"DIFFERS {name}")

@@ -12,6 +12,10 @@ namespace kiln {
 /// from when the exporter renamed it (pre-transposed `val_95` holds
 /// `model.layers.0.self_attn.q_proj.weight` transposed).
 inline constexpr llvm::StringLiteral kSourceNameAttr = "kiln.source_name";
+/// On a 2-D parameter with kiln.source_name: true when it holds the
+/// transpose of that weight (a folded Transpose), false when the weight
+/// itself; absent when the graph does not say.
+inline constexpr llvm::StringLiteral kSourceTransposedAttr = "kiln.source_transposed";
 /// On a kiln.parameter: how a parameter the checkpoint lacks is created
 /// (LoRA adapters); on a function: the init program's role.
 inline constexpr llvm::StringLiteral kInitAttr = "kiln.init";

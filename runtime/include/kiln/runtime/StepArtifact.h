@@ -45,6 +45,10 @@ struct ParamSpec {
   /// pkg.onnxscript.optimizer.folded_from), e.g. "model.x.q_proj.weight"
   /// for its transpose "val_95"; empty if none.
   std::string foldedFrom;
+  /// For a 2-D foldedFrom: whether this parameter is that weight's
+  /// transpose (folded_transposed), when the artifact records it. Without
+  /// it only the shapes tell, which a square weight cannot.
+  std::optional<bool> foldedTransposed;
   /// The value the model file held inline (small tensors only), as the
   /// dtype's little-endian bytes; empty if none. Used when the weights lack
   /// the tensor, and instead of --init random.
