@@ -154,15 +154,28 @@ def main():
     program.save(str(out / "model.onnx"), external_data=weight_bytes > (1 << 30))
 
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    # Tied weights are one tensor under several names: safetensors keeps one.
-    seen, unique = {}, {}
+    # Tied weights are one tensor under several names: safetensors keeps one
+    # (the first, as save_pretrained keeps the input embedding's), and the
+    # graph may use another ("lm_head.weight"). The groups go into the ONNX
+    # model's metadata (kiln.tied_weights), so kiln-run finds the tensor
+    # under whichever name a checkpoint kept.
+    seen, unique, groups = {}, {}, {}
     for name, tensor in state.items():
         key = (tensor.data_ptr(), tuple(tensor.shape))
+        groups.setdefault(key, []).append(name)
         if key in seen:
             continue
         seen[key] = name
         unique[name] = tensor
     save_file(unique, str(out / "model.safetensors"))
+    tied = [names for names in groups.values() if len(names) > 1]
+    if tied:
+        import onnx
+
+        onnx_model = onnx.load(str(out / "model.onnx"), load_external_data=False)
+        entry = onnx_model.metadata_props.add()
+        entry.key, entry.value = "kiln.tied_weights", json.dumps(tied)
+        onnx.save(onnx_model, str(out / "model.onnx"))
     info = {
         "model_class": class_name,
         "task": args.task,
@@ -178,10 +191,13 @@ def main():
     (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
     print(f"export_hf: {class_name} -> {out / 'model.onnx'}, {len(unique)} weights in "
           f"{out / 'model.safetensors'}")
+    for names in tied:
+        print(f"export_hf: tied weights {', '.join(names)}: one tensor, recorded in "
+              f"model.onnx (kiln.tied_weights) for kiln-run; the checkpoint keeps {names[0]}")
     if info["tie_word_embeddings"]:
-        print("export_hf: note: input and output embeddings are tied; the exporter may "
-              "fold the output copy into an initializer of its own, which Kiln then "
-              "trains apart from the input one (LoRA leaves both frozen)")
+        print("export_hf: note: where the exporter folds the output embedding's transpose "
+              "into an initializer of its own, full fine-tuning trains it apart from the "
+              "input one (LoRA leaves both frozen)")
     return 0
 
 

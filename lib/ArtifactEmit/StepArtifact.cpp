@@ -23,7 +23,8 @@ using kiln::artifact::Json;
 namespace {
 FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool trainable,
                            bool fromInit, StringRef foldedFrom = {},
-                           std::optional<bool> foldedTransposed = std::nullopt) {
+                           std::optional<bool> foldedTransposed = std::nullopt,
+                           ArrayAttr aliases = {}) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   const char *dtype = tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
@@ -50,6 +51,14 @@ FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool tra
     entry.set("folded_from", Json::string(foldedFrom.str()));
   if (!foldedFrom.empty() && foldedTransposed)
     entry.set("folded_transposed", Json::boolean(*foldedTransposed));
+  // Other names of the weight read (tied weights): a checkpoint keeps one.
+  if (aliases && !aliases.empty()) {
+    Json names = Json::array();
+    for (Attribute alias : aliases)
+      if (auto name = llvm::dyn_cast<StringAttr>(alias))
+        names.push(Json::string(name.str()));
+    entry.set("aliases", std::move(names));
+  }
   return entry;
 }
 } // namespace
@@ -67,8 +76,15 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp ste
     auto name = step.getArgAttrOfType<StringAttr>(i, "kiln.param");
     if (!name || !seen.insert(name.getValue()).second)
       continue;
-    FailureOr<Json> entry = paramEntry(step, name.getValue(), step.getArgument(i).getType(),
-                                       /*trainable=*/true, initialized.contains(name.getValue()));
+    auto foldedFrom = step.getArgAttrOfType<StringAttr>(i, kiln::kSourceNameAttr);
+    std::optional<bool> transposed;
+    if (auto attr = step.getArgAttrOfType<BoolAttr>(i, kiln::kSourceTransposedAttr))
+      transposed = attr.getValue();
+    FailureOr<Json> entry =
+        paramEntry(step, name.getValue(), step.getArgument(i).getType(),
+                   /*trainable=*/true, initialized.contains(name.getValue()),
+                   foldedFrom ? foldedFrom.getValue() : StringRef(), transposed,
+                   step.getArgAttrOfType<ArrayAttr>(i, kiln::kSourceAliasesAttr));
     if (failed(entry))
       return failure();
     params.push(std::move(*entry));
@@ -84,7 +100,8 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp ste
       transposed = attr.getValue();
     FailureOr<Json> entry = paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
                                        initialized.contains(op.getName()),
-                                       foldedFrom ? foldedFrom.getValue() : StringRef(), transposed);
+                                       foldedFrom ? foldedFrom.getValue() : StringRef(), transposed,
+                                       op->getAttrOfType<ArrayAttr>(kiln::kSourceAliasesAttr));
     if (failed(entry))
       return WalkResult::interrupt();
     params.push(std::move(*entry));

@@ -26,6 +26,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "onnx/defs/schema.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
@@ -200,6 +201,10 @@ private:
   /// Whether a 2-D folded initializer is its source's transpose, where the
   /// graph says so (foldedLayout).
   std::optional<bool> foldedTransposed(const std::string &name) const;
+  /// For each PyTorch name of a tied parameter, its other names (the model's
+  /// kiln.tied_weights metadata, which scripts/export_hf.py writes).
+  std::map<std::string, std::vector<std::string>> tiedAliases_;
+  absl::Status readTiedWeights();
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
   /// What defines each value name ("graph input 'x'", "node 'Add_3'"):
@@ -241,6 +246,45 @@ std::optional<bool> GraphImporter::foldedTransposed(const std::string &name) con
       transposed = here;
     }
   return transposed;
+}
+
+/// kiln.tied_weights = [["lm_head.weight", "model.embed_tokens.weight"], ...]:
+/// groups of PyTorch names of one tensor. Malformed metadata is an error,
+/// not ignored: a wrong alias would load the wrong weight.
+absl::Status GraphImporter::readTiedWeights() {
+  for (const onnx::StringStringEntryProto &entry : model_.metadata_props()) {
+    if (entry.key() != "kiln.tied_weights")
+      continue;
+    auto bad = [&](const Twine &why) {
+      return fail("metadata kiln.tied_weights: " + why +
+                  " (expected a JSON list of lists of parameter names)");
+    };
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(entry.value());
+    if (!parsed)
+      return bad(llvm::toString(parsed.takeError()));
+    const llvm::json::Array *groups = parsed->getAsArray();
+    if (!groups)
+      return bad("not a list");
+    for (const llvm::json::Value &group : *groups) {
+      const llvm::json::Array *names = group.getAsArray();
+      if (!names || names->size() < 2)
+        return bad("a group is not a list of two or more names");
+      std::vector<std::string> all;
+      for (const llvm::json::Value &name : *names) {
+        std::optional<llvm::StringRef> text = name.getAsString();
+        if (!text || text->empty())
+          return bad("a name is not a non-empty string");
+        if (tiedAliases_.count(text->str()) || llvm::is_contained(all, text->str()))
+          return bad("'" + *text + "' is in two groups");
+        all.push_back(text->str());
+      }
+      for (const std::string &name : all)
+        for (const std::string &other : all)
+          if (other != name)
+            tiedAliases_[name].push_back(other);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GraphImporter::checkInitializerIndices(const onnx::NodeProto &node,
@@ -338,14 +382,22 @@ absl::StatusOr<ImportedValue> GraphImporter::importInitializer(const onnx::Tenso
     auto param = builder_.create<ParameterOp>(loc, type, tensor.name(),
                                               /*trainable=*/isFloat(*dtype));
     auto source = foldedFrom_.find(tensor.name());
+    // A checkpoint keeps one name of a tied tensor (Hugging Face keeps the
+    // input embedding's), which need not be the one the exporter used.
+    auto aliases = tiedAliases_.find(source != foldedFrom_.end() ? source->second : tensor.name());
+    if (aliases != tiedAliases_.end()) {
+      SmallVector<Attribute> names;
+      for (const std::string &alias : aliases->second)
+        names.push_back(builder_.getStringAttr(alias));
+      param->setAttr(kSourceAliasesAttr, builder_.getArrayAttr(names));
+    }
     if (source != foldedFrom_.end()) {
       param->setAttr(kSourceNameAttr, builder_.getStringAttr(source->second));
       if (shape.size() == 2)
         if (std::optional<bool> transposed = foldedTransposed(tensor.name()))
           param->setAttr(kSourceTransposedAttr, builder_.getBoolAttr(*transposed));
-    }
-    else if (std::optional<std::string> pattern =
-                 initializerMaskPattern(tensor, folderOf(path_), *dtype, shape))
+    } else if (std::optional<std::string> pattern =
+                   initializerMaskPattern(tensor, folderOf(path_), *dtype, shape))
       // A folded attention mask (a module's weights record folded_from).
       param->setAttr(kMaskPatternAttr, builder_.getStringAttr(*pattern));
     else if (std::optional<double> splat =
@@ -602,6 +654,8 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
     return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " + Twine(kMinOpset) +
                 " to " + Twine(kMaxOpset) + ")");
+  if (absl::Status s = readTiedWeights(); !s.ok())
+    return s;
   const onnx::GraphProto &graph = model_.graph();
   for (const onnx::TensorProto &init : graph.initializer()) {
     initializers_[init.name()] = &init;

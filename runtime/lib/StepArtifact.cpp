@@ -221,6 +221,15 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::strin
           spec.fromInit = init && init->getBool();
           if (folded)
             spec.foldedFrom = folded->getString();
+          if (const Json *aliases = entry.get("aliases")) {
+            if (!aliases->isArray() || aliases->getElements().empty())
+              return fail(where + "'aliases' must be a non-empty list of names");
+            for (const Json &alias : aliases->getElements()) {
+              if (!alias.isString() || alias.getString().empty())
+                return fail(where + "'aliases' must be a non-empty list of names");
+              spec.aliases.push_back(alias.getString());
+            }
+          }
           if (foldedTransposed) {
             if (!folded || spec.shape.size() != 2)
               return fail(where + "'folded_transposed' needs 'folded_from' and a 2-D shape");
@@ -303,6 +312,14 @@ const BucketSpec *StepArtifact::selectBucket(const SymbolBindings &sizes) const 
   return nullptr;
 }
 
+std::vector<std::string> ParamSpec::lookupNames() const {
+  std::vector<std::string> names{source};
+  if (!foldedFrom.empty())
+    names.push_back(foldedFrom);
+  names.insert(names.end(), aliases.begin(), aliases.end());
+  return names;
+}
+
 /// Floating-point weights load into any floating-point parameter: the
 /// executor converts them on upload (fp32 checkpoints for a bf16 step).
 static bool convertible(DType found, DType expected) {
@@ -320,13 +337,23 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
                  describeTensorType(found.dtype, found.shape) + ", but the artifact expects " +
                  expected + extra};
   };
-  if (const TensorInfo *found = weights.find(param.source)) {
+  // A tied weight's other names stand in for the name it is read by.
+  auto findTied = [&](const std::string &name) -> const TensorInfo * {
+    if (const TensorInfo *found = weights.find(name))
+      return found;
+    for (const std::string &alias : param.aliases)
+      if (const TensorInfo *found = weights.find(alias))
+        return found;
+    return nullptr;
+  };
+  if (const TensorInfo *found =
+          param.foldedFrom.empty() ? findTied(param.source) : weights.find(param.source)) {
     if (!convertible(found->dtype, param.dtype) || found->shape != param.shape)
       return mismatch(*found, "");
     return WeightMatch{found, false, &weights};
   }
   if (!param.foldedFrom.empty())
-    if (const TensorInfo *found = weights.find(param.foldedFrom)) {
+    if (const TensorInfo *found = findTied(param.foldedFrom)) {
       std::vector<int64_t> transposed(param.shape.rbegin(), param.shape.rend());
       std::string extra = " (for '" + param.source + "', folded from it)";
       if (!convertible(found->dtype, param.dtype))
@@ -340,9 +367,9 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
         return Error{weights.getPath() + ": weight '" + found->name + "' is " +
                      describeTensorType(found->dtype, found->shape) + ", but the artifact's '" +
                      param.source + "' (" + expected + ") is " +
-                     (flip ? "its transpose: expected " +
-                                 describeTensorType(param.dtype, transposed)
-                           : "that weight itself")};
+                     (flip
+                          ? "its transpose: expected " + describeTensorType(param.dtype, transposed)
+                          : "that weight itself")};
       }
       if (square && found->shape == param.shape)
         return Error{weights.getPath() + ": weight '" + found->name + "' is square, and the " +
@@ -357,10 +384,22 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
   // The artifact's own value (a small inline initializer) stands in.
   if (param.trainable || param.fromInit || !param.value.empty())
     return WeightMatch{};
-  return Error{weights.getPath() + ": missing weight '" + param.source + "'" +
-               (param.foldedFrom.empty()
-                    ? std::string()
-                    : " (or '" + param.foldedFrom + "', which it was folded from)") +
+  // "(or 'F', which it was folded from; or its tied names 'A', 'B')"
+  std::vector<std::string> others;
+  if (!param.foldedFrom.empty())
+    others.push_back("'" + param.foldedFrom + "', which it was folded from");
+  if (!param.aliases.empty()) {
+    std::string tied = param.aliases.size() == 1 ? "its tied name " : "its tied names ";
+    for (size_t i = 0; i < param.aliases.size(); ++i)
+      tied += (i ? ", '" : "'") + param.aliases[i] + "'";
+    others.push_back(tied);
+  }
+  std::string alternatives;
+  for (size_t i = 0; i < others.size(); ++i)
+    alternatives += (i ? "; or " : " (or ") + others[i];
+  if (!alternatives.empty())
+    alternatives += ")";
+  return Error{weights.getPath() + ": missing weight '" + param.source + "'" + alternatives +
                " (parameter '" + param.name + "', expected " + expected + ")"};
 }
 
@@ -369,8 +408,9 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
   if (shards.empty())
     return Error{"no weights files"};
   for (const SafetensorsFile &shard : shards)
-    if (shard.find(param.source) || (!param.foldedFrom.empty() && shard.find(param.foldedFrom)))
-      return matchWeight(param, shard);
+    for (const std::string &name : param.lookupNames())
+      if (shard.find(name))
+        return matchWeight(param, shard);
   // In no shard: allowed or missing, as for one file (named in full).
   Expected<WeightMatch> absent = matchWeight(param, shards.front());
   if (absent || shards.size() == 1)

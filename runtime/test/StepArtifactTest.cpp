@@ -14,8 +14,8 @@
 
 #include "kiln/runtime/StepArtifact.h"
 
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -336,13 +336,13 @@ static void testConsistency() {
 // A square weight folded into its transpose has the same shape either way:
 // only the artifact's folded_transposed says which (a linear layer's W^T).
 static void testSquareFoldedWeights() {
-  Expected<StepArtifact> step = decode(
-      {{"meta", kBareMeta},
-       {"params", R"([{"name":"val_7","dtype":"F32","shape":[2,2],"folded_from":"o.weight",)"
-                  R"("folded_transposed":true},)"
-                  R"({"name":"val_8","dtype":"F32","shape":[2,2],"folded_from":"p.weight"},)"
-                  R"({"name":"val_9","dtype":"F32","shape":[2,3],"folded_from":"q.weight",)"
-                  R"("folded_transposed":false}])"}});
+  Expected<StepArtifact> step =
+      decode({{"meta", kBareMeta},
+              {"params", R"([{"name":"val_7","dtype":"F32","shape":[2,2],"folded_from":"o.weight",)"
+                         R"("folded_transposed":true},)"
+                         R"({"name":"val_8","dtype":"F32","shape":[2,2],"folded_from":"p.weight"},)"
+                         R"({"name":"val_9","dtype":"F32","shape":[2,3],"folded_from":"q.weight",)"
+                         R"("folded_transposed":false}])"}});
   CHECK(step && step->getParams().size() == 3);
   if (!step)
     return;
@@ -367,10 +367,60 @@ static void testSquareFoldedWeights() {
            path + ": weight 'q.weight' is F32 [3, 2], but the artifact's 'val_9' (F32 [2, 3]) "
                   "is that weight itself");
   // The flag without a folded 2-D weight is damage.
-  Expected<StepArtifact> bad = decode(
+  Expected<StepArtifact> bad =
+      decode({{"meta", kBareMeta},
+              {"params", R"([{"name":"n","dtype":"F32","shape":[3],"folded_transposed":true}])"}});
+  CHECK(!bad &&
+        bad.getError().find("'folded_transposed' needs 'folded_from'") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// Tied weights: one tensor under several names, of which a checkpoint keeps
+// one. The parameter's aliases stand in for the name it is read by (its
+// source, or its folded_from), and the missing-weight error lists them.
+static void testTiedAliases() {
+  Expected<StepArtifact> step = decode(
       {{"meta", kBareMeta},
-       {"params", R"([{"name":"n","dtype":"F32","shape":[3],"folded_transposed":true}])"}});
-  CHECK(!bad && bad.getError().find("'folded_transposed' needs 'folded_from'") != std::string::npos);
+       {"params", R"([{"name":"lm_head.weight","dtype":"F32","shape":[4,2],)"
+                  R"("aliases":["model.embed_tokens.weight"]},)"
+                  R"({"name":"val_3","dtype":"F32","shape":[2,4],"folded_from":"lm_head.weight",)"
+                  R"("folded_transposed":true,"aliases":["model.embed_tokens.weight"]}])"}});
+  CHECK(step && step->getParams().size() == 2);
+  if (!step)
+    return;
+  char dir[] = "/tmp/kiln-step-artifact-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string path = std::string(dir) + "/w.safetensors";
+  std::vector<float> values(8, 1.f);
+  CHECK(writeSafetensors(path, {{"model.embed_tokens.weight", DType::F32, {4, 2}, values.data()}}));
+  Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+  CHECK(file);
+  if (!file)
+    return;
+  Expected<WeightMatch> direct = step->matchWeight(step->getParams()[0], *file);
+  CHECK(direct && direct->tensor && direct->tensor->name == "model.embed_tokens.weight" &&
+        !direct->transpose);
+  Expected<WeightMatch> folded = step->matchWeight(step->getParams()[1], *file);
+  CHECK(folded && folded->tensor && folded->tensor->name == "model.embed_tokens.weight" &&
+        folded->transpose);
+  CHECK(writeSafetensors(path, {{"other", DType::F32, {4, 2}, values.data()}}));
+  Expected<SafetensorsFile> other = SafetensorsFile::open(path);
+  CHECK(other);
+  if (other) {
+    CHECK_EQ(step->matchWeight(step->getParams()[0], *other).getError(),
+             path +
+                 ": missing weight 'lm_head.weight' (or its tied name "
+                 "'model.embed_tokens.weight') (parameter 'lm_head.weight', expected F32 [4, 2])");
+    CHECK_EQ(step->matchWeight(step->getParams()[1], *other).getError(),
+             path + ": missing weight 'val_3' (or 'lm_head.weight', which it was folded from; or "
+                    "its tied name 'model.embed_tokens.weight') (parameter 'val_3', expected F32 "
+                    "[2, 4])");
+  }
+  Expected<StepArtifact> bad =
+      decode({{"meta", kBareMeta},
+              {"params", R"([{"name":"n","dtype":"F32","shape":[3],"aliases":[]}])"}});
+  CHECK(!bad &&
+        bad.getError().find("'aliases' must be a non-empty list of names") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -382,5 +432,6 @@ int main() {
   testDecodeErrors();
   testWeightMatching();
   testSquareFoldedWeights();
+  testTiedAliases();
   return finishChecks();
 }

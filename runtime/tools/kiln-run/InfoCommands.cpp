@@ -187,6 +187,8 @@ int kiln::run::runInspect(int argc, char **argv) {
     if (!param.foldedFrom.empty())
       std::printf("  (folded from %s%s)", param.foldedFrom.c_str(),
                   param.foldedTransposed.value_or(false) ? ", its transpose" : "");
+    for (const std::string &alias : param.aliases)
+      std::printf("  (tied: %s)", alias.c_str());
     std::printf("\n");
   }
 

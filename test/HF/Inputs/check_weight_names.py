@@ -2,8 +2,8 @@
 """check_weight_names.py STEP.kiln WEIGHTS.safetensors [MODEL.onnx]: every
 parameter of the artifact that kiln-run must read from the weights (not made
 by the init program, no value of its own) is in the safetensors file under
-its source or folded_from name (docs/artifact.md, "Weights: names and
-mapping"). With the export's MODEL.onnx, also the values: the weight as
+its source or folded_from name, or a tied alias of it (docs/artifact.md,
+"Weights: names and mapping"). With the export's MODEL.onnx, also the values: the weight as
 kiln-run reads it (transposed where the artifact's folded_transposed says)
 equals the ONNX initializer the step was compiled from, element for
 element. A square weight is where a wrong orientation hides."""
@@ -21,8 +21,19 @@ params = json.loads(listing[listing.index("section params") + 1])
 with safe_open(sys.argv[2], "np") as f:
     names = set(f.keys())
 needed = [p for p in params if not p.get("init") and "value" not in p]
-missing = [p["name"] for p in needed
-           if p["source"] not in names and p.get("folded_from") not in names]
+
+
+def weight_key(p):
+    """The name kiln-run reads p under: source, else folded_from, else a
+    tied alias of the name it is read by (StepArtifact::matchWeight)."""
+    read_by = p.get("folded_from") or p["source"]
+    for key in [p["source"], p.get("folded_from")] + p.get("aliases", []):
+        if key in names:
+            return key, key != p["source"] and len(p["shape"]) == 2 and read_by != p["source"]
+    return None, False
+
+
+missing = [p["name"] for p in needed if weight_key(p)[0] is None]
 print(f"{len(needed)} weights needed, {len(missing)} missing")
 for name in missing:
     print(f"MISSING {name}")
@@ -38,9 +49,9 @@ if len(sys.argv) > 3:
         for p in needed:
             if p["name"] not in initializers or p["name"] in missing:
                 continue
-            key = p["source"] if p["source"] in names else p["folded_from"]
+            key, folded = weight_key(p)
             value = f.get_tensor(key).astype(np.float64)
-            if key != p["source"] and len(p["shape"]) == 2:
+            if folded:
                 transposed = p.get("folded_transposed")
                 if transposed is None:  # kiln-run's rule without the record: the shape
                     transposed = list(value.shape) != p["shape"]

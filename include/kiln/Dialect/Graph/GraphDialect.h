@@ -16,6 +16,10 @@ inline constexpr llvm::StringLiteral kSourceNameAttr = "kiln.source_name";
 /// transpose of that weight (a folded Transpose), false when the weight
 /// itself; absent when the graph does not say.
 inline constexpr llvm::StringLiteral kSourceTransposedAttr = "kiln.source_transposed";
+/// On a kiln.parameter: the other PyTorch names of the weight it is read
+/// from (tied weights, one tensor under several names; a checkpoint may
+/// keep any one of them).
+inline constexpr llvm::StringLiteral kSourceAliasesAttr = "kiln.source_aliases";
 /// On a kiln.parameter: how a parameter the checkpoint lacks is created
 /// (LoRA adapters); on a function: the init program's role.
 inline constexpr llvm::StringLiteral kInitAttr = "kiln.init";

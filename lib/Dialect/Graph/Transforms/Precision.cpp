@@ -69,8 +69,7 @@ llvm::DenseSet<Operation *> findIndexArithmetic(Block &body) {
            param.getType().getNumElements() <= kSmallConstantElements;
   };
   for (Operation &op : body.without_terminator()) {
-    if (llvm::isa<ParameterOp, ConstantOp>(op) ||
-        !llvm::any_of(op.getResultTypes(), isFloatTensor))
+    if (llvm::isa<ParameterOp, ConstantOp>(op) || !llvm::any_of(op.getResultTypes(), isFloatTensor))
       continue;
     if (auto cast = llvm::dyn_cast<CastOp>(op)) {
       auto from = llvm::cast<RankedTensorType>(cast.getInput().getType()).getElementType();
@@ -104,9 +103,9 @@ llvm::DenseSet<Operation *> findIndexArithmetic(Block &body) {
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
     for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp();
-          def && !keep.contains(def) && isFloatTensor(v.getType()) && isConstantLike(v) &&
-          !llvm::isa<ConstantOp>(def))
+      if (Operation *def = v.getDefiningOp(); def && !keep.contains(def) &&
+                                              isFloatTensor(v.getType()) && isConstantLike(v) &&
+                                              !llvm::isa<ConstantOp>(def))
         if (keep.insert(def).second)
           work.push_back(def);
   }
@@ -158,8 +157,7 @@ struct PrecisionPass final : kiln::impl::PrecisionPassBase<PrecisionPass> {
       if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
         // Trainable weights stay fp32 masters; frozen ones are stored low,
         // but for the small constants of index arithmetic.
-        if (!param.getTrainable() && isF32Tensor(param.getType()) &&
-            !indexArithmetic.contains(op))
+        if (!param.getTrainable() && isF32Tensor(param.getType()) && !indexArithmetic.contains(op))
           param.getResult().setType(withElement(param.getType(), low));
         continue;
       }

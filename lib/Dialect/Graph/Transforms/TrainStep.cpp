@@ -165,7 +165,13 @@ struct TrainStepPass final : kiln::impl::TrainStepPassBase<TrainStepPass> {
     };
     for (Trained &t : trained) {
       unsigned index = func.getNumArguments();
-      func.insertArgument(index, t.type, tag("kiln.param", t.name), t.param.getLoc());
+      // The weights file's names go along (folded_from, its orientation,
+      // tied aliases): a fully fine-tuned weight is read from it too.
+      SmallVector<NamedAttribute> attrs{b.getNamedAttr("kiln.param", b.getStringAttr(t.name))};
+      for (StringRef key : {kSourceNameAttr, kSourceTransposedAttr, kSourceAliasesAttr})
+        if (Attribute value = t.param->getAttr(key))
+          attrs.push_back(b.getNamedAttr(key, value));
+      func.insertArgument(index, t.type, b.getDictionaryAttr(attrs), t.param.getLoc());
       t.value = body.getArgument(index);
     }
     // Optimizer math, state, lr and step are fp32 (fp64 for fp64 params):

@@ -49,6 +49,12 @@ struct ParamSpec {
   /// transpose (folded_transposed), when the artifact records it. Without
   /// it only the shapes tell, which a square weight cannot.
   std::optional<bool> foldedTransposed;
+  /// Other names of the weight it is read from (foldedFrom when set, else
+  /// source): one tensor tied under several names, of which a checkpoint
+  /// keeps one (Hugging Face keeps the input embedding's).
+  std::vector<std::string> aliases;
+  /// The names a weights file may hold it under, in the order tried.
+  std::vector<std::string> lookupNames() const;
   /// The value the model file held inline (small tensors only), as the
   /// dtype's little-endian bytes; empty if none. Used when the weights lack
   /// the tensor, and instead of --init random.
