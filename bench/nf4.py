@@ -8,6 +8,15 @@ forward and again in the backward, never saved for it) written in plain
 PyTorch. The layout is Kiln's (`kiln.nf4_quantize`: blocks over the
 row-major [out, in] weight, the even element in the high nibble); the code
 values are the QLoRA paper's NF4 table. No double quantization.
+
+The codes are Kiln's bit for bit (test/Quant/nf4-bench-codes.test), which
+are bitsandbytes': the element times the fp32 reciprocal of its block's
+absmax (not divided by the absmax: the two differ in the last bit), then
+the code above every fp32 midpoint of neighbouring values the scaled
+element exceeds, so an element exactly on a midpoint takes the lower code
+(bitsandbytes' `x > threshold` tree; the nearest value by argmin picks the
+upper one on six of the fifteen midpoints, whose fp32 value lies above
+the exact one). An all-zero block has absmax 0 and codes 7 (the value 0).
 """
 
 import torch
@@ -24,18 +33,29 @@ NF4_VALUES = (
 BLOCK = 64
 
 
+def midpoints(device=None):
+    """The 15 fp32 midpoints of neighbouring NF4 values: code c covers
+    (midpoints[c - 1], midpoints[c]]."""
+    table = torch.tensor(NF4_VALUES, dtype=torch.float32, device=device)
+    return (table[:-1] + table[1:]) * 0.5
+
+
 def quantize(weight: torch.Tensor):
-    """(codes uint8 [numel / 2], absmax fp32 [numel / BLOCK]) of a weight."""
+    """(codes uint8 [numel / 2], absmax fp32 [numel / BLOCK]) of a weight,
+    from its values as they are (a bf16 weight's bf16 values)."""
     flat = weight.detach().float().reshape(-1)
     assert flat.numel() % BLOCK == 0, "NF4 needs a multiple of 64 elements"
     blocks = flat.view(-1, BLOCK)
-    absmax = blocks.abs().amax(dim=1).clamp_min(1e-12)
-    scaled = (blocks / absmax[:, None]).reshape(-1)
-    table = torch.tensor(NF4_VALUES, device=flat.device)
+    absmax = blocks.abs().amax(dim=1)
+    inverse = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+    bounds = midpoints(flat.device)
     codes = torch.empty(flat.numel(), dtype=torch.uint8, device=flat.device)
-    for start in range(0, flat.numel(), 1 << 24):  # bounded temporary memory
-        part = scaled[start:start + (1 << 24)]
-        codes[start:start + part.numel()] = (part[:, None] - table).abs().argmin(dim=1)
+    rows = max(1, (1 << 24) // BLOCK)
+    for start in range(0, blocks.shape[0], rows):  # bounded temporary memory
+        scaled = blocks[start:start + rows] * inverse[start:start + rows, None]
+        # How many midpoints lie strictly below: ties take the lower code.
+        part = torch.bucketize(scaled.reshape(-1), bounds, right=False)
+        codes[start * BLOCK:start * BLOCK + part.numel()] = part.to(torch.uint8)
     packed = (codes[0::2] << 4) | codes[1::2]
     return packed.contiguous(), absmax.contiguous()
 
