@@ -12,7 +12,8 @@
 #                      JAX/XLA column too where JAX is installed), the JAX
 #                      model against PyTorch's (test_model_jax.py; skipped
 #                      without JAX), and loss_curve.py pytorch + compare on it
-#                      (synthetic weights and adapters); where peft is installed
+#                      (synthetic weights and adapters), also with --quant nf4
+#                      (the QLoRA curve's side); where peft is installed
 #                      also the HF+PEFT rows (bench.py --model hf, eager) and
 #                      hf_peft.py init/train/eval: PEFT's reload of adapters
 #                      saved after step 2 reproduces the step-3 loss of a
@@ -81,6 +82,12 @@ PY
     --weights "$work/weights.safetensors" --adapters "$work/init" --data "$work/tokens.bin" \
     --json "$work/pytorch.json" | tee "$work/kiln.log"
   python3 loss_curve.py compare --kiln "$work/kiln.log" --pytorch "$work/pytorch.json"
+  # The QLoRA curve's PyTorch side (--quant nf4): every linear weight of the
+  # tiny model (2 layers x 7, the LM head) as NF4.
+  python3 loss_curve.py pytorch --config tiny --device cpu --steps 3 --log-every 1 \
+    --weights "$work/weights.safetensors" --adapters "$work/init" --data "$work/tokens.bin" \
+    --quant nf4 --nf4-weights 15 --json "$work/pytorch-nf4.json" | tee "$work/kiln-nf4.log"
+  python3 loss_curve.py compare --kiln "$work/kiln-nf4.log" --pytorch "$work/pytorch-nf4.json"
   if python3 -c "import peft, transformers" 2>/dev/null; then
     python3 bench.py --dry-run --model hf --modes eager
     # Which adapters a logged loss was computed with: step t's loss is the

@@ -175,6 +175,26 @@ class MappingTest(unittest.TestCase):
         self.assertIn("'mul_5' is no parameter", str(e.exception))
 
 
+class PytorchFlagsTest(unittest.TestCase):
+    """The QLoRA flags of `loss_curve.py pytorch` (the run itself needs torch:
+    bench/check.sh dry-run)."""
+    common = ["pytorch", "--weights", "w", "--adapters", "a", "--data", "d"]
+
+    def test_quant_nf4_parses_and_other_schemes_do_not(self):
+        args = lc.parse_args(self.common + ["--quant", "nf4", "--nf4-weights", "29"])
+        self.assertEqual((args.quant, args.nf4_weights), ("nf4", 29))
+        self.assertIsNone(lc.parse_args(self.common).quant)
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            lc.parse_args(self.common + ["--quant", "int8"])
+
+    def test_nf4_weights_needs_quant(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = lc.main(self.common + ["--nf4-weights", "29"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--nf4-weights needs --quant nf4", err.getvalue())
+
+
 class SafetensorsTest(unittest.TestCase):
     def test_round_trip_and_merge(self):
         with tempfile.TemporaryDirectory() as d:
