@@ -27,7 +27,7 @@ static)
   python3 - <<'PY'
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
-          "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
+          "loss_curve.py", "curve_interp.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
           "attention.py", "nf4.py", "test_nf4.py", "lora_gemms.py", "test_lora_gemms.py", "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
           "../scripts/test_compat_table.py"):
     ast.parse(open(f).read(), f)
@@ -42,6 +42,7 @@ PY
   python3 bench.py --help >/dev/null
   python3 attention.py --help >/dev/null
   for c in kiln-weights pytorch compare; do python3 loss_curve.py $c --help >/dev/null; done
+  python3 curve_interp.py --help >/dev/null
   for c in config init weights train eval; do python3 hf_peft.py $c --help >/dev/null; done
   ;;
 dry-run)
