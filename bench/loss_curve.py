@@ -445,21 +445,16 @@ def cmd_pytorch(args):
 
 
 def quantize_base(model):
-    """bench/nf4.py's quantize_model, quantizing on the CPU (the arithmetic
-    test/Quant/nf4-bench-codes.test checks against Kiln's) and moving the
-    codes back to the model's device; returns the weight count and a digest
-    of every weight's codes and absmax (module name order), which is the
-    same on every device."""
+    """bench/nf4.py's quantize_model, the codes computed on the CPU (the
+    arithmetic test/Quant/nf4-bench-codes.test checks against Kiln's) and
+    kept on the model's device; returns the weight count and a digest of
+    every weight's codes and absmax (module name order), which is the same
+    on every device."""
     import hashlib
-
-    import torch
 
     import nf4
 
-    device = next(model.parameters()).device
-    model.cpu()
-    count = nf4.quantize_model(model)
-    model.to(device)
+    count = nf4.quantize_model(model, on="cpu")
     digest = hashlib.sha256()
     for name, module in model.named_modules():
         if isinstance(module, nf4.NF4Weight):

@@ -86,11 +86,13 @@ class _NF4Linear(torch.autograd.Function):
 class NF4Weight(nn.Module):
     """A frozen weight as NF4 codes and absmax buffers."""
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, on=None):
         super().__init__()
-        codes, absmax = quantize(weight)
-        self.register_buffer("codes", codes)
-        self.register_buffer("absmax", absmax)
+        # `on`: the device that computes the codes (they are kept on the
+        # weight's own).
+        codes, absmax = quantize(weight if on is None else weight.to(on))
+        self.register_buffer("codes", codes.to(weight.device))
+        self.register_buffer("absmax", absmax.to(weight.device))
         self.shape = tuple(weight.shape)
         self.dtype = weight.dtype
 
@@ -98,15 +100,16 @@ class NF4Weight(nn.Module):
         return _NF4Linear.apply(x, self.codes, self.absmax, self.shape)
 
 
-def quantize_model(model: nn.Module) -> int:
+def quantize_model(model: nn.Module, on=None) -> int:
     """Replaces the frozen weight of every LoRALinear (the LM head too, as
-    `kiln compile --quant nf4` does) by NF4; returns how many."""
+    `kiln compile --quant nf4` does) by NF4, the codes computed on device
+    `on` (default: the weight's); returns how many."""
     from model import LoRALinear
 
     count = 0
     for module in model.modules():
         if isinstance(module, LoRALinear) and isinstance(module.weight, nn.Parameter):
-            nf4 = NF4Weight(module.weight)
+            nf4 = NF4Weight(module.weight, on)
             del module.weight
             module.nf4 = nf4
             module.weight = None
