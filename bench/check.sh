@@ -12,7 +12,8 @@
 #                      JAX/XLA column too where JAX is installed), the JAX
 #                      model against PyTorch's (test_model_jax.py; skipped
 #                      without JAX), and loss_curve.py pytorch + compare on it
-#                      (synthetic weights and adapters); where peft is installed
+#                      (synthetic weights and adapters), also with --quant nf4
+#                      (the QLoRA curve's side); where peft is installed
 #                      also the HF+PEFT rows (bench.py --model hf, eager) and
 #                      hf_peft.py init/train/eval: PEFT's reload of adapters
 #                      saved after step 2 reproduces the step-3 loss of a
@@ -26,7 +27,7 @@ static)
   python3 - <<'PY'
 import ast
 for f in ("bench.py", "model.py", "model_jax.py", "params_npy.py", "configs.py", "tokens.py",
-          "loss_curve.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
+          "loss_curve.py", "curve_interp.py", "test_configs.py", "test_loss_curve.py", "test_model_jax.py",
           "attention.py", "nf4.py", "test_nf4.py", "lora_gemms.py", "test_lora_gemms.py", "hf_peft.py", "test_hf_peft.py", "../scripts/compat_table.py",
           "../scripts/test_compat_table.py"):
     ast.parse(open(f).read(), f)
@@ -41,6 +42,7 @@ PY
   python3 bench.py --help >/dev/null
   python3 attention.py --help >/dev/null
   for c in kiln-weights pytorch compare; do python3 loss_curve.py $c --help >/dev/null; done
+  python3 curve_interp.py --help >/dev/null
   for c in config init weights train eval; do python3 hf_peft.py $c --help >/dev/null; done
   ;;
 dry-run)
@@ -81,6 +83,12 @@ PY
     --weights "$work/weights.safetensors" --adapters "$work/init" --data "$work/tokens.bin" \
     --json "$work/pytorch.json" | tee "$work/kiln.log"
   python3 loss_curve.py compare --kiln "$work/kiln.log" --pytorch "$work/pytorch.json"
+  # The QLoRA curve's PyTorch side (--quant nf4): every linear weight of the
+  # tiny model (2 layers x 7, the LM head) as NF4.
+  python3 loss_curve.py pytorch --config tiny --device cpu --steps 3 --log-every 1 \
+    --weights "$work/weights.safetensors" --adapters "$work/init" --data "$work/tokens.bin" \
+    --quant nf4 --nf4-weights 15 --json "$work/pytorch-nf4.json" | tee "$work/kiln-nf4.log"
+  python3 loss_curve.py compare --kiln "$work/kiln-nf4.log" --pytorch "$work/pytorch-nf4.json"
   if python3 -c "import peft, transformers" 2>/dev/null; then
     python3 bench.py --dry-run --model hf --modes eager
     # Which adapters a logged loss was computed with: step t's loss is the

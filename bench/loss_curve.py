@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Kiln vs PyTorch: bf16 + LoRA loss curves on the same data and init (issue #8).
+"""Kiln vs PyTorch: bf16 + LoRA (and QLoRA) loss curves on the same data and init
+(issues #8, #22).
 
 The acceptance item: 100 steps of bf16 mixed precision with LoRA give a loss
 curve within 1% of PyTorch's. Both sides train bench/configs.py's "curve"
@@ -7,6 +8,11 @@ model from the same base weights, the same LoRA init (Kiln's: `kiln-run
 train --steps 0 --save-adapters DIR` writes the adapters its init program
 makes) and the same token windows (bench/tokens.py reproduces kiln-run's
 sampler), with AdamW at the same hyperparameters. bench/curve.sh runs it all.
+QLoRA's item (issue #22) is the same comparison with `kiln compile --quant
+nf4` on Kiln's side and `--quant nf4` here: every frozen linear weight (the
+LM head too, not the embedding: what Kiln quantizes by default) replaced by
+bench/nf4.py's codes of its bf16 value, which are Kiln's init program's
+codes bit for bit (test/Quant/nf4-bench-codes.test).
 
   loss_curve.py kiln-weights --onnx model.onnx --weights weights.safetensors -o OUT
       the weights file for kiln-run: weights.safetensors plus the small
@@ -17,7 +23,8 @@ sampler), with AdamW at the same hyperparameters. bench/curve.sh runs it all.
       --seed 0 --lr 1e-3 --json OUT
       bench/model.py's model on CUDA from W and Kiln's adapters; fused AdamW
       on the adapters under bf16 autocast; per-step losses (the forward of
-      step t, before its update: what kiln-run prints as `step t loss L`)
+      step t, before its update: what kiln-run prints as `step t loss L`);
+      --quant nf4 trains on NF4 frozen weights (bench/nf4.py) instead
   loss_curve.py compare --kiln LOG --pytorch JSON [--tolerance 0.01]
       every step's |kiln - pytorch| / |pytorch| <= tolerance, all steps
       present and finite; exit 1 otherwise (no torch needed)
@@ -349,6 +356,14 @@ def cmd_pytorch(args):
     with torch.no_grad():
         for name, file_name in mapping.items():
             base[name].copy_(weights[file_name])
+    nf4_record = None
+    if args.quant == "nf4":
+        nf4_record = quantize_base(model)
+        print(f"nf4: {nf4_record['weights']} frozen linear weights quantized from their bf16 "
+              f"values (codes and absmax sha256 {nf4_record['sha256'][:16]})")
+        if args.nf4_weights is not None and nf4_record["weights"] != args.nf4_weights:
+            raise CurveError(f"--quant nf4 quantized {nf4_record['weights']} weights; the "
+                             f"artifact stores {args.nf4_weights} as NF4")
 
     config_path = os.path.join(args.adapters, "adapter_config.json")
     with open(config_path) as f:
@@ -416,6 +431,7 @@ def cmd_pytorch(args):
                       "betas": list(betas), "eps": args.eps,
                       "weight_decay": args.weight_decay},
         "autocast": "bfloat16", "weights": args.weights, "weights_dtypes": dtypes,
+        "quant": nf4_record,
         "adapters": args.adapters, "adapter_dtypes": adapter_dtypes,
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -426,6 +442,27 @@ def cmd_pytorch(args):
             json.dump(record, f, indent=2)
         print(f"wrote {args.json}: {len(losses)} losses, {losses[0]:.4f} -> {losses[-1]:.4f}")
     return 0
+
+
+def quantize_base(model):
+    """bench/nf4.py's quantize_model, the codes computed on the CPU (the
+    arithmetic test/Quant/nf4-bench-codes.test checks against Kiln's) and
+    kept on the model's device; returns the weight count and a digest of
+    every weight's codes and absmax (module name order), which is the same
+    on every device."""
+    import hashlib
+
+    import nf4
+
+    count = nf4.quantize_model(model, on="cpu")
+    digest = hashlib.sha256()
+    for name, module in model.named_modules():
+        if isinstance(module, nf4.NF4Weight):
+            digest.update(name.encode())
+            digest.update(module.codes.cpu().numpy().tobytes())
+            digest.update(module.absmax.cpu().numpy().astype("<f4").tobytes())
+    return {"scheme": "nf4", "block": nf4.BLOCK, "weights": count,
+            "sha256": digest.hexdigest()}
 
 
 # ---------------------------------------------------------------------- main
@@ -459,6 +496,12 @@ def parse_args(argv=None):
     t.add_argument("--json", metavar="OUT")
     t.add_argument("--save-adapters", metavar="DIR",
                    help="also write the trained adapters (PEFT layout)")
+    t.add_argument("--quant", choices=("nf4",),
+                   help="frozen linear weights as NF4 (bench/nf4.py), as `kiln compile "
+                        "--quant nf4` stores them: QLoRA")
+    t.add_argument("--nf4-weights", type=int, metavar="N",
+                   help="with --quant nf4: fail unless exactly N weights are quantized "
+                        "(the artifact's .nf4_codes params)")
 
     c = sub.add_parser("compare", help="judge the curves (no torch needed)")
     c.add_argument("--kiln", required=True, metavar="LOG", help="kiln-run train output")
@@ -473,6 +516,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.command == "pytorch" and args.nf4_weights is not None and not args.quant:
+        print("loss_curve pytorch: error: --nf4-weights needs --quant nf4", file=sys.stderr)
+        return 2
     handler = {"kiln-weights": cmd_kiln_weights, "pytorch": cmd_pytorch,
                "compare": cmd_compare}[args.command]
     try:

@@ -8,6 +8,15 @@ forward and again in the backward, never saved for it) written in plain
 PyTorch. The layout is Kiln's (`kiln.nf4_quantize`: blocks over the
 row-major [out, in] weight, the even element in the high nibble); the code
 values are the QLoRA paper's NF4 table. No double quantization.
+
+The codes are Kiln's bit for bit (test/Quant/nf4-bench-codes.test), which
+are bitsandbytes': the element times the fp32 reciprocal of its block's
+absmax (not divided by the absmax: the two differ in the last bit), then
+the code above every fp32 midpoint of neighbouring values the scaled
+element exceeds, so an element exactly on a midpoint takes the lower code
+(bitsandbytes' `x > threshold` tree; the nearest value by argmin picks the
+upper one on six of the fifteen midpoints, whose fp32 value lies above
+the exact one). An all-zero block has absmax 0 and codes 7 (the value 0).
 """
 
 import torch
@@ -24,18 +33,29 @@ NF4_VALUES = (
 BLOCK = 64
 
 
+def midpoints(device=None):
+    """The 15 fp32 midpoints of neighbouring NF4 values: code c covers
+    (midpoints[c - 1], midpoints[c]]."""
+    table = torch.tensor(NF4_VALUES, dtype=torch.float32, device=device)
+    return (table[:-1] + table[1:]) * 0.5
+
+
 def quantize(weight: torch.Tensor):
-    """(codes uint8 [numel / 2], absmax fp32 [numel / BLOCK]) of a weight."""
+    """(codes uint8 [numel / 2], absmax fp32 [numel / BLOCK]) of a weight,
+    from its values as they are (a bf16 weight's bf16 values)."""
     flat = weight.detach().float().reshape(-1)
     assert flat.numel() % BLOCK == 0, "NF4 needs a multiple of 64 elements"
     blocks = flat.view(-1, BLOCK)
-    absmax = blocks.abs().amax(dim=1).clamp_min(1e-12)
-    scaled = (blocks / absmax[:, None]).reshape(-1)
-    table = torch.tensor(NF4_VALUES, device=flat.device)
+    absmax = blocks.abs().amax(dim=1)
+    inverse = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+    bounds = midpoints(flat.device)
     codes = torch.empty(flat.numel(), dtype=torch.uint8, device=flat.device)
-    for start in range(0, flat.numel(), 1 << 24):  # bounded temporary memory
-        part = scaled[start:start + (1 << 24)]
-        codes[start:start + part.numel()] = (part[:, None] - table).abs().argmin(dim=1)
+    rows = max(1, (1 << 24) // BLOCK)
+    for start in range(0, blocks.shape[0], rows):  # bounded temporary memory
+        scaled = blocks[start:start + rows] * inverse[start:start + rows, None]
+        # How many midpoints lie strictly below: ties take the lower code.
+        part = torch.bucketize(scaled.reshape(-1), bounds, right=False)
+        codes[start * BLOCK:start * BLOCK + part.numel()] = part.to(torch.uint8)
     packed = (codes[0::2] << 4) | codes[1::2]
     return packed.contiguous(), absmax.contiguous()
 
@@ -66,11 +86,13 @@ class _NF4Linear(torch.autograd.Function):
 class NF4Weight(nn.Module):
     """A frozen weight as NF4 codes and absmax buffers."""
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, on=None):
         super().__init__()
-        codes, absmax = quantize(weight)
-        self.register_buffer("codes", codes)
-        self.register_buffer("absmax", absmax)
+        # `on`: the device that computes the codes (they are kept on the
+        # weight's own).
+        codes, absmax = quantize(weight if on is None else weight.to(on))
+        self.register_buffer("codes", codes.to(weight.device))
+        self.register_buffer("absmax", absmax.to(weight.device))
         self.shape = tuple(weight.shape)
         self.dtype = weight.dtype
 
@@ -78,15 +100,16 @@ class NF4Weight(nn.Module):
         return _NF4Linear.apply(x, self.codes, self.absmax, self.shape)
 
 
-def quantize_model(model: nn.Module) -> int:
+def quantize_model(model: nn.Module, on=None) -> int:
     """Replaces the frozen weight of every LoRALinear (the LM head too, as
-    `kiln compile --quant nf4` does) by NF4; returns how many."""
+    `kiln compile --quant nf4` does) by NF4, the codes computed on device
+    `on` (default: the weight's); returns how many."""
     from model import LoRALinear
 
     count = 0
     for module in model.modules():
         if isinstance(module, LoRALinear) and isinstance(module.weight, nn.Parameter):
-            nf4 = NF4Weight(module.weight)
+            nf4 = NF4Weight(module.weight, on)
             del module.weight
             module.nf4 = nf4
             module.weight = None

@@ -175,6 +175,49 @@ class MappingTest(unittest.TestCase):
         self.assertIn("'mul_5' is no parameter", str(e.exception))
 
 
+class PytorchFlagsTest(unittest.TestCase):
+    """The QLoRA flags of `loss_curve.py pytorch` (the run itself needs torch:
+    bench/check.sh dry-run)."""
+    common = ["pytorch", "--weights", "w", "--adapters", "a", "--data", "d"]
+
+    def test_quant_nf4_parses_and_other_schemes_do_not(self):
+        args = lc.parse_args(self.common + ["--quant", "nf4", "--nf4-weights", "29"])
+        self.assertEqual((args.quant, args.nf4_weights), ("nf4", 29))
+        self.assertIsNone(lc.parse_args(self.common).quant)
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            lc.parse_args(self.common + ["--quant", "int8"])
+
+    def test_nf4_weights_needs_quant(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = lc.main(self.common + ["--nf4-weights", "29"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--nf4-weights needs --quant nf4", err.getvalue())
+
+
+class CurveInterpTest(unittest.TestCase):
+    """curve_interp.py's reading of the step's frozen parameters."""
+
+    def test_frozen_params(self):
+        import curve_interp
+
+        text = """
+    %32 = kiln.parameter "val_23" {kiln.source_name = "model.layers.0.self_attn.q_proj.weight", kiln.source_transposed = true} : tensor<256x256xbf16>
+    %16 = kiln.parameter "mul_5" : tensor<16xf32>
+    %1 = kiln.parameter "model.embed_tokens.weight" : tensor<4096x256xbf16>
+    %2 = kiln.parameter "val_23.nf4_codes" {kiln.init = "nf4_quantize(val_23)"} : tensor<32768xui8>
+    %3 = kiln.parameter "model.layers.0.mlp.up_proj.lora_A.weight" : tensor<16x256xf32>
+    %4 = kiln.parameter "val_9" : tensor<f32>
+"""
+        self.assertEqual(curve_interp.frozen_params(text), {
+            "val_23": ("model.layers.0.self_attn.q_proj.weight", True, [256, 256], "bf16"),
+            "mul_5": ("mul_5", False, [16], "f32"),
+            "model.embed_tokens.weight": ("model.embed_tokens.weight", False, [4096, 256],
+                                          "bf16"),
+            "val_9": ("val_9", False, [], "f32"),
+        })
+
+
 class SafetensorsTest(unittest.TestCase):
     def test_round_trip_and_merge(self):
         with tempfile.TemporaryDirectory() as d:

@@ -33,6 +33,14 @@ try:
 except ImportError:
     pass
 
+# torch (PyPI): bench/nf4.py against Kiln's NF4 codes (test/Quant/nf4-bench-codes.test).
+try:
+    import importlib.util
+    if importlib.util.find_spec("torch"):
+        config.available_features.add("torch")
+except ImportError:
+    pass
+
 # peft (PyPI): the PEFT round trip of test/HF/peft-roundtrip.test.
 try:
     import importlib.util
