@@ -73,30 +73,33 @@ Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t
                       "cuMemcpyDtoDAsync");
 }
 
-/// Median times of \p candidates[timed[t]], run round-robin: \p warmup
-/// untimed rounds, then \p reps timed ones, each call between two events,
-/// the operands rotated over \p sites (other layers' activations and
-/// weights: caches do not flatter a candidate that reads the same bytes
-/// again).
+/// Median times per call of \p candidates[timed[t]], run round-robin:
+/// \p warmup untimed rounds, then \p reps timed ones, each \p calls
+/// back-to-back calls between two events, the operands rotated over \p
+/// sites (other layers' activations and weights: caches do not flatter a
+/// candidate that reads the same bytes again).
 Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &device,
                                              const std::vector<StepExecutor::GemmSite> &all,
                                              const std::vector<size_t> &sites,
                                              const std::vector<cublasLtMatmulAlgo_t> &candidates,
-                                             const std::vector<size_t> &timed, int warmup,
-                                             int reps) {
+                                             const std::vector<size_t> &timed, int warmup, int reps,
+                                             int calls = 1) {
   EventPairs events(device, timed.size() * static_cast<size_t>(reps));
   if (Status s = events.create(); !s)
     return s.takeError();
+  size_t rotation = 0;
   for (int r = 0; r < warmup + reps; ++r)
     for (size_t t = 0; t < timed.size(); ++t) {
-      const StepExecutor::GemmSite &from = all[sites[static_cast<size_t>(r) % sites.size()]];
       bool measured = r >= warmup;
       size_t pair = static_cast<size_t>(r - warmup) * timed.size() + t;
       if (measured)
         if (Status s = events.record(pair, false); !s)
           return s.takeError();
-      if (Status s = x.enqueueGemm(sites.front(), candidates[timed[t]], from.a, from.b); !s)
-        return s.takeError();
+      for (int c = 0; c < calls; ++c) {
+        const StepExecutor::GemmSite &from = all[sites[rotation++ % sites.size()]];
+        if (Status s = x.enqueueGemm(sites.front(), candidates[timed[t]], from.a, from.b); !s)
+          return s.takeError();
+      }
       if (measured)
         if (Status s = events.record(pair, true); !s)
           return s.takeError();
@@ -110,7 +113,7 @@ Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &devi
       Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
       if (!e)
         return e.takeError();
-      samples.push_back(*e);
+      samples.push_back(*e / calls);
     }
     medians.push_back(median(samples));
   }
@@ -184,8 +187,19 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
     if (eligible[j])
       timed.push_back(j);
   std::vector<double> ms(count, -1);
-  Expected<std::vector<double>> first =
-      timeCandidates(x, device, all, sites, *candidates, timed, options.warmup, options.reps);
+  // Calls per sample: enough that a sample of the default lasts sampleMs.
+  int calls = 1;
+  if (!timed.empty() && options.sampleMs > 0) {
+    Expected<std::vector<double>> probe =
+        timeCandidates(x, device, all, sites, *candidates, {timed.front()}, 1, 3);
+    if (!probe)
+      return probe.takeError();
+    double once = (*probe)[0];
+    if (once > 0)
+      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / once), 1.0, 64.0));
+  }
+  Expected<std::vector<double>> first = timeCandidates(x, device, all, sites, *candidates, timed,
+                                                       options.warmup, options.reps, calls);
   if (!first)
     return first.takeError();
   for (size_t t = 0; t < timed.size(); ++t)
@@ -201,7 +215,7 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
       for (size_t f = 0; f < finalists.size(); ++f)
         order[f] = finalists[(f + static_cast<size_t>(round)) % finalists.size()];
       Expected<std::vector<double>> again =
-          timeCandidates(x, device, all, sites, *candidates, order, 1, options.reps);
+          timeCandidates(x, device, all, sites, *candidates, order, 1, options.reps, calls);
       if (!again)
         return again.takeError();
       for (size_t f = 0; f < order.size(); ++f)

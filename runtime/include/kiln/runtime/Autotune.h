@@ -42,6 +42,10 @@ struct TuneOptions {
   /// A close call (closeCallFinalists): rounds of `reps` interleaved runs
   /// of the finalists; the median of the rounds' medians decides.
   int closeRounds = 5;
+  /// A GEMM sample runs back-to-back calls until it lasts about this long:
+  /// one launch of a small GEMM (~7 us) is within event-timing jitter of
+  /// its rivals, which flipped choices between two tune runs.
+  double sampleMs = 0.2;
   int64_t step = 1; ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
