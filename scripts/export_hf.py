@@ -169,13 +169,20 @@ def main():
         unique[name] = tensor
     save_file(unique, str(out / "model.safetensors"))
     tied = [names for names in groups.values() if len(names) > 1]
-    if tied:
-        import onnx
+    # The model's parameters by name, so `kiln compile` (without --lora)
+    # trains them and not the buffers the exporter turned into initializers
+    # (RoPE's inv_freq as `expand_1`), which no checkpoint holds.
+    parameters = [name for name, _ in model.named_parameters(remove_duplicate=False)]
+    import onnx
 
-        onnx_model = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    onnx_model = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    metadata = {"kiln.parameters": parameters}
+    if tied:
+        metadata["kiln.tied_weights"] = tied
+    for key, value in metadata.items():
         entry = onnx_model.metadata_props.add()
-        entry.key, entry.value = "kiln.tied_weights", json.dumps(tied)
-        onnx.save(onnx_model, str(out / "model.onnx"))
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.save(onnx_model, str(out / "model.onnx"))
     info = {
         "model_class": class_name,
         "task": args.task,

@@ -205,6 +205,12 @@ private:
   /// kiln.tied_weights metadata, which scripts/export_hf.py writes).
   std::map<std::string, std::vector<std::string>> tiedAliases_;
   absl::Status readTiedWeights();
+  /// The model's PyTorch parameters (kiln.parameters metadata), when the
+  /// exporter recorded them: other float initializers are buffers or
+  /// constants (RoPE's inv_freq), which `--train all` leaves frozen.
+  std::optional<std::set<std::string>> pytorchParameters_;
+  absl::Status readParameterList();
+  bool isPytorchParameter(const std::string &initializer) const;
   std::vector<UnsupportedNode> unsupported_;
   NodeContext *currentNode_ = nullptr;
   /// What defines each value name ("graph input 'x'", "node 'Add_3'"):
@@ -285,6 +291,49 @@ absl::Status GraphImporter::readTiedWeights() {
     }
   }
   return absl::OkStatus();
+}
+
+/// kiln.parameters = ["model.embed_tokens.weight", ...]: the names of the
+/// model's parameters (named_parameters), as scripts/export_hf.py records
+/// them. Malformed metadata is an error.
+absl::Status GraphImporter::readParameterList() {
+  for (const onnx::StringStringEntryProto &entry : model_.metadata_props()) {
+    if (entry.key() != "kiln.parameters")
+      continue;
+    auto bad = [&](const Twine &why) {
+      return fail("metadata kiln.parameters: " + why +
+                  " (expected a JSON list of parameter names)");
+    };
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(entry.value());
+    if (!parsed)
+      return bad(llvm::toString(parsed.takeError()));
+    const llvm::json::Array *names = parsed->getAsArray();
+    if (!names)
+      return bad("not a list");
+    pytorchParameters_.emplace();
+    for (const llvm::json::Value &name : *names) {
+      std::optional<llvm::StringRef> text = name.getAsString();
+      if (!text || text->empty())
+        return bad("a name is not a non-empty string");
+      pytorchParameters_->insert(text->str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+/// Without the record every float initializer may be one; with it, the
+/// initializer's own name, the weight it was folded from, or a tied name
+/// of either must be listed.
+bool GraphImporter::isPytorchParameter(const std::string &initializer) const {
+  if (!pytorchParameters_)
+    return true;
+  std::vector<std::string> names{initializer};
+  if (auto source = foldedFrom_.find(initializer); source != foldedFrom_.end())
+    names.push_back(source->second);
+  for (size_t i = 0, n = names.size(); i < n; ++i)
+    if (auto aliases = tiedAliases_.find(names[i]); aliases != tiedAliases_.end())
+      names.insert(names.end(), aliases->second.begin(), aliases->second.end());
+  return llvm::any_of(names, [&](const std::string &n) { return pytorchParameters_->count(n); });
 }
 
 absl::Status GraphImporter::checkInitializerIndices(const onnx::NodeProto &node,
@@ -379,8 +428,9 @@ absl::StatusOr<ImportedValue> GraphImporter::importInitializer(const onnx::Tenso
   if (weight) {
     // Only the shape is needed: the bytes stay in the model (or its external
     // data file) and are read by whoever needs values.
+    bool buffer = isFloat(*dtype) && !isPytorchParameter(tensor.name());
     auto param = builder_.create<ParameterOp>(loc, type, tensor.name(),
-                                              /*trainable=*/isFloat(*dtype));
+                                              /*trainable=*/isFloat(*dtype) && !buffer);
     auto source = foldedFrom_.find(tensor.name());
     // A checkpoint keeps one name of a tied tensor (Hugging Face keeps the
     // input embedding's), which need not be the one the exporter used.
@@ -391,6 +441,8 @@ absl::StatusOr<ImportedValue> GraphImporter::importInitializer(const onnx::Tenso
         names.push_back(builder_.getStringAttr(alias));
       param->setAttr(kSourceAliasesAttr, builder_.getArrayAttr(names));
     }
+    if (buffer)
+      param->setAttr(kBufferAttr, builder_.getUnitAttr());
     if (source != foldedFrom_.end()) {
       param->setAttr(kSourceNameAttr, builder_.getStringAttr(source->second));
       if (shape.size() == 2)
@@ -655,6 +707,8 @@ absl::StatusOr<ImportResult> GraphImporter::run() {
     return fail("opset " + Twine(opset_) + " is not supported (Kiln knows " + Twine(kMinOpset) +
                 " to " + Twine(kMaxOpset) + ")");
   if (absl::Status s = readTiedWeights(); !s.ok())
+    return s;
+  if (absl::Status s = readParameterList(); !s.ok())
     return s;
   const onnx::GraphProto &graph = model_.graph();
   for (const onnx::TensorProto &init : graph.initializer()) {

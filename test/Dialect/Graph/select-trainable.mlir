@@ -26,3 +26,19 @@ func.func @params() -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<8xf32>, tensor<
 // NONE-LABEL: func.func @params
 // NONE-NOT: trainable
 // NONE: return
+
+// A float initializer the exporter's parameter list does not hold
+// (kiln.buffer: RoPE's inv_freq) stays frozen under `all`; a regex naming
+// it still trains it.
+// RUN: kiln-opt %s --kiln-select-trainable | FileCheck %s --check-prefix=BUFFER
+// RUN: kiln-opt %s '--kiln-select-trainable=train=inv_freq' | FileCheck %s --check-prefix=BUFREGEX
+// BUFFER-LABEL: func.func @buffer
+// BUFFER: kiln.parameter "w" trainable
+// BUFFER: kiln.parameter "inv_freq" {kiln.buffer} :
+// BUFREGEX-LABEL: func.func @buffer
+// BUFREGEX: kiln.parameter "inv_freq" trainable {kiln.buffer}
+func.func @buffer() -> (tensor<4x4xf32>, tensor<8xf32>) {
+  %a = kiln.parameter "w" : tensor<4x4xf32>
+  %b = kiln.parameter "inv_freq" {kiln.buffer} : tensor<8xf32>
+  return %a, %b : tensor<4x4xf32>, tensor<8xf32>
+}

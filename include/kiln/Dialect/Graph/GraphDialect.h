@@ -20,6 +20,10 @@ inline constexpr llvm::StringLiteral kSourceTransposedAttr = "kiln.source_transp
 /// from (tied weights, one tensor under several names; a checkpoint may
 /// keep any one of them).
 inline constexpr llvm::StringLiteral kSourceAliasesAttr = "kiln.source_aliases";
+/// On a kiln.parameter: the exporter's list of the model's parameters
+/// (kiln.parameters metadata) does not hold it: a buffer or a constant the
+/// exporter made (RoPE's inv_freq), which `--train all` leaves frozen.
+inline constexpr llvm::StringLiteral kBufferAttr = "kiln.buffer";
 /// On a kiln.parameter: how a parameter the checkpoint lacks is created
 /// (LoRA adapters); on a function: the init program's role.
 inline constexpr llvm::StringLiteral kInitAttr = "kiln.init";

@@ -16,14 +16,15 @@ using namespace kiln;
 namespace {
 
 /// `all` keeps float parameters of rank >= 1 (the importer's rule for
-/// trainable initializers), `none` none (LoRA adapters alone); a regex is
-/// searched in the name.
+/// trainable initializers) but for the buffers the exporter's parameter
+/// list excludes (kiln.buffer), `none` none (LoRA adapters alone); a regex
+/// is searched in the name (and may select a buffer).
 bool isTrainable(ParameterOp param, const std::string &train, const llvm::Regex &regex) {
   auto type = param.getType();
   if (!llvm::isa<FloatType>(type.getElementType()))
     return false;
   if (train == "all")
-    return type.getRank() >= 1;
+    return type.getRank() >= 1 && !param->hasAttr(kBufferAttr);
   if (train == "none")
     return false;
   return regex.match(param.getName());
