@@ -565,10 +565,48 @@ void printMemoryReport(const MemoryPlan &plan, llvm::raw_ostream &os, unsigned t
   row("planned peak", plan.peakBytes(),
       "parameters, state, inputs + arena; most live at op " + std::to_string(plan.peakPoint) +
           peakOp);
+  // QLoRA's frozen weights as the plan holds them: 4-bit codes plus their
+  // absmax (and double quantization's codes, scales and offsets).
+  auto printNf4 = [&]() {
+    if (!func)
+      return;
+    int64_t nf4Bytes = 0, nf4Weights = 0, nf4Elements = 0;
+    for (const PlannedTensor &t : plan.tensors) {
+      if (t.category != MemoryCategory::Parameter || t.view)
+        continue;
+      // A frozen parameter is read by kiln.parameter, a trained one is an
+      // argument of the step.
+      StringAttr name;
+      if (auto param = t.value.getDefiningOp<ParameterOp>())
+        name = param.getNameAttr();
+      else if (auto arg = llvm::dyn_cast<BlockArgument>(t.value);
+               arg && arg.getOwner()->getParentOp() == func)
+        name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.param");
+      if (!name)
+        continue;
+      if (name.getValue().ends_with(".nf4_codes")) {
+        ++nf4Weights;
+        nf4Elements += 2 * t.bytes; // two codes per byte
+        nf4Bytes += t.bytes;
+      } else if (name.getValue().contains(".nf4_absmax")) {
+        nf4Bytes += t.bytes;
+      }
+    }
+    if (nf4Weights) {
+      std::string perParam;
+      llvm::raw_string_ostream(perParam)
+          << llvm::format("%.3f", static_cast<double>(nf4Bytes) / nf4Elements);
+      row("    of which nf4", nf4Bytes,
+          std::to_string(nf4Weights) + " weights, " + std::to_string(nf4Elements) +
+              " parameters: " + perParam + " bytes per parameter (codes + absmax)");
+    }
+  };
   for (unsigned c = 0; c < kNumMemoryCategories; ++c) {
     auto category = static_cast<MemoryCategory>(c);
     row(("  " + categoryName(category)).str(), plan.atPeak[c],
         category == MemoryCategory::Activation ? "forward values kept for backward" : "");
+    if (category == MemoryCategory::Parameter)
+      printNf4();
   }
   row("  arena fragmentation", plan.arenaBytes - plan.livePeakBytes);
   unsigned arenaBuffers =
