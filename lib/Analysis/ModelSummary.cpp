@@ -11,6 +11,7 @@
 
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/LinearWeights.h"
+#include "kiln/Dialect/Graph/MaskAnalysis.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -82,8 +83,10 @@ std::vector<AttentionSite> findAttention(func::FuncOp func) {
       site.kvHeads = staticDim(attention.getKey(), 1);
       site.headDim = staticDim(attention.getQuery(), 3);
       site.element = cast<RankedTensorType>(attention.getQuery().getType()).getElementType();
-      if (Value mask = attention.getMask())
+      if (Value mask = attention.getMask()) {
         site.mask = classifyAttentionMask(mask, func);
+        site.maskWithinCausal = maskImpliesCausal(mask);
+      }
       sites.push_back(site);
       return;
     }
@@ -104,8 +107,10 @@ std::vector<AttentionSite> findAttention(func::FuncOp func) {
     site.kvHeads = staticDim(matmul.getRhs(), 1);
     site.headDim = staticDim(matmul.getLhs(), matmul.getTransposeA() ? 2 : 3);
     site.element = cast<RankedTensorType>(matmul.getLhs().getType()).getElementType();
-    if (mask)
+    if (mask) {
       site.mask = classifyAttentionMask(mask, func);
+      site.maskWithinCausal = maskImpliesCausal(mask);
+    }
     sites.push_back(site);
   });
   return sites;
@@ -181,7 +186,7 @@ ModelArchitecture summarizeArchitecture(func::FuncOp func) {
     return arch;
   }
   bool decoder = llvm::all_of(arch.attention, [](const AttentionSite &s) {
-    return s.causal || s.mask == AttentionMask::Causal;
+    return s.causal || s.mask == AttentionMask::Causal || s.maskWithinCausal;
   });
   arch.family = decoder ? "decoder" : "encoder";
   arch.layers = arch.attention.size();

@@ -41,6 +41,9 @@ struct AttentionSite {
   bool raised = false;
   bool causal = false;
   AttentionMask mask = AttentionMask::None;
+  /// The mask keeps no key after its query, though maybe fewer (a sliding
+  /// window; causal and the same packed document): a decoder's attention.
+  bool maskWithinCausal = false;
   /// Static sizes; 0 when symbolic. kvHeads is what the scores matmul reads
   /// when not raised (the heads after any grouped-query repeat).
   int64_t heads = 0, kvHeads = 0, headDim = 0;
@@ -52,7 +55,8 @@ struct AttentionSite {
 std::vector<AttentionSite> findAttention(mlir::func::FuncOp func);
 
 struct ModelArchitecture {
-  /// "decoder" (every attention causal, by attribute or by its mask),
+  /// "decoder" (every attention causal, by attribute or by its mask, or
+  /// a mask within causal: windows, packed documents),
   /// "encoder" (other attention) or "feed-forward".
   std::string family;
   /// "LM" (the loss is over the vocabulary), "classifier (N classes)", ...

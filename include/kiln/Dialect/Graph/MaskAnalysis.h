@@ -31,6 +31,12 @@ enum class MaskKind {
 };
 MaskKind classifyMask(mlir::Value mask);
 
+/// Whether an i1 mask keeps no key after its query (j <= i wherever it is
+/// true), though it may keep less: a sliding window, or causal and the same
+/// packed document (a data-dependent conjunct). Such an attention is a
+/// decoder's.
+bool maskImpliesCausal(mlir::Value mask);
+
 /// The same for an additive float mask (0 keeps a score, -inf or <= -1e4
 /// drops it) whose values are known: a constant or a parameter the importer
 /// recorded a pattern for, seen through views, broadcasts and casts.

@@ -448,6 +448,34 @@ std::optional<Pred> boolAt(Value v, const Index &idx, int depth) {
   return std::nullopt;
 }
 
+/// Facts every kept element at `idx` satisfies, where the element itself
+/// need not be known: a conjunction implies each side it can evaluate (a
+/// packed-documents mask `causal and same_document(data)` implies causal).
+/// Empty when nothing is known; never a fact that does not follow.
+Pred impliedAt(Value v, const Index &idx, int depth) {
+  if (std::optional<Pred> exact = boolAt(v, idx, depth))
+    return *exact;
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 64)
+    return Pred();
+  auto implied = [&](unsigned i) {
+    std::optional<Index> in = broadcastIndex(op->getOperand(i), v, idx);
+    return in ? impliedAt(op->getOperand(i), *in, depth + 1) : Pred();
+  };
+  if (llvm::isa<AndOp>(op))
+    return conjunction(implied(0), implied(1));
+  if (auto select = llvm::dyn_cast<SelectOp>(op)) {
+    // select(c, true, false) is c; select(c, x, false) keeps only where c.
+    std::optional<int64_t> f = splatInt(select.getFalseValue());
+    if (f && *f == 0)
+      return implied(0);
+    return Pred();
+  }
+  if (std::optional<Index> in = viewIndex(op, idx))
+    return impliedAt(op->getOperand(0), *in, depth + 1);
+  return Pred();
+}
+
 } // namespace
 
 /// Whether `fact >= 0` holds for every index (indices are >= 0).
@@ -494,6 +522,21 @@ MaskKind classifyMask(Value mask) {
   if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
     return MaskKind::Unknown;
   return kindOf(boolAt(mask, maskIndex(type.getRank()), 0), type.getRank());
+}
+
+bool maskImpliesCausal(Value mask) {
+  auto type = llvm::dyn_cast<RankedTensorType>(mask.getType());
+  if (!type || type.getRank() < 2 || !type.getElementType().isInteger(1))
+    return false;
+  unsigned rank = type.getRank(), i = rank - 2, j = rank - 1;
+  Pred p = impliedAt(mask, maskIndex(rank), 0);
+  // k (i - j) + c >= 0 with k > 0 and c <= 0: key j <= query i - c/k <= i.
+  return !p.isFalse && llvm::any_of(p.facts, [&](const Affine &f) {
+    if (f.coeffs.size() != 2 || !f.coeffs.count(i) || !f.coeffs.count(j))
+      return false;
+    int64_t k = f.coeffs.at(i);
+    return k > 0 && f.coeffs.at(j) == -k && f.constant <= 0;
+  });
 }
 
 MaskKind classifyAdditiveMask(Value mask) {
