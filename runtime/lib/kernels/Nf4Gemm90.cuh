@@ -58,6 +58,9 @@ namespace kiln_nf4_90 {
 constexpr int kRows = 128;   // weight rows per block (C columns): two consumers x 64
 constexpr int kTokens = 256; // tokens per block (C rows): wgmma's N
 constexpr int kDepth = 64;   // k per stage
+#ifndef KILN_NF4_90_ABLATE
+#define KILN_NF4_90_ABLATE 0
+#endif
 #ifndef KILN_NF4_90_STAGES
 #define KILN_NF4_90_STAGES 4
 #endif
@@ -294,6 +297,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     barrierWait(full(s), (tile / kStages) & 1);
     const unsigned char *cs = smem + s * kStageBytes + kActBytes;
     const float *as = reinterpret_cast<const float *>(cs + kCodeBytes);
+#if KILN_NF4_90_ABLATE == 1 // timing diagnostic only: no dequantization (wrong results)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        f[kk][i] = 0x3c003c00u ^ (uint32_t)(tile + kk + i);
+    return;
+#endif
     if (kForward) {
       // Word j of a row holds k 8j..8j+7; its byte `quad` is this thread's pair.
       const int lo = 64 * cg + 16 * warp + g, hi = lo + 8;
@@ -333,8 +344,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t act = base + (tile % kStages) * kStageBytes;
     mmaFence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < 4; ++kk) {
+#if KILN_NF4_90_ABLATE == 2 // timing diagnostic only: no products (wrong results)
+      acc[kk] += __uint_as_float((f[kk][0] ^ f[kk][1] ^ f[kk][2] ^ f[kk][3]) & 0x3fffffffu);
+#else
       mma256(acc, f[kk], descriptor(act + kk * 32), 1);
+#endif
+    }
     mmaCommit();
   };
   auto release = [&](int tile) {
