@@ -10,6 +10,9 @@
 //     -I runtime/lib/kernels bench/nf4gemm/nf4_gemm_check.cu -lcublasLt -o nf4_gemm_check
 //   ./nf4_gemm_check [REPS] [wgmma|all]   (exit 1 when a case fails; "all"
 //                                          also runs the mma.sync tilings)
+//   Timing diagnostics (wrong results on purpose, every case FAILs):
+//   -DKILN_NF4_90_ABLATE=1 skips the wgmma kernel's dequantization, =2 its
+//   products (docs/benchmarks.md, "The wgmma NF4 GEMM on the H200").
 
 #include "Nf4Gemm.cuh"
 #include "Nf4Gemm90.cuh"
