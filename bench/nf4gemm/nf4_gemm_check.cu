@@ -7,9 +7,10 @@
 // blocks, an offset), which the wgmma kernel decodes itself.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I include \
-//     -I runtime/lib/kernels bench/nf4gemm/nf4_gemm_check.cu -lcublasLt -o nf4_gemm_check
-//   ./nf4_gemm_check [REPS] [wgmma|all]   (exit 1 when a case fails; "all"
-//                                          also runs the mma.sync tilings)
+//     -I runtime/lib/kernels bench/nf4gemm/nf4_gemm_check.cu -lcublasLt -lcuda -o nf4_gemm_check
+//   ./nf4_gemm_check [REPS] [wgmma|tma|all]   (exit 1 when a case fails;
+//       wgmma: the wgmma kernel; tma: also its TMA form; all: also the
+//       mma.sync tilings)
 //   Timing diagnostics (wrong results on purpose, every case FAILs):
 //   -DKILN_NF4_90_ABLATE=1 skips the wgmma kernel's dequantization, =2 its
 //   products (docs/benchmarks.md, "The wgmma NF4 GEMM on the H200").
@@ -19,12 +20,14 @@
 #include "kiln/Support/DynamicMap8.h"
 
 #include <cublasLt.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -211,32 +214,58 @@ struct DoubleQuant {
   const float *scale = nullptr;
   float offset = 0.f;
 };
+// The activations' tensor map for the TMA form: A [m, k] bf16, a box of 64
+// k x 256 rows, the 128-byte swizzle (the layout the B descriptor reads).
+kiln_nf4_90::TensorMap activationMap(const __nv_bfloat16 *a, int m, int k) {
+  CUtensorMap map;
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+  cuuint64_t strides[1] = {(cuuint64_t)k * 2};
+  cuuint32_t box[2] = {64, 256}, elementStrides[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16 *>(a),
+                                      dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+    std::exit(2);
+  }
+  kiln_nf4_90::TensorMap out;
+  static_assert(sizeof(out) == sizeof(map), "a CUtensorMap is 128 bytes");
+  std::memcpy(&out, &map, sizeof(map));
+  return out;
+}
+kiln_nf4_90::TensorMap gActivationMap; // set per case (the TMA form)
+
+template <bool kTma>
 void fused90(const __nv_bfloat16 *a, const uint8_t *codes, const float *absmax, const DoubleQuant &dq,
              __nv_bfloat16 *c, int m, int n, int k, bool forward, float alpha, float beta, cudaStream_t stream) {
   static const kiln_nf4_90::Map8 map = hostMap();
+  const kiln_nf4_90::TensorMap &tm = gActivationMap;
   dim3 grid(n / kiln_nf4_90::kRows, m / kiln_nf4_90::kTokens);
   const int threads = kiln_nf4_90::kThreads, bytes = kiln_nf4_90::kSharedBytes;
   if (dq.codes) {
     if (forward)
-      kiln_nf4_90::nf4Gemm90<true, true><<<grid, threads, bytes, stream>>>(a, codes, dq.scale, dq.codes, dq.offset,
-                                                                          map, c, m, n, k, alpha, beta);
+      kiln_nf4_90::nf4Gemm90<true, true, kTma><<<grid, threads, bytes, stream>>>(
+          a, codes, dq.scale, dq.codes, dq.offset, map, c, m, n, k, alpha, beta, tm);
     else
-      kiln_nf4_90::nf4Gemm90<false, true><<<grid, threads, bytes, stream>>>(a, codes, dq.scale, dq.codes, dq.offset,
-                                                                           map, c, m, n, k, alpha, beta);
+      kiln_nf4_90::nf4Gemm90<false, true, kTma><<<grid, threads, bytes, stream>>>(
+          a, codes, dq.scale, dq.codes, dq.offset, map, c, m, n, k, alpha, beta, tm);
   } else if (forward) {
-    kiln_nf4_90::nf4Gemm90<true, false><<<grid, threads, bytes, stream>>>(a, codes, absmax, nullptr, 0.f, map, c, m,
-                                                                         n, k, alpha, beta);
+    kiln_nf4_90::nf4Gemm90<true, false, kTma><<<grid, threads, bytes, stream>>>(
+        a, codes, absmax, nullptr, 0.f, map, c, m, n, k, alpha, beta, tm);
   } else {
-    kiln_nf4_90::nf4Gemm90<false, false><<<grid, threads, bytes, stream>>>(a, codes, absmax, nullptr, 0.f, map, c,
-                                                                          m, n, k, alpha, beta);
+    kiln_nf4_90::nf4Gemm90<false, false, kTma><<<grid, threads, bytes, stream>>>(
+        a, codes, absmax, nullptr, 0.f, map, c, m, n, k, alpha, beta, tm);
   }
   CUDA_OK(cudaGetLastError());
 }
-// variant 0: 128x128 tiles; 1: 256x128 (mma.sync); 2: wgmma.
+// variant 0: 128x128 tiles; 1: 256x128 (mma.sync); 2: wgmma; 3: wgmma, TMA.
 void fused(int variant, const __nv_bfloat16 *a, const uint8_t *codes, const float *absmax, const DoubleQuant &dq,
            __nv_bfloat16 *c, int m, int n, int k, bool forward, float alpha, float beta, cudaStream_t stream) {
-  if (variant == 2)
-    fused90(a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, stream);
+  if (variant == 3)
+    fused90<true>(a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, stream);
+  else if (variant == 2)
+    fused90<false>(a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, stream);
   else if (variant == 0)
     fusedTiles<2>(a, codes, absmax, c, m, n, k, forward, alpha, beta, stream);
   else
@@ -290,15 +319,25 @@ void finishOrDie(const char *what) {
 int main(int argc, char **argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int reps = argc > 1 ? std::atoi(argv[1]) : 20;
-  const bool all = argc > 2 && std::string(argv[2]) == "all";
+  const std::string mode = argc > 2 ? argv[2] : "wgmma";
+  const bool all = mode == "all", tma = all || mode == "tma";
+  if (!all && !tma && mode != "wgmma") {
+    std::fprintf(stderr, "nf4_gemm_check: unknown mode '%s' (wgmma, tma, all)\n", mode.c_str());
+    return 2;
+  }
   allowShared<2>();
   allowShared<4>();
   {
     const int bytes = kiln_nf4_90::kSharedBytes;
-    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, false, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, false, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, true, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, true, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, false, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, false, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, true, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, true, true>, attr, bytes));
   }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
@@ -406,12 +445,13 @@ int main(int argc, char **argv) {
             ltGemm(lt, a, w, cRef, m, n, k, forward, alpha, beta, 0);
           },
           3, reps);
-      for (int variant = all ? 0 : 2; variant < 3; ++variant) {
+      gActivationMap = activationMap(a, m, k);
+      for (int variant = all ? 0 : 2; variant < (tma ? 4 : 3); ++variant) {
         if (variant == 1 && !kiln_nf4::nf4GemmSupported<4>(m, n, k))
           continue;
-        if (variant == 2 && (prop.major != 9 || !kiln_nf4_90::nf4Gemm90Supported(m, n, k)))
+        if (variant >= 2 && (prop.major != 9 || !kiln_nf4_90::nf4Gemm90Supported(m, n, k)))
           continue;
-        if (doubleQuant && variant != 2)
+        if (doubleQuant && variant < 2)
           continue;
         // The library's output again (the timing above accumulated into it).
         prepare(cRef);
@@ -441,7 +481,7 @@ int main(int argc, char **argv) {
         std::snprintf(dims, sizeof(dims), "%dx%dx%d", m, n, k);
         const char *passName = pass == 0 ? "fwd" : pass == 1 ? "dgrad" : pass == 2 ? "fwd+acc" : pass == 3 ? "fwd dq" : "dgrad dq";
         std::printf("%-13s %-8s %-18s %-8s %9.2e %9.2e %9.2e %9.3f %8.3f %8.3f %10.3f %7.1f %s%s\n", s.name, passName,
-                    dims, variant == 2 ? "wgmma" : variant ? "256x128" : "128x128", errFused, errLt, diff, fusedMs, deqMs, ltMs, bothMs,
+                    dims, variant == 3 ? "wgmmaTMA" : variant == 2 ? "wgmma" : variant ? "256x128" : "128x128", errFused, errLt, diff, fusedMs, deqMs, ltMs, bothMs,
                     2.0 * m * n * k / (fusedMs * 1e9), ok ? "PASS" : "FAIL", nonfinite ? " (non-finite outputs)" : "");
         std::fflush(stdout);
       }

@@ -2,9 +2,10 @@
 //
 // runtime/lib/kernels/Nf4Gemm90.cuh (the fused NF4 GEMM for Hopper, checked
 // and timed on the GPU machine by bench/nf4gemm/run.sh) compiles through
-// NVRTC for sm_90a in all four forms (forward and input gradient, fp32 and
-// double-quantized absmax), as a runtime or the compiler would build it,
-// and its shared-memory guard refuses a ring that no sm_90 block can hold.
+// NVRTC for sm_90a in all eight forms (forward and input gradient, fp32 and
+// double-quantized absmax, activations by cp.async or TMA), as a runtime or
+// the compiler would build it, and its shared-memory guard refuses a ring
+// that no sm_90 block can hold.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +32,12 @@ std::string instantiations() {
   std::string text;
   for (const char *forward : {"true", "false"})
     for (const char *doubleQuant : {"true", "false"})
-      text += std::string("template __global__ void kiln_nf4_90::nf4Gemm90<") + forward + ", " +
-              doubleQuant +
-              ">(const __nv_bfloat16 *, const uint8_t *, const float *, const uint8_t *, float, "
-              "const __grid_constant__ kiln_nf4_90::Map8, __nv_bfloat16 *, int, int, int, float, "
-              "float);\n";
+      for (const char *tma : {"true", "false"})
+        text += std::string("template __global__ void kiln_nf4_90::nf4Gemm90<") + forward + ", " +
+                doubleQuant + ", " + tma +
+                ">(const __nv_bfloat16 *, const uint8_t *, const float *, const uint8_t *, float, "
+                "const __grid_constant__ kiln_nf4_90::Map8, __nv_bfloat16 *, int, int, int, float, "
+                "float, const __grid_constant__ kiln_nf4_90::TensorMap);\n";
   return text;
 }
 

@@ -89,6 +89,10 @@ static_assert(64 * kCodePitchGradient <= kCodeBytes, "gradient codes exceed thei
 struct Map8 {
   float v[256];
 };
+// A CUtensorMap's 128 bytes (NVRTC has no <cuda.h>).
+struct alignas(64) TensorMap {
+  unsigned long long v[16];
+};
 
 __device__ __constant__ float kNf4Values90[16] = {
     -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
@@ -122,6 +126,19 @@ __device__ __forceinline__ void barrierInit(uint32_t bar, int count) {
 }
 __device__ __forceinline__ void barrierArrive(uint32_t bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void barrierExpectBytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// The box at (column x, row y) of a 2-D tensor map into shared memory; its
+// bytes complete the transaction count of mbarrier `bar`.
+__device__ __forceinline__ void bulkTensorLoad(uint32_t dst, const TensorMap *map, int x, int y,
+                                               uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
                : "memory");
 }
 __device__ __forceinline__ void barrierWait(uint32_t bar, uint32_t parity) {
@@ -193,13 +210,17 @@ template <int V> struct Int {
 // absmax: fp32 absmax per block, or with kDouble the fp32 scale per 256
 // blocks; absmaxCodes and absmaxOffset: the double-quantized codes and
 // offset (absmax = map[code] * scale + offset, one fused multiply-add);
-// map: the dynamic map (read only with kDouble).
-template <bool kForward, bool kDouble>
+// map: the dynamic map (read only with kDouble). kTma: the activation tile
+// comes by one bulk tensor copy per stage (the TMA engine, through
+// `activations`, a tensor map of A [m, k] bf16 with a 64 x 256 box and the
+// 128-byte swizzle: tensorMapOfActivations), not by 2048 16-byte cp.async.
+template <bool kForward, bool kDouble, bool kTma = false>
 __global__ void __launch_bounds__(kThreads, 1)
     nf4Gemm90(const __nv_bfloat16 *__restrict__ a, const uint8_t *__restrict__ codes,
               const float *__restrict__ absmax, const uint8_t *__restrict__ absmaxCodes,
               float absmaxOffset, const __grid_constant__ Map8 map, __nv_bfloat16 *c, int m,
-              int n, int k, float alpha, float beta) {
+              int n, int k, float alpha, float beta,
+              const __grid_constant__ TensorMap activations) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap(); // built for another target (sm_90a only: wgmma, setmaxnreg)
 #else
@@ -216,7 +237,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      barrierInit(full(s), 128); // every producer thread
+      // every producer thread (+ thread 0's expected-bytes arrival with TMA)
+      barrierInit(full(s), kTma ? 129 : 128);
       barrierInit(empty(s), 8);  // lane 0 of every consumer warp
     }
   }
@@ -246,10 +268,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (t >= kStages)
         barrierWait(empty(s), ((t / kStages) - 1) & 1);
       const uint32_t act = base + s * kStageBytes, cod = act + kActBytes;
+      if (kTma) {
+        if (tid == 0) {
+          barrierExpectBytes(full(s), kActBytes);
+          bulkTensorLoad(act, &activations, k0, m0, full(s));
+        }
+      } else {
 #pragma unroll
-      for (int u = 0; u < kTokens * 8 / 128; ++u) {
-        const int e = tid + 128 * u, r = e >> 3, ch = e & 7;
-        cpAsync16(act + r * 128 + ((ch ^ (r & 7)) << 4), a + (size_t)(m0 + r) * k + k0 + ch * 8);
+        for (int u = 0; u < kTokens * 8 / 128; ++u) {
+          const int e = tid + 128 * u, r = e >> 3, ch = e & 7;
+          cpAsync16(act + r * 128 + ((ch ^ (r & 7)) << 4), a + (size_t)(m0 + r) * k + k0 + ch * 8);
+        }
       }
       if (kForward) {
 #pragma unroll
