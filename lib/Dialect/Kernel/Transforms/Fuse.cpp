@@ -522,20 +522,19 @@ struct Fuser {
   /// where the later one was, with the earlier one's readers in between
   /// moved after it (sinkableReaders()).
   void mergeSiblings() {
-    // Until nothing merges: d(up) and d(gate) become one group before that
-    // group can take the recompute, which d(up) reads.
-    for (bool merged = true; merged;) {
-      merged = false;
-      for (auto &laterOwned : groups)
-        merged |= mergeSibling(laterOwned.get());
-    }
+    // A merged group tries again as the later one: d(up) and d(gate) become
+    // one group before that group can take the recompute, which d(up) reads.
+    for (auto &laterOwned : groups)
+      for (Group *b = laterOwned.get(); b;)
+        b = mergeSibling(b);
   }
 
-  /// Merges `b` into the first earlier group it is a sibling of.
-  bool mergeSibling(Group *b) {
+  /// Merges `b` into the first earlier group it is a sibling of; that
+  /// group, or null.
+  Group *mergeSibling(Group *b) {
     std::optional<Dim> space = siblingSpace(b);
     if (!space)
-      return false;
+      return nullptr;
     for (auto &earlierOwned : groups) {
       Group *a = earlierOwned.get();
       if (a == b || siblingSpace(a) != space)
@@ -572,9 +571,9 @@ struct Fuser {
         op->moveAfter(after);
         after = op;
       }
-      return true; // b is dead; a may take further siblings as `b` later
+      return a; // b is dead
     }
-    return false;
+    return nullptr;
   }
 
   /// An elementwise op of another group whose operands this group reads
