@@ -144,7 +144,7 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   candidates->insert(candidates->begin(), site.algo);
   if (candidates->size() > static_cast<size_t>(options.topK))
     candidates->resize(static_cast<size_t>(options.topK));
-  size_t count = candidates->size();
+  size_t heuristic = candidates->size();
   // The output before: restored before every run, so a GEMM that reads its
   // output (accumulation) sees the same values each time, and the step
   // continues from them.
@@ -154,6 +154,58 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   if (Status s = copyDevice(device, saved->get(), site.c, site.cBytes); !s)
     return s.takeError();
   auto restore = [&]() { return copyDevice(device, site.c, saved->get(), site.cBytes); };
+
+  // Calls per sample: enough that a sample of the default lasts sampleMs.
+  int calls = 1;
+  if (options.sampleMs > 0) {
+    Expected<std::vector<double>> probe =
+        timeCandidates(x, device, all, sites, *candidates, {0}, 1, 3);
+    if (!probe)
+      return probe.takeError();
+    double once = (*probe)[0];
+    if (once > 0)
+      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / once), 1.0, 64.0));
+  }
+
+  // Thin GEMMs: configurations beyond the heuristic's list join the
+  // candidates, the fastest of a screening (one warm-up and two samples
+  // each), in their configurations' order after the heuristic's, so two
+  // runs that admit the same ones index them alike.
+  if (options.extra > 0 && isThinGemm(site.m, site.n, site.k) &&
+      heuristic < static_cast<size_t>(kMaxTuningCandidates)) {
+    Expected<std::vector<cublasLtMatmulAlgo_t>> space =
+        x.getGemmSearchSpace(sites.front(), *candidates, options.screenLimit);
+    if (!space)
+      return space.takeError();
+    std::vector<cublasLtMatmulAlgo_t> runnable; // the check passed; a launch must too
+    for (const cublasLtMatmulAlgo_t &algo : *space)
+      if (Status s = x.enqueueGemm(sites.front(), algo, site.a, site.b); s)
+        runnable.push_back(algo);
+    std::vector<size_t> order(runnable.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    Expected<std::vector<double>> screen =
+        timeCandidates(x, device, all, sites, runnable, order, 1, 2, calls);
+    if (!screen)
+      return screen.takeError();
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t p, size_t q) { return (*screen)[p] < (*screen)[q]; });
+    order.resize(std::min({order.size(), static_cast<size_t>(options.extra),
+                           static_cast<size_t>(kMaxTuningCandidates) - heuristic}));
+    std::vector<std::pair<GemmConfig, size_t>> admitted;
+    for (size_t i : order) {
+      Expected<GemmConfig> config = x.getGemmConfig(runnable[i]);
+      if (!config)
+        return Error{site.label + ": " + config.getError()};
+      admitted.emplace_back(*config, i);
+    }
+    std::sort(admitted.begin(), admitted.end());
+    for (const auto &[config, i] : admitted)
+      candidates->push_back(runnable[i]);
+    row.screened = runnable.size();
+    row.extra = admitted.size();
+  }
+  size_t count = candidates->size();
 
   // Numerics: every candidate's output against the default's, on the real operands.
   size_t elements = site.cBytes / dtypeSize(site.cType);
@@ -187,17 +239,6 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
     if (eligible[j])
       timed.push_back(j);
   std::vector<double> ms(count, -1);
-  // Calls per sample: enough that a sample of the default lasts sampleMs.
-  int calls = 1;
-  if (!timed.empty() && options.sampleMs > 0) {
-    Expected<std::vector<double>> probe =
-        timeCandidates(x, device, all, sites, *candidates, {timed.front()}, 1, 3);
-    if (!probe)
-      return probe.takeError();
-    double once = (*probe)[0];
-    if (once > 0)
-      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / once), 1.0, 64.0));
-  }
   Expected<std::vector<double>> first = timeCandidates(x, device, all, sites, *candidates, timed,
                                                        options.warmup, options.reps, calls);
   if (!first)
@@ -207,6 +248,7 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   // A close call: the finalists again, interleaved, in rounds whose order
   // rotates; the median of the rounds' medians decides, so a candidate
   // whose first median was lucky does not flip the choice between runs.
+  std::vector<double> firstMs = ms;
   std::vector<size_t> finalists = closeCallFinalists(ms);
   if (!finalists.empty() && options.closeRounds > 0) {
     std::vector<std::vector<double>> rounds(finalists.size());
@@ -232,6 +274,12 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
     return s.takeError();
 
   size_t winner = chooseWinner(ms);
+  if (options.pickBeyondHeuristic) // tests: train must rebuild such a choice
+    for (size_t j = heuristic; j < count; ++j)
+      if (firstMs[j] >= 0 && (winner < heuristic || firstMs[j] < firstMs[winner]))
+        winner = j;
+  if (ms[winner] < 0) // chosen off the first medians: report those
+    ms[winner] = firstMs[winner];
   TuningEntry entry;
   entry.kind = "gemm";
   entry.hash = site.hash;
@@ -240,6 +288,11 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   entry.candidates = static_cast<int64_t>(count);
   entry.choice = static_cast<int64_t>(winner);
   entry.algo = toHex(&(*candidates)[winner], sizeof(cublasLtMatmulAlgo_t));
+  // train rebuilds a choice beyond the heuristic's list from it.
+  Expected<GemmConfig> config = x.getGemmConfig((*candidates)[winner]);
+  if (!config)
+    return Error{site.label + ": " + config.getError()};
+  entry.config = config->encode();
   entry.defaultMs = ms[0];
   entry.tunedMs = ms[winner];
   entry.error = error[winner];
@@ -251,6 +304,9 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   row.tunedMs = ms[winner];
   row.choice =
       winner ? "algo " + std::to_string(winner + 1) + "/" + std::to_string(count) : "default";
+  row.beyondHeuristic = winner >= heuristic;
+  if (row.beyondHeuristic)
+    row.choice += " (" + config->describe() + ")";
   row.error = error[winner];
   row.changed = winner != 0;
   return entry;

@@ -107,6 +107,10 @@ public:
   /// For kiln-run tune (StepExecutor's GemmSite).
   std::vector<StepExecutor::GemmSite> getGemmSites() const;
   Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t gemm, int topK) const;
+  /// StepExecutor::getGemmSearchSpace (GemmSearch.cpp).
+  Expected<std::vector<cublasLtMatmulAlgo_t>>
+  getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                     size_t limit) const;
   /// Enqueues GEMM \p gemm with \p algo reading \p a and \p b (record()
   /// runs each GEMM through it with its own).
   Status enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a, CUdeviceptr b,
@@ -137,6 +141,9 @@ private:
     std::string hash, shape;
     size_t action = 0, cBytes = 0;
     artifact::DType cType = artifact::DType::F32;
+    // The types cublasLtMatmulAlgoInit needs, the sizes (GemmSearch.cpp).
+    cudaDataType_t abType = CUDA_R_32F, outType = CUDA_R_32F;
+    uint64_t m = 0, n = 0, k = 0;
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -179,6 +186,13 @@ private:
   /// The database's algorithm for \p g, when it has one and cuBLASLt still
   /// offers it among its top K (ProgramRunnerTuning.cpp).
   Status applyTunedGemm(Gemm &g, const SharedMemory &memory);
+  /// The algorithm \p config names for \p g (cublasLtMatmulAlgoInit, the
+  /// attributes), if cublasLtMatmulAlgoCheck accepts it for \p g within
+  /// the GEMM workspace (GemmSearch.cpp).
+  Expected<cublasLtMatmulAlgo_t> buildConfiguredAlgo(const Gemm &g,
+                                                     const GemmConfig &config) const;
+  /// cublasLtMatmulAlgoCheck accepts \p algo for \p g within the workspace.
+  bool checkAlgo(const Gemm &g, const cublasLtMatmulAlgo_t &algo) const;
   /// Who runs this program's attention at \p sizes: memory.cudnn, or null
   /// where the tuning database chose the kernels; sets attentionHash.
   const CudnnAttention *chooseAttention(const std::vector<std::vector<int64_t>> &shapes,

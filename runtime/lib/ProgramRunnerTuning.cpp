@@ -14,6 +14,8 @@
 
 #include "ProgramRunner.h"
 
+#include "kiln/runtime/GemmConfig.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -72,6 +74,23 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
     ++tunedOps;
     return Status::success();
   }
+  // A configuration tune built beyond the heuristic's list (split-K, other
+  // tiles): rebuilt from the entry's "config", used only where the rebuilt
+  // algorithm is byte for byte the one measured and cublasLtMatmulAlgoCheck
+  // accepts it for this GEMM within the workspace.
+  std::string configNote;
+  if (!entry->config.empty()) {
+    Expected<GemmConfig> config = GemmConfig::decode(entry->config); // checked when parsed
+    Expected<cublasLtMatmulAlgo_t> rebuilt =
+        config ? buildConfiguredAlgo(g, *config) : Expected<cublasLtMatmulAlgo_t>(config.takeError());
+    if (rebuilt && !std::memcmp(&*rebuilt, &wanted, sizeof(wanted))) {
+      g.algo = *rebuilt;
+      ++tunedOps;
+      return Status::success();
+    }
+    configNote = rebuilt ? g.label + ": its tuned configuration rebuilds differently now"
+                         : rebuilt.getError();
+  }
   Expected<std::vector<cublasLtMatmulAlgo_t>> candidates = queryHeuristics(
       *lt, handle, g.desc, g.first, g.second, g.result, static_cast<int>(entry->candidates));
   if (!candidates)
@@ -86,8 +105,10 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
   // problem now is not run.
   ++defaultOps;
   if (tuningNote.empty())
-    tuningNote = g.label + ": its tuned algorithm is not among cuBLASLt's " +
-                 std::to_string(entry->candidates) + " candidates now (default kept)";
+    tuningNote = configNote.empty()
+                     ? g.label + ": its tuned algorithm is not among cuBLASLt's " +
+                           std::to_string(entry->candidates) + " candidates now (default kept)"
+                     : configNote + " (default kept)";
   return Status::success();
 }
 
@@ -130,7 +151,8 @@ ProgramRunner::chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
 std::vector<StepExecutor::GemmSite> ProgramRunner::getGemmSites() const {
   std::vector<StepExecutor::GemmSite> sites;
   for (const Gemm &g : gemmList)
-    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType, g.algo});
+    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType, g.algo,
+                     g.m, g.n, g.k});
   return sites;
 }
 

@@ -636,6 +636,16 @@ Expected<std::vector<cublasLtMatmulAlgo_t>> StepExecutor::getGemmCandidates(size
   return current->runner->getGemmCandidates(site, topK);
 }
 
+Expected<std::vector<cublasLtMatmulAlgo_t>>
+StepExecutor::getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                                 size_t limit) const {
+  return current->runner->getGemmSearchSpace(site, seeds, limit);
+}
+
+Expected<GemmConfig> StepExecutor::getGemmConfig(const cublasLtMatmulAlgo_t &algo) const {
+  return readGemmConfig(*lt, algo);
+}
+
 Status StepExecutor::enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
                                  CUdeviceptr b) const {
   return current->runner->enqueueGemm(site, algo, a, b, device->getStream());

@@ -9,6 +9,7 @@
 #include "kiln/artifact/Crc32c.h"
 #include "kiln/artifact/FileIO.h"
 #include "kiln/artifact/Json.h"
+#include "kiln/runtime/GemmConfig.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -161,12 +162,26 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
                       where + ": \"choice\" must index the candidates");
       !s)
     return s.takeError();
+  // "config" came with the search beyond the heuristic: optional, so
+  // databases written before it still load (their GEMMs match by "algo").
+  if (json.get("config")) {
+    Expected<std::string> config = stringField(json, "config", where);
+    if (!config)
+      return config.takeError();
+    e.config = *config;
+  }
   if (e.kind == "gemm") {
     unsigned char bytes[64];
     if (Status s = need(e.algo.size() == 128 && fromHex(e.algo, bytes, sizeof(bytes)),
                         where + ": \"algo\" must be 128 hex digits");
         !s)
       return s.takeError();
+    if (!e.config.empty())
+      if (Expected<GemmConfig> config = GemmConfig::decode(e.config); !config)
+        return Error{where + ": \"config\": " + config.getError()};
+  } else if (Status s = need(e.config.empty(), where + ": \"config\" must be empty for attention");
+             !s) {
+    return s.takeError();
   } else if (Status s = need(e.impl == "cudnn" || e.impl == "kernels",
                              where + ": \"impl\" must be \"cudnn\" or \"kernels\"");
              !s) {
@@ -198,6 +213,7 @@ Json entryJson(const TuningEntry &e) {
   j.append("choice", Json::integer(e.choice));
   j.append("algo", Json::string(e.algo));
   j.append("impl", Json::string(e.impl));
+  j.append("config", Json::string(e.config));
   j.append("default_ms", Json::number(e.defaultMs));
   j.append("tuned_ms", Json::number(e.tunedMs));
   j.append("error", Json::number(e.error));

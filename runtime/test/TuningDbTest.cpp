@@ -46,6 +46,8 @@ static TuningEntry gemmEntry(const std::string &shape, int64_t choice) {
   for (int i = 0; i < 64; ++i)
     algo[i] = static_cast<unsigned char>(i * 7 + choice);
   e.algo = toHex(algo, 64);
+  e.config = "id=66,tile=20,stages=31,splitk=" + std::to_string(choice + 1) +
+             ",reduction=2,swizzle=0,custom=0,inner=0,cluster=0";
   e.defaultMs = 0.25;
   e.tunedMs = 0.125;
   e.error = 0.00390625;
@@ -89,8 +91,11 @@ static void testRoundTrip() {
                                     "m=4096,n=2048,k=16,batch=1");
   CHECK(g && g->choice == 5 && g->algo == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).algo);
   CHECK(g && g->defaultMs == 0.25 && g->tunedMs == 0.125 && g->error == 0.00390625);
+  // The configuration train rebuilds a choice beyond the heuristic from.
+  CHECK(g && g->config == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).config);
+  CHECK(g && g->config.find("splitk=6,") != std::string::npos);
   const TuningEntry *a = back->find(h200(), "attention", attention.hash, "batch=4,seq=2048");
-  CHECK(a && a->impl == "kernels" && a->choice == 1);
+  CHECK(a && a->impl == "kernels" && a->choice == 1 && a->config.empty());
   CHECK_EQ(back->serialize(), db.serialize());
   CHECK_EQ(readAll(path), db.serialize());
   unsigned char bytes[64];
@@ -189,6 +194,26 @@ static void testCorrupt() {
   std::string badAlgo = entryText;
   badAlgo.replace(badAlgo.find("\"algo\": \"") + 9, 2, "zz");
   expectCorrupt(withBody(badAlgo), "\"algo\" must be 128 hex digits");
+  std::string badConfig = entryText;
+  badConfig.replace(badConfig.find("splitk=2"), 8, "splitk=x");
+  expectCorrupt(withBody(badConfig),
+                "devices[0].entries[0]: \"config\": 'splitk' needs a decimal number, got 'x'");
+  std::string numberConfig = entryText;
+  size_t config = numberConfig.find("\"config\": \"");
+  numberConfig.replace(config, numberConfig.find('"', config + 11) + 1 - config, "\"config\": 7");
+  expectCorrupt(withBody(numberConfig), "\"config\" must be a string");
+  // Written before tune searched beyond the heuristic: no "config", loads
+  // (its GEMMs match by "algo" alone).
+  std::string legacy = entryText;
+  config = legacy.find("\"config\": \"");
+  legacy.erase(config, legacy.find('"', config + 11) + 1 - config);
+  legacy.erase(legacy.rfind(',', config), 1); // the comma before it
+  Expected<TuningDb> old = TuningDb::parse(withBody(legacy), "old.db");
+  CHECK(old);
+  if (!old)
+    std::fprintf(stderr, "%s\n%s\n", old.getError().c_str(), legacy.c_str());
+  CHECK(old && old->devices[0].entries[0].config.empty() &&
+        old->devices[0].entries[0].choice == 1);
   std::string badKind = entryText;
   badKind.replace(badKind.find("\"kind\": \"gemm\""), 14, "\"kind\": \"conv\"");
   expectCorrupt(withBody(badKind), "\"kind\" must be");

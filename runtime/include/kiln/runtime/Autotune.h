@@ -36,6 +36,17 @@ namespace kiln::runtime {
 
 struct TuneOptions {
   int topK = 8;      ///< cuBLASLt candidates per GEMM
+  /// Thin GEMMs (isThinGemm): configurations beyond the heuristic's list
+  /// (split-K, other algorithm ids and tiles; GemmSearch.cpp) that join the
+  /// candidates, the fastest of a screening; the total stays within
+  /// kMaxTuningCandidates. 0: the heuristic's list only.
+  int extra = 24;
+  /// The most such configurations screened per GEMM.
+  size_t screenLimit = 512;
+  /// Tests only (KILN_TUNE_PICK_BEYOND_HEURISTIC=1): a thin GEMM chooses
+  /// its fastest eligible configuration beyond the heuristic, whatever the
+  /// margin, so that train's rebuilding of one is exercised.
+  bool pickBeyondHeuristic = false;
   int warmup = 3;    ///< untimed runs of each candidate first
   int reps = 20;     ///< timed runs; the median counts
   int stepReps = 20; ///< timed whole steps per variant
@@ -62,6 +73,9 @@ struct TunedOp {
   size_t candidates = 0; ///< measured, eligible or not
   size_t eligible = 0;   ///< within the numerics bound
   size_t remeasured = 0; ///< finalists of a close call measured again (0: none)
+  size_t screened = 0;   ///< configurations beyond the heuristic screened (0: none)
+  size_t extra = 0;      ///< of those, candidates (after the heuristic's)
+  bool beyondHeuristic = false; ///< the winner is one of those
   double defaultMs = 0, tunedMs = 0;
   std::string choice; ///< "algo 3/8", "kernels", "default"
   double error = 0;   ///< the winner's relative error against the default

@@ -26,6 +26,7 @@
 
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/GemmConfig.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
 #include "kiln/runtime/TuningDb.h"
@@ -216,11 +217,22 @@ public:
     size_t cBytes = 0;
     artifact::DType cType = artifact::DType::F32;
     cublasLtMatmulAlgo_t algo{}; ///< the one it runs now
+    uint64_t m = 0, n = 0, k = 0; ///< row-major C[m, n] = A[m, k] B[k, n]
   };
   std::vector<GemmSite> getGemmSites() const;
   /// cuBLASLt's heuristic best \p topK algorithms for GEMM \p site (the
   /// first is the default).
   Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t site, int topK) const;
+  /// Configurations beyond the heuristic's list for GEMM \p site (at most
+  /// \p limit, none equal to a configuration of \p seeds): split-K of the
+  /// seeds, then every algorithm id's tiles, stages and splits, each
+  /// accepted by cublasLtMatmulAlgoCheck within the step's GEMM workspace
+  /// (GemmSearch.cpp, docs/tuning.md).
+  Expected<std::vector<cublasLtMatmulAlgo_t>>
+  getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                     size_t limit) const;
+  /// \p algo's configuration (GemmConfig.h).
+  Expected<GemmConfig> getGemmConfig(const cublasLtMatmulAlgo_t &algo) const;
   /// Enqueues GEMM \p site with \p algo, reading \p a and \p b (another
   /// site's operands of the same signature: rotated inputs) into its own c.
   Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,

@@ -59,6 +59,10 @@ struct TuningEntry {
   int64_t candidates = 0; ///< the search space measured (top-K, implementations)
   int64_t choice = 0;     ///< the winner's index among them; 0 is the default
   std::string algo;       ///< gemm: the winner's cublasLtMatmulAlgo_t, hex
+  /// gemm: the winner's configuration (GemmConfig::encode), from which
+  /// train rebuilds a choice the heuristic does not offer; "" in entries
+  /// written before tune searched beyond the heuristic.
+  std::string config;
   std::string impl;       ///< attention: "cudnn" or "kernels"
   double defaultMs = 0, tunedMs = 0;
   double error = 0; ///< the winner's relative L2 error against the default
