@@ -139,7 +139,7 @@ std::string GemmConfig::describe() const {
 }
 
 bool kiln::runtime::isThinGemm(uint64_t m, uint64_t n, uint64_t k) {
-  return std::min(m, n) <= 64 || k >= 4 * std::max(m, n);
+  return std::min({m, n, k}) <= 64 || k >= 4 * std::max(m, n);
 }
 
 std::vector<int32_t> kiln::runtime::splitKCounts(uint64_t k) {

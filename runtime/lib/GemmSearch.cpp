@@ -19,6 +19,7 @@
 
 #include "ProgramRunner.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace kiln::runtime;
@@ -95,28 +96,28 @@ Expected<std::vector<cublasLtMatmulAlgo_t>>
 ProgramRunner::getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulAlgo_t> &seeds,
                                   size_t limit) const {
   const Gemm &g = gemmList.at(gemm);
-  std::vector<cublasLtMatmulAlgo_t> found;
   std::set<GemmConfig> seen;
   for (const cublasLtMatmulAlgo_t &seed : seeds)
     if (Expected<GemmConfig> c = readGemmConfig(*lt, seed))
       seen.insert(*c);
-  size_t checks = 0;
-  // Adds \p algo unless its configuration was seen or the check rejects it;
-  // false once the search is to stop.
-  auto consider = [&](const cublasLtMatmulAlgo_t &algo) {
-    if (found.size() >= limit || checks >= kMaxChecks)
-      return false;
+  // Appends \p algo to \p to unless its configuration was seen or the
+  // check rejects it; counts the check against \p budget.
+  auto consider = [&](const cublasLtMatmulAlgo_t &algo, std::vector<cublasLtMatmulAlgo_t> &to,
+                      size_t &budget) {
     Expected<GemmConfig> c = readGemmConfig(*lt, algo);
-    if (!c || !seen.insert(*c).second)
-      return true;
-    ++checks;
-    if (checkAlgo(g, algo))
-      found.push_back(algo);
-    return found.size() < limit && checks < kMaxChecks;
+    if (!c || !seen.insert(*c).second || budget == 0)
+      return false;
+    --budget;
+    if (!checkAlgo(g, algo))
+      return false;
+    to.push_back(algo);
+    return true;
   };
   std::vector<int32_t> splits = splitKCounts(g.k);
 
   // 1. Split-K of the heuristic's choices: their tiles, more CTAs over K.
+  std::vector<cublasLtMatmulAlgo_t> found;
+  size_t budget = kMaxChecks / 4;
   for (const cublasLtMatmulAlgo_t &seed : seeds) {
     if (!capability<int32_t>(*lt, seed, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT))
       continue;
@@ -126,14 +127,16 @@ ProgramRunner::getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulA
       for (uint32_t scheme : schemes) {
         cublasLtMatmulAlgo_t algo = seed;
         if (setConfig(*lt, algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
-            setConfig(*lt, algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme) &&
-            !consider(algo))
-          return found;
+            setConfig(*lt, algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme))
+          consider(algo, found, budget);
       }
   }
 
-  // 2. Every algorithm id for these types: each tile, split count (the
-  // first reduction scheme it allows) and the deepest stages that check.
+  // 2. Every algorithm id for these types: each tile and split count (the
+  // first reduction scheme it allows), with cuBLASLt's stages or else the
+  // deepest that check. Each id has an equal share of the checks, and the
+  // ids' lists are interleaved, so a limit cuts all of them alike rather
+  // than the ids listed last.
   std::vector<int> ids(kMaxAlgoIds);
   int idCount = 0;
   if (cublasStatus_t s = lt->cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F,
@@ -141,11 +144,13 @@ ProgramRunner::getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulA
                                                       kMaxAlgoIds, ids.data(), &idCount);
       s != CUBLAS_STATUS_SUCCESS)
     return Error{g.label + ": cublasLtMatmulAlgoGetIds failed: " + lt->describe(s)};
+  std::vector<std::vector<cublasLtMatmulAlgo_t>> perId(static_cast<size_t>(std::max(idCount, 0)));
   for (int i = 0; i < idCount; ++i) {
     cublasLtMatmulAlgo_t base{};
     if (lt->cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, g.abType, g.abType,
                                    g.outType, g.outType, ids[i], &base) != CUBLAS_STATUS_SUCCESS)
       continue;
+    size_t share = std::max<size_t>(64, (kMaxChecks - kMaxChecks / 4) / idCount);
     std::vector<uint32_t> tiles = capabilityList<uint32_t>(*lt, base, CUBLASLT_ALGO_CAP_TILE_IDS);
     if (tiles.empty())
       tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
@@ -168,18 +173,24 @@ ProgramRunner::getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulA
           continue;
         // Undefined stages (cuBLASLt's choice) first, then the deepest
         // pipeline the shared memory holds: a long K streams through it.
-        for (size_t s = 0; s < stages.size(); ++s) {
+        for (size_t s = 0; s < stages.size() && share > 0; ++s) {
           uint32_t stage = s == 0 ? stages[0] : stages[stages.size() - s];
           cublasLtMatmulAlgo_t algo = configured;
-          if (!setConfig(*lt, algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stage))
-            continue;
-          size_t before = found.size();
-          if (!consider(algo))
-            return found;
-          if (found.size() > before)
+          if (setConfig(*lt, algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stage) &&
+              consider(algo, perId[static_cast<size_t>(i)], share))
             break;
         }
       }
   }
+  for (size_t round = 0, added = 1; added && found.size() < limit; ++round) {
+    added = 0;
+    for (const std::vector<cublasLtMatmulAlgo_t> &list : perId)
+      if (round < list.size() && found.size() < limit) {
+        found.push_back(list[round]);
+        ++added;
+      }
+  }
+  if (found.size() > limit)
+    found.resize(limit);
   return found;
 }

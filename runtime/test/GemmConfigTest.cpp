@@ -82,7 +82,10 @@ static void testSearchSpace() {
   CHECK(isThinGemm(2048, 16, 8192));  // A's gradient of the down projection
   CHECK(isThinGemm(16, 8192, 8192));  // B's gradient
   CHECK(isThinGemm(2048, 2048, 8192)); // a long K over a small output
-  CHECK(!isThinGemm(8192, 2048, 16));  // (x A) B: a wide output, K = r
+  CHECK(isThinGemm(8192, 2048, 16));   // (x A) B: a wide output, K = r
+  CHECK(isThinGemm(8192, 8192, 32));   // the gate/up up projections
+  CHECK(!isThinGemm(8192, 2048, 512)); // k/v's frozen GEMMs
+  CHECK(!isThinGemm(8192, 512, 2048));
   CHECK(!isThinGemm(8192, 8192, 2048)); // the frozen GEMMs
   CHECK(!isThinGemm(8192, 2048, 8192));
   CHECK(splitKCounts(16).empty());

@@ -726,7 +726,7 @@ tune-usage)
   fixtures
   expect 0 "" "$kiln_run" tune --help
   grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
-  grep -q -- '--tune-extra N  *thin GEMMs (a side <= 64, or k >= 4 max(m, n)): the' out.txt || fail "--tune-extra help"
+  grep -q -- '--tune-extra N  *thin GEMMs (m, n or k <= 64, or k >= 4 max(m, n)):$' out.txt || fail "--tune-extra help"
   tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
   expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
   expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2

@@ -54,9 +54,11 @@ struct GemmConfig {
 };
 
 /// A GEMM that a heuristic top-K serves poorly: one of m, n at most 64 (the
-/// LoRA down and up projections, their gradients), or a reduction much
-/// longer than the output is wide (k >= 4 max(m, n)). Its output is small,
-/// so few CTAs run unless K is split.
+/// LoRA down projections, the adapters' gradients) or a reduction much
+/// longer than the output is wide (k >= 4 max(m, n)): a small output, few
+/// CTAs unless K is split; or k at most 64 (the up projections, the
+/// adapters' input gradients): a wide output written at a fraction of the
+/// memory bandwidth, where the tile decides.
 bool isThinGemm(uint64_t m, uint64_t n, uint64_t k);
 
 /// The split-K counts worth trying for a reduction of \p k: 2, 4, 8, 16,
