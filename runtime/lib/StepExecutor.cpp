@@ -123,6 +123,9 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return module.takeError();
     x->modules.push_back(std::move(*module));
     modules[kernel.first] = &x->modules.back();
+    // The image this device runs: a launch's tuning entry is the kernel's
+    // content, not its name.
+    x->moduleHashes[kernel.first] = hashSignature(container.contents(image->section));
   }
   x->moduleIndex = modules;
   if (auto hopper = modules.find(artifact::kHopperAttentionModule); hopper != modules.end())
@@ -355,7 +358,8 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
                       options.attention == Options::Attention::Auto ||
                               options.attention == Options::Attention::Sm90
                           ? hopper
-                          : nullptr};
+                          : nullptr,
+                      &moduleHashes};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
                              handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -644,6 +648,14 @@ StepExecutor::getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAl
 
 Expected<GemmConfig> StepExecutor::getGemmConfig(const cublasLtMatmulAlgo_t &algo) const {
   return readGemmConfig(*lt, algo);
+}
+
+std::vector<StepExecutor::LaunchSite> StepExecutor::getLaunchSites() const {
+  return current->runner->getLaunchSites();
+}
+
+Status StepExecutor::enqueueLaunch(size_t site, size_t shape) const {
+  return current->runner->enqueueLaunch(site, shape, device->getStream());
 }
 
 Status StepExecutor::enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,

@@ -315,6 +315,66 @@ static void testDefaultPath() {
   CHECK(hashSignature("a") != hashSignature("b"));
 }
 
+// A generated kernel's launch: its entry round-trips with its launch shape,
+// and a runner takes the choice only for the very list it was measured on.
+static void testLaunchEntries() {
+  CHECK_EQ(encodeLaunchShape(1024, 256), "per=1024,block=256");
+  int64_t per = 0, block = 0;
+  CHECK(decodeLaunchShape("per=1024,block=256", per, block) && per == 1024 && block == 256);
+  for (const char *bad : {"", "per=1024", "block=256,per=1024", "per=0,block=256",
+                          "per=1024,block=0", "per=1024,block=2048", "per=01,block=256",
+                          "per=1024,block=256,", "per=-1,block=256", "per=1024,block=25x"})
+    CHECK(!decodeLaunchShape(bad, per, block));
+
+  std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {256, 256}, {128, 128}, {512, 512}, {1024, 256}, {4096, 256}, {2048, 512}};
+  TuningEntry e;
+  e.kind = "launch";
+  e.hash = hashSignature("launch 0123456789abcdef main_k9_silu_mul");
+  e.shape = "items=8388608,shared=0,batch=4,seq=2048";
+  e.label = "launch main_k9_silu_mul (8388608 items)";
+  e.candidates = 6;
+  e.choice = 3;
+  e.config = "per=1024,block=256";
+  e.defaultMs = 0.1;
+  e.tunedMs = 0.09;
+  TuningDb db;
+  db.put(h200(), e);
+  Expected<TuningDb> back = TuningDb::parse(db.serialize(), "t.db");
+  CHECK(back);
+  const TuningEntry *found = back ? back->find(h200(), "launch", e.hash, e.shape) : nullptr;
+  CHECK(found && found->config == "per=1024,block=256" && found->choice == 3 &&
+        found->algo.empty() && found->impl.empty());
+  std::string note;
+  CHECK(chooseLaunchShape(found, shapes, note) == 3 && note.empty());
+  // No entry: the default, no note; the default chosen: 0, no note.
+  CHECK(chooseLaunchShape(nullptr, shapes, note) == 0 && note.empty());
+  TuningEntry kept = e;
+  kept.choice = 0;
+  kept.config = "per=256,block=256";
+  CHECK(chooseLaunchShape(&kept, shapes, note) == 0 && note.empty());
+  // Another list of shapes than measured: the default, with why.
+  std::vector<std::pair<int64_t, int64_t>> fewer(shapes.begin(), shapes.begin() + 3);
+  CHECK(chooseLaunchShape(found, fewer, note) == 0);
+  CHECK_EQ(note, "launch main_k9_silu_mul (8388608 items): tuned over 6 launch shapes, the "
+                 "artifact offers 3 (default kept)");
+  std::vector<std::pair<int64_t, int64_t>> other = shapes;
+  other[3] = {8192, 256};
+  note.clear();
+  CHECK(chooseLaunchShape(found, other, note) == 0);
+  CHECK_EQ(note, "launch main_k9_silu_mul (8388608 items): tuned for per=1024,block=256, the "
+                 "artifact's shape 3 is per=8192,block=256 (default kept)");
+  // A damaged launch shape in the file: one line naming the field.
+  std::string text = db.serialize();
+  std::string body = text.substr(text.find('\n') + 1);
+  body.replace(body.find("per=1024,block=256"), 18, "per=1024,block=4096");
+  char line[96];
+  std::snprintf(line, sizeof line, "kiln-tuning-db 1 crc32c=0x%08x bytes=%zu\n",
+                crc32c(0, body.data(), body.size()), body.size());
+  expectCorrupt(line + body, "devices[0].entries[0]: \"config\" must be a launch shape "
+                             "\"per=P,block=B\" (block 1 to 1024)");
+}
+
 int main() {
   char pattern[] = "/tmp/kiln-tuningdb-XXXXXX";
   if (!::mkdtemp(pattern))
@@ -327,6 +387,7 @@ int main() {
   testCloseCalls();
   testNumerics();
   testDefaultPath();
+  testLaunchEntries();
   std::system(("rm -rf " + tempDir).c_str());
   return finishChecks();
 }

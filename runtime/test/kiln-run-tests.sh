@@ -727,6 +727,7 @@ tune-usage)
   expect 0 "" "$kiln_run" tune --help
   grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
   grep -q -- '--tune-extra N  *thin GEMMs (m, n or k <= 64, or k >= 4 max(m, n)):$' out.txt || fail "--tune-extra help"
+  grep -q -- '--tune-launches on|off  *the generated kernels. launch variants the artifact$' out.txt || fail "--tune-launches help"
   tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
   expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
   expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
@@ -734,6 +735,7 @@ tune-usage)
   expect 2 "kiln-run: error: --tune-topk needs an integer from 1 to 64, got 65" tune --init random:1 --tune-topk 65
   expect 2 "kiln-run: error: --tune-extra needs an integer >= 0, got 'x'" tune --init random:1 --tune-extra x
   expect 2 "kiln-run: error: --tune-extra needs an integer from 0 to 63, got 64" tune --init random:1 --tune-extra 64
+  expect 2 "kiln-run: error: --tune-launches must be on or off, got 'auto'" tune --init random:1 --tune-launches auto
   expect 2 "kiln-run: error: --reps needs an integer >= 1, got 'x'" tune --init random:1 --reps x
   expect 2 "kiln-run: error: --attention must be auto, kernels or cudnn, got 'xla'" tune --init random:1 --attention xla
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" tune

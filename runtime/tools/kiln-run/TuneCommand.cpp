@@ -56,6 +56,9 @@ constexpr const char *kTuneUsage =
     "                          beyond the heuristic's (split-K, other algorithm\n"
     "                          ids and tiles) join the candidates (default 24,\n"
     "                          0: none)\n"
+    "  --tune-launches on|off  the generated kernels' launch variants the artifact\n"
+    "                          offers (loop kernels: block size, items per block;\n"
+    "                          default on)\n"
     "  --reps N                timed runs per candidate, the median counts (default 20)\n"
     "  --warmup N              untimed runs per candidate first (default 3)\n"
     "  --batch B, --seq S      the shapes to tune (comma lists, as for train)\n"
@@ -139,9 +142,9 @@ std::string formatMs(double ms) {
 } // namespace
 
 const std::vector<std::string> kiln::run::kTuneFlags = {
-    "db",   "tune-topk",   "tune-extra", "reps", "warmup", "batch",  "seq",      "weights",
-    "init", "data",        "token-dtype", "seed", "lr",     "device", "input", "attention",
-    "progress"};
+    "db",        "tune-topk", "tune-extra", "tune-launches", "reps",   "warmup",
+    "batch",     "seq",       "weights",    "init",          "data",   "token-dtype",
+    "seed",      "lr",        "device",     "input",         "attention", "progress"};
 
 int kiln::run::runTune(int argc, char **argv) {
   if (isHelp(argc, argv)) {
@@ -181,6 +184,9 @@ int kiln::run::runTune(int argc, char **argv) {
   if (std::optional<std::string> mode = args->get("attention");
       mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn")
     return error(kExitUsage, "--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("tune-launches");
+      mode && *mode != "on" && *mode != "off")
+    return error(kExitUsage, "--tune-launches must be on or off, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("progress");
       mode && *mode != "on" && *mode != "off" && *mode != "auto")
     return error(kExitUsage, "--progress must be on, off or auto, got '" + *mode + "'");
@@ -338,6 +344,7 @@ int kiln::run::runTune(int argc, char **argv) {
   TuneOptions tune;
   tune.topK = static_cast<int>(topK);
   tune.extra = static_cast<int>(extra);
+  tune.tuneLaunches = args->get("tune-launches").value_or("on") == "on";
   if (const char *pick = std::getenv("KILN_TUNE_PICK_BEYOND_HEURISTIC"))
     tune.pickBeyondHeuristic = std::string(pick) == "1";
   tune.reps = static_cast<int>(reps);
@@ -357,7 +364,7 @@ int kiln::run::runTune(int argc, char **argv) {
   for (const SymbolBindings &sizes : shapes) {
     if (Status s = x.selectShape(sizes); !s)
       return error(kExitBadInput, s.getError());
-    total += countTuningOps(x, tune.tuneAttention);
+    total += countTuningOps(x, tune.tuneAttention, tune.tuneLaunches);
   }
   auto begin = std::chrono::steady_clock::now();
   size_t done = 0;

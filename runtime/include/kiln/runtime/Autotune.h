@@ -29,6 +29,7 @@
 #include "kiln/runtime/TuningDb.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,9 @@ struct TuneOptions {
   int64_t step = 1; ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
+  /// The generated kernels' launch variants (docs/tuning.md, "Launch
+  /// variants"); false: --tune-launches off.
+  bool tuneLaunches = true;
   /// After each op: ops done, ops in all, what was measured, seconds left
   /// (estimated from the time per op so far).
   std::function<void(size_t done, size_t total, const std::string &label, double etaSeconds)>
@@ -96,8 +100,9 @@ Expected<TuneResult> tuneShape(StepExecutor &x, const Device &device, TuningDb &
                                const TuneOptions &options, size_t &doneOps, size_t totalOps);
 
 /// The ops tuneShape measures for the current shape: distinct GEMM
-/// signatures plus one for attention, if any.
-size_t countTuningOps(const StepExecutor &x, bool tuneAttention);
+/// signatures, distinct launches with variants (\p tuneLaunches) plus one
+/// for attention, if any.
+size_t countTuningOps(const StepExecutor &x, bool tuneAttention, bool tuneLaunches = true);
 
 } // namespace kiln::runtime
 

@@ -237,6 +237,24 @@ public:
   /// site's operands of the same signature: rotated inputs) into its own c.
   Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
                      CUdeviceptr b) const;
+  /// A generated kernel's launch that has launch variants (docs/tuning.md,
+  /// "Launch variants"), as tune measures it.
+  struct LaunchSite {
+    size_t action = 0; ///< its index among the step's ops
+    std::string hash, shape, label;
+    /// per and block of the default (first) and of each variant.
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    /// Every buffer it reads or writes: pointer, bytes, dtype (distinct pointers).
+    struct Buffer {
+      CUdeviceptr ptr = 0;
+      size_t bytes = 0;
+      artifact::DType dtype = artifact::DType::F32;
+    };
+    std::vector<Buffer> buffers;
+  };
+  std::vector<LaunchSite> getLaunchSites() const;
+  /// Enqueues launch \p site with its launch shape \p shape (0: the default).
+  Status enqueueLaunch(size_t site, size_t shape) const;
   /// The attention of the current shape: its database hash and shape, a
   /// label, and how many launches cuDNN and the kernels run.
   struct AttentionSite {
@@ -306,6 +324,7 @@ private:
   std::vector<std::string> paramNames, stateNames;
   std::vector<KernelModule> modules;
   std::map<std::string, const KernelModule *> moduleIndex;
+  std::map<std::string, std::string> moduleHashes; ///< module -> its image's hash
   struct {
     CUfunction fill = nullptr, copy = nullptr;
     const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)
