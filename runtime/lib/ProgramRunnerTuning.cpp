@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -75,14 +76,18 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
     return Status::success();
   }
   // A configuration tune built beyond the heuristic's list (split-K, other
-  // tiles): rebuilt from the entry's "config", used only where the rebuilt
-  // algorithm is byte for byte the one measured and cublasLtMatmulAlgoCheck
-  // accepts it for this GEMM within the workspace.
+  // tiles): rebuilt from the entry's "config" — from the algorithm id
+  // (cublasLtMatmulAlgoInit), or set on the heuristic's choice it was made
+  // from (split-K of a heuristic algorithm) — and used only where the
+  // rebuilt algorithm is byte for byte the one measured and
+  // cublasLtMatmulAlgoCheck accepts it for this GEMM within the workspace.
+  std::optional<GemmConfig> config;
   std::string configNote;
   if (!entry->config.empty()) {
-    Expected<GemmConfig> config = GemmConfig::decode(entry->config); // checked when parsed
+    if (Expected<GemmConfig> decoded = GemmConfig::decode(entry->config)) // checked when parsed
+      config = *decoded;
     Expected<cublasLtMatmulAlgo_t> rebuilt =
-        config ? buildConfiguredAlgo(g, *config) : Expected<cublasLtMatmulAlgo_t>(config.takeError());
+        config ? buildConfiguredAlgo(g, *config) : Expected<cublasLtMatmulAlgo_t>(Error{""});
     if (rebuilt && !std::memcmp(&*rebuilt, &wanted, sizeof(wanted))) {
       g.algo = *rebuilt;
       ++tunedOps;
@@ -95,12 +100,23 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
       *lt, handle, g.desc, g.first, g.second, g.result, static_cast<int>(entry->candidates));
   if (!candidates)
     return candidates.takeError();
-  for (const cublasLtMatmulAlgo_t &algo : *candidates)
+  for (const cublasLtMatmulAlgo_t &algo : *candidates) {
     if (!std::memcmp(&algo, &wanted, sizeof(wanted))) {
       g.algo = algo;
       ++tunedOps;
       return Status::success();
     }
+    Expected<GemmConfig> its = readGemmConfig(*lt, algo);
+    if (!config || !its || its->algoId != config->algoId)
+      continue;
+    cublasLtMatmulAlgo_t configured = algo;
+    if (applyGemmConfig(*lt, *config, configured) &&
+        !std::memcmp(&configured, &wanted, sizeof(wanted)) && checkAlgo(g, configured)) {
+      g.algo = configured;
+      ++tunedOps;
+      return Status::success();
+    }
+  }
   // Never trusted blindly: an algorithm cuBLASLt does not offer for this
   // problem now is not run.
   ++defaultOps;
