@@ -27,13 +27,24 @@
 namespace kiln_fa90 {
 namespace bwd {
 constexpr int BN = 128, BM = 64, kStages = 2;
+// How dQ += dS K is shared between the two consumer warpgroups. By turns
+// (kAlternateDq): warpgroup t % 2 computes query tile t's whole dQ over all
+// 128 keys and adds it to the fp32 accumulator: half the atomics of one
+// partial per warpgroup, and the same work for both over two tiles; the
+// dS^T tile is double-buffered and both warpgroups meet at a barrier once
+// per tile. Otherwise each warpgroup adds the partial of its own 64 keys
+// (bench/fa90 builds both to compare: -DKILN_FA90_BWD_ALTERNATE=0).
+#ifndef KILN_FA90_BWD_ALTERNATE
+#define KILN_FA90_BWD_ALTERNATE 1
+#endif
+template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
 
 // Dynamic shared memory: K, V (BN rows), the two warpgroups' dS^T tiles
-// (64 keys x BM queries), the ring of Q, dO (BM rows), lse and D (BM
+// (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO (BM rows), lse and D (BM
 // floats), the mbarriers; 1024 bytes of slack for the 1024-byte alignment.
 template <int D> struct Smem {
   static constexpr int kv = BN * D * 2, qt = BM * D * 2, ds = 64 * BM * 2;
-  static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + 2 * ds, dO = q + kStages * qt,
+  static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
                        lse = dO + kStages * qt, dd = lse + kStages * BM * 4,
                        bars = dd + kStages * BM * 4, bytes = bars + (2 * kStages + 1) * 8 + 1024;
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 block gets");
@@ -229,12 +240,16 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     dv[x] = dk[x] = 0.f;
   // This thread's keys (rows of S^T): keyA, keyA + 8, local to the block.
   const int keyA = 64 * cg + 16 * warp + lane / 4;
-  const uint32_t myDs = dsAddr + cg * (64 * BM * 2);
+  constexpr bool alternate = kAlternateDq<D>;
   barrierWait(kvFull, 0);
   for (int t = 0; t < nIter; ++t) {
     const int s = t % kStages;
     const int64_t h = hk * G + t / perHead, i0 = (qStart + t % perHead) * BM;
     const uint32_t qS = qAddr + s * (BM * D * 2), doS = doAddr + s * (BM * D * 2);
+    // dS^T of all 128 keys (this warpgroup's rows 64 cg ...), and its rows.
+    const uint32_t dsTile = dsAddr + (alternate ? (t & 1) : 0) * (2 * 64 * BM * 2),
+                   myDs = dsTile + cg * (64 * BM * 2);
+    const bool myDq = !alternate || (t & 1) == cg;
     const unsigned char *lseS = smem + S::lse + s * BM * 4, *ddS = smem + S::dd + s * BM * 4;
     barrierWait(full(s), (t / kStages) & 1);
     float st[BM / 2], dp[BM / 2];
@@ -295,43 +310,69 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
                    : "memory");
     }
     fenceProxyAsync();
-    groupSync(1 + cg);
+    if (alternate) // both halves of dS^T are in
+      asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    else
+      groupSync(1 + cg);
     mmaWait<0>(); // dV's product is in: pp is free
     pin(dv);
     pinU(pp);
-    float dq[D / 2];
     mmaFence();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) // dK += dS^T Q (Q N-major)
       mmaRS<D, T>(dk, ps[kk], descriptor(qS + kk * 16 * 128, BM * 128, 1024), 1);
-#pragma unroll
-    for (int kk = 0; kk < 64 / 16; ++kk) // dQ = dS K over this warpgroup's keys
-      mmaSST<D, T>(dq, descriptor(myDs + kk * 16 * 128, 64 * 128, 1024),
-                   descriptor(kAddr + (64 * cg + 16 * kk) * 128, BN * 128, 1024), kk > 0);
     mmaCommit();
     mmaWait<0>();
     pin(dk);
-    pin(dq);
     pinU(ps);
     __syncwarp();
     if (lane == 0)
-      barrierArrive(empty(s));
-    // dQ's rows are queries: this thread's i0 + 16 warp + lane / 4 (+ 8),
-    // columns pairs 8 (x / 4) + 2 (lane % 4).
+      barrierArrive(empty(s)); // Q and dO of this stage are no longer read
+    // dQ = dS K in blocks of 64 head-dim columns (32 accumulator registers),
+    // added to the fp32 accumulator: rows i0 + 16 warp + lane / 4 (+ 8),
+    // column pairs 64 hb + 8 (x / 4) + 2 (lane % 4).
     float *dqBase = dqAcc + ((b * H + h) * Sq + i0) * D;
+    if (myDq) {
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = 16 * warp + lane / 4 + 8 * rr;
-      if (i0 + r < Sq) {
+      for (int hb = 0; hb < D / 64; ++hb) {
+        float dq[32];
+        mmaFence();
+        if constexpr (alternate) {
 #pragma unroll
-        for (int jb = 0; jb < D / 8; ++jb)
-          atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + 8 * jb + 2 * (lane % 4)),
-                    make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
+          for (int kk = 0; kk < BN / 16; ++kk) // over all 128 keys
+            mmaSST<64, T>(dq, descriptor(dsTile + kk * 16 * 128, 64 * 128, 1024),
+                          descriptor(kAddr + hb * BN * 128 + 16 * kk * 128, BN * 128, 1024),
+                          kk > 0);
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < 64 / 16; ++kk) // over this warpgroup's 64 keys
+            mmaSST<64, T>(dq, descriptor(myDs + kk * 16 * 128, 64 * 128, 1024),
+                          descriptor(kAddr + hb * BN * 128 + (64 * cg + 16 * kk) * 128,
+                                     BN * 128, 1024),
+                          kk > 0);
+        }
+        mmaCommit();
+        mmaWait<0>();
+        pin(dq);
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = 16 * warp + lane / 4 + 8 * rr;
+          if (i0 + r < Sq) {
+#pragma unroll
+            for (int jb = 0; jb < 8; ++jb)
+              atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + 64 * hb + 8 * jb +
+                                                   2 * (lane % 4)),
+                        make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
+          }
+        }
       }
     }
     // The next iteration overwrites myDs: every warp's dQ product is done
-    // (the wait above), and this keeps a fast warp from storing early.
-    groupSync(1 + cg);
+    // (the wait above), and this keeps a fast warp from storing early. (With
+    // kAlternateDq the next tile writes the other buffer, and the one after
+    // waits at the barrier this tile's dQ warpgroup reaches after its product.)
+    if (!alternate)
+      groupSync(1 + cg);
   }
   // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
   const int64_t kvRow = (b * Hkv + hk) * L + j0;
