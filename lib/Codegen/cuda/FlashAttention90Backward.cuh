@@ -15,9 +15,9 @@
 //      from shared memory), P^T = exp(S^T scale - lse), dV += P^T dO (P^T
 //      from registers, rounded once to bf16/f16), dS^T = P^T (dP^T - D),
 //      dK += dS^T Q (registers), and dQ += dS K: dS^T is stored to shared
-//      memory and read back transposed (wgmma's MN-major A), the partial dQ
-//      of the warpgroup's 64 keys is added to the fp32 accumulator with
-//      vector atomics;
+//      memory and read back transposed (wgmma's MN-major A), and the
+//      tile's dQ (kAlternateDq below) is added to the fp32 accumulator with
+//      float2 atomics;
 //   3. finish: dQ = scale * accumulator, rounded to bf16/f16.
 // Plain FlashAttention numerics: P and dS rounded once before their
 // products (the policy of docs/codegen.md). Layouts: q, o, dO, dQ
@@ -40,8 +40,9 @@ constexpr int BN = 128, BM = 64, kStages = 2;
 template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
 
 // Dynamic shared memory: K, V (BN rows), the two warpgroups' dS^T tiles
-// (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO (BM rows), lse and D (BM
-// floats), the mbarriers; 1024 bytes of slack for the 1024-byte alignment.
+// (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO
+// (BM rows), lse and D (BM floats), the mbarriers; 1024 bytes of slack for
+// the 1024-byte alignment.
 template <int D> struct Smem {
   static constexpr int kv = BN * D * 2, qt = BM * D * 2, ds = 64 * BM * 2;
   static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
