@@ -24,7 +24,11 @@ the GPU is:
       harness bench/fa90/run.sh builds, bench/fa90/fa90), also Kiln's sm_90a
       forward (lib/Codegen/cuda/FlashAttention90.cuh: the kernels/kiln_fa90
       module the runtime runs on sm_90) on the same inputs: row "kiln sm90a
-      fwd", forward only.
+      fwd". Where the backward's harness (bench/fa90/backward.cu, built as
+      fa90bwd) sits beside it, or --fa90-bwd names it, the row is "kiln
+      sm90a" with Kiln's sm_90a backward too
+      (lib/Codegen/cuda/FlashAttention90Backward.cuh: prepare, main and
+      finish launches, timed together, after its own forward's O and lse).
 """
 import argparse
 import json
@@ -207,6 +211,33 @@ def run_fa90(tool, shape, q, k, v, scratch, launches):
     return o, float(done.stdout.split()[1])
 
 
+def run_fa90_backward(tool, shape, q, k, v, do, scratch, launches):
+    """Kiln's sm_90a forward and backward through the backward's harness
+    (`fa90bwd B H KV S S D 1 q k v do DIR ITERS`): (O, dQ, dK, dV) and the
+    median forward and backward times."""
+    import numpy as np
+    import torch
+    b, h, kv, s, d = shape
+    scratch.mkdir(parents=True, exist_ok=True)
+    paths = [scratch / f"{n}.bin" for n in ("q", "k", "v", "do")]
+    for t, path in zip((q, k, v, do), paths):
+        t.contiguous().cpu().view(torch.int16).numpy().tofile(path)
+    done = subprocess.run([tool, str(b), str(h), str(kv), str(s), str(s), str(d), "1"] +
+                          [str(p) for p in paths] + [str(scratch), str(launches)],
+                          capture_output=True, text=True)
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) < 5 or words[0] != "fwd":
+        sys.exit(f"attention.py: {tool} failed:\n{done.stdout}{done.stderr}")
+
+    def load(name, heads):
+        raw = np.fromfile(scratch / f"{name}.bin", dtype=np.int16)
+        assert raw.size == b * heads * s * d
+        return torch.from_numpy(raw).view(torch.bfloat16).reshape(b, heads, s, d).cuda()
+
+    outs = (load("o", h), load("dq", h), load("dk", kv), load("dv", kv))
+    return outs, float(words[1]), float(words[4])
+
+
 def rel_l2(x, ref):
     x = x.detach().double()
     return float((x - ref).norm() / ref.norm())
@@ -323,7 +354,14 @@ def run(args):
                                         zip((o.cuda(), dq, dk, dv), ref)],
                                 "note": "backward: the tiled kernel alone (its fp32 "
                                         "accumulator fills and narrowing not timed)"}
-        if args.fa90 and d in (64, 128):
+        fa90_bwd = args.fa90_bwd or (args.fa90 and str(pathlib.Path(args.fa90).parent / "fa90bwd"))
+        if fa90_bwd and d in (64, 128) and pathlib.Path(fa90_bwd).is_file():
+            outs, fwd_ms, bwd_ms = run_fa90_backward(fa90_bwd, shape, q, k, v, do,
+                                                     scratch / "fa90bwd", args.launches)
+            rows["kiln sm90a"] = {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
+                                  "err": [rel_l2(x, r) for x, r in zip(outs, ref)],
+                                  "note": "backward: prepare + main + finish"}
+        elif args.fa90 and d in (64, 128):
             o90, fwd_ms = run_fa90(args.fa90, shape, q, k, v, scratch / "fa90", args.launches)
             rows["kiln sm90a fwd"] = {"fwd_ms": fwd_ms, "bwd_ms": None,
                                       "err": [rel_l2(o90, ref[0])],
@@ -369,6 +407,8 @@ def main():
     parser.add_argument("--launches", type=int, default=20)
     parser.add_argument("--fa90", help="bench/fa90's harness binary: time Kiln's sm_90a "
                         "forward too")
+    parser.add_argument("--fa90-bwd", help="bench/fa90's backward harness (fa90bwd; default: "
+                        "beside --fa90): time Kiln's sm_90a backward too")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.phase == "prepare":

@@ -1,11 +1,13 @@
-# generates the wgmma wrappers of FlashAttention90.cuh
-def ss(n, ty):
+# generates the wgmma wrappers of FlashAttention90.cuh; with the argument
+# "bwd", those of FlashAttention90Backward.cuh (pasted between its markers)
+import sys
+def ss(n, ty, name="mmaSS", trans="0, 0"):
     r = n // 2
     regs = ", ".join(f"%{i}" for i in range(r))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(r))
-    return f'''template <> __device__ __forceinline__ void mmaSS<{n}, {ty[0]}>(float (&d)[{r}], uint64_t a, uint64_t b, int scaleD) {{
+    return f'''template <> __device__ __forceinline__ void {name}<{n}, {ty[0]}>(float (&d)[{r}], uint64_t a, uint64_t b, int scaleD) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r+2}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty[1]}.{ty[1]} {{{regs}}}, %{r}, %{r+1}, p, 1, 1, 0, 0;\\n}}\\n"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty[1]}.{ty[1]} {{{regs}}}, %{r}, %{r+1}, p, 1, 1, {trans};\\n}}\\n"
                : {outs}
                : "l"(a), "l"(b), "r"(scaleD));
 }}
@@ -21,6 +23,15 @@ def rs(n, ty):
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scaleD));
 }}
 '''
+TYPES = [("__nv_bfloat16", "bf16"), ("__half", "f16")]
+if sys.argv[1:] == ["bwd"]:
+    out = []
+    for ty in TYPES:
+        out.append(ss(64, ty, "mmaSSK"))
+        for n in (64, 128):
+            out.append(ss(n, ty, "mmaSST", "1, 1"))
+    print("".join(out), end="")
+    sys.exit(0)
 out = []
 for ty in [("__nv_bfloat16", "bf16"), ("__half", "f16")]:
     out.append(ss(128, ty))

@@ -25,6 +25,7 @@ namespace {
 #include "F16.cuh.inc"
 #include "FlashAttention.cuh.inc"
 #include "FlashAttention90.cuh.inc"
+#include "FlashAttention90Backward.cuh.inc"
 #include "Prelude.cuh.inc"
 
 } // namespace
@@ -44,6 +45,8 @@ static std::string dynamicMap8Prelude() {
 const char *flashAttentionPrelude() { return kFlashAttentionCuh; }
 
 const char *flashAttention90Prelude() { return kFlashAttention90Cuh; }
+
+const char *flashAttention90BackwardPrelude() { return kFlashAttention90BackwardCuh; }
 
 std::string cudaPrelude(bool bf16, bool f16, bool dynamicMap8, bool flashAttention) {
   std::string prelude;

@@ -148,8 +148,17 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   std::vector<std::pair<size_t, size_t>> workspaceNeeds; // op, bytes
   std::vector<CUdeviceptr> statsPointer;
   std::map<size_t, CUdeviceptr> workspaceOf;
-  // Forwards cuDNN does not take run as kiln_fa90 where it fits.
+  // Forwards cuDNN does not take run as kiln_fa90 where it fits, and so do
+  // their backwards where the module has one: the forward then writes the
+  // row statistics (log-sum-exp) the backward reads.
   std::vector<std::optional<AttentionShape>> hopperShape(p.ops.size());
+  std::map<int, CUdeviceptr> hopperStatsOfOutput;
+  std::vector<CUdeviceptr> hopperStatsOf(p.ops.size(), 0);
+  int64_t hopperScratchRows = 0, hopperScratchElements = 0; // the backward's D and fp32 dQ
+  auto hopperBackwardIn = [&](const AttentionShape &s) {
+    return static_cast<bool>(memory.hopper->getFunction(
+        artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim)));
+  };
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     if (op.kind != ProgramOp::Kind::Launch || !op.attention)
@@ -165,6 +174,26 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         artifact::hopperAttentionFits(shape->dtype, shape->headDim) && shape->kvHeads > 0 &&
         shape->heads % shape->kvHeads == 0) {
       hopperShape[i] = *shape;
+      if (hopperBackwardIn(*shape) && artifact::hopperAttentionBackwardFits(shape->seq)) {
+        Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
+            device, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4);
+        if (!stats)
+          return Error{origin + ": attention statistics: " + stats.getError()};
+        hopperStatsOf[i] = hopperStatsOfOutput[op.attention->o] = stats->get();
+        r->owned.push_back(std::move(*stats));
+      }
+      for (size_t skip : op.attention->replaces)
+        replaced[skip] = true;
+      ++r->hopperAttention;
+      continue;
+    }
+    if (!plan && memory.hopper && shape && shape->backward &&
+        hopperStatsOfOutput.count(op.attention->o)) {
+      hopperShape[i] = *shape;
+      hopperStatsOf[i] = hopperStatsOfOutput[op.attention->o];
+      hopperScratchRows = std::max(hopperScratchRows, shape->batch * shape->heads * shape->seq);
+      hopperScratchElements = std::max(hopperScratchElements,
+                                       shape->batch * shape->heads * shape->seq * shape->headDim);
       for (size_t skip : op.attention->replaces)
         replaced[skip] = true;
       ++r->hopperAttention;
@@ -198,6 +227,17 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
     return Error{origin + ": " + s.getError()};
   device.traceMemory("attention: " + std::to_string(r->cudnnAttention) + " on cuDNN");
 
+  CUdeviceptr hopperDd = 0, hopperDqAcc = 0;
+  if (hopperScratchRows > 0) {
+    Expected<DeviceBuffer> scratch = DeviceBuffer::allocate(
+        device, static_cast<size_t>(hopperScratchRows + hopperScratchElements) * 4);
+    if (!scratch)
+      return Error{origin + ": kiln_fa90 backward scratch: " + scratch.getError()};
+    hopperDqAcc = scratch->get();
+    hopperDd = hopperDqAcc + static_cast<CUdeviceptr>(hopperScratchElements) * 4;
+    r->owned.push_back(std::move(*scratch));
+  }
+
   auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
@@ -205,42 +245,82 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
     if (replaced[i])
       continue;
     if (hopperShape[i]) {
-      // Kiln's sm_90a forward (kiln/artifact/HopperAttention.h has its
-      // parameters and geometry); no statistics: the generated backward
-      // recomputes them.
+      // Kiln's sm_90a attention (kiln/artifact/HopperAttention.h has the
+      // kernels' parameters and geometry): the forward, or the backward's
+      // prepare, main and finish launches.
       const AttentionShape &s = *hopperShape[i];
       const AttentionRoles &a = *op.attention;
-      std::string name = artifact::hopperAttentionKernel(s.dtype, s.headDim);
-      Expected<CUfunction> function = memory.hopper->getFunction(name);
-      if (!function)
-        return Error{origin + ": " + where + ": " + function.getError()};
-      Launch launch;
-      launch.name = "kiln_fa90 attention " + s.describe();
-      launch.function = *function;
-      launch.grid = static_cast<unsigned>(
-          artifact::hopperAttentionBlocks(s.batch, s.heads, s.seq, s.headDim));
-      launch.block = static_cast<unsigned>(artifact::hopperAttentionThreads(s.headDim));
-      launch.shared = static_cast<unsigned>(artifact::hopperAttentionSharedBytes(s.headDim));
-      if (Status st = check(driver.cuFuncSetAttribute(
-                                launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                static_cast<int>(launch.shared)),
-                            "cuFuncSetAttribute");
-          !st)
-        return Error{origin + ": kernel " + name + ": " + st.getError()};
-      launch.pointers = {r->pointers[a.q], r->pointers[a.k], r->pointers[a.v], r->pointers[a.o], 0};
       float scale = static_cast<float>(s.scale);
       uint32_t scaleBits = 0;
       std::memcpy(&scaleBits, &scale, sizeof scaleBits);
-      launch.symbols = {s.batch,         s.heads, s.kvHeads,
-                        s.seq,           s.kvSeq, static_cast<int64_t>(scaleBits),
-                        s.causal ? 1 : 0};
-      for (CUdeviceptr &ptr : launch.pointers)
-        launch.params.push_back(&ptr);
-      for (int64_t &value : launch.symbols)
-        launch.params.push_back(&value);
-      r->actions.push_back({Action::Launch, r->launchList.size()});
-      r->launchList.push_back(std::move(launch));
-      ++r->launches;
+      auto add = [&](const std::string &name, const std::string &label, int64_t grid, int block,
+                     int shared, std::vector<CUdeviceptr> pointers,
+                     std::vector<int64_t> symbols) -> Status {
+        Expected<CUfunction> function = memory.hopper->getFunction(name);
+        if (!function)
+          return Error{origin + ": " + where + ": " + function.getError()};
+        Launch launch;
+        launch.name = label;
+        launch.function = *function;
+        launch.grid = static_cast<unsigned>(grid);
+        launch.block = static_cast<unsigned>(block);
+        launch.shared = static_cast<unsigned>(shared);
+        if (shared > 48 * 1024)
+          if (Status st = check(driver.cuFuncSetAttribute(
+                                    launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    shared),
+                                "cuFuncSetAttribute");
+              !st)
+            return Error{origin + ": kernel " + name + ": " + st.getError()};
+        launch.pointers = std::move(pointers);
+        launch.symbols = std::move(symbols);
+        for (CUdeviceptr &ptr : launch.pointers)
+          launch.params.push_back(&ptr);
+        for (int64_t &value : launch.symbols)
+          launch.params.push_back(&value);
+        r->actions.push_back({Action::Launch, r->launchList.size()});
+        r->launchList.push_back(std::move(launch));
+        ++r->launches;
+        return Status::success();
+      };
+      auto ptr = [&](int id) { return r->pointers[id]; };
+      std::vector<int64_t> dims = {s.batch, s.heads, s.kvHeads, s.seq, s.kvSeq,
+                                   static_cast<int64_t>(scaleBits), s.causal ? 1 : 0};
+      Status added = Status::success();
+      if (!s.backward) {
+        added = add(artifact::hopperAttentionKernel(s.dtype, s.headDim),
+                    "kiln_fa90 attention " + s.describe(),
+                    artifact::hopperAttentionBlocks(s.batch, s.heads, s.seq, s.headDim),
+                    artifact::hopperAttentionThreads(s.headDim),
+                    artifact::hopperAttentionSharedBytes(s.headDim),
+                    {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o), hopperStatsOf[i]}, dims);
+      } else {
+        // Grid-stride kernels: a few waves of 256 threads.
+        const int64_t rows = s.batch * s.heads * s.seq, elements = rows * s.headDim;
+        auto strided = [](int64_t threads) {
+          return std::max<int64_t>(1, std::min<int64_t>((threads + 255) / 256, 4096));
+        };
+        added = add(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim, "prep_"),
+                    "kiln_fa90 attention prepare " + s.describe(),
+                    strided(rows * (s.headDim / 8)), 256, 0,
+                    {ptr(a.o), ptr(a.dout), hopperDd, hopperDqAcc}, {rows});
+        if (added)
+          added = add(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim),
+                      "kiln_fa90 attention " + s.describe(),
+                      artifact::hopperAttentionBackwardBlocks(s.batch, s.kvHeads, s.kvSeq),
+                      artifact::kHopperAttentionBackwardThreads,
+                      artifact::hopperAttentionBackwardSharedBytes(s.headDim),
+                      {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), hopperStatsOf[i], hopperDd,
+                       hopperDqAcc, ptr(a.dk), ptr(a.dv)},
+                      dims);
+        if (added)
+          added = add(artifact::hopperAttentionFinishKernel(s.dtype),
+                      "kiln_fa90 attention finish " + s.describe(),
+                      strided(elements / 4), 256, 0, {hopperDqAcc, ptr(a.dq)},
+                      {static_cast<int64_t>(scaleBits), elements});
+      }
+      if (!added)
+        return added.takeError();
       continue;
     }
     if (cudnnPlan[i]) {

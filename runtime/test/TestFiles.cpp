@@ -111,6 +111,11 @@ static int writeLaunchStep(const std::string &out) {
   writer.add("guards", "[]");
   writer.add("params", R"([{"name":"w","source":"w","dtype":"F32","shape":[4],"trainable":true}])");
   writer.add("kernels/module0/source", "// two kernels");
+  // Kiln's sm_90a attention module: inspect lists its entry points.
+  writer.add("kernels/kiln_fa90/source",
+             "extern \"C\" __global__ void __launch_bounds__(384, 1)\n"
+             "kiln_fa90_bwd_bf16_d64(const float *q) {}\n"
+             "extern \"C\" __global__ void kiln_fa90_bwd_finish_bf16(float *x) {}\n");
   auto launch = [](const char *kernel) {
     return std::string(R"({"op":"launch","kernel":")") + kernel +
            R"(","module":"module0","args":[0,1],"symbols":["n"],"items":"n","per":256,)"

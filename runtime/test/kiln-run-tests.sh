@@ -165,7 +165,10 @@ inspect-kernels)
   # Each distinct kernel once, with its module and launches over step + init.
   "$test_files" launch-step l.kiln || fail "fixtures"
   expect 0 "" "$kiln_run" inspect l.kiln
-  grep -q '^kernel modules (1):$' out.txt || fail "modules"
+  grep -q '^kernel modules (2):$' out.txt || fail "modules"
+  grep -q '^  kiln_fa90: source$' out.txt || fail "kiln_fa90 module"
+  grep -q '^    kiln_fa90_bwd_bf16_d64$' out.txt || fail "kiln_fa90 entry after launch bounds"
+  grep -q '^    kiln_fa90_bwd_finish_bf16$' out.txt || fail "kiln_fa90 entry"
   grep -q '^kernels (2 distinct, 5 launches):$' out.txt || fail "kernels header"
   grep -q '^  main_k0_silu  module0  4 launches$' out.txt || fail "shared kernel"
   grep -q '^  main_k1_exp  module0  1 launch$' out.txt || fail "single kernel"

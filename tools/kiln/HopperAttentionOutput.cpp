@@ -8,8 +8,10 @@
 // step has a tiled attention forward the runtime may replace (a launch with
 // `attention` roles, bf16, head dim 64 or 128), Kiln's own Hopper
 // forward (lib/Codegen/cuda/FlashAttention90.cuh) compiled by NVRTC for
-// sm_90a, one kernel per element type and head dim the step needs. The
-// runtime runs it on sm_90 devices in place of those launches; everywhere
+// sm_90a, one kernel per element type and head dim the step needs, and
+// where the step has such an attention backward, its backward
+// (FlashAttention90Backward.cuh: prepare, main and finish kernels). The
+// runtime runs them on sm_90 devices in place of those launches; everywhere
 // else the portable kernels stay.
 //
 //===----------------------------------------------------------------------===//
@@ -33,8 +35,9 @@ namespace kiln::driver {
 namespace {
 using artifact::DType;
 
-/// (dtype, head dim) of every tiled attention forward the runtime may replace.
-std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module) {
+/// (dtype, head dim) of every tiled attention forward (or, with
+/// \p backward, backward) the runtime may replace.
+std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backward = false) {
   std::set<std::pair<DType, int64_t>> needed;
   module.walk([&](kernel::LaunchOp launch) {
     std::optional<DictionaryAttr> roles = launch.getAttention();
@@ -42,7 +45,7 @@ std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module) {
       return;
     auto direction = roles->getAs<StringAttr>("direction");
     auto q = roles->getAs<IntegerAttr>("q");
-    if (!direction || direction.getValue() != "forward" || !q)
+    if (!direction || direction.getValue() != (backward ? "backward" : "forward") || !q)
       return;
     SmallVector<Value> operands(launch.getIns());
     llvm::append_range(operands, launch.getOuts());
@@ -59,7 +62,40 @@ std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module) {
 }
 } // namespace
 
-std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &forwards) {
+/// The backward's three kernels for \p dtype at head dim \p d
+/// (kiln/artifact/HopperAttention.h has their parameters).
+static std::string hopperBackwardSource(DType dtype, int64_t d) {
+  std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
+  std::string c = "const " + t + " *";
+  return "\n// The runtime's launch geometry of the backward.\n"
+         "static_assert(kiln_fa90::bwd::Smem<" +
+         D + ">::bytes == " + std::to_string(artifact::hopperAttentionBackwardSharedBytes(d)) +
+         " && kiln_fa90::bwd::kThreads == " +
+         std::to_string(artifact::kHopperAttentionBackwardThreads) +
+         " && kiln_fa90::bwd::BN == " + std::to_string(artifact::kHopperAttentionBackwardKeys) +
+         ", \"kiln_fa90's backward layout is not the runtime's\");\n"
+         "extern \"C\" __global__ void " +
+         artifact::hopperAttentionBackwardKernel(dtype, d, "prep_") + "(" + c + "o, " + c +
+         "dO, float *dd,\n    float *dqAcc, int64_t rows) {\n"
+         "  kiln_fa90::bwd::prepare<" +
+         t + ", " + D +
+         ">(o, dO, dd, dqAcc, rows);\n}\n"
+         "extern \"C\" __global__ void __launch_bounds__(" +
+         std::to_string(artifact::kHopperAttentionBackwardThreads) + ", 1)\n" +
+         artifact::hopperAttentionBackwardKernel(dtype, d) + "(" + c + "q, " + c + "k, " + c +
+         "v, " + c + "dO,\n    const float *lse, const float *dd, float *dqAcc, " + t + " *dK, " +
+         t +
+         " *dV, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, int64_t scaleBits, "
+         "int64_t causal) {\n"
+         "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+         "  kiln_fa90::bwd::backward<" +
+         t + ", " + D +
+         ">(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,\n"
+         "      __int_as_float((int)scaleBits), causal != 0, smem);\n}\n";
+}
+
+std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &forwards,
+                                  const std::set<std::pair<DType, int64_t>> &backwards) {
   std::string text = "// kiln: Kiln's sm_90a attention forward (kernels/kiln_fa90)\n";
   text += codegen::flashAttention90Prelude();
   for (auto [dtype, d] : forwards) {
@@ -82,6 +118,23 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
             ">(q, k, v, o, lse, B, H, Hkv, Sq, L, __int_as_float((int)scaleBits), causal != 0,\n"
             "                               smem);\n}\n";
   }
+  if (backwards.empty())
+    return text;
+  text += "\n// kiln: its backward\n";
+  text += codegen::flashAttention90BackwardPrelude();
+  std::set<DType> finishes;
+  for (auto [dtype, d] : backwards) {
+    text += hopperBackwardSource(dtype, d);
+    finishes.insert(dtype);
+  }
+  for (DType dtype : finishes) {
+    std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half";
+    text += "extern \"C\" __global__ void " + artifact::hopperAttentionFinishKernel(dtype) +
+            "(const float *dqAcc, " + t +
+            " *dq, int64_t scaleBits,\n    int64_t n) {\n"
+            "  kiln_fa90::bwd::finish<" +
+            t + ">(dqAcc, dq, __int_as_float((int)scaleBits), n);\n}\n";
+  }
   return text;
 }
 
@@ -92,7 +145,14 @@ int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options
   std::set<std::pair<DType, int64_t>> forwards = hopperForwards(module);
   if (forwards.empty())
     return 0;
-  codegen::KernelSource source{artifact::kHopperAttentionModule, hopperAttentionSource(forwards)};
+  // A backward whose forward runs elsewhere never runs here: the runtime
+  // reads the row statistics kiln_fa90's forward writes.
+  std::set<std::pair<DType, int64_t>> backwards;
+  for (const auto &entry : hopperForwards(module, /*backward=*/true))
+    if (forwards.count(entry))
+      backwards.insert(entry);
+  codegen::KernelSource source{artifact::kHopperAttentionModule,
+                               hopperAttentionSource(forwards, backwards)};
   codegen::NvrtcOptions nvrtc;
   nvrtc.cacheDir = options.cacheDir;
   Expected<std::string> cubin = codegen::compileKernel(source, "sm_90a", nvrtc);

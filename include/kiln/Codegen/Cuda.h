@@ -60,6 +60,9 @@ const char *flashAttentionPrelude();
 /// Kiln's sm_90a attention forward (kiln_fa90, cuda/FlashAttention90.cuh):
 /// wgmma and setmaxnreg, so it compiles for sm_90a only.
 const char *flashAttention90Prelude();
+/// Its backward (kiln_fa90::bwd, cuda/FlashAttention90Backward.cuh): goes
+/// after flashAttention90Prelude(), sm_90a only.
+const char *flashAttention90BackwardPrelude();
 
 /// Step 3: the kernel's CUDA C++.
 mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable &names);

@@ -7,6 +7,7 @@
 #include "Commands.h"
 
 #include "kiln/artifact/Crc32c.h"
+#include "kiln/artifact/HopperAttention.h"
 #include "kiln/runtime/CudaDriver.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
@@ -202,6 +203,18 @@ int kiln::run::runInspect(int argc, char **argv) {
     if (!images.source.empty())
       list += std::string(list.empty() ? "" : ", ") + "source";
     std::printf("  %s: %s\n", name.c_str(), list.c_str());
+    // Kiln's sm_90a attention runs in place of launches, so no launch list
+    // names its kernels: their entry points, from its source.
+    if (name == kiln::artifact::kHopperAttentionModule && !images.source.empty()) {
+      std::string_view text = container.contents(images.source);
+      const std::string_view marker = "extern \"C\" __global__ void";
+      for (size_t at = text.find(marker); at != std::string_view::npos;
+           at = text.find(marker, at + 1)) {
+        size_t begin = text.find("kiln_fa90_", at), end = text.find('(', begin);
+        if (begin != std::string_view::npos && end != std::string_view::npos)
+          std::printf("    %.*s\n", static_cast<int>(end - begin), text.data() + begin);
+      }
+    }
   }
   if (int rc = printKernelLaunches(*step, argv[0]))
     return rc;

@@ -61,6 +61,43 @@ inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq, 
   return (seq + rows - 1) / rows * batch * heads;
 }
 
+/// The backward (lib/Codegen/cuda/FlashAttention90Backward.cuh), three
+/// launches per attention backward: "kiln_fa90_bwd_prep_bf16_d64" (D =
+/// rowsum(dO * O), the fp32 dQ accumulator zeroed; parameters o, dO, D,
+/// dQacc, int64 rows = B H Sq), "kiln_fa90_bwd_bf16_d64" (q, k, v, dO, lse,
+/// D, dQacc, dK, dV, then int64 B, H, Hkv, Sq, L, the scale's float bits,
+/// causal) and "kiln_fa90_bwd_finish_bf16" (dQacc, dQ, the scale's float
+/// bits, int64 n = B H Sq D). lse is the forward's row log-sum-exp; Sq a
+/// multiple of 4.
+inline std::string hopperAttentionBackwardKernel(DType dtype, int64_t headDim,
+                                                 const char *part = "") {
+  return std::string("kiln_fa90_bwd_") + part + (dtype == DType::BF16 ? "bf16" : "f16") +
+         "_d" + std::to_string(headDim);
+}
+inline std::string hopperAttentionFinishKernel(DType dtype) {
+  return std::string("kiln_fa90_bwd_finish_") + (dtype == DType::BF16 ? "bf16" : "f16");
+}
+/// A producer and two consumer warpgroups (64 keys each).
+inline constexpr int kHopperAttentionBackwardThreads = 384;
+/// Keys of one backward block, query rows of one of its steps.
+inline constexpr int64_t kHopperAttentionBackwardKeys = 128, kHopperAttentionBackwardRows = 64;
+/// kiln_fa90::bwd::Smem<D>::bytes: K and V (128 keys), two dS tiles
+/// (64 x 64), double-buffered, two stages of Q, dO (64 rows), lse and D, five mbarriers,
+/// 1024 bytes of alignment slack.
+inline int hopperAttentionBackwardSharedBytes(int64_t headDim) {
+  const int64_t kv = kHopperAttentionBackwardKeys * headDim * 2,
+                rows = kHopperAttentionBackwardRows;
+  return static_cast<int>(2 * kv + 4 * 64 * rows * 2 + 2 * (2 * rows * headDim * 2 + 2 * rows * 4) +
+                          5 * 8 + 1024);
+}
+/// One block per 128 keys of every (batch, kv head).
+inline int64_t hopperAttentionBackwardBlocks(int64_t batch, int64_t kvHeads, int64_t kvSeq) {
+  return (kvSeq + kHopperAttentionBackwardKeys - 1) / kHopperAttentionBackwardKeys * batch *
+         kvHeads;
+}
+/// Whether the backward takes the shape (beyond hopperAttentionFits).
+inline bool hopperAttentionBackwardFits(int64_t seq) { return seq % 4 == 0; }
+
 } // namespace kiln::artifact
 
 #endif // KILN_ARTIFACT_HOPPERATTENTION_H

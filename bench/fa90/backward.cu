@@ -1,0 +1,179 @@
+// Standalone run and timing of kiln_fa90::bwd (FlashAttention90Backward.cuh)
+// for bench/fa90/bwd_check.py, which makes the inputs and checks the results
+// against a float64 reference and PyTorch's backends:
+//   fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS
+// reads raw bf16 q, dO ([B, H, SQ, D]), k, v ([B, KV, L, D]); runs Kiln's
+// sm_90a forward (O and the row log-sum-exp) and then the backward (prepare,
+// main, finish) on outputs poisoned with NaN; writes OUTDIR/{o,dq,dk,dv}.bin
+// (raw bf16) and prints the median times of ITERS forwards and backwards.
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+#include "../../lib/Codegen/cuda/FlashAttention90.cuh"
+#include "../../lib/Codegen/cuda/FlashAttention90Backward.cuh"
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+using bf16 = __nv_bfloat16;
+
+template <int D>
+__global__ void __launch_bounds__(kiln_fa90::threads<kiln_fa90::defaultConsumers<D>()>(), 1)
+    fa90Forward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *lse, int64_t B,
+                int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  kiln_fa90::forward<bf16, D>(q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem);
+}
+template <int D>
+__global__ void fa90Prepare(const bf16 *o, const bf16 *dO, float *dd, float *dqAcc, int64_t rows) {
+  kiln_fa90::bwd::prepare<bf16, D>(o, dO, dd, dqAcc, rows);
+}
+template <int D>
+__global__ void __launch_bounds__(kiln_fa90::bwd::kThreads, 1)
+    fa90Backward(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dO, const float *lse,
+                 const float *dd, float *dqAcc, bf16 *dK, bf16 *dV, int64_t B, int64_t H,
+                 int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  kiln_fa90::bwd::backward<bf16, D>(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L, scale,
+                                    causal, smem);
+}
+__global__ void fa90Finish(const float *dqAcc, bf16 *dq, float scale, int64_t n) {
+  kiln_fa90::bwd::finish<bf16>(dqAcc, dq, scale, n);
+}
+
+static bool readRaw(const char *path, size_t count, std::vector<bf16> &data) {
+  data.resize(count);
+  FILE *f = std::fopen(path, "rb");
+  const bool ok = f && std::fread(data.data(), 2, count, f) == count;
+  if (f)
+    std::fclose(f);
+  if (!ok)
+    std::fprintf(stderr, "fa90bwd: cannot read %zu bf16 values from %s\n", count, path);
+  return ok;
+}
+static bool writeRaw(const std::string &path, const bf16 *dev, size_t count) {
+  std::vector<bf16> host(count);
+  CHECK(cudaMemcpy(host.data(), dev, count * 2, cudaMemcpyDeviceToHost));
+  FILE *f = std::fopen(path.c_str(), "wb");
+  const bool ok = f && std::fwrite(host.data(), 2, count, f) == count;
+  if (f)
+    std::fclose(f);
+  if (!ok)
+    std::fprintf(stderr, "fa90bwd: cannot write %s\n", path.c_str());
+  return ok;
+}
+
+template <typename F> static float median(F &&fn, int iters) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int w = 0; w < 3; ++w)
+    fn();
+  std::vector<float> times;
+  for (int it = 0; it < std::max(iters, 1); ++it) {
+    CHECK(cudaEventRecord(e0));
+    fn();
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+template <int D>
+static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **paths, int iters) {
+  const size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * Hkv * L * D, rows = (size_t)B * H * Sq;
+  std::vector<bf16> hq, hk, hv, hdo;
+  if (!readRaw(paths[0], nq, hq) || !readRaw(paths[1], nk, hk) || !readRaw(paths[2], nk, hv) ||
+      !readRaw(paths[3], nq, hdo))
+    return 2;
+  bf16 *q, *k, *v, *o, *dO, *dq, *dk, *dv;
+  float *lse, *dd, *acc;
+  CHECK(cudaMalloc(&q, nq * 2)); CHECK(cudaMalloc(&k, nk * 2)); CHECK(cudaMalloc(&v, nk * 2));
+  CHECK(cudaMalloc(&o, nq * 2)); CHECK(cudaMalloc(&dO, nq * 2)); CHECK(cudaMalloc(&dq, nq * 2));
+  CHECK(cudaMalloc(&dk, nk * 2)); CHECK(cudaMalloc(&dv, nk * 2));
+  CHECK(cudaMalloc(&lse, rows * 4)); CHECK(cudaMalloc(&dd, rows * 4)); CHECK(cudaMalloc(&acc, nq * 4));
+  CHECK(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dO, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+  // NaN everywhere the kernels write: an element they skip shows.
+  for (auto [p, n] : {std::pair<void *, size_t>{o, nq * 2}, {dq, nq * 2}, {dk, nk * 2}, {dv, nk * 2},
+                      {lse, rows * 4}, {dd, rows * 4}, {acc, nq * 4}})
+    CHECK(cudaMemset(p, 0xff, n));
+  const float scale = 1.f / std::sqrt((float)D);
+  constexpr int nc = kiln_fa90::defaultConsumers<D>();
+  constexpr int fwdBytes = kiln_fa90::Smem<D>::bytes, bwdBytes = kiln_fa90::bwd::Smem<D>::bytes;
+  CHECK(cudaFuncSetAttribute(fa90Forward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes));
+  CHECK(cudaFuncSetAttribute(fa90Backward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwdBytes));
+  auto forward = [&] {
+    const int blocks = (Sq + 64 * nc - 1) / (64 * nc) * B * H;
+    fa90Forward<D><<<blocks, kiln_fa90::threads<nc>(), fwdBytes>>>(q, k, v, o, lse, B, H, Hkv, Sq,
+                                                                     L, scale, causal);
+    CHECK(cudaGetLastError());
+  };
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  auto backward = [&] {
+    fa90Prepare<D><<<sms * 8, 256>>>(o, dO, dd, acc, (int64_t)rows);
+    const int blocks = (L + kiln_fa90::bwd::BN - 1) / kiln_fa90::bwd::BN * B * Hkv;
+    fa90Backward<D><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
+        q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal);
+    fa90Finish<<<sms * 8, 256>>>(acc, dq, scale, (int64_t)nq);
+    CHECK(cudaGetLastError());
+  };
+  forward();
+  backward();
+  CHECK(cudaDeviceSynchronize());
+  const std::string dir = paths[4];
+  if (!writeRaw(dir + "/o.bin", o, nq) || !writeRaw(dir + "/dq.bin", dq, nq) ||
+      !writeRaw(dir + "/dk.bin", dk, nk) || !writeRaw(dir + "/dv.bin", dv, nk))
+    return 2;
+  if (iters > 0) {
+    const float f = median(forward, iters), bw = median(backward, iters);
+    // The main kernel alone, for the share of prepare and finish.
+    const int blocks = (L + kiln_fa90::bwd::BN - 1) / kiln_fa90::bwd::BN * B * Hkv;
+    const float mainOnly = median([&] {
+      fa90Backward<D><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
+          q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal);
+    }, iters);
+    std::printf("fwd %.4f ms bwd %.4f ms (main kernel %.4f ms)\n", f, bw, mainOnly);
+  } else {
+    std::printf("fwd - ms bwd - ms\n");
+  }
+  for (void *p : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dO, (void *)dq, (void *)dk,
+                  (void *)dv, (void *)lse, (void *)dd, (void *)acc})
+    cudaFree(p);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 14) {
+    std::fprintf(stderr, "usage: fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS\n");
+    return 2;
+  }
+  const int B = std::atoi(argv[1]), H = std::atoi(argv[2]), Hkv = std::atoi(argv[3]),
+            Sq = std::atoi(argv[4]), L = std::atoi(argv[5]), D = std::atoi(argv[6]),
+            causal = std::atoi(argv[7]), iters = std::atoi(argv[13]);
+  if (B <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || Sq <= 0 || L <= 0 || Sq % 4 ||
+      (D != 64 && D != 128)) {
+    std::fprintf(stderr, "fa90bwd: unsupported shape b%d h%d kv%d sq%d l%d d%d\n", B, H, Hkv, Sq,
+                 L, D);
+    return 2;
+  }
+  return D == 64 ? runShape<64>(B, H, Hkv, Sq, L, causal != 0, argv + 8, iters)
+                 : runShape<128>(B, H, Hkv, Sq, L, causal != 0, argv + 8, iters);
+}

@@ -1,0 +1,395 @@
+// Kiln's attention backward for Hopper (lib/Codegen/cuda/FlashAttention90Backward.cuh).
+//
+// sm_90a only (wgmma, setmaxnreg); include after FlashAttention90.cuh,
+// whose shared-memory layout, descriptors, barriers and wgmma wrappers it
+// reuses. Three launches (the FlashAttention-2/3 scheme):
+//   1. prepare: D = rowsum(dO * O) per query row (fp32), and the fp32 dQ
+//      accumulator zeroed;
+//   2. backward: parallel over key tiles. A block owns BN = 128 keys of one
+//      (batch, kv head): a producer warpgroup and two consumer warpgroups of
+//      64 keys each. dK and dV stay in registers for the whole block (no
+//      atomics on them); grouped-query attention loops over the kv head's
+//      query heads inside the block, so dK/dV come out summed. Per query
+//      tile of BM = 64 rows (Q, dO, lse, D streamed by the producer through
+//      a 2-stage ring): S^T = K Q^T and dP^T = V dO^T (wgmma, both operands
+//      from shared memory), P^T = exp(S^T scale - lse), dV += P^T dO (P^T
+//      from registers, rounded once to bf16/f16), dS^T = P^T (dP^T - D),
+//      dK += dS^T Q (registers), and dQ += dS K: dS^T is stored to shared
+//      memory and read back transposed (wgmma's MN-major A), and the
+//      tile's dQ (kAlternateDq below) is added to the fp32 accumulator with
+//      float2 atomics;
+//   3. finish: dQ = scale * accumulator, rounded to bf16/f16.
+// Plain FlashAttention numerics: P and dS rounded once before their
+// products (the policy of docs/codegen.md). Layouts: q, o, dO, dQ
+// [B, H, Sq, D]; k, v, dK, dV [B, Hkv, L, D]; lse, D [B, H, Sq] (lse the
+// natural log-sum-exp of the scaled scores, what kiln_fa90::forward
+// writes); causal is top-left aligned (key j visible to query i iff j <= i).
+namespace kiln_fa90 {
+namespace bwd {
+constexpr int BN = 128, BM = 64, kStages = 2;
+// How dQ += dS K is shared between the two consumer warpgroups. By turns
+// (kAlternateDq): warpgroup t % 2 computes query tile t's whole dQ over all
+// 128 keys and adds it to the fp32 accumulator: half the atomics of one
+// partial per warpgroup, and the same work for both over two tiles; the
+// dS^T tile is double-buffered and both warpgroups meet at a barrier once
+// per tile. Otherwise each warpgroup adds the partial of its own 64 keys
+// (bench/fa90 builds both to compare: -DKILN_FA90_BWD_ALTERNATE=0).
+#ifndef KILN_FA90_BWD_ALTERNATE
+#define KILN_FA90_BWD_ALTERNATE 1
+#endif
+template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
+
+// Dynamic shared memory: K, V (BN rows), the two warpgroups' dS^T tiles
+// (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO
+// (BM rows), lse and D (BM floats), the mbarriers; 1024 bytes of slack for
+// the 1024-byte alignment.
+template <int D> struct Smem {
+  static constexpr int kv = BN * D * 2, qt = BM * D * 2, ds = 64 * BM * 2;
+  static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
+                       lse = dO + kStages * qt, dd = lse + kStages * BM * 4,
+                       bars = dd + kStages * BM * 4, bytes = bars + (2 * kStages + 1) * 8 + 1024;
+  static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 block gets");
+};
+constexpr int kThreads = 384;
+
+// wgmma wrappers the forward has no use for (bench/fa90/gen_wgmma.py bwd):
+// m64n64k16 with both operands K-major (S^T = K Q^T at 64 queries), and
+// both operands MN-major (dQ = dS K: dS^T stored [key][query], K [key][d]).
+template <int N, typename T> __device__ void mmaSST(float (&)[N / 2], uint64_t, uint64_t, int);
+template <int N, typename T> __device__ void mmaSSK(float (&)[N / 2], uint64_t, uint64_t, int);
+template <> __device__ __forceinline__ void mmaSSK<64, __nv_bfloat16>(float (&d)[32], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSST<64, __nv_bfloat16>(float (&d)[32], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSST<128, __nv_bfloat16>(float (&d)[64], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSSK<64, __half>(float (&d)[32], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSST<64, __half>(float (&d)[32], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSST<128, __half>(float (&d)[64], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+
+// Pointer to a float pair in shared memory.
+__device__ __forceinline__ float2 lds2(const unsigned char *p) {
+  return *reinterpret_cast<const float2 *>(p);
+}
+
+// 1. D = rowsum(dO * O), zeroes the dQ accumulator. rows = B H Sq; D / 8
+// threads per row, 16-byte loads.
+template <typename T, int D>
+__device__ __forceinline__ void prepare(const T *o, const T *dO, float *dd, float *dqAcc,
+                                        int64_t rows) {
+  constexpr int per = D / 8;
+  const int64_t threadsAll = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * per;
+       e += threadsAll) {
+    const int64_t row = e / per;
+    const int c = (int)(e % per);
+    const uint4 a = *reinterpret_cast<const uint4 *>(o + row * D + c * 8);
+    const uint4 g = *reinterpret_cast<const uint4 *>(dO + row * D + c * 8);
+    const T *ae = reinterpret_cast<const T *>(&a), *ge = reinterpret_cast<const T *>(&g);
+    float sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      sum += (float)ae[u] * (float)ge[u];
+    // The row's D / 8 threads are consecutive lanes of one warp (D / 8 is
+    // 8 or 16, and rows start at multiples of it).
+#pragma unroll
+    for (int w = per / 2; w; w /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, w, per);
+    if (c == 0)
+      dd[row] = sum;
+    float4 *z = reinterpret_cast<float4 *>(dqAcc + row * D + c * 8);
+    z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// 3. dQ = scale * accumulator; n = B H Sq D (a multiple of 8).
+template <typename T>
+__device__ __forceinline__ void finish(const float *dqAcc, T *dq, float scale, int64_t n) {
+  const int64_t threadsAll = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; e < n;
+       e += threadsAll * 4) {
+    const float4 a = *reinterpret_cast<const float4 *>(dqAcc + e);
+    uint2 out;
+    out.x = pack<T>(a.x * scale, a.y * scale);
+    out.y = pack<T>(a.z * scale, a.w * scale);
+    *reinterpret_cast<uint2 *>(dq + e) = out;
+  }
+}
+
+// 2. One block: keys [kt BN, kt BN + BN) of one (batch, kv head); blocks
+// take the key tiles in order, the causal ones with the most query tiles
+// first. 384 threads, __launch_bounds__(384, 1).
+template <typename T, int D>
+__device__ __forceinline__ void backward(const T *q, const T *k, const T *v, const T *dO,
+                                         const float *lse, const float *dd, float *dqAcc, T *dK,
+                                         T *dV, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
+                                         int64_t L, float scale, bool causal,
+                                         unsigned char *smemRaw) {
+  static_assert(D == 64 || D == 128, "kiln_fa90 backward handles head dims 64 and 128");
+  using S = Smem<D>;
+  constexpr int C = D / 8; // 16-byte chunks per row
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~static_cast<uintptr_t>(1023));
+  const uint32_t base = smemAddr(smem), kAddr = base + S::k, vAddr = base + S::v,
+                 dsAddr = base + S::dS, qAddr = base + S::q, doAddr = base + S::dO,
+                 bars = base + S::bars;
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (kStages + s); };
+  const uint32_t kvFull = bars + 8 * 2 * kStages;
+  const int64_t BHk = B * Hkv, G = H / Hkv;
+  const int64_t kt = (int64_t)blockIdx.x / BHk, bhk = (int64_t)blockIdx.x % BHk;
+  const int64_t hk = bhk % Hkv, b = bhk / Hkv, j0 = kt * BN;
+  const int64_t qTiles = (Sq + BM - 1) / BM;
+  // Causal: query tiles before the key tile's first key see none of it.
+  const int64_t qStart = causal ? (j0 / BM < qTiles ? j0 / BM : qTiles) : 0;
+  const int perHead = (int)(qTiles - qStart), nIter = (int)(G * perHead);
+  const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      barrierInit(full(s), 128);
+      barrierInit(empty(s), 8); // lane 0 of every consumer warp
+    }
+    barrierInit(kvFull, 128);
+  }
+  __syncthreads();
+  if (group == 0) { // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    for (int e = tid; e < BN * C; e += 128) {
+      const int r = e / C, c = e % C;
+      const bool valid = j0 + r < L;
+      const int64_t row = valid ? j0 + r : 0;
+      cpAsync16(kAddr + swizzled(BN, r, c), kBase + row * D + c * 8, valid);
+      cpAsync16(vAddr + swizzled(BN, r, c), vBase + row * D + c * 8, valid);
+    }
+    cpAsyncCommit();
+    cpAsyncWait<0>();
+    fenceProxyAsync();
+    barrierArrive(kvFull);
+    for (int t = 0; t < nIter; ++t) {
+      const int s = t % kStages;
+      if (t >= kStages)
+        barrierWait(empty(s), ((t / kStages) - 1) & 1);
+      const int64_t h = hk * G + t / perHead, i0 = (qStart + t % perHead) * BM;
+      const int64_t rowBase = (b * H + h) * Sq;
+      const T *qBase = q + rowBase * D, *gBase = dO + rowBase * D;
+#pragma unroll
+      for (int u = 0; u < BM * C / 128; ++u) {
+        const int e = tid + 128 * u, r = e / C, c = e % C;
+        const bool valid = i0 + r < Sq;
+        const int64_t row = valid ? i0 + r : 0;
+        const uint32_t at = swizzled(BM, r, c) + s * (BM * D * 2);
+        cpAsync16(qAddr + at, qBase + row * D + c * 8, valid);
+        cpAsync16(doAddr + at, gBase + row * D + c * 8, valid);
+      }
+      if (tid < 2 * BM / 4) { // lse and D: 16 chunks of 4 floats each
+        const int which = tid / (BM / 4), c = tid % (BM / 4);
+        const int64_t row = i0 + 4 * c;
+        const bool valid = row < Sq; // Sq % 4 == 0 is a launch condition
+        const float *src = (which ? dd : lse) + rowBase + (valid ? row : 0);
+        cpAsync16(base + (which ? S::dd : S::lse) + s * BM * 4 + 16 * c, src, valid);
+      }
+      cpAsyncCommit();
+      if (t > 0) {
+        cpAsyncWait<1>();
+        fenceProxyAsync();
+        barrierArrive(full((t - 1) % kStages));
+      }
+    }
+    if (nIter > 0) {
+      cpAsyncWait<0>();
+      fenceProxyAsync();
+      barrierArrive(full((nIter - 1) % kStages));
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  const int cg = group - 1, warp = tid / 32, lane = tid % 32;
+  const float kInf = __int_as_float(0x7f800000), log2e = 1.4426950408889634f,
+              scaleLog2 = scale * log2e;
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int x = 0; x < D / 2; ++x)
+    dv[x] = dk[x] = 0.f;
+  // This thread's keys (rows of S^T): keyA, keyA + 8, local to the block.
+  const int keyA = 64 * cg + 16 * warp + lane / 4;
+  constexpr bool alternate = kAlternateDq<D>;
+  barrierWait(kvFull, 0);
+  for (int t = 0; t < nIter; ++t) {
+    const int s = t % kStages;
+    const int64_t h = hk * G + t / perHead, i0 = (qStart + t % perHead) * BM;
+    const uint32_t qS = qAddr + s * (BM * D * 2), doS = doAddr + s * (BM * D * 2);
+    // dS^T of all 128 keys (this warpgroup's rows 64 cg ...), and its rows.
+    const uint32_t dsTile = dsAddr + (alternate ? (t & 1) : 0) * (2 * 64 * BM * 2),
+                   myDs = dsTile + cg * (64 * BM * 2);
+    const bool myDq = !alternate || (t & 1) == cg;
+    const unsigned char *lseS = smem + S::lse + s * BM * 4, *ddS = smem + S::dd + s * BM * 4;
+    barrierWait(full(s), (t / kStages) & 1);
+    float st[BM / 2], dp[BM / 2];
+    mmaFence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) { // S^T = K Q^T, dP^T = V dO^T
+      const uint32_t a = (kk / 4) * BN * 128 + 64 * cg * 128 + (kk % 4) * 32,
+                     bo = (kk / 4) * BM * 128 + (kk % 4) * 32;
+      mmaSSK<BM, T>(st, descriptor(kAddr + a, 16, 1024), descriptor(qS + bo, 16, 1024), kk > 0);
+      mmaSSK<BM, T>(dp, descriptor(vAddr + a, 16, 1024), descriptor(doS + bo, 16, 1024), kk > 0);
+    }
+    mmaCommit();
+    mmaWait<0>();
+    pin(st);
+    pin(dp);
+    // P^T = exp2(S^T scale log2(e) - lse log2(e)); 0 where the key is past
+    // the query (causal). Column x of the accumulator: query
+    // 8 (x / 4) + 2 (lane % 4) + (x & 1), key keyA (+ 8 when x & 2).
+    const bool diagonal = causal && i0 < j0 + BN;
+#pragma unroll
+    for (int x = 0; x < BM / 2; x += 2) {
+      const int col = 8 * (x / 4) + 2 * (lane % 4);
+      const float2 l = lds2(lseS + 4 * col);
+      const float l0 = l.x == -kInf ? kInf : l.x * log2e, l1 = l.y == -kInf ? kInf : l.y * log2e;
+      st[x] = exp2Approx(fmaf(st[x], scaleLog2, -l0));
+      st[x + 1] = exp2Approx(fmaf(st[x + 1], scaleLog2, -l1));
+      if (diagonal) {
+        const int64_t key = j0 + keyA + ((x & 2) ? 8 : 0), qry = i0 + col;
+        if (key > qry)
+          st[x] = 0.f;
+        if (key > qry + 1)
+          st[x + 1] = 0.f;
+      }
+    }
+    uint32_t pp[BM / 16][4], ps[BM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int g = 0; g < 4; ++g)
+        pp[kk][g] = pack<T>(st[8 * kk + 2 * g], st[8 * kk + 2 * g + 1]);
+    mmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) // dV += P^T dO (dO N-major)
+      mmaRS<D, T>(dv, pp[kk], descriptor(doS + kk * 16 * 128, BM * 128, 1024), 1);
+    mmaCommit();
+    // dS^T = P^T (dP^T - D), rounded once; to registers (dK's A operand)
+    // and to shared memory as [key][query] (dQ's A operand, transposed).
+#pragma unroll
+    for (int x = 0; x < BM / 2; x += 2) {
+      const int col = 8 * (x / 4) + 2 * (lane % 4);
+      const float2 dcol = lds2(ddS + 4 * col);
+      const uint32_t packed = pack<T>(st[x] * (dp[x] - dcol.x), st[x + 1] * (dp[x + 1] - dcol.y));
+      ps[x / 8][(x % 8) / 2] = packed;
+      const int r = 16 * warp + lane / 4 + ((x & 2) ? 8 : 0);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(myDs + swizzled(64, r, col / 8) +
+                                                     (col % 8) * 2),
+                   "r"(packed)
+                   : "memory");
+    }
+    fenceProxyAsync();
+    if (alternate) // both halves of dS^T are in
+      asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    else
+      groupSync(1 + cg);
+    mmaWait<0>(); // dV's product is in: pp is free
+    pin(dv);
+    pinU(pp);
+    mmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) // dK += dS^T Q (Q N-major)
+      mmaRS<D, T>(dk, ps[kk], descriptor(qS + kk * 16 * 128, BM * 128, 1024), 1);
+    mmaCommit();
+    mmaWait<0>();
+    pin(dk);
+    pinU(ps);
+    __syncwarp();
+    if (lane == 0)
+      barrierArrive(empty(s)); // Q and dO of this stage are no longer read
+    // dQ = dS K in blocks of 64 head-dim columns (32 accumulator registers),
+    // added to the fp32 accumulator: rows i0 + 16 warp + lane / 4 (+ 8),
+    // column pairs 64 hb + 8 (x / 4) + 2 (lane % 4).
+    float *dqBase = dqAcc + ((b * H + h) * Sq + i0) * D;
+    if (myDq) {
+#pragma unroll
+      for (int hb = 0; hb < D / 64; ++hb) {
+        float dq[32];
+        mmaFence();
+        if constexpr (alternate) {
+#pragma unroll
+          for (int kk = 0; kk < BN / 16; ++kk) // over all 128 keys
+            mmaSST<64, T>(dq, descriptor(dsTile + kk * 16 * 128, 64 * 128, 1024),
+                          descriptor(kAddr + hb * BN * 128 + 16 * kk * 128, BN * 128, 1024),
+                          kk > 0);
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < 64 / 16; ++kk) // over this warpgroup's 64 keys
+            mmaSST<64, T>(dq, descriptor(myDs + kk * 16 * 128, 64 * 128, 1024),
+                          descriptor(kAddr + hb * BN * 128 + (64 * cg + 16 * kk) * 128,
+                                     BN * 128, 1024),
+                          kk > 0);
+        }
+        mmaCommit();
+        mmaWait<0>();
+        pin(dq);
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = 16 * warp + lane / 4 + 8 * rr;
+          if (i0 + r < Sq) {
+#pragma unroll
+            for (int jb = 0; jb < 8; ++jb)
+              atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + 64 * hb + 8 * jb +
+                                                   2 * (lane % 4)),
+                        make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
+          }
+        }
+      }
+    }
+    // The next iteration overwrites myDs: every warp's dQ product is done
+    // (the wait above), and this keeps a fast warp from storing early. (With
+    // kAlternateDq the next tile writes the other buffer, and the one after
+    // waits at the barrier this tile's dQ warpgroup reaches after its product.)
+    if (!alternate)
+      groupSync(1 + cg);
+  }
+  // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
+  const int64_t kvRow = (b * Hkv + hk) * L + j0;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = keyA + 8 * rr;
+    if (j0 + r < L) {
+#pragma unroll
+      for (int jb = 0; jb < D / 8; ++jb) {
+        const int64_t at = (kvRow + r) * D + 8 * jb + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t *>(dK + at) =
+            pack<T>(dk[4 * jb + 2 * rr] * scale, dk[4 * jb + 2 * rr + 1] * scale);
+        *reinterpret_cast<uint32_t *>(dV + at) = pack<T>(dv[4 * jb + 2 * rr], dv[4 * jb + 2 * rr + 1]);
+      }
+    }
+  }
+}
+} // namespace bwd
+} // namespace kiln_fa90

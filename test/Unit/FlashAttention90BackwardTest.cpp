@@ -1,0 +1,70 @@
+//===- FlashAttention90BackwardTest.cpp - kiln_fa90::bwd through NVRTC ----===//
+//
+// Kiln's sm_90a attention backward (lib/Codegen/cuda/
+// FlashAttention90Backward.cuh) compiles through NVRTC for sm_90a after the
+// forward's prelude, in every element type and head dim the artifact may
+// carry, with the shared-memory size and block shape the runtime launches
+// it with (kiln/artifact/HopperAttention.h); NVRTC refuses another size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Codegen/Cuda.h"
+#include "kiln/Codegen/Nvrtc.h"
+#include "kiln/artifact/HopperAttention.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+namespace {
+
+std::string source(int skew, bool kernels) {
+  std::string text = std::string(flashAttention90Prelude()) + flashAttention90BackwardPrelude();
+  text += "static_assert(kiln_fa90::bwd::kThreads == " +
+          std::to_string(artifact::kHopperAttentionBackwardThreads) +
+          " && kiln_fa90::bwd::BN == " + std::to_string(artifact::kHopperAttentionBackwardKeys) +
+          " && kiln_fa90::bwd::BM == " + std::to_string(artifact::kHopperAttentionBackwardRows) +
+          ", \"kiln_fa90 backward geometry\");\n";
+  for (int d : {64, 128}) {
+    std::string D = std::to_string(d);
+    text += "static_assert(kiln_fa90::bwd::Smem<" + D + ">::bytes == " +
+            std::to_string(artifact::hopperAttentionBackwardSharedBytes(d) + skew) +
+            ", \"kiln_fa90 backward geometry\");\n";
+    if (!kernels)
+      continue;
+    for (const char *t : {"__nv_bfloat16", "__half"}) {
+      std::string T = t, name = std::string(t[2] == 'n' ? "bf16" : "f16") + "_" + D;
+      text += "extern \"C\" __global__ void __launch_bounds__(384, 1) bwd_" + name + "(const " +
+              T + " *q, const " + T + " *k, const " + T + " *v, const " + T +
+              " *dO, const float *lse, const float *dd, float *acc, " + T + " *dK, " + T +
+              " *dV, int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L) {\n"
+              "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+              "  kiln_fa90::bwd::backward<" +
+              T + ", " + D + ">(q, k, v, dO, lse, dd, acc, dK, dV, B, H, Hkv, Sq, L, 0.125f, true, smem);\n}\n" +
+              "extern \"C\" __global__ void prep_" + name + "(const " + T + " *o, const " + T +
+              " *dO, float *dd, float *acc, int64_t rows) {\n  kiln_fa90::bwd::prepare<" + T +
+              ", " + D + ">(o, dO, dd, acc, rows);\n}\n";
+    }
+  }
+  return text + "extern \"C\" __global__ void finish(const float *a, __nv_bfloat16 *dq, int64_t n) {\n"
+                "  kiln_fa90::bwd::finish<__nv_bfloat16>(a, dq, 0.125f, n);\n}\n";
+}
+
+TEST(FlashAttention90Backward, CompilesForSm90aWithTheRuntimesGeometry) {
+  NvrtcOptions options;
+  llvm::Expected<std::string> cubin = compileKernel({"fa90bwd", source(0, true)}, "sm_90a", options);
+  ASSERT_TRUE(static_cast<bool>(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_FALSE(cubin->empty());
+}
+
+TEST(FlashAttention90Backward, NvrtcRefusesAnotherSize) {
+  NvrtcOptions options;
+  llvm::Expected<std::string> cubin =
+      compileKernel({"fa90bwd", source(16, false)}, "sm_90a", options);
+  ASSERT_FALSE(static_cast<bool>(cubin));
+  std::string message = llvm::toString(cubin.takeError());
+  EXPECT_NE(message.find("kiln_fa90 backward geometry"), std::string::npos) << message;
+}
+
+} // namespace
