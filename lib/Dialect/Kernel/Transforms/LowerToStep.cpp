@@ -30,6 +30,13 @@ using namespace kiln::kernel;
 namespace {
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The row stride of a buffer that is a block of columns of another (a view
+/// with `row_stride`), or null for a packed one.
+Dim rowStrideOf(Value buffer) {
+  auto view = buffer.getDefiningOp<ViewOp>();
+  return view ? view.getRowStrideAttr() : Dim();
+}
 BufferType bufferOf(Type t) { return BufferType::get(t.getContext(), cast<RankedTensorType>(t)); }
 
 /// Sorted names of the size symbols a kernel body mentions.
@@ -246,9 +253,18 @@ struct Lowering {
       alpha *= it->second.intoAlpha;
       map.map(it->second.intoScale->getResult(0), out);
     }
+    // A block of columns (a view at a row stride: a K-concatenation's
+    // part) is read or written at its stride.
+    Dim lda = rowStrideOf(lhs), ldb = rowStrideOf(rhs), ldc = rowStrideOf(out);
+    DimsAttr lds;
+    if (lda || ldb || ldc) {
+      if (!isConst(batch, 1))
+        return mm.emitOpError("is a batched GEMM of a block of columns");
+      lds = DimsAttr::get(ctx, {lda ? lda : (ta ? m : k), ldb ? ldb : (tb ? k : n), ldc ? ldc : n});
+    }
     auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
                                        DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
-                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr);
+                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr, lds);
     if (alpha != 1)
       gemm.setAlphaAttr(builder.getF64FloatAttr(alpha));
     map.map(replaced->getResult(0), out);
@@ -468,7 +484,8 @@ struct Lowering {
     }
     if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
       map.map(op->getResult(0), builder.create<ViewOp>(loc, bufferOf(op->getResult(0).getType()),
-                                                       lookup(op->getOperand(0))));
+                                                       lookup(op->getOperand(0)), SymExprAttr(),
+                                                       SymExprAttr()));
       return success();
     }
     // Scales folded into the alpha of every GEMM that reads them.
