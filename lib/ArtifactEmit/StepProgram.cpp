@@ -255,6 +255,16 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       for (Value v : launch.getOuts())
         operands.push(use(v));
       entry.set("args", std::move(operands));
+      // Version 3: outputs the kernel writes as columns of a wider buffer.
+      if (auto strides = kernelOp->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides")) {
+        Json rowStrides = Json::array();
+        for (size_t i = 0; i < launch.getIns().size(); ++i)
+          rowStrides.push(Json::integer(0));
+        for (int64_t stride : strides.asArrayRef())
+          rowStrides.push(Json::integer(stride));
+        entry.set("row_strides", std::move(rowStrides));
+        version = 3;
+      }
       Json symbols = Json::array();
       for (Attribute sym : kernelOp.getSymbols())
         symbols.push(Json::string(llvm::cast<StringAttr>(sym).str()));

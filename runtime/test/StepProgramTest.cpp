@@ -16,6 +16,7 @@
 #include "kiln/runtime/StepProgram.h"
 
 #include <cstring>
+#include <tuple>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -294,9 +295,25 @@ static void testStridedViews() {
     CHECK(live.root[2] == 0);
     CHECK(live.lastUse[0] == size_t(5));
   }
+  // A kernel that writes t's columns at their row stride is accepted.
+  const std::string launch =
+      R"(,{"op":"launch","kernel":"k","module":"m","items":"n","shared":"0","per":1,"block":32,)";
+  Expected<StepProgram> strided =
+      StepProgram::decode(viewProgram(3, t, launch + R"("args":[2],"symbols":[],"row_strides":[72]})"), "step");
+  CHECK(strided);
+  if (strided) {
+    CHECK(strided->ops[6].rowStrides == std::vector<int64_t>{72});
+    Expected<std::vector<int64_t>> elements = reachableElements(*strided, sizes);
+    CHECK(elements && checkStridedViews(*strided, sizes, *elements));
+  }
   struct Case {
     std::string view2, user, error;
   } cases[] = {
+      // A launch's row stride must be the buffer's own.
+      {t, launch + R"("args":[2],"symbols":[],"row_strides":[80]})",
+       "op 6 (launch): indexes buffer 2 at row stride 80; it is columns at row stride 72"},
+      {t, launch + R"("args":[5],"symbols":[],"row_strides":[40]})",
+       "op 6 (launch): indexes buffer 5 at row stride 40; it is packed"},
       // Past the end of [n, 72]: the last row's t ends at 4 * 72 + 65 + 8.
       {R"(,"offset":"65","row_stride":"72")", "",
        "op 2 (view): reaches element 361 of buffer 0, which holds 360"},
@@ -323,6 +340,20 @@ static void testStridedViews() {
     CHECK(!s);
     if (!s)
       CHECK_EQ(s.getError(), c.error);
+  }
+  for (auto [version, strides, error] :
+       {std::tuple<int, std::string, std::string>{
+            2, "[0]", "step: op 0 (launch): 'row_strides' needs a version 3 program"},
+        {3, "[0,0]", "step: op 0 (launch): 'row_strides' needs one integer per arg"},
+        {3, "[-8]", "step: op 0 (launch): bad 'row_strides' entry"}}) {
+    Expected<StepProgram> bad = StepProgram::decode(
+        R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+            R"(,"buffers":[{"dtype":"F32","shape":["8"]}],"args":[],"results":[],"ops":[)" +
+            launch.substr(1) + R"("args":[0],"symbols":[],"row_strides":)" + strides + "}]}",
+        "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), error);
   }
   Expected<StepProgram> old = StepProgram::decode(viewProgram(2, t, ""), "step");
   CHECK(!old);

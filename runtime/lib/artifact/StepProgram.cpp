@@ -479,6 +479,20 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
       }
       if (const Json *attention = o.get("attention"); ok && attention)
         ok = decodeAttention(d, *attention, where, op);
+      // Version 3: args indexed as columns of a wider buffer.
+      if (const Json *strides = ok ? o.get("row_strides") : nullptr) {
+        if (version < 3)
+          ok = d.fail(where + ": 'row_strides' needs a version 3 program");
+        else if (!strides->isArray() || strides->getElements().size() != op.args.size())
+          ok = d.fail(where + ": 'row_strides' needs one integer per arg");
+        for (size_t i = 0; ok && i < op.args.size(); ++i) {
+          const Json &v = strides->getElements()[i];
+          if (!v.isInteger() || v.getInteger() < 0)
+            ok = d.fail(where + ": bad 'row_strides' entry");
+          else
+            op.rowStrides.push_back(v.getInteger());
+        }
+      }
     } else if (kind == "gemm") {
       op.kind = ProgramOp::Kind::Gemm;
       ok = d.buffer(o, "a", op.a, where) && d.buffer(o, "b", op.b, where) &&
@@ -829,11 +843,9 @@ Status kiln::artifact::checkStridedViews(const StepProgram &program, const Symbo
       return Error{where + ": reaches element " + std::to_string(*offset + extent) +
                    " of buffer " + std::to_string(op.source) + ", which holds " +
                    std::to_string(elements[op.source])};
-    if (*stride != *width && block.rows > 1)
+    if (*stride != *width)
       strided[op.result] = *stride;
   }
-  if (strided.empty())
-    return Status::success();
   for (size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp &op = program.ops[i];
     std::string where = "op " + std::to_string(i);
@@ -852,6 +864,24 @@ Status kiln::artifact::checkStridedViews(const StepProgram &program, const Symbo
       }
       if (op.bias >= 0 && strided.count(op.bias))
         return Error{where + " (gemm): a bias is a block of columns"};
+      continue;
+    }
+    if (op.kind == ProgramOp::Kind::Launch && !op.rowStrides.empty()) {
+      // A kernel writes its strided args at exactly the view's stride, and
+      // indexes nothing else that way (it would run past a packed buffer).
+      for (size_t a = 0; a < op.args.size(); ++a) {
+        auto it = strided.find(op.args[a]);
+        int64_t want = it == strided.end() ? 0 : it->second, declared = op.rowStrides[a];
+        // A row stride equal to the width is packed.
+        const std::vector<SizeExpr> &shape = program.buffers[op.args[a]].shape;
+        Expected<int64_t> width = shape.empty() ? Expected<int64_t>(1) : shape.back().evaluate(sizes);
+        if (declared && width && declared == *width)
+          declared = 0;
+        if (declared != want)
+          return Error{where + " (launch): indexes buffer " + std::to_string(op.args[a]) +
+                       " at row stride " + std::to_string(op.rowStrides[a]) + "; it is " +
+                       (want ? "columns at row stride " + std::to_string(want) : "packed")};
+      }
       continue;
     }
     for (int id : touched(op))

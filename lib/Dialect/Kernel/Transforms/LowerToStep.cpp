@@ -164,6 +164,132 @@ struct Lowering {
   llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
   llvm::DenseMap<Operation *, GemmAccumulate> intoScales; // by the C's matmul
   llvm::SmallPtrSet<Operation *, 8> alphaOnly;
+  /// In-place concatenations (docs/design/lora-k-concat.md): per input
+  /// value, the concat fusion whose columns its producer writes and the
+  /// first column; per concat, its buffer once the first producer ran.
+  DenseMap<Value, std::pair<Operation *, int64_t>> columnsOf;
+  DenseMap<Operation *, Value> concatBuffers;
+
+  /// The concat's inputs (block arguments in order, each once) when `op`
+  /// is a loop fusion that only concatenates them along the last axis.
+  static std::optional<SmallVector<Value>> concatInputs(FusionOp fusion) {
+    if (fusion.getKind() != FusionKind::loop || fusion->getNumResults() != 1)
+      return std::nullopt;
+    Block &body = fusion.getBody().front();
+    if (!llvm::hasSingleElement(body.without_terminator()))
+      return std::nullopt;
+    auto concat = dyn_cast<ConcatOp>(body.front());
+    auto type = concat ? dyn_cast<RankedTensorType>(concat.getType()) : nullptr;
+    if (!concat || body.getTerminator()->getOperands() != ValueRange{concat.getResult()} ||
+        static_cast<int64_t>(concat.getAxis()) != type.getRank() - 1 ||
+        type.isDynamicDim(type.getRank() - 1))
+      return std::nullopt;
+    SmallVector<Value> inputs;
+    for (Value operand : concat.getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
+        return std::nullopt;
+      Value input = fusion.getInputs()[arg.getArgNumber()];
+      if (llvm::is_contained(inputs, input))
+        return std::nullopt;
+      inputs.push_back(input);
+    }
+    return inputs;
+  }
+
+  /// Whether a GEMM can read `v` as a block of columns: `mm` reads it as
+  /// rows of an unbatched product (a shared 2-D right operand, or a batch
+  /// folded into k).
+  bool readsAsColumns(MatmulOp mm, Value v) {
+    if (weightGradSum(mm))
+      return true;
+    return mm.getLhs() == v && mm.getRhs() != v && !mm.getTransposeA() &&
+           tensorOf(mm.getRhs()).getRank() == 2;
+  }
+
+  /// Whether `v`'s producer can write it straight into columns of a wider
+  /// buffer: a plain GEMM (through ldc) or a loop or row kernel's output
+  /// that nothing initializes (through its row stride).
+  bool writesAsColumns(Value v, const llvm::SmallPtrSetImpl<Operation *> &concats) {
+    Operation *def = v.getDefiningOp();
+    if (!def || scales.count(def) || alphaOnly.contains(def))
+      return false;
+    if (auto mm = dyn_cast<MatmulOp>(def))
+      return !accumulates.count(mm) && !intoScales.count(mm) && !gemmEpilogueOf(mm) &&
+             !weightGradSum(mm) && !mm.getTransposeA() && tensorOf(mm.getRhs()).getRank() == 2;
+    auto fusion = dyn_cast<FusionOp>(def);
+    if (!fusion || concats.contains(fusion) ||
+        (fusion.getKind() != FusionKind::loop && fusion.getKind() != FusionKind::row))
+      return false;
+    Value yielded =
+        fusion.getBody().front().getTerminator()->getOperand(cast<OpResult>(v).getResultNumber());
+    return outputInit(yielded) == OutputInit::None;
+  }
+
+  /// The elements a loop or row kernel moves per vector access (1: scalar).
+  static int64_t vectorWidthOf(Value v) {
+    auto fusion = v.getDefiningOp<FusionOp>();
+    if (!fusion)
+      return 1;
+    Block &body = fusion.getBody().front();
+    if (fusion.getKind() == FusionKind::row)
+      return std::max<int64_t>(1, rowLayout(body).width);
+    return loopVectorWidth(body);
+  }
+
+  /// Decides which concatenations are written in place: every input's
+  /// producer writes its columns, and only GEMMs read an input besides.
+  /// Columns and row strides are multiples of 8 elements (16 bytes of
+  /// bf16), which keeps vector stores and cuBLASLt's alignment.
+  void planInPlaceConcats(ArrayRef<Operation *> ops) {
+    llvm::SmallPtrSet<Operation *, 16> concats;
+    for (Operation *op : ops) {
+      auto fusion = dyn_cast<FusionOp>(op);
+      std::optional<SmallVector<Value>> inputs = fusion ? concatInputs(fusion) : std::nullopt;
+      if (!inputs)
+        continue;
+      int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
+      bool ok = stride % 8 == 0;
+      SmallVector<int64_t> columns;
+      int64_t column = 0;
+      for (Value input : *inputs) {
+        RankedTensorType type = tensorOf(input);
+        int64_t width = type.getShape().back();
+        int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
+        ok = ok && width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
+             !columnsOf.count(input) &&
+             writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
+        for (Operation *user : input.getUsers()) {
+          auto mm = dyn_cast<MatmulOp>(user);
+          ok = ok && (user == fusion || (mm && readsAsColumns(mm, input)));
+        }
+        columns.push_back(column);
+        column += width;
+      }
+      if (!ok)
+        continue;
+      concats.insert(fusion);
+      for (auto [input, first] : llvm::zip(*inputs, columns))
+        columnsOf[input] = {fusion, first};
+    }
+  }
+
+  /// The block of columns `v` is written into when its concatenation is in
+  /// place (the concat's buffer allocated here, before its first
+  /// producer), else null.
+  Value columnsFor(Value v, Location loc) {
+    auto it = columnsOf.find(v);
+    if (it == columnsOf.end())
+      return Value();
+    auto [concat, first] = it->second;
+    Value &buffer = concatBuffers[concat];
+    if (!buffer)
+      buffer = alloc(concat->getLoc(), concat->getResult(0).getType());
+    MLIRContext *ctx = v.getContext();
+    int64_t stride = tensorOf(concat->getResult(0)).getShape().back();
+    return builder.create<ViewOp>(loc, bufferOf(v.getType()), buffer, dimConst(ctx, first),
+                                  dimConst(ctx, stride));
+  }
 
   /// The buffer a GEMM reads for `operand`: through a folded scale, whose
   /// factor multiplies alpha.
@@ -245,7 +371,9 @@ struct Lowering {
       out = lookup(acc->into);
       replaced = acc->add;
     } else {
-      out = alloc(loc, resultType);
+      out = replaced == mm.getOperation() ? columnsFor(mm.getResult(), loc) : Value();
+      if (!out)
+        out = alloc(loc, resultType);
     }
     // The C of a sum, scaled: the scale is this GEMM's alpha and reads the
     // same buffer.
@@ -274,6 +402,11 @@ struct Lowering {
 
   LogicalResult lowerFusion(FusionOp fusion) {
     Location loc = fusion.getLoc();
+    // A concatenation in place: its producers wrote its columns.
+    if (auto it = concatBuffers.find(fusion); it != concatBuffers.end()) {
+      map.map(fusion->getResult(0), it->second);
+      return success();
+    }
     Block &body = fusion.getBody().front();
     FusionKind kind = fusion.getKind();
     std::string name = kernelName(func.getName(), kernels++, kind, body);
@@ -297,9 +430,14 @@ struct Lowering {
     LaunchShape shape = launchShape(kind, body);
     // Outputs, initialized when the kernel accumulates into them.
     SmallVector<Value> outs;
+    SmallVector<int64_t> rowStrides; // per output; 0: packed
     for (auto [result, yielded] :
          llvm::zip(fusion.getResults(), body.getTerminator()->getOperands())) {
-      Value out = alloc(loc, yielded.getType());
+      Value out = columnsFor(result, loc);
+      rowStrides.push_back(
+          out ? tensorOf(columnsOf[result].first->getResult(0)).getShape().back() : 0);
+      if (!out)
+        out = alloc(loc, yielded.getType());
       Value source;
       OutputInit init = outputInit(yielded, &source);
       if (init == OutputInit::Zero)
@@ -328,6 +466,10 @@ struct Lowering {
     SmallVector<StringRef> symbolRefs(symbols.begin(), symbols.end());
     auto kernel = top.create<KernelOp>(loc, name, kind, top.getStrArrayAttr(symbolRefs));
     kernel.getBody().takeBody(fusion.getBody());
+    // Outputs written as columns of a wider buffer (kiln-dedupe-kernels
+    // keeps such a kernel apart from the packed one).
+    if (llvm::any_of(rowStrides, [](int64_t s) { return s != 0; }))
+      kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr(rowStrides));
     SmallVector<unsigned> widenedIndices;
     for (auto [index, type] : widened)
       widenedIndices.push_back(index);
@@ -548,6 +690,7 @@ struct Lowering {
       if (onlyFeedsAlpha(op))
         alphaOnly.insert(op);
     }
+    planInPlaceConcats(ops);
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();

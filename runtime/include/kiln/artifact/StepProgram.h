@@ -93,6 +93,9 @@ struct ProgramOp {
   double value = 0;      ///< fill
   std::string module;    ///< launch: kernels/<module>/...
   std::vector<int> args; ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
+  /// launch, version 3: per arg, the row stride the kernel indexes it at
+  /// (0: packed; empty: all packed).
+  std::vector<int64_t> rowStrides;
   std::vector<std::string> symbols; ///< launch: the int64 arguments after them
   std::optional<SizeExpr> items, shared;
   int64_t per = 1, block = 1;

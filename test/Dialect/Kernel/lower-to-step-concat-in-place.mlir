@@ -1,0 +1,53 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-lower-to-step | FileCheck %s
+
+// A K-concatenated LoRA product (docs/design/lora-k-concat.md): the kernel
+// that computes x writes it into the first 64 columns of [x | t], the
+// down projection's GEMM reads x there (lda 72) and writes t beside it
+// (ldc 72), and the frozen GEMM reads [x | t] whole. No copy kernel.
+// CHECK: kiln_kernel.kernel @kconcat_k0_silu <loop> symbols ["n", "s"] attributes {kiln.out_row_strides = array<i64: 72>}
+// CHECK-NOT: kiln_kernel.kernel {{.*}}concat
+// CHECK-LABEL: func.func @kconcat
+// CHECK: %[[C:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x72xbf16, #kiln.dims<[n, s]>>>
+// CHECK: %[[X:.+]] = kiln_kernel.view %[[C]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>} : !kiln_kernel.buffer<tensor<?x?x72xbf16, #kiln.dims<[n, s]>>> -> !kiln_kernel.buffer<tensor<?x?x64xbf16, #kiln.dims<[n, s]>>>
+// CHECK: kiln_kernel.launch @kconcat_k0_silu ins(%{{.+}} : {{.*}}) outs(%[[X]] : {{.*}})
+// CHECK: %[[T:.+]] = kiln_kernel.view %[[C]] {offset = #kiln.expr<64>, row_stride = #kiln.expr<72>} : !kiln_kernel.buffer<tensor<?x?x72xbf16, #kiln.dims<[n, s]>>> -> !kiln_kernel.buffer<tensor<?x?x8xbf16, #kiln.dims<[n, s]>>>
+// CHECK: kiln_kernel.gemm %[[X]], %{{.+}} -> %[[T]] m = #kiln.expr<n*s> n = #kiln.expr<8> k = #kiln.expr<64> {{.*}} {lds = #kiln.dims<[72, 64, 72]>, trans_b}
+// CHECK-NOT: kiln_kernel.launch
+// CHECK: kiln_kernel.gemm %[[C]], %{{.+}} -> %{{.+}} m = #kiln.expr<n*s> n = #kiln.expr<32> k = #kiln.expr<72> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32 :
+func.func @kconcat(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> {
+  %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
+  %y = kiln.matmul %c, %w : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  return %y : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+}
+
+// -----
+
+// x is also a result (read as packed): the concatenation stays a copy.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: row_stride
+// CHECK-NOT: lds
+// CHECK: kiln_kernel.launch @kept_k{{[0-9]+}}_concat
+func.func @kept(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<?x?x64xbf16, #kiln.dims<[n, s]>>) {
+  %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
+  %y = kiln.matmul %c, %w : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  return %y, %h : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+}
+
+// -----
+
+// Columns that are not multiples of 8 elements stay packed (16-byte
+// vector stores and cuBLASLt's alignment).
+// CHECK-LABEL: func.func @unaligned
+// CHECK-NOT: row_stride
+// CHECK: kiln_kernel.launch @unaligned_k{{[0-9]+}}_concat
+func.func @unaligned(%x: tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x60xbf16>, %w: tensor<68x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> {
+  %h = kiln.silu %x : tensor<?x?x60xbf16, #kiln.dims<[n, s]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, tensor<8x60xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x68xbf16, #kiln.dims<[n, s]>>
+  %y = kiln.matmul %c, %w : (tensor<?x?x68xbf16, #kiln.dims<[n, s]>>, tensor<68x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  return %y : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+}
