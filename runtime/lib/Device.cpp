@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 using namespace kiln::runtime;
 
@@ -82,6 +83,27 @@ Expected<std::pair<size_t, size_t>> Device::getMemoryInfo() const {
   if (Status status = check(driver->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo"); !status)
     return status.takeError();
   return std::make_pair(free, total);
+}
+
+void Device::traceMemory(const std::string &stage) const {
+  static const bool enabled = [] {
+    const char *v = std::getenv("KILN_MEMORY_TRACE");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (!enabled || !synchronize())
+    return;
+  Expected<std::pair<size_t, size_t>> memory = getMemoryInfo();
+  if (!memory)
+    return;
+  size_t free = memory->first;
+  if (!traceStartFree)
+    traceStartFree = traceLastFree = free;
+  auto delta = [](size_t before, size_t after) {
+    return static_cast<long long>(before) - static_cast<long long>(after);
+  };
+  std::fprintf(stderr, "memory trace: %-52s in use %13lld bytes (%+lld)\n", stage.c_str(),
+               delta(*traceStartFree, free), delta(*traceLastFree, free));
+  traceLastFree = free;
 }
 
 //===----------------------------------------------------------------------===//

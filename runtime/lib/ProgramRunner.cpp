@@ -150,11 +150,14 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   const CudnnAttention *cudnnFor = r->chooseAttention(shapes, sizes, memory);
   std::vector<std::shared_ptr<CudnnAttention::Plan>> cudnnPlan(p.ops.size());
   std::vector<bool> replaced(p.ops.size(), false);
-  std::map<int, CUdeviceptr> statsOfOutput;
-  std::vector<CUdeviceptr> statsOf(p.ops.size(), 0);
+  std::map<int, int> statsOfOutput;           // o -> its statistics
+  std::vector<int> statsOf(p.ops.size(), -1); // op -> its statistics
+  std::vector<ScratchRequest> statsNeeds;
+  std::vector<std::pair<size_t, size_t>> workspaceNeeds; // op, bytes
+  std::vector<CUdeviceptr> statsPointer;
+  std::map<size_t, CUdeviceptr> workspaceOf;
   // Forwards cuDNN does not take run as kiln_fa90 where it fits.
   std::vector<std::optional<AttentionShape>> hopperShape(p.ops.size());
-  int64_t attentionWorkspaceBytes = 0;
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     if (op.kind != ProgramOp::Kind::Launch || !op.attention)
@@ -181,29 +184,27 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         r->attentionNote = op.name + ": " + plan.getError();
       continue;
     }
+    // Row statistics: fp32 [batch, heads, seq], from the forward through
+    // the last backward reading them; placed below.
     if (!op.attention->backward) {
-      Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
-          device, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4);
-      if (!stats)
-        return Error{origin + ": attention statistics: " + stats.getError()};
-      statsOfOutput[op.attention->o] = stats->get();
-      r->owned.push_back(std::move(*stats));
+      statsOfOutput[op.attention->o] = static_cast<int>(statsNeeds.size());
+      statsNeeds.push_back(
+          {i, i, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4});
     }
     statsOf[i] = statsOfOutput[op.attention->o];
-    attentionWorkspaceBytes =
-        std::max(attentionWorkspaceBytes, CudnnAttention::workspaceBytes(**plan));
+    statsNeeds[statsOf[i]].last = i;
+    if (int64_t bytes = CudnnAttention::workspaceBytes(**plan); bytes > 0)
+      workspaceNeeds.push_back({i, static_cast<size_t>(bytes)});
     cudnnPlan[i] = std::move(*plan);
     for (size_t skip : op.attention->replaces)
       replaced[skip] = true;
     ++r->cudnnAttention;
   }
-  if (attentionWorkspaceBytes > 0) {
-    Expected<DeviceBuffer> ws =
-        DeviceBuffer::allocate(device, static_cast<size_t>(attentionWorkspaceBytes));
-    if (!ws)
-      return Error{origin + ": cuDNN attention workspace: " + ws.getError()};
-    r->attentionWorkspace = std::move(*ws);
-  }
+  if (Status s = r->placeAttentionScratch(statsNeeds, workspaceNeeds, plan, memory, statsPointer,
+                                          workspaceOf);
+      !s)
+    return Error{origin + ": " + s.getError()};
+  device.traceMemory("attention: " + std::to_string(r->cudnnAttention) + " on cuDNN");
 
   auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
   for (size_t i = 0; i < p.ops.size(); ++i) {
@@ -255,8 +256,9 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
       Attention run;
       run.plan = cudnnPlan[i];
       auto at = [&](int id) { return id >= 0 ? r->pointers[id] : CUdeviceptr(0); };
-      run.pointers = {at(a.q),    at(a.k),  at(a.v),  at(a.o), statsOf[i],
+      run.pointers = {at(a.q),    at(a.k),  at(a.v),  at(a.o), statsPointer[statsOf[i]],
                       at(a.dout), at(a.dq), at(a.dk), at(a.dv)};
+      run.workspace = workspaceOf.count(i) ? workspaceOf[i] : 0;
       Expected<AttentionShape> shape = attentionShape(p, a, shapes);
       run.label = "cudnn attention " + shape->describe();
       r->actions.push_back({Action::Attention, r->attentionList.size()});
@@ -513,7 +515,7 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     case Action::Copy: return recordCopy(copyList[index], stream);
     case Action::Attention: {
       const Attention &a = attentionList[index];
-      if (Status s = cudnn->run(*a.plan, a.pointers, attentionWorkspace.get(), stream); !s)
+      if (Status s = cudnn->run(*a.plan, a.pointers, a.workspace, stream); !s)
         return fail(s.getError());
       break;
     }

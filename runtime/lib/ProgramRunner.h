@@ -14,6 +14,7 @@
 #ifndef KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 #define KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 
+#include "kiln/artifact/ArenaScratch.h"
 #include "kiln/runtime/Communicator.h"
 #include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
@@ -96,6 +97,10 @@ public:
   size_t cudnnAttention = 0, kernelAttention = 0, hopperAttention = 0;
   /// Why the first attention launch that cuDNN could not take stayed a kernel.
   std::string attentionNote;
+  /// cuDNN's workspace and row statistics (AttentionScratch.cpp): bytes in
+  /// the GEMM workspace or the arena's free space (no memory beyond the
+  /// plan), and bytes allocated beside the plan where neither had room.
+  size_t scratchInPlan = 0, scratchOutside = 0;
 
   // Tuning (ProgramRunnerTuning.cpp).
   /// GEMMs and attention launches chosen by the tuning database, those at
@@ -150,6 +155,7 @@ private:
   struct Attention {
     std::shared_ptr<CudnnAttention::Plan> plan;
     AttentionPointers pointers;
+    CUdeviceptr workspace = 0; ///< cuDNN's workspace (0: it needs none)
     std::string label;
   };
   struct AllReduce {
@@ -184,6 +190,17 @@ private:
   const CudnnAttention *chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
                                         const artifact::SymbolBindings &sizes,
                                         const SharedMemory &memory);
+
+  /// Points each cuDNN attention at its statistics (\p statsPointer, per
+  /// \p stats entry) and workspace (\p workspaceOf, per op of
+  /// \p workspaceNeeds: op index, bytes): the GEMM workspace where it fits,
+  /// else the arena's free space over the ops using it, else buffers of
+  /// their own.
+  Status placeAttentionScratch(const std::vector<artifact::ScratchRequest> &stats,
+                               const std::vector<std::pair<size_t, size_t>> &workspaceNeeds,
+                               const ArenaPlan &plan, const SharedMemory &memory,
+                               std::vector<CUdeviceptr> &statsPointer,
+                               std::map<size_t, CUdeviceptr> &workspaceOf);
 
   const Device *device;
   const CublasLt *lt;

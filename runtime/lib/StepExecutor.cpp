@@ -138,6 +138,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
   x->support = {*fill, *copy, &x->modules.back()};
+  device.traceMemory("kernel modules loaded");
 
   // cuDNN, when the step has attention it may run.
   bool hasAttention = false;
@@ -162,6 +163,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     x->cudnnNote =
         options.attention == Options::Attention::Sm90 ? "--attention sm90" : "--attention kernels";
   }
+  device.traceMemory("cuDNN loaded");
   // The machine's tuning key: a database entry applies only where it equals.
   x->tuningKey.gpu = info.name;
   x->tuningKey.smCount = info.multiprocessorCount;
@@ -179,6 +181,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     return Error{"cublasLtCreate failed: " + lt.describe(status)};
   x->lt = &lt;
   x->handle = handle;
+  device.traceMemory("cuBLASLt handle");
 
   // Parameters the init program does not make come from the weights.
   std::set<std::string> fromInit;
@@ -223,6 +226,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (init)
     if (Status s = x->runInitProgram(*init, *program, firstSizes, loadNamed); !s)
       return s.takeError();
+  device.traceMemory("parameters, optimizer state, init");
 
   // One arena for every shape of the run: the largest plan.
   size_t arenaBytes = 0;
@@ -246,6 +250,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (!workspace)
     return Error{"step program: GEMM workspace: " + workspace.getError()};
   x->workspace = std::move(*workspace);
+  device.traceMemory("arena and GEMM workspace");
   // Each shape's program, resolved; the first loads the frozen weights its
   // `weight` ops name.
   for (const SymbolBindings &sizes : options.shapes) {
@@ -254,6 +259,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return shape.takeError();
   }
   x->current = &x->shapes.at(shapeKey(firstSizes));
+  device.traceMemory("programs prepared (frozen weights, attention plans)");
   if (options.useGraphs)
     x->graphs = std::make_unique<GraphCache>(device, options.graphsPerProgram);
   if (Status s = device.synchronize(); !s)
@@ -599,6 +605,10 @@ std::string StepExecutor::getAttentionSummary() const {
     line += " (cuDNN: " + cudnnNote + ")";
   else if (!r.attentionNote.empty())
     line += " (" + r.attentionNote + ")";
+  if (r.scratchInPlan || r.scratchOutside)
+    line += "; its statistics and workspace: " + std::to_string(r.scratchInPlan) +
+            " bytes in the plan's free space, " + std::to_string(r.scratchOutside) +
+            " bytes beside it";
   return line;
 }
 

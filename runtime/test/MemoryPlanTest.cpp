@@ -13,6 +13,7 @@
 
 #include "Check.h"
 
+#include "kiln/artifact/ArenaScratch.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 
 using namespace kiln::runtime;
@@ -177,10 +178,60 @@ static void testDecodeErrors() {
   }
 }
 
+// Buffer 1 [64] f32 lives over ops 0-1, buffer 2 over ops 3-4; both sit at
+// offset 0 of a 256-byte arena. Scratch memory (AttentionScratch.cpp) goes
+// where no buffer is live over its ops.
+static const char *kScratchProgram = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main",
+  "buffers": [
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": ["64"]},
+    {"dtype": "F32", "shape": ["64"]}
+  ],
+  "args": [{"role": "input", "name": "x", "buffer": 0}],
+  "results": [],
+  "ops": [
+    {"op": "alloc", "result": 1},
+    {"op": "launch", "kernel": "k0", "module": "m", "args": [0, 1], "symbols": [],
+     "items": "64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "launch", "kernel": "k1", "module": "m", "args": [0], "symbols": [],
+     "items": "64", "per": 256, "block": 256, "shared": "0"},
+    {"op": "alloc", "result": 2},
+    {"op": "launch", "kernel": "k2", "module": "m", "args": [0, 2], "symbols": [],
+     "items": "64", "per": 256, "block": 256, "shared": "0"}
+  ]
+})";
+
+static void testScratchPlacement() {
+  Expected<StepProgram> program = StepProgram::decode(kScratchProgram, "scratch");
+  CHECK(program);
+  Expected<ArenaPlan> plan = program->planArena({}, 256);
+  CHECK(plan);
+  CHECK(plan->size == 256);
+  CHECK(plan->offsets[1] == 0);
+  CHECK(plan->offsets[2] == 0);
+  // Op 2 has nothing live: the whole arena is free there.
+  std::vector<std::optional<size_t>> free = placeScratch(*program, *plan, 256, {{2, 2, 256}}, 256);
+  CHECK(free.size() == 1 && free[0] && *free[0] == 0);
+  // Ops 1-3 meet both buffers: no room in 256 bytes, room above them in 512.
+  CHECK(!placeScratch(*program, *plan, 256, {{1, 3, 4}}, 256)[0]);
+  std::vector<std::optional<size_t>> above = placeScratch(*program, *plan, 512, {{1, 3, 4}}, 256);
+  CHECK(above[0] && *above[0] == 256);
+  // A request placed first is in the way of the next one at the same ops.
+  std::vector<std::optional<size_t>> two =
+      placeScratch(*program, *plan, 512, {{2, 2, 100}, {2, 2, 100}, {2, 2, 300}}, 256);
+  CHECK(two[0] && *two[0] == 0);
+  CHECK(two[1] && *two[1] == 256);
+  CHECK(!two[2]);
+  // Nothing to place: no offset.
+  CHECK(!placeScratch(*program, *plan, 512, {{2, 2, 0}}, 256)[0]);
+}
+
 int main() {
   testProduct();
   testChain();
   testConflictFallsBack();
   testDecodeErrors();
+  testScratchPlacement();
   return checkFailures() != 0;
 }

@@ -243,6 +243,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
   // Measured peak: device memory free before the step is loaded minus
   // free after each step (arena, weights, workspace, graphs, and what
   // cuBLASLt and the driver allocate on the way).
+  gpu.traceMemory("before the step is loaded");
   Expected<std::pair<size_t, size_t>> before = gpu.getMemoryInfo();
   if (!before)
     return error(kExitNoDevice, before.getError());
@@ -474,6 +475,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     if (Expected<std::pair<size_t, size_t>> now = gpu.getMemoryInfo(); now)
       peak = std::max(peak, static_cast<double>(before->first) - static_cast<double>(now->first));
+    if (t <= startStep + 2)
+      gpu.traceMemory("step " + std::to_string(t));
     if (!std::isfinite(*loss))
       return error(kExitBadInput,
                    "step " + std::to_string(t) + ": the loss is " + std::to_string(*loss));

@@ -25,6 +25,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,9 +51,15 @@ public:
   /// "<what> failed: CUDA_ERROR_X (text)" for a failed \p result.
   Status check(CUresult result, const char *what) const;
   Status synchronize() const;
+  /// With KILN_MEMORY_TRACE=1 in the environment: one line on stderr with
+  /// the device memory in use beyond the first traced point and the change
+  /// since the last one, after synchronizing (where the measured peak goes
+  /// beyond the plan). Nothing otherwise.
+  void traceMemory(const std::string &stage) const;
 
 private:
   Device() = default;
+  mutable std::optional<size_t> traceStartFree, traceLastFree;
   const CudaDriver *driver = nullptr;
   DeviceInfo info;
   CUdevice device = 0;
