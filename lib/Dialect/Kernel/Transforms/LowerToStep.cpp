@@ -169,6 +169,11 @@ struct Lowering {
   /// first column; per concat, its buffer once the first producer ran.
   DenseMap<Value, std::pair<Operation *, int64_t>> columnsOf;
   DenseMap<Operation *, Value> concatBuffers;
+  /// Per in-place concat, the inputs copied into their columns instead
+  /// (with their first column): a kernel reads them, or something reads
+  /// them after the concat's last use (the LoRA t the backward's dB reads:
+  /// in place, it would keep the whole [x | t] alive).
+  DenseMap<Operation *, SmallVector<std::pair<Value, int64_t>>> copiedColumns;
 
   /// The concat's inputs (block arguments in order, each once) when `op`
   /// is a loop fusion that only concatenates them along the last axis.
@@ -242,6 +247,9 @@ struct Lowering {
   /// Columns and row strides are multiples of 8 elements (16 bytes of
   /// bf16), which keeps vector stores and cuBLASLt's alignment.
   void planInPlaceConcats(ArrayRef<Operation *> ops) {
+    DenseMap<Operation *, size_t> position;
+    for (auto [i, op] : llvm::enumerate(ops))
+      position[op] = i;
     llvm::SmallPtrSet<Operation *, 16> concats;
     for (Operation *op : ops) {
       auto fusion = dyn_cast<FusionOp>(op);
@@ -249,29 +257,58 @@ struct Lowering {
       if (!inputs)
         continue;
       int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
+      // The concat's buffer lives until its last reader.
+      size_t lastUse = position.lookup(fusion);
+      for (Operation *user : fusion->getUsers())
+        lastUse = std::max(lastUse, position.lookup(user));
       bool ok = stride % 8 == 0;
-      SmallVector<int64_t> columns;
+      SmallVector<std::pair<Value, int64_t>> inPlace, copied;
       int64_t column = 0;
       for (Value input : *inputs) {
         RankedTensorType type = tensorOf(input);
         int64_t width = type.getShape().back();
+        // Copied inputs go through a vectorized copy kernel: 8 elements.
+        ok = ok && width % 8 == 0 && column % 8 == 0 && !columnsOf.count(input);
         int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
-        ok = ok && width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
-             !columnsOf.count(input) &&
-             writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
+        bool here = width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
+                    writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
         for (Operation *user : input.getUsers()) {
           auto mm = dyn_cast<MatmulOp>(user);
-          ok = ok && (user == fusion || (mm && readsAsColumns(mm, input)));
+          here = here && (user == fusion || (mm && readsAsColumns(mm, input) &&
+                                             position.lookup(user) < lastUse));
         }
-        columns.push_back(column);
+        (here ? inPlace : copied).push_back({input, column});
         column += width;
       }
-      if (!ok)
+      // Only worth it when a producer writes in place.
+      if (!ok || inPlace.empty())
         continue;
       concats.insert(fusion);
-      for (auto [input, first] : llvm::zip(*inputs, columns))
+      for (auto [input, first] : inPlace)
         columnsOf[input] = {fusion, first};
+      copiedColumns[fusion] = std::move(copied);
     }
+  }
+
+  /// Copies the packed `input` into `columns` (a block-of-columns view at
+  /// `stride`): a loop kernel that yields its argument.
+  void copyIntoColumns(Location loc, Value input, Value columns, int64_t stride) {
+    OpBuilder top(func);
+    std::string name = (func.getName() + "_k" + Twine(kernels++) + "_columns").str();
+    auto kernel = top.create<KernelOp>(loc, name, FusionKind::loop, top.getStrArrayAttr({}));
+    Block *body = new Block();
+    kernel.getBody().push_back(body);
+    Value arg = body->addArgument(input.getType(), loc);
+    OpBuilder::atBlockEnd(body).create<YieldOp>(loc, arg);
+    SmallVector<std::string> symbols = bodySymbols(*body);
+    SmallVector<StringRef> refs(symbols.begin(), symbols.end());
+    kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
+    kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+    LaunchShape shape = launchShape(FusionKind::loop, *body);
+    builder.create<LaunchOp>(loc, kernel.getSymName(), ValueRange{lookup(input)},
+                             ValueRange{columns}, shape.items, shape.itemsPerBlock, shape.block,
+                             shape.shared);
+    ++launches;
   }
 
   /// The block of columns `v` is written into when its concatenation is in
@@ -404,7 +441,15 @@ struct Lowering {
     Location loc = fusion.getLoc();
     // A concatenation in place: its producers wrote its columns.
     if (auto it = concatBuffers.find(fusion); it != concatBuffers.end()) {
-      map.map(fusion->getResult(0), it->second);
+      Value buffer = it->second;
+      MLIRContext *ctx = fusion.getContext();
+      int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
+      for (auto [input, first] : copiedColumns.lookup(fusion)) {
+        Value columns = builder.create<ViewOp>(loc, bufferOf(input.getType()), buffer,
+                                               dimConst(ctx, first), dimConst(ctx, stride));
+        copyIntoColumns(loc, input, columns, stride);
+      }
+      map.map(fusion->getResult(0), buffer);
       return success();
     }
     Block &body = fusion.getBody().front();
