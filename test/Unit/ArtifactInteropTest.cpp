@@ -215,7 +215,8 @@ TEST(ArtifactInterop, ConcatInPlaceDecodesInTheRuntime) {
   const char *source = R"mlir(
 func.func @main(%x: tensor<?x64xbf16, #kiln.dims<[n]>> {kiln.name = "x"},
                 %a: tensor<8x64xbf16> {kiln.param = "a"},
-                %w: tensor<72x32xbf16> {kiln.param = "w"}) -> (tensor<?x32xbf16, #kiln.dims<[n]>> {kiln.name = "loss"}) {
+                %w: tensor<72x32xbf16> {kiln.param = "w"}) -> (tensor<?x32xbf16, #kiln.dims<[n]>> {kiln.name = "loss"})
+    attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x64xbf16, #kiln.dims<[n]>>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<8x64xbf16>) -> tensor<?x8xbf16, #kiln.dims<[n]>>
   %c = kiln.concat %h, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x72xbf16, #kiln.dims<[n]>>

@@ -14,7 +14,7 @@
 // CHECK: kiln_kernel.gemm %[[X]], %{{.+}} -> %[[T]] m = #kiln.expr<n*s> n = #kiln.expr<8> k = #kiln.expr<64> {{.*}} {lds = #kiln.dims<[72, 64, 72]>, trans_b}
 // CHECK-NOT: kiln_kernel.launch
 // CHECK: kiln_kernel.gemm %[[C]], %{{.+}} -> %{{.+}} m = #kiln.expr<n*s> n = #kiln.expr<32> k = #kiln.expr<72> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32 :
-func.func @kconcat(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> {
+func.func @kconcat(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
   %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
@@ -37,7 +37,7 @@ func.func @kconcat(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64x
 // CHECK: kiln_kernel.launch @kept_k{{[0-9]+}}_columns ins(%[[H]] : {{.*}}) outs(%[[X]] : {{.*}})
 // CHECK-NOT: _concat
 // CHECK: return %{{.+}}, %[[H]]
-func.func @kept(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<?x?x64xbf16, #kiln.dims<[n, s]>>) {
+func.func @kept(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<?x?x64xbf16, #kiln.dims<[n, s]>>) attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
   %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
@@ -60,7 +60,7 @@ func.func @kept(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf1
 // CHECK: kiln_kernel.launch @late_k{{[0-9]+}}_columns ins(%[[T]] : {{.*}}) outs(%[[TC]] : {{.*}})
 // CHECK: kiln_kernel.gemm %[[C]]
 // CHECK: kiln_kernel.gemm %{{.+}}, %[[T]] -> %{{.+}} {{.*}} k = #kiln.expr<n*s> {{.*}} {trans_a}
-func.func @late(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>, %dy: tensor<?x?x32xbf16, #kiln.dims<[n, s]>>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<32x8xbf16>) {
+func.func @late(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>, %dy: tensor<?x?x32xbf16, #kiln.dims<[n, s]>>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<32x8xbf16>) attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
   %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
@@ -77,10 +77,25 @@ func.func @late(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf1
 // CHECK-LABEL: func.func @unaligned
 // CHECK-NOT: row_stride
 // CHECK: kiln_kernel.launch @unaligned_k{{[0-9]+}}_concat
-func.func @unaligned(%x: tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x60xbf16>, %w: tensor<68x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> {
+func.func @unaligned(%x: tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x60xbf16>, %w: tensor<68x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x?x60xbf16, #kiln.dims<[n, s]>>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, tensor<8x60xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
   %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x60xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x68xbf16, #kiln.dims<[n, s]>>
   %y = kiln.matmul %c, %w : (tensor<?x?x68xbf16, #kiln.dims<[n, s]>>, tensor<68x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  return %y : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+}
+
+// -----
+
+// A step kiln-lora-k-concat did not rewrite (no kiln.lora_k_concat) keeps
+// its copy kernels.
+// CHECK-LABEL: func.func @plain
+// CHECK-NOT: row_stride
+// CHECK: kiln_kernel.launch @plain_k{{[0-9]+}}_concat
+func.func @plain(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> {
+  %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
+  %y = kiln.matmul %c, %w : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
   return %y : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
 }

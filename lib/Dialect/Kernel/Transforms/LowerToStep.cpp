@@ -735,7 +735,10 @@ struct Lowering {
       if (onlyFeedsAlpha(op))
         alphaOnly.insert(op);
     }
-    planInPlaceConcats(ops);
+    // Only in steps kiln-lora-k-concat rewrote (its flag is off by default
+    // until the GPU measures the in-place concatenations).
+    if (func->hasAttr("kiln.lora_k_concat"))
+      planInPlaceConcats(ops);
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();
