@@ -10,7 +10,7 @@
 #     1b: >= 5%), and the first losses of both (the numerics policy: same
 #     loss to 1e-2 relative).
 #
-#   scripts/gpu-tune-check.sh [OUTDIR]
+#   scripts/gpu-tune-check.sh [OUTDIR]    (TUNE_FLAGS="--tune-extra 0": the heuristic only)
 #
 # Artifacts: $KILN_ARTIFACTS/<config>/step.kiln (default bench/out, compiled
 # on the compiler machine as docs/benchmarks.md says), with the config's
@@ -63,7 +63,7 @@ for config in $configs; do
     db=$out/$config-$run.db
     rm -f "$db"
     begin=$(date +%s.%N)
-    "$kiln_run" tune "$artifact" "${inputs[@]}" --db "$db" --progress off \
+    "$kiln_run" tune "$artifact" "${inputs[@]}" --db "$db" --progress off ${TUNE_FLAGS:-} \
       >"$out/tune-$config-$run.log" 2>"$out/tune-$config-$run.err" || {
       cat "$out/tune-$config-$run.err"; echo "$config: tune run $run failed"; status=1; continue 2; }
     seconds=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$begin" "$(date +%s.%N)")
@@ -99,12 +99,15 @@ def tie(x, y):
         return gain(other) <= MARGIN + BAND
     rx, ry = x["tuned_ms"] / x["default_ms"], y["tuned_ms"] / y["default_ms"]
     return max(rx, ry) / min(rx, ry) <= 1 + MARGIN + BAND
-diff = [k for k in a if (a[k]["choice"], a[k]["impl"], a[k]["algo"]) != (b[k]["choice"], b[k]["impl"], b[k]["algo"])]
+# The algorithm itself, not its index: configurations beyond the heuristic
+# (--tune-extra) are indexed among those a screening admitted, which may
+# differ between runs at the margin of the screening.
+diff = [k for k in a if (a[k]["impl"], a[k]["algo"]) != (b[k]["impl"], b[k]["algo"])]
 bad = [k for k in diff if not tie(a[k], b[k])]
 print(f"-- databases: {len(a)} ops, {len(diff)} choices differ ({len(diff) - len(bad)} at ties)")
 for k in diff:
-    print(f"   {a[k]['label']} {k[2]}: run 1 choice {a[k]['choice']} ({a[k]['default_ms']:.4f} -> {a[k]['tuned_ms']:.4f} ms), "
-          f"run 2 choice {b[k]['choice']} ({b[k]['default_ms']:.4f} -> {b[k]['tuned_ms']:.4f} ms)"
+    print(f"   {a[k]['label']} {k[2]}: run 1 choice {a[k]['choice']} {a[k].get('config', '')} ({a[k]['default_ms']:.4f} -> {a[k]['tuned_ms']:.4f} ms), "
+          f"run 2 choice {b[k]['choice']} {b[k].get('config', '')} ({b[k]['default_ms']:.4f} -> {b[k]['tuned_ms']:.4f} ms)"
           + ("" if k not in bad else "  NOT A TIE"))
 sys.exit(1 if bad else 0)
 PY

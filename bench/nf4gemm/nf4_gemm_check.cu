@@ -1,22 +1,35 @@
-// The fused NF4 GEMM (runtime/lib/kernels/Nf4Gemm.cuh) against dequantize +
-// cuBLASLt: correctness (relative L2 against a float64 reference on sampled
+// The fused NF4 GEMMs (runtime/lib/kernels/Nf4Gemm.cuh: mma.sync, sm_80;
+// Nf4Gemm90.cuh: wgmma, sm_90a) against dequantize + cuBLASLt: correctness (relative L2 against a float64 reference on sampled
 // rows, beside cuBLASLt's own error; outputs poisoned with NaN first) and
 // time, for the bench 1b shapes, forward (x W^T) and input gradient (dy W).
-// Fresh random codes, absmax and activations per case.
+// Fresh random codes, absmax and activations per case; the "dq" cases store
+// the absmax double-quantized (8-bit dynamic-map codes, a scale per 256
+// blocks, an offset), which the wgmma kernel decodes itself.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
-//     -I runtime/lib/kernels bench/nf4gemm/nf4_gemm_check.cu -lcublasLt -o nf4_gemm_check
-//   ./nf4_gemm_check            (exit 1 when a case fails)
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I include \
+//     -I runtime/lib/kernels bench/nf4gemm/nf4_gemm_check.cu -lcublasLt -lcuda -o nf4_gemm_check
+//   ./nf4_gemm_check [REPS] [wgmma|tma|all]   (exit 1 when a case fails;
+//       wgmma: the wgmma kernel; tma: also its TMA form; all: also the
+//       mma.sync tilings)
+//   Timing diagnostics (wrong results on purpose, every case FAILs):
+//   -DKILN_NF4_90_ABLATE=1 skips the wgmma kernel's dequantization, =2 its
+//   products (docs/benchmarks.md, "The wgmma NF4 GEMM on the H200").
 
 #include "Nf4Gemm.cuh"
+#include "Nf4Gemm90.cuh"
+#include "kiln/Support/DynamicMap8.h"
 
 #include <cublasLt.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
 #include <vector>
 
 #define CUDA_OK(x)                                                                   \
@@ -61,6 +74,18 @@ __global__ void randomBf16(__nv_bfloat16 *p, size_t n, uint64_t seed) {
 __global__ void fillBits(uint16_t *p, size_t n, uint16_t bits) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     p[i] = bits;
+}
+
+// Double quantization's absmax, as the wgmma kernel's producer decodes it.
+__global__ void decodeAbsmax(const uint8_t *codes, const float *scale, float offset, float *absmax, size_t n,
+                             const kiln_nf4_90::Map8 map) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    absmax[i] = fmaf(map.v[codes[i]], scale[i / 256], offset);
+}
+// Scales in [0.02, 0.03): with the offset 0.035 the absmax spans about [0.005, 0.065).
+__global__ void randomScale(float *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = 0.02f + 0.01f * (hash32(seed * 0x9e3779b97f4a7c15ull + i) >> 8) * (1.f / 16777216.f);
 }
 
 // kiln.nf4_dequantize's arithmetic, a coalesced stream (what the step runs
@@ -176,10 +201,72 @@ void fusedTiles(const __nv_bfloat16 *a, const uint8_t *codes, const float *absma
                                                                                              m, n, k, alpha, beta);
   CUDA_OK(cudaGetLastError());
 }
-// variant 0: 128x128 tiles; 1: 256x128.
-void fused(int variant, const __nv_bfloat16 *a, const uint8_t *codes, const float *absmax, __nv_bfloat16 *c, int m,
-           int n, int k, bool forward, float alpha, float beta, cudaStream_t stream) {
-  if (variant == 0)
+kiln_nf4_90::Map8 hostMap() {
+  kiln_nf4_90::Map8 map;
+  for (int i = 0; i < 256; ++i)
+    map.v[i] = kiln::kDynamicMap8[i];
+  return map;
+}
+// The wgmma kernel; dq: the absmax double-quantized (scale per 256 blocks in
+// `absmax`, codes, offset).
+struct DoubleQuant {
+  const uint8_t *codes = nullptr;
+  const float *scale = nullptr;
+  float offset = 0.f;
+};
+// The activations' tensor map for the TMA form: A [m, k] bf16, a box of 64
+// k x 256 rows, the 128-byte swizzle (the layout the B descriptor reads).
+kiln_nf4_90::TensorMap activationMap(const __nv_bfloat16 *a, int m, int k) {
+  CUtensorMap map;
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+  cuuint64_t strides[1] = {(cuuint64_t)k * 2};
+  cuuint32_t box[2] = {64, 256}, elementStrides[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16 *>(a),
+                                      dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+    std::exit(2);
+  }
+  kiln_nf4_90::TensorMap out;
+  static_assert(sizeof(out) == sizeof(map), "a CUtensorMap is 128 bytes");
+  std::memcpy(&out, &map, sizeof(map));
+  return out;
+}
+kiln_nf4_90::TensorMap gActivationMap; // set per case (the TMA form)
+
+template <bool kTma>
+void fused90(const __nv_bfloat16 *a, const uint8_t *codes, const float *absmax, const DoubleQuant &dq,
+             __nv_bfloat16 *c, int m, int n, int k, bool forward, float alpha, float beta, cudaStream_t stream) {
+  static const kiln_nf4_90::Map8 map = hostMap();
+  const kiln_nf4_90::TensorMap &tm = gActivationMap;
+  dim3 grid(n / kiln_nf4_90::kRows, m / kiln_nf4_90::kTokens);
+  const int threads = kiln_nf4_90::kThreads, bytes = kiln_nf4_90::kSharedBytes;
+  if (dq.codes) {
+    if (forward)
+      kiln_nf4_90::nf4Gemm90<true, true, kTma><<<grid, threads, bytes, stream>>>(
+          a, codes, dq.scale, dq.codes, dq.offset, map, c, m, n, k, alpha, beta, tm);
+    else
+      kiln_nf4_90::nf4Gemm90<false, true, kTma><<<grid, threads, bytes, stream>>>(
+          a, codes, dq.scale, dq.codes, dq.offset, map, c, m, n, k, alpha, beta, tm);
+  } else if (forward) {
+    kiln_nf4_90::nf4Gemm90<true, false, kTma><<<grid, threads, bytes, stream>>>(
+        a, codes, absmax, nullptr, 0.f, map, c, m, n, k, alpha, beta, tm);
+  } else {
+    kiln_nf4_90::nf4Gemm90<false, false, kTma><<<grid, threads, bytes, stream>>>(
+        a, codes, absmax, nullptr, 0.f, map, c, m, n, k, alpha, beta, tm);
+  }
+  CUDA_OK(cudaGetLastError());
+}
+// variant 0: 128x128 tiles; 1: 256x128 (mma.sync); 2: wgmma; 3: wgmma, TMA.
+void fused(int variant, const __nv_bfloat16 *a, const uint8_t *codes, const float *absmax, const DoubleQuant &dq,
+           __nv_bfloat16 *c, int m, int n, int k, bool forward, float alpha, float beta, cudaStream_t stream) {
+  if (variant == 3)
+    fused90<true>(a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, stream);
+  else if (variant == 2)
+    fused90<false>(a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, stream);
+  else if (variant == 0)
     fusedTiles<2>(a, codes, absmax, c, m, n, k, forward, alpha, beta, stream);
   else
     fusedTiles<4>(a, codes, absmax, c, m, n, k, forward, alpha, beta, stream);
@@ -212,10 +299,46 @@ template <class F> float medianMs(F &&f, int warmup, int reps) {
   return t[t.size() / 2];
 }
 
+// A kernel that has not finished after 10 s is reported and ends the run
+// (a deadlocked pipeline would otherwise hang it).
+void finishOrDie(const char *what) {
+  for (int i = 0; i < 10000; ++i) {
+    cudaError_t e = cudaStreamQuery(0);
+    if (e == cudaSuccess)
+      return;
+    if (e != cudaErrorNotReady)
+      CUDA_OK(e);
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  std::printf("HANG: %s did not finish within 10 s\n", what);
+  std::fflush(stdout);
+  std::_Exit(3);
+}
+
 int main(int argc, char **argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  const std::string mode = argc > 2 ? argv[2] : "wgmma";
+  const bool all = mode == "all", tma = all || mode == "tma";
+  if (!all && !tma && mode != "wgmma") {
+    std::fprintf(stderr, "nf4_gemm_check: unknown mode '%s' (wgmma, tma, all)\n", mode.c_str());
+    return 2;
+  }
   allowShared<2>();
   allowShared<4>();
+  {
+    const int bytes = kiln_nf4_90::kSharedBytes;
+    const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, false, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, false, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, true, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, true, false>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, false, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, false, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<true, true, true>, attr, bytes));
+    CUDA_OK(cudaFuncSetAttribute(kiln_nf4_90::nf4Gemm90<false, true, true>, attr, bytes));
+  }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
@@ -233,12 +356,13 @@ int main(int argc, char **argv) {
   bool allPass = true;
   uint64_t seed = 12345;
   for (const Shape &s : shapes)
-    for (int pass = 0; pass < 3; ++pass) {
+    for (int pass = 0; pass < 5; ++pass) {
       // pass 0: forward; 1: input gradient; 2: forward with alpha 0.5, beta 1
-      // (the accumulating form).
-      bool forward = pass != 1;
+      // (the accumulating form); 3, 4: forward and gradient with the absmax
+      // double-quantized.
+      bool forward = pass != 1 && pass != 4, doubleQuant = pass >= 3;
       float alpha = pass == 2 ? 0.5f : 1.f, beta = pass == 2 ? 1.f : 0.f;
-      if (pass == 2 && s.out != 2048)
+      if ((pass == 2 && s.out != 2048) || (doubleQuant && s.out == 512))
         continue;
       int m = s.m, n = forward ? s.out : s.in, k = forward ? s.in : s.out;
       size_t weights = (size_t)s.out * s.in;
@@ -254,7 +378,21 @@ int main(int argc, char **argv) {
       CUDA_OK(cudaMalloc(&cInit, (size_t)m * n * 2));
       ++seed;
       randomBytes<<<1024, 256>>>(codes, weights / 2, seed * 3);
-      randomAbsmax<<<1024, 256>>>(absmax, weights / 64, seed * 3 + 1);
+      DoubleQuant dq;
+      uint8_t *dqCodes = nullptr;
+      float *dqScale = nullptr;
+      if (doubleQuant) {
+        CUDA_OK(cudaMalloc(&dqCodes, weights / 64));
+        CUDA_OK(cudaMalloc(&dqScale, (weights / 64 + 255) / 256 * sizeof(float)));
+        randomBytes<<<1024, 256>>>(dqCodes, weights / 64, seed * 3 + 1);
+        randomScale<<<64, 256>>>(dqScale, (weights / 64 + 255) / 256, seed * 5 + 1);
+        dq.codes = dqCodes;
+        dq.scale = dqScale;
+        dq.offset = 0.035f;
+        decodeAbsmax<<<1024, 256>>>(dqCodes, dqScale, dq.offset, absmax, weights / 64, hostMap());
+      } else {
+        randomAbsmax<<<1024, 256>>>(absmax, weights / 64, seed * 3 + 1);
+      }
       randomBf16<<<1024, 256>>>(a, (size_t)m * k, seed * 3 + 2);
       randomBf16<<<1024, 256>>>(cInit, (size_t)m * n, seed * 3 + 3);
       CUDA_OK(cudaGetLastError());
@@ -307,14 +445,20 @@ int main(int argc, char **argv) {
             ltGemm(lt, a, w, cRef, m, n, k, forward, alpha, beta, 0);
           },
           3, reps);
-      for (int variant = 0; variant < 2; ++variant) {
+      gActivationMap = activationMap(a, m, k);
+      for (int variant = all ? 0 : 2; variant < (tma ? 4 : 3); ++variant) {
         if (variant == 1 && !kiln_nf4::nf4GemmSupported<4>(m, n, k))
+          continue;
+        if (variant >= 2 && (prop.major != 9 || !kiln_nf4_90::nf4Gemm90Supported(m, n, k)))
+          continue;
+        if (doubleQuant && variant < 2)
           continue;
         // The library's output again (the timing above accumulated into it).
         prepare(cRef);
         ltGemm(lt, a, w, cRef, m, n, k, forward, alpha, beta, 0);
         prepare(c);
-        fused(variant, a, codes, absmax, c, m, n, k, forward, alpha, beta, 0);
+        fused(variant, a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, 0);
+        finishOrDie("the fused kernel");
         CUDA_OK(cudaMemset(sums, 0, 6 * sizeof(double)));
         CUDA_OK(cudaMemset(bad, 0, sizeof(unsigned long long)));
         compareRows<<<256, 256>>>(c, dRows, ref, samples, n, sums);
@@ -331,16 +475,17 @@ int main(int argc, char **argv) {
         // check), every element written and finite.
         bool ok = nonfinite == 0 && std::isfinite(errFused) && errFused <= 1.5 * errLt + 1e-6 && errFused < 1e-2;
         allPass &= ok;
-        float fusedMs = medianMs([&] { fused(variant, a, codes, absmax, c, m, n, k, forward, alpha, beta, 0); }, 3,
+        float fusedMs = medianMs([&] { fused(variant, a, codes, absmax, dq, c, m, n, k, forward, alpha, beta, 0); }, 3,
                                  reps);
         char dims[32];
         std::snprintf(dims, sizeof(dims), "%dx%dx%d", m, n, k);
-        const char *passName = pass == 0 ? "fwd" : pass == 1 ? "dgrad" : "fwd+acc";
+        const char *passName = pass == 0 ? "fwd" : pass == 1 ? "dgrad" : pass == 2 ? "fwd+acc" : pass == 3 ? "fwd dq" : "dgrad dq";
         std::printf("%-13s %-8s %-18s %-8s %9.2e %9.2e %9.2e %9.3f %8.3f %8.3f %10.3f %7.1f %s%s\n", s.name, passName,
-                    dims, variant ? "256x128" : "128x128", errFused, errLt, diff, fusedMs, deqMs, ltMs, bothMs,
+                    dims, variant == 3 ? "wgmmaTMA" : variant == 2 ? "wgmma" : variant ? "256x128" : "128x128", errFused, errLt, diff, fusedMs, deqMs, ltMs, bothMs,
                     2.0 * m * n * k / (fusedMs * 1e9), ok ? "PASS" : "FAIL", nonfinite ? " (non-finite outputs)" : "");
         std::fflush(stdout);
       }
+      cudaFree(dqCodes); cudaFree(dqScale);
       cudaFree(codes); cudaFree(absmax); cudaFree(w); cudaFree(a); cudaFree(c); cudaFree(cRef); cudaFree(cInit);
       cudaFree(dRows); cudaFree(ref); cudaFree(sums); cudaFree(bad);
     }

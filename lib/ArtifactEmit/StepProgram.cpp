@@ -14,6 +14,7 @@
 #include "kiln/ArtifactEmit/Sections.h"
 
 #include "kiln/ArtifactEmit/ElementType.h"
+#include "kiln/ArtifactEmit/LaunchVariants.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/artifact/Json.h"
@@ -273,6 +274,20 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       entry.set("per", Json::integer(launch.getItemsPerBlock()));
       entry.set("block", Json::integer(launch.getBlock()));
       entry.set("shared", expr(launch.getShared()));
+      // Launch shapes tune may measure (LaunchVariants.h); not for a launch
+      // the runtime may hand to cuDNN.
+      if (!launch.getAttention()) {
+        Json variants = Json::array();
+        for (const kiln::LaunchVariant &v : kiln::launchVariants(
+                 kernelOp.getKind(), launch.getItemsPerBlock(), launch.getBlock())) {
+          Json variant = Json::object();
+          variant.set("per", Json::integer(v.itemsPerBlock));
+          variant.set("block", Json::integer(v.block));
+          variants.push(std::move(variant));
+        }
+        if (!variants.getElements().empty())
+          entry.set("variants", std::move(variants));
+      }
       if (launch.getAttention())
         attentionLaunches.push_back({opEntries.size(), launch});
     } else if (auto gemm = dyn_cast<kernel::GemmOp>(op)) {

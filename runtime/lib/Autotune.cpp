@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -73,21 +74,15 @@ Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t
                       "cuMemcpyDtoDAsync");
 }
 
-/// Median times per call of \p candidates[timed[t]], run round-robin:
-/// \p warmup untimed rounds, then \p reps timed ones, each \p calls
-/// back-to-back calls between two events, the operands rotated over \p
-/// sites (other layers' activations and weights: caches do not flatter a
-/// candidate that reads the same bytes again).
-Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &device,
-                                             const std::vector<StepExecutor::GemmSite> &all,
-                                             const std::vector<size_t> &sites,
-                                             const std::vector<cublasLtMatmulAlgo_t> &candidates,
-                                             const std::vector<size_t> &timed, int warmup, int reps,
-                                             int calls = 1) {
+/// Median times per call of candidates \p timed, run round-robin: \p
+/// warmup untimed rounds, then \p reps timed ones, each \p calls
+/// back-to-back calls of \p enqueue(candidate) between two events.
+Expected<std::vector<double>> timeRuns(const Device &device, const std::vector<size_t> &timed,
+                                       int warmup, int reps, int calls,
+                                       const std::function<Status(size_t)> &enqueue) {
   EventPairs events(device, timed.size() * static_cast<size_t>(reps));
   if (Status s = events.create(); !s)
     return s.takeError();
-  size_t rotation = 0;
   for (int r = 0; r < warmup + reps; ++r)
     for (size_t t = 0; t < timed.size(); ++t) {
       bool measured = r >= warmup;
@@ -95,11 +90,9 @@ Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &devi
       if (measured)
         if (Status s = events.record(pair, false); !s)
           return s.takeError();
-      for (int c = 0; c < calls; ++c) {
-        const StepExecutor::GemmSite &from = all[sites[rotation++ % sites.size()]];
-        if (Status s = x.enqueueGemm(sites.front(), candidates[timed[t]], from.a, from.b); !s)
+      for (int c = 0; c < calls; ++c)
+        if (Status s = enqueue(timed[t]); !s)
           return s.takeError();
-      }
       if (measured)
         if (Status s = events.record(pair, true); !s)
           return s.takeError();
@@ -118,6 +111,52 @@ Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &devi
     medians.push_back(median(samples));
   }
   return medians;
+}
+
+/// timeRuns of GEMM candidates, the operands rotated over \p sites (other
+/// layers' activations and weights: caches do not flatter a candidate that
+/// reads the same bytes again).
+Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &device,
+                                             const std::vector<StepExecutor::GemmSite> &all,
+                                             const std::vector<size_t> &sites,
+                                             const std::vector<cublasLtMatmulAlgo_t> &candidates,
+                                             const std::vector<size_t> &timed, int warmup, int reps,
+                                             int calls = 1) {
+  size_t rotation = 0;
+  return timeRuns(device, timed, warmup, reps, calls, [&](size_t candidate) {
+    const StepExecutor::GemmSite &from = all[sites[rotation++ % sites.size()]];
+    return x.enqueueGemm(sites.front(), candidates[candidate], from.a, from.b);
+  });
+}
+
+/// A close call (closeCallFinalists): the finalists again, interleaved, in
+/// rounds whose order rotates; the median of the rounds' medians decides
+/// and only finalists may win, so a candidate whose first median was lucky
+/// does not flip the choice between runs. \p time(order, warmup, reps)
+/// measures like timeRuns.
+Status remeasureCloseCalls(
+    std::vector<double> &ms, const TuneOptions &options, TunedOp &row,
+    const std::function<Expected<std::vector<double>>(const std::vector<size_t> &, int, int)>
+        &time) {
+  std::vector<size_t> finalists = closeCallFinalists(ms);
+  if (finalists.empty() || options.closeRounds <= 0)
+    return Status::success();
+  std::vector<std::vector<double>> rounds(finalists.size());
+  for (int round = 0; round < options.closeRounds; ++round) {
+    std::vector<size_t> order(finalists.size());
+    for (size_t f = 0; f < finalists.size(); ++f)
+      order[f] = finalists[(f + static_cast<size_t>(round)) % finalists.size()];
+    Expected<std::vector<double>> again = time(order, 1, options.reps);
+    if (!again)
+      return again.takeError();
+    for (size_t f = 0; f < order.size(); ++f)
+      rounds[(f + static_cast<size_t>(round)) % finalists.size()].push_back((*again)[f]);
+  }
+  std::fill(ms.begin(), ms.end(), -1.0);
+  for (size_t f = 0; f < finalists.size(); ++f)
+    ms[finalists[f]] = median(rounds[f]);
+  row.remeasured = finalists.size();
+  return Status::success();
 }
 
 /// Measures the candidates of one GEMM signature; \p sites share it, the
@@ -144,7 +183,7 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   candidates->insert(candidates->begin(), site.algo);
   if (candidates->size() > static_cast<size_t>(options.topK))
     candidates->resize(static_cast<size_t>(options.topK));
-  size_t count = candidates->size();
+  size_t heuristic = candidates->size();
   // The output before: restored before every run, so a GEMM that reads its
   // output (accumulation) sees the same values each time, and the step
   // continues from them.
@@ -154,6 +193,58 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   if (Status s = copyDevice(device, saved->get(), site.c, site.cBytes); !s)
     return s.takeError();
   auto restore = [&]() { return copyDevice(device, site.c, saved->get(), site.cBytes); };
+
+  // Calls per sample: enough that a sample of the default lasts sampleMs.
+  int calls = 1;
+  if (options.sampleMs > 0) {
+    Expected<std::vector<double>> probe =
+        timeCandidates(x, device, all, sites, *candidates, {0}, 1, 3);
+    if (!probe)
+      return probe.takeError();
+    double once = (*probe)[0];
+    if (once > 0)
+      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / once), 1.0, 64.0));
+  }
+
+  // Thin GEMMs: configurations beyond the heuristic's list join the
+  // candidates, the fastest of a screening (one warm-up and two samples
+  // each), in their configurations' order after the heuristic's, so two
+  // runs that admit the same ones index them alike.
+  if (options.extra > 0 && isThinGemm(site.m, site.n, site.k) &&
+      heuristic < static_cast<size_t>(kMaxTuningCandidates)) {
+    Expected<std::vector<cublasLtMatmulAlgo_t>> space =
+        x.getGemmSearchSpace(sites.front(), *candidates, options.screenLimit);
+    if (!space)
+      return space.takeError();
+    std::vector<cublasLtMatmulAlgo_t> runnable; // the check passed; a launch must too
+    for (const cublasLtMatmulAlgo_t &algo : *space)
+      if (Status s = x.enqueueGemm(sites.front(), algo, site.a, site.b); s)
+        runnable.push_back(algo);
+    std::vector<size_t> order(runnable.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    Expected<std::vector<double>> screen =
+        timeCandidates(x, device, all, sites, runnable, order, 1, 2, calls);
+    if (!screen)
+      return screen.takeError();
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t p, size_t q) { return (*screen)[p] < (*screen)[q]; });
+    order.resize(std::min({order.size(), static_cast<size_t>(options.extra),
+                           static_cast<size_t>(kMaxTuningCandidates) - heuristic}));
+    std::vector<std::pair<GemmConfig, size_t>> admitted;
+    for (size_t i : order) {
+      Expected<GemmConfig> config = x.getGemmConfig(runnable[i]);
+      if (!config)
+        return Error{site.label + ": " + config.getError()};
+      admitted.emplace_back(*config, i);
+    }
+    std::sort(admitted.begin(), admitted.end());
+    for (const auto &[config, i] : admitted)
+      candidates->push_back(runnable[i]);
+    row.screened = runnable.size();
+    row.extra = admitted.size();
+  }
+  size_t count = candidates->size();
 
   // Numerics: every candidate's output against the default's, on the real operands.
   size_t elements = site.cBytes / dtypeSize(site.cType);
@@ -187,51 +278,32 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
     if (eligible[j])
       timed.push_back(j);
   std::vector<double> ms(count, -1);
-  // Calls per sample: enough that a sample of the default lasts sampleMs.
-  int calls = 1;
-  if (!timed.empty() && options.sampleMs > 0) {
-    Expected<std::vector<double>> probe =
-        timeCandidates(x, device, all, sites, *candidates, {timed.front()}, 1, 3);
-    if (!probe)
-      return probe.takeError();
-    double once = (*probe)[0];
-    if (once > 0)
-      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / once), 1.0, 64.0));
-  }
   Expected<std::vector<double>> first = timeCandidates(x, device, all, sites, *candidates, timed,
                                                        options.warmup, options.reps, calls);
   if (!first)
     return first.takeError();
   for (size_t t = 0; t < timed.size(); ++t)
     ms[timed[t]] = (*first)[t];
-  // A close call: the finalists again, interleaved, in rounds whose order
-  // rotates; the median of the rounds' medians decides, so a candidate
-  // whose first median was lucky does not flip the choice between runs.
-  std::vector<size_t> finalists = closeCallFinalists(ms);
-  if (!finalists.empty() && options.closeRounds > 0) {
-    std::vector<std::vector<double>> rounds(finalists.size());
-    for (int round = 0; round < options.closeRounds; ++round) {
-      std::vector<size_t> order(finalists.size());
-      for (size_t f = 0; f < finalists.size(); ++f)
-        order[f] = finalists[(f + static_cast<size_t>(round)) % finalists.size()];
-      Expected<std::vector<double>> again =
-          timeCandidates(x, device, all, sites, *candidates, order, 1, options.reps, calls);
-      if (!again)
-        return again.takeError();
-      for (size_t f = 0; f < order.size(); ++f)
-        rounds[(f + static_cast<size_t>(round)) % finalists.size()].push_back((*again)[f]);
-    }
-    std::fill(ms.begin(), ms.end(), -1.0); // only finalists may win a close call
-    for (size_t f = 0; f < finalists.size(); ++f)
-      ms[finalists[f]] = median(rounds[f]);
-    row.remeasured = finalists.size();
-  }
+  std::vector<double> firstMs = ms;
+  if (Status s = remeasureCloseCalls(ms, options, row,
+                                     [&](const std::vector<size_t> &order, int warmup, int reps) {
+                                       return timeCandidates(x, device, all, sites, *candidates,
+                                                             order, warmup, reps, calls);
+                                     });
+      !s)
+    return s.takeError();
   if (Status s = restore(); !s)
     return s.takeError();
   if (Status s = device.synchronize(); !s)
     return s.takeError();
 
   size_t winner = chooseWinner(ms);
+  if (options.pickBeyondHeuristic) // tests: train must rebuild such a choice
+    for (size_t j = heuristic; j < count; ++j)
+      if (firstMs[j] >= 0 && (winner < heuristic || firstMs[j] < firstMs[winner]))
+        winner = j;
+  if (ms[winner] < 0) // chosen off the first medians: report those
+    ms[winner] = firstMs[winner];
   TuningEntry entry;
   entry.kind = "gemm";
   entry.hash = site.hash;
@@ -240,6 +312,11 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   entry.candidates = static_cast<int64_t>(count);
   entry.choice = static_cast<int64_t>(winner);
   entry.algo = toHex(&(*candidates)[winner], sizeof(cublasLtMatmulAlgo_t));
+  // train rebuilds a choice beyond the heuristic's list from it.
+  Expected<GemmConfig> config = x.getGemmConfig((*candidates)[winner]);
+  if (!config)
+    return Error{site.label + ": " + config.getError()};
+  entry.config = config->encode();
   entry.defaultMs = ms[0];
   entry.tunedMs = ms[winner];
   entry.error = error[winner];
@@ -251,9 +328,145 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   row.tunedMs = ms[winner];
   row.choice =
       winner ? "algo " + std::to_string(winner + 1) + "/" + std::to_string(count) : "default";
+  row.beyondHeuristic = winner >= heuristic;
+  if (row.beyondHeuristic)
+    row.choice += " (" + config->describe() + ")";
   row.error = error[winner];
   row.changed = winner != 0;
   return entry;
+}
+
+/// A launch whose buffers exceed this is not measured (its copies, one per
+/// launch shape on the host, would cost more than the shapes differ).
+constexpr size_t kMaxLaunchTuneBytes = size_t(1) << 31;
+
+/// Measures the launch shapes of one generated kernel's launch; \p sites
+/// share it (the same kernel image, shapes and sizes), the first is the one
+/// the step is about to run. Each shape runs from the same buffers (all of
+/// them saved first, restored before every run and at the end: a kernel
+/// that updates in place, such as the optimizer's, sees the same inputs
+/// each time) and must leave every buffer as the default shape does,
+/// within the numerics bound of its dtype, to be eligible. Its operands are
+/// not rotated: the other sites' inputs are not computed yet, and a kernel
+/// may index with them.
+Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &device,
+                                                const std::vector<StepExecutor::LaunchSite> &all,
+                                                const std::vector<size_t> &sites,
+                                                const TuneOptions &options, TunedOp &row) {
+  const StepExecutor::LaunchSite &site = all[sites.front()];
+  size_t count = site.shapes.size();
+  row.label = site.label;
+  row.calls = sites.size();
+  row.candidates = count;
+  row.choice = "default";
+  size_t total = 0;
+  for (const auto &buffer : site.buffers)
+    total += buffer.bytes;
+  if (total > kMaxLaunchTuneBytes) {
+    row.choice = "default (not measured: " + std::to_string(total >> 20) + " MiB of buffers)";
+    return std::optional<TuningEntry>();
+  }
+  std::vector<DeviceBuffer> saved;
+  for (const auto &buffer : site.buffers) {
+    Expected<DeviceBuffer> copy = DeviceBuffer::allocate(device, buffer.bytes);
+    if (!copy)
+      return Error{site.label + ": a copy of its buffers: " + copy.getError()};
+    if (Status s = copyDevice(device, copy->get(), buffer.ptr, buffer.bytes); !s)
+      return s.takeError();
+    saved.push_back(std::move(*copy));
+  }
+  auto restore = [&]() -> Status {
+    for (size_t b = 0; b < saved.size(); ++b)
+      if (Status s = copyDevice(device, site.buffers[b].ptr, saved[b].get(), site.buffers[b].bytes);
+          !s)
+        return s;
+    return Status::success();
+  };
+
+  // Numerics: every buffer after each shape against the default's.
+  std::vector<std::string> reference;
+  std::vector<double> error(count, 0);
+  std::vector<bool> eligible(count, false);
+  for (size_t j = 0; j < count; ++j) {
+    if (Status s = restore(); !s)
+      return s.takeError();
+    if (Status s = x.enqueueLaunch(sites.front(), j); !s) {
+      if (j == 0)
+        return s.takeError();
+      continue; // a shape that does not launch (registers, shared memory) is not eligible
+    }
+    eligible[j] = true;
+    for (size_t b = 0; b < site.buffers.size(); ++b) {
+      Expected<std::string> out = download(device, site.buffers[b].ptr, site.buffers[b].bytes);
+      if (!out)
+        return out.takeError();
+      if (j == 0) {
+        reference.push_back(std::move(*out));
+        continue;
+      }
+      if (*out == reference[b])
+        continue;
+      DType dtype = site.buffers[b].dtype;
+      double e = relativeL2(out->data(), reference[b].data(), dtype, out->size() / dtypeSize(dtype));
+      error[j] = std::max(error[j], e);
+      eligible[j] = eligible[j] && e <= numericsBound(dtype);
+    }
+  }
+
+  std::vector<size_t> timed;
+  for (size_t j = 0; j < count; ++j)
+    if (eligible[j])
+      timed.push_back(j);
+  auto time = [&](const std::vector<size_t> &order, int warmup, int reps, int calls) {
+    return timeRuns(device, order, warmup, reps, calls,
+                    [&](size_t shape) { return x.enqueueLaunch(sites.front(), shape); });
+  };
+  int calls = 1;
+  if (options.sampleMs > 0) {
+    Expected<std::vector<double>> probe = time({0}, 1, 3, 1);
+    if (!probe)
+      return probe.takeError();
+    if ((*probe)[0] > 0)
+      calls = static_cast<int>(std::clamp(std::ceil(options.sampleMs / (*probe)[0]), 1.0, 64.0));
+  }
+  std::vector<double> ms(count, -1);
+  Expected<std::vector<double>> first = time(timed, options.warmup, options.reps, calls);
+  if (!first)
+    return first.takeError();
+  for (size_t t = 0; t < timed.size(); ++t)
+    ms[timed[t]] = (*first)[t];
+  if (Status s = remeasureCloseCalls(ms, options, row,
+                                     [&](const std::vector<size_t> &order, int warmup, int reps) {
+                                       return time(order, warmup, reps, calls);
+                                     });
+      !s)
+    return s.takeError();
+  if (Status s = restore(); !s)
+    return s.takeError();
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+
+  size_t winner = chooseWinner(ms);
+  const auto &[per, block] = site.shapes[winner];
+  TuningEntry entry;
+  entry.kind = "launch";
+  entry.hash = site.hash;
+  entry.shape = site.shape;
+  entry.label = site.label;
+  entry.candidates = static_cast<int64_t>(count);
+  entry.choice = static_cast<int64_t>(winner);
+  entry.config = encodeLaunchShape(per, block);
+  entry.defaultMs = ms[0];
+  entry.tunedMs = ms[winner];
+  entry.error = error[winner];
+  row.eligible = timed.size();
+  row.defaultMs = ms[0];
+  row.tunedMs = ms[winner];
+  row.error = error[winner];
+  row.changed = winner != 0;
+  if (winner)
+    row.choice = std::to_string(per) + " items/block of " + std::to_string(block);
+  return std::optional<TuningEntry>(std::move(entry));
 }
 
 /// Median device times of whole steps of variants \p a and \p b, run
@@ -301,9 +514,9 @@ Expected<double> lossError(StepExecutor &x, const std::string &a, const std::str
   return loss[0] == 0 ? std::fabs(loss[1]) : std::fabs(loss[1] - loss[0]) / std::fabs(loss[0]);
 }
 
-/// Signature key -> the sites sharing it, in step order.
-std::map<std::string, std::vector<size_t>>
-groupGemms(const std::vector<StepExecutor::GemmSite> &sites) {
+/// Signature key -> the sites sharing it, in step order (GEMM or launch sites).
+template <typename Site>
+std::map<std::string, std::vector<size_t>> groupSites(const std::vector<Site> &sites) {
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < sites.size(); ++i)
     groups[sites[i].hash + " " + sites[i].shape].push_back(i);
@@ -311,8 +524,11 @@ groupGemms(const std::vector<StepExecutor::GemmSite> &sites) {
 }
 } // namespace
 
-size_t kiln::runtime::countTuningOps(const StepExecutor &x, bool tuneAttention) {
-  return groupGemms(x.getGemmSites()).size() + (tuneAttention && x.getAttentionSite() ? 1 : 0);
+size_t kiln::runtime::countTuningOps(const StepExecutor &x, bool tuneAttention,
+                                     bool tuneLaunches) {
+  return groupSites(x.getGemmSites()).size() +
+         (tuneLaunches ? groupSites(x.getLaunchSites()).size() : 0) +
+         (tuneAttention && x.getAttentionSite() ? 1 : 0);
 }
 
 Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &device, TuningDb &db,
@@ -340,13 +556,33 @@ Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &dev
   if (Status s = x.restoreTrainable(); !s)
     return s.takeError();
 
-  // GEMMs, each when the step reaches its first use.
+  // GEMMs and launches with variants, each when the step reaches its first
+  // use.
   std::vector<StepExecutor::GemmSite> sites = x.getGemmSites();
-  std::map<std::string, std::vector<size_t>> groups = groupGemms(sites);
+  std::map<std::string, std::vector<size_t>> groups = groupSites(sites);
   std::map<size_t, const std::vector<size_t> *> firstAt; // action -> group
   for (const auto &[signature, members] : groups)
     firstAt[sites[members.front()].action] = &members;
+  std::vector<StepExecutor::LaunchSite> launches;
+  if (options.tuneLaunches)
+    launches = x.getLaunchSites();
+  std::map<std::string, std::vector<size_t>> launchGroups = groupSites(launches);
+  std::map<size_t, const std::vector<size_t> *> launchAt;
+  for (const auto &[signature, members] : launchGroups)
+    launchAt[launches[members.front()].action] = &members;
   Expected<double> walked = x.runStepWithHook(options.step, options.lr, [&](size_t action) {
+    if (auto at = launchAt.find(action); at != launchAt.end()) {
+      TunedOp row;
+      Expected<std::optional<TuningEntry>> entry =
+          tuneLaunch(x, device, launches, *at->second, options, row);
+      if (!entry)
+        return Status(entry.takeError());
+      if (*entry)
+        db.put(key, std::move(**entry));
+      result.ops.push_back(std::move(row));
+      progress(result.ops.back().label);
+      return Status::success();
+    }
     auto it = firstAt.find(action);
     if (it == firstAt.end())
       return Status::success();

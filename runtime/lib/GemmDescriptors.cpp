@@ -146,5 +146,10 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
             ",batch=" + std::to_string(count);
   g.cBytes = bytes[op.c];
   g.cType = p.buffers[op.c].dtype;
+  g.abType = ab;
+  g.outType = ct;
+  g.m = M;
+  g.n = N;
+  g.k = K;
   return g;
 }

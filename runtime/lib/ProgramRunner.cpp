@@ -385,6 +385,11 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         launch.params.push_back(&ptr);
       for (int64_t &value : launch.symbols)
         launch.params.push_back(&value);
+      launch.action = r->actions.size();
+      launch.args = op.args;
+      r->applyTunedLaunch(launch, op, *items, memory);
+      if (!launch.shapes.empty())
+        r->tunableLaunches.push_back(r->launchList.size());
       r->actions.push_back({Action::Launch, r->launchList.size()});
       r->launchList.push_back(std::move(launch));
       ++r->launches;

@@ -57,6 +57,9 @@ struct SharedMemory {
   /// kernels/kiln_fa90 (Kiln's sm_90a attention forward) where this device
   /// runs it and --attention allows it; null: none.
   const KernelModule *hopper = nullptr;
+  /// Module name -> the hash of its image on this device: a launch's
+  /// tuning entry is the kernel's, content and all (null: none).
+  const std::map<std::string, std::string> *moduleHashes = nullptr;
 };
 
 /// The persistent tensor a param, state or accum binding names in the
@@ -112,10 +115,18 @@ public:
   /// For kiln-run tune (StepExecutor's GemmSite).
   std::vector<StepExecutor::GemmSite> getGemmSites() const;
   Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t gemm, int topK) const;
+  /// StepExecutor::getGemmSearchSpace (GemmSearch.cpp).
+  Expected<std::vector<cublasLtMatmulAlgo_t>>
+  getGemmSearchSpace(size_t gemm, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                     size_t limit) const;
   /// Enqueues GEMM \p gemm with \p algo reading \p a and \p b (record()
   /// runs each GEMM through it with its own).
   Status enqueueGemm(size_t gemm, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a, CUdeviceptr b,
                      CUstream stream) const;
+  /// For kiln-run tune: the launches that have variants (StepExecutor's LaunchSite).
+  std::vector<StepExecutor::LaunchSite> getLaunchSites() const;
+  /// Enqueues launch \p site (an index into getLaunchSites) with its shape \p shape.
+  Status enqueueLaunch(size_t site, size_t shape, CUstream stream) const;
   /// Copies the data inputs (role "input") of \p other, a runner of the same
   /// program at the same sizes, into this one's.
   Status copyInputsFrom(const ProgramRunner &other, CUstream stream) const;
@@ -130,6 +141,14 @@ private:
     std::vector<CUdeviceptr> pointers;
     std::vector<int64_t> symbols;
     std::vector<void *> params;
+    // Launch variants (ProgramRunnerTuning.cpp): per and block of the
+    // default then of the artifact's variants, the grid of each at these
+    // sizes; the tuning database's hash and shape; the buffers' ids.
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    std::vector<unsigned> grids;
+    std::string hash, shape, label;
+    size_t action = 0;
+    std::vector<int> args;
   };
   struct Gemm {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -142,6 +161,9 @@ private:
     std::string hash, shape;
     size_t action = 0, cBytes = 0;
     artifact::DType cType = artifact::DType::F32;
+    // The types cublasLtMatmulAlgoInit needs, the sizes (GemmSearch.cpp).
+    cudaDataType_t abType = CUDA_R_32F, outType = CUDA_R_32F;
+    uint64_t m = 0, n = 0, k = 0;
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -185,6 +207,17 @@ private:
   /// The database's algorithm for \p g, when it has one and cuBLASLt still
   /// offers it among its top K (ProgramRunnerTuning.cpp).
   Status applyTunedGemm(Gemm &g, const SharedMemory &memory);
+  /// The launch shapes of \p launch (op \p op at \p items) and the one the
+  /// tuning database chose (ProgramRunnerTuning.cpp).
+  void applyTunedLaunch(Launch &launch, const ProgramOp &op, int64_t items,
+                        const SharedMemory &memory);
+  /// The algorithm \p config names for \p g (cublasLtMatmulAlgoInit, the
+  /// attributes), if cublasLtMatmulAlgoCheck accepts it for \p g within
+  /// the GEMM workspace (GemmSearch.cpp).
+  Expected<cublasLtMatmulAlgo_t> buildConfiguredAlgo(const Gemm &g,
+                                                     const GemmConfig &config) const;
+  /// cublasLtMatmulAlgoCheck accepts \p algo for \p g within the workspace.
+  bool checkAlgo(const Gemm &g, const cublasLtMatmulAlgo_t &algo) const;
   /// Who runs this program's attention at \p sizes: memory.cudnn, or null
   /// where the tuning database chose the kernels; sets attentionHash.
   const CudnnAttention *chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
@@ -217,6 +250,7 @@ private:
   size_t arenaSize = 0;
   std::vector<std::pair<Action, size_t>> actions;
   std::vector<Launch> launchList;
+  std::vector<size_t> tunableLaunches; // launchList indices with variants
   std::vector<Gemm> gemmList;
   std::vector<Fill> fillList;
   std::vector<Copy> copyList, resultCopies;

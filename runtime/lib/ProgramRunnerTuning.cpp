@@ -14,8 +14,11 @@
 
 #include "ProgramRunner.h"
 
+#include "kiln/runtime/GemmConfig.h"
+
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -72,22 +75,56 @@ Status ProgramRunner::applyTunedGemm(Gemm &g, const SharedMemory &memory) {
     ++tunedOps;
     return Status::success();
   }
+  // A configuration tune built beyond the heuristic's list (split-K, other
+  // tiles): rebuilt from the entry's "config" — from the algorithm id
+  // (cublasLtMatmulAlgoInit), or set on the heuristic's choice it was made
+  // from (split-K of a heuristic algorithm) — and used only where the
+  // rebuilt algorithm is byte for byte the one measured and
+  // cublasLtMatmulAlgoCheck accepts it for this GEMM within the workspace.
+  std::optional<GemmConfig> config;
+  std::string configNote;
+  if (!entry->config.empty()) {
+    if (Expected<GemmConfig> decoded = GemmConfig::decode(entry->config)) // checked when parsed
+      config = *decoded;
+    Expected<cublasLtMatmulAlgo_t> rebuilt =
+        config ? buildConfiguredAlgo(g, *config) : Expected<cublasLtMatmulAlgo_t>(Error{""});
+    if (rebuilt && !std::memcmp(&*rebuilt, &wanted, sizeof(wanted))) {
+      g.algo = *rebuilt;
+      ++tunedOps;
+      return Status::success();
+    }
+    configNote = rebuilt ? g.label + ": its tuned configuration rebuilds differently now"
+                         : rebuilt.getError();
+  }
   Expected<std::vector<cublasLtMatmulAlgo_t>> candidates = queryHeuristics(
       *lt, handle, g.desc, g.first, g.second, g.result, static_cast<int>(entry->candidates));
   if (!candidates)
     return candidates.takeError();
-  for (const cublasLtMatmulAlgo_t &algo : *candidates)
+  for (const cublasLtMatmulAlgo_t &algo : *candidates) {
     if (!std::memcmp(&algo, &wanted, sizeof(wanted))) {
       g.algo = algo;
       ++tunedOps;
       return Status::success();
     }
+    Expected<GemmConfig> its = readGemmConfig(*lt, algo);
+    if (!config || !its || its->algoId != config->algoId)
+      continue;
+    cublasLtMatmulAlgo_t configured = algo;
+    if (applyGemmConfig(*lt, *config, configured) &&
+        !std::memcmp(&configured, &wanted, sizeof(wanted)) && checkAlgo(g, configured)) {
+      g.algo = configured;
+      ++tunedOps;
+      return Status::success();
+    }
+  }
   // Never trusted blindly: an algorithm cuBLASLt does not offer for this
   // problem now is not run.
   ++defaultOps;
   if (tuningNote.empty())
-    tuningNote = g.label + ": its tuned algorithm is not among cuBLASLt's " +
-                 std::to_string(entry->candidates) + " candidates now (default kept)";
+    tuningNote = configNote.empty()
+                     ? g.label + ": its tuned algorithm is not among cuBLASLt's " +
+                           std::to_string(entry->candidates) + " candidates now (default kept)"
+                     : configNote + " (default kept)";
   return Status::success();
 }
 
@@ -130,7 +167,8 @@ ProgramRunner::chooseAttention(const std::vector<std::vector<int64_t>> &shapes,
 std::vector<StepExecutor::GemmSite> ProgramRunner::getGemmSites() const {
   std::vector<StepExecutor::GemmSite> sites;
   for (const Gemm &g : gemmList)
-    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType, g.algo});
+    sites.push_back({g.action, g.hash, g.shape, g.label, g.a, g.b, g.c, g.cBytes, g.cType, g.algo,
+                     g.m, g.n, g.k});
   return sites;
 }
 

@@ -123,6 +123,9 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
       return module.takeError();
     x->modules.push_back(std::move(*module));
     modules[kernel.first] = &x->modules.back();
+    // The image this device runs: a launch's tuning entry is the kernel's
+    // content, not its name.
+    x->moduleHashes[kernel.first] = hashSignature(container.contents(image->section));
   }
   x->moduleIndex = modules;
   if (auto hopper = modules.find(artifact::kHopperAttentionModule); hopper != modules.end())
@@ -361,7 +364,8 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
                       options.attention == Options::Attention::Auto ||
                               options.attention == Options::Attention::Sm90
                           ? hopper
-                          : nullptr};
+                          : nullptr,
+                      &moduleHashes};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
                              handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -644,6 +648,24 @@ std::vector<StepExecutor::GemmSite> StepExecutor::getGemmSites() const {
 Expected<std::vector<cublasLtMatmulAlgo_t>> StepExecutor::getGemmCandidates(size_t site,
                                                                             int topK) const {
   return current->runner->getGemmCandidates(site, topK);
+}
+
+Expected<std::vector<cublasLtMatmulAlgo_t>>
+StepExecutor::getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                                 size_t limit) const {
+  return current->runner->getGemmSearchSpace(site, seeds, limit);
+}
+
+Expected<GemmConfig> StepExecutor::getGemmConfig(const cublasLtMatmulAlgo_t &algo) const {
+  return readGemmConfig(*lt, algo);
+}
+
+std::vector<StepExecutor::LaunchSite> StepExecutor::getLaunchSites() const {
+  return current->runner->getLaunchSites();
+}
+
+Status StepExecutor::enqueueLaunch(size_t site, size_t shape) const {
+  return current->runner->enqueueLaunch(site, shape, device->getStream());
 }
 
 Status StepExecutor::enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,

@@ -9,6 +9,7 @@
 #include "kiln/artifact/Crc32c.h"
 #include "kiln/artifact/FileIO.h"
 #include "kiln/artifact/Json.h"
+#include "kiln/runtime/GemmConfig.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -143,8 +144,8 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
       return v.takeError();
     *n.field = *v;
   }
-  if (Status s = need(e.kind == "gemm" || e.kind == "attention",
-                      where + ": \"kind\" must be \"gemm\" or \"attention\"");
+  if (Status s = need(e.kind == "gemm" || e.kind == "attention" || e.kind == "launch",
+                      where + ": \"kind\" must be \"gemm\", \"attention\" or \"launch\"");
       !s)
     return s.takeError();
   if (Status s = need(e.hash.size() == 16 &&
@@ -161,12 +162,33 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
                       where + ": \"choice\" must index the candidates");
       !s)
     return s.takeError();
+  // "config" came with the search beyond the heuristic: optional, so
+  // databases written before it still load (their GEMMs match by "algo").
+  if (json.get("config")) {
+    Expected<std::string> config = stringField(json, "config", where);
+    if (!config)
+      return config.takeError();
+    e.config = *config;
+  }
   if (e.kind == "gemm") {
     unsigned char bytes[64];
     if (Status s = need(e.algo.size() == 128 && fromHex(e.algo, bytes, sizeof(bytes)),
                         where + ": \"algo\" must be 128 hex digits");
         !s)
       return s.takeError();
+    if (!e.config.empty())
+      if (Expected<GemmConfig> config = GemmConfig::decode(e.config); !config)
+        return Error{where + ": \"config\": " + config.getError()};
+  } else if (e.kind == "launch") {
+    int64_t per = 0, block = 0;
+    if (Status s = need(decodeLaunchShape(e.config, per, block),
+                        where + ": \"config\" must be a launch shape \"per=P,block=B\" (block 1 "
+                                "to 1024)");
+        !s)
+      return s.takeError();
+  } else if (Status s = need(e.config.empty(), where + ": \"config\" must be empty for attention");
+             !s) {
+    return s.takeError();
   } else if (Status s = need(e.impl == "cudnn" || e.impl == "kernels",
                              where + ": \"impl\" must be \"cudnn\" or \"kernels\"");
              !s) {
@@ -198,6 +220,7 @@ Json entryJson(const TuningEntry &e) {
   j.append("choice", Json::integer(e.choice));
   j.append("algo", Json::string(e.algo));
   j.append("impl", Json::string(e.impl));
+  j.append("config", Json::string(e.config));
   j.append("default_ms", Json::number(e.defaultMs));
   j.append("tuned_ms", Json::number(e.tunedMs));
   j.append("error", Json::number(e.error));
@@ -432,6 +455,49 @@ std::string kiln::runtime::gemmSignature(DType ab, DType c, bool transFirst, boo
     s += " ld=" + std::to_string(lds[0]) + "," + std::to_string(lds[1]) + "," +
          std::to_string(lds[2]);
   return s;
+}
+
+std::string kiln::runtime::encodeLaunchShape(int64_t per, int64_t block) {
+  return "per=" + std::to_string(per) + ",block=" + std::to_string(block);
+}
+
+bool kiln::runtime::decodeLaunchShape(std::string_view text, int64_t &per, int64_t &block) {
+  auto number = [](std::string_view digits, int64_t &out) {
+    if (digits.empty() || digits.size() > 12 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos ||
+        (digits.size() > 1 && digits[0] == '0'))
+      return false;
+    out = std::strtoll(std::string(digits).c_str(), nullptr, 10);
+    return true;
+  };
+  size_t comma = text.find(',');
+  if (text.compare(0, 4, "per=") != 0 || comma == std::string_view::npos ||
+      text.compare(comma, 7, ",block=") != 0)
+    return false;
+  return number(text.substr(4, comma - 4), per) && number(text.substr(comma + 7), block) &&
+         per >= 1 && block >= 1 && block <= 1024;
+}
+
+size_t kiln::runtime::chooseLaunchShape(const TuningEntry *entry,
+                                        const std::vector<std::pair<int64_t, int64_t>> &shapes,
+                                        std::string &note) {
+  if (!entry)
+    return 0;
+  if (static_cast<size_t>(entry->candidates) != shapes.size() ||
+      static_cast<size_t>(entry->choice) >= shapes.size()) {
+    note = entry->label + ": tuned over " + std::to_string(entry->candidates) +
+           " launch shapes, the artifact offers " + std::to_string(shapes.size()) +
+           " (default kept)";
+    return 0;
+  }
+  const auto &[per, block] = shapes[static_cast<size_t>(entry->choice)];
+  if (entry->config != encodeLaunchShape(per, block)) {
+    note = entry->label + ": tuned for " + entry->config + ", the artifact's shape " +
+           std::to_string(entry->choice) + " is " + encodeLaunchShape(per, block) +
+           " (default kept)";
+    return 0;
+  }
+  return static_cast<size_t>(entry->choice);
 }
 
 std::string kiln::runtime::toHex(const void *data, size_t size) {

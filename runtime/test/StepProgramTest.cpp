@@ -142,6 +142,52 @@ static std::string gemmProgram(int version, const std::string &fields) {
          fields + "}]}";
 }
 
+// Launch variants (docs/tuning.md): other launch shapes of a loop kernel,
+// decoded in order; malformed lists fail naming the launch and the variant.
+static std::string variantProgram(const std::string &variants) {
+  return R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F32","shape":["n"]}],"args":[],"results":[],"ops":[{"op":"launch","kernel":"k","module":"m","items":"n","shared":"0","per":256,"block":256,"args":[0],"symbols":["n"])" +
+         variants + "}]}";
+}
+
+static void testLaunchVariants() {
+  Expected<StepProgram> none = StepProgram::decode(variantProgram(""), "step");
+  CHECK(none && none->ops[0].variants.empty());
+  Expected<StepProgram> program = StepProgram::decode(
+      variantProgram(R"(,"variants":[{"per":128,"block":128},{"per":4096,"block":256}])"), "step");
+  CHECK(program);
+  if (program) {
+    const ProgramOp &op = program->ops[0];
+    CHECK(op.variants.size() == 2);
+    CHECK(op.variants.size() == 2 && op.variants[0].per == 128 && op.variants[0].block == 128 &&
+          op.variants[1].per == 4096 && op.variants[1].block == 256);
+    CHECK(op.per == 256 && op.block == 256); // the default stays the launch's own
+  }
+  struct Case {
+    const char *variants, *error;
+  } cases[] = {
+      {R"(,"variants":{"per":128})",
+       "step: op 0 (launch): 'variants' must be an array of at most 8 launch shapes"},
+      {R"(,"variants":[1])", "step: op 0 (launch): variant 0 is not an object"},
+      {R"(,"variants":[{"per":128}])",
+       "step: op 0 (launch): variant 0: missing or non-integer 'block'"},
+      {R"(,"variants":[{"per":0,"block":128}])", "step: op 0 (launch): variant 0: bad per/block"},
+      {R"(,"variants":[{"per":512,"block":2048}])",
+       "step: op 0 (launch): variant 0: bad per/block"},
+      {R"(,"variants":[{"per":256,"block":256}])",
+       "step: op 0 (launch): variant 0 repeats a launch shape"},
+      {R"(,"variants":[{"per":512,"block":512},{"per":512,"block":512}])",
+       "step: op 0 (launch): variant 1 repeats a launch shape"},
+      {R"(,"variants":[{"per":1,"block":1},{"per":2,"block":1},{"per":3,"block":1},{"per":4,"block":1},{"per":5,"block":1},{"per":6,"block":1},{"per":7,"block":1},{"per":8,"block":1},{"per":9,"block":1}])",
+       "step: op 0 (launch): 'variants' must be an array of at most 8 launch shapes"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> bad = StepProgram::decode(variantProgram(c.variants), "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), c.error);
+  }
+}
+
 static void testGemmAlphaBeta() {
   Expected<StepProgram> plain = StepProgram::decode(gemmProgram(1, ""), "step");
   CHECK(plain);
@@ -653,6 +699,7 @@ static void testLinearCrossEntropy() {
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
+  testLaunchVariants();
   testGemmAlphaBeta();
   testGemmLeadingDims();
   testStridedViews();

@@ -46,6 +46,8 @@ static TuningEntry gemmEntry(const std::string &shape, int64_t choice) {
   for (int i = 0; i < 64; ++i)
     algo[i] = static_cast<unsigned char>(i * 7 + choice);
   e.algo = toHex(algo, 64);
+  e.config = "id=66,tile=20,stages=31,splitk=" + std::to_string(choice + 1) +
+             ",reduction=2,swizzle=0,custom=0,inner=0,cluster=0";
   e.defaultMs = 0.25;
   e.tunedMs = 0.125;
   e.error = 0.00390625;
@@ -89,8 +91,11 @@ static void testRoundTrip() {
                                     "m=4096,n=2048,k=16,batch=1");
   CHECK(g && g->choice == 5 && g->algo == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).algo);
   CHECK(g && g->defaultMs == 0.25 && g->tunedMs == 0.125 && g->error == 0.00390625);
+  // The configuration train rebuilds a choice beyond the heuristic from.
+  CHECK(g && g->config == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).config);
+  CHECK(g && g->config.find("splitk=6,") != std::string::npos);
   const TuningEntry *a = back->find(h200(), "attention", attention.hash, "batch=4,seq=2048");
-  CHECK(a && a->impl == "kernels" && a->choice == 1);
+  CHECK(a && a->impl == "kernels" && a->choice == 1 && a->config.empty());
   CHECK_EQ(back->serialize(), db.serialize());
   CHECK_EQ(readAll(path), db.serialize());
   unsigned char bytes[64];
@@ -189,6 +194,26 @@ static void testCorrupt() {
   std::string badAlgo = entryText;
   badAlgo.replace(badAlgo.find("\"algo\": \"") + 9, 2, "zz");
   expectCorrupt(withBody(badAlgo), "\"algo\" must be 128 hex digits");
+  std::string badConfig = entryText;
+  badConfig.replace(badConfig.find("splitk=2"), 8, "splitk=x");
+  expectCorrupt(withBody(badConfig),
+                "devices[0].entries[0]: \"config\": 'splitk' needs a decimal number, got 'x'");
+  std::string numberConfig = entryText;
+  size_t config = numberConfig.find("\"config\": \"");
+  numberConfig.replace(config, numberConfig.find('"', config + 11) + 1 - config, "\"config\": 7");
+  expectCorrupt(withBody(numberConfig), "\"config\" must be a string");
+  // Written before tune searched beyond the heuristic: no "config", loads
+  // (its GEMMs match by "algo" alone).
+  std::string legacy = entryText;
+  config = legacy.find("\"config\": \"");
+  legacy.erase(config, legacy.find('"', config + 11) + 1 - config);
+  legacy.erase(legacy.rfind(',', config), 1); // the comma before it
+  Expected<TuningDb> old = TuningDb::parse(withBody(legacy), "old.db");
+  CHECK(old);
+  if (!old)
+    std::fprintf(stderr, "%s\n%s\n", old.getError().c_str(), legacy.c_str());
+  CHECK(old && old->devices[0].entries[0].config.empty() &&
+        old->devices[0].entries[0].choice == 1);
   std::string badKind = entryText;
   badKind.replace(badKind.find("\"kind\": \"gemm\""), 14, "\"kind\": \"conv\"");
   expectCorrupt(withBody(badKind), "\"kind\" must be");
@@ -307,6 +332,65 @@ static void testSignatureLeadingDims() {
                                       2048, 2064, 1, strides, concat);
   CHECK(strided != plain);
   CHECK_EQ(strided, plain + " ld=2048,2080,2048");
+
+// A generated kernel's launch: its entry round-trips with its launch shape,
+// and a runner takes the choice only for the very list it was measured on.
+static void testLaunchEntries() {
+  CHECK_EQ(encodeLaunchShape(1024, 256), "per=1024,block=256");
+  int64_t per = 0, block = 0;
+  CHECK(decodeLaunchShape("per=1024,block=256", per, block) && per == 1024 && block == 256);
+  for (const char *bad : {"", "per=1024", "block=256,per=1024", "per=0,block=256",
+                          "per=1024,block=0", "per=1024,block=2048", "per=01,block=256",
+                          "per=1024,block=256,", "per=-1,block=256", "per=1024,block=25x"})
+    CHECK(!decodeLaunchShape(bad, per, block));
+
+  std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {256, 256}, {128, 128}, {512, 512}, {1024, 256}, {4096, 256}, {2048, 512}};
+  TuningEntry e;
+  e.kind = "launch";
+  e.hash = hashSignature("launch 0123456789abcdef main_k9_silu_mul");
+  e.shape = "items=8388608,shared=0,batch=4,seq=2048";
+  e.label = "launch main_k9_silu_mul (8388608 items)";
+  e.candidates = 6;
+  e.choice = 3;
+  e.config = "per=1024,block=256";
+  e.defaultMs = 0.1;
+  e.tunedMs = 0.09;
+  TuningDb db;
+  db.put(h200(), e);
+  Expected<TuningDb> back = TuningDb::parse(db.serialize(), "t.db");
+  CHECK(back);
+  const TuningEntry *found = back ? back->find(h200(), "launch", e.hash, e.shape) : nullptr;
+  CHECK(found && found->config == "per=1024,block=256" && found->choice == 3 &&
+        found->algo.empty() && found->impl.empty());
+  std::string note;
+  CHECK(chooseLaunchShape(found, shapes, note) == 3 && note.empty());
+  // No entry: the default, no note; the default chosen: 0, no note.
+  CHECK(chooseLaunchShape(nullptr, shapes, note) == 0 && note.empty());
+  TuningEntry kept = e;
+  kept.choice = 0;
+  kept.config = "per=256,block=256";
+  CHECK(chooseLaunchShape(&kept, shapes, note) == 0 && note.empty());
+  // Another list of shapes than measured: the default, with why.
+  std::vector<std::pair<int64_t, int64_t>> fewer(shapes.begin(), shapes.begin() + 3);
+  CHECK(chooseLaunchShape(found, fewer, note) == 0);
+  CHECK_EQ(note, "launch main_k9_silu_mul (8388608 items): tuned over 6 launch shapes, the "
+                 "artifact offers 3 (default kept)");
+  std::vector<std::pair<int64_t, int64_t>> other = shapes;
+  other[3] = {8192, 256};
+  note.clear();
+  CHECK(chooseLaunchShape(found, other, note) == 0);
+  CHECK_EQ(note, "launch main_k9_silu_mul (8388608 items): tuned for per=1024,block=256, the "
+                 "artifact's shape 3 is per=8192,block=256 (default kept)");
+  // A damaged launch shape in the file: one line naming the field.
+  std::string text = db.serialize();
+  std::string body = text.substr(text.find('\n') + 1);
+  body.replace(body.find("per=1024,block=256"), 18, "per=1024,block=4096");
+  char line[96];
+  std::snprintf(line, sizeof line, "kiln-tuning-db 1 crc32c=0x%08x bytes=%zu\n",
+                crc32c(0, body.data(), body.size()), body.size());
+  expectCorrupt(line + body, "devices[0].entries[0]: \"config\" must be a launch shape "
+                             "\"per=P,block=B\" (block 1 to 1024)");
 }
 
 int main() {
@@ -322,6 +406,7 @@ int main() {
   testCloseCalls();
   testNumerics();
   testDefaultPath();
+  testLaunchEntries();
   std::system(("rm -rf " + tempDir).c_str());
   return finishChecks();
 }

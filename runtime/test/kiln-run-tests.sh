@@ -726,11 +726,16 @@ tune-usage)
   fixtures
   expect 0 "" "$kiln_run" tune --help
   grep -q -- '--tune-topk K  *cuBLASLt candidates per GEMM (default: the artifact' out.txt || fail "--tune-topk help"
+  grep -q -- '--tune-extra N  *thin GEMMs (m, n or k <= 64, or k >= 4 max(m, n)):$' out.txt || fail "--tune-extra help"
+  grep -q -- '--tune-launches on|off  *the generated kernels. launch variants the artifact$' out.txt || fail "--tune-launches help"
   tune() { timeout 20 "$kiln_run" tune a.kiln --batch 2 --seq 16 "$@"; }
   expect 2 "kiln-run: error: 'tune' takes one artifact file (see 'kiln-run tune --help')" "$kiln_run" tune --batch 2 --seq 16
   expect 2 "kiln-run: error: missing --seq (see 'kiln-run tune --help')" "$kiln_run" tune a.kiln --batch 2
   expect 2 "kiln-run: error: --tune-topk needs an integer >= 1, got '0'" tune --init random:1 --tune-topk 0
   expect 2 "kiln-run: error: --tune-topk needs an integer from 1 to 64, got 65" tune --init random:1 --tune-topk 65
+  expect 2 "kiln-run: error: --tune-extra needs an integer >= 0, got 'x'" tune --init random:1 --tune-extra x
+  expect 2 "kiln-run: error: --tune-extra needs an integer from 0 to 63, got 64" tune --init random:1 --tune-extra 64
+  expect 2 "kiln-run: error: --tune-launches must be on or off, got 'auto'" tune --init random:1 --tune-launches auto
   expect 2 "kiln-run: error: --reps needs an integer >= 1, got 'x'" tune --init random:1 --reps x
   expect 2 "kiln-run: error: --attention must be auto, kernels or cudnn, got 'xla'" tune --init random:1 --attention xla
   expect 2 "kiln-run: error: no weights: pass --weights FILE or --init random:SEED" tune
@@ -808,6 +813,18 @@ tune-gemm-step-gpu)
   grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss with the database"
   run --db t.db --tuning off >out.txt 2>err.txt || fail "--tuning off"
   ! grep -q '^tuning:' out.txt || fail "--tuning off read the database"
+  # Configurations beyond the heuristic (every GEMM of the fixture is
+  # thin): a choice among them, forced, is rebuilt by train from its
+  # "config" byte for byte (else it would fall back with a note).
+  [ "$(grep -c '"config": "id=[0-9]*,tile=[0-9]*,stages=' t.db)" = 3 ] || fail "configurations recorded"
+  KILN_TUNE_PICK_BEYOND_HEURISTIC=1 tune --db x.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "tune, beyond the heuristic"; }
+  cat out.txt
+  grep -q '^beyond the heuristic: [1-3] thin GEMMs screened [0-9]* configurations; [1-3] chose one of them$' out.txt ||
+    fail "no choice beyond the heuristic"
+  run --db x.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "train with choices beyond the heuristic"; }
+  cat out.txt
+  grep -q '^tuning: 3 ops from x.db, 0 defaults$' out.txt || fail "configurations rebuilt by train"
+  grep -q '^step 2 loss 376.0000000 step_ms' out.txt || fail "step 2 loss beyond the heuristic"
   # Tuning again keeps the other entries and replaces this machine's.
   "$test_files" tuning-db t2.db --entries 2 || fail "fixture"
   tune --db t2.db >out.txt 2>err.txt || { cat out.txt err.txt; fail "second tune"; }

@@ -7,6 +7,7 @@
 // runtime's checker intact, an artifact written here reads back intact, and
 // shape buckets become step programs of their own listed in meta.
 
+#include "kiln/ArtifactEmit/LaunchVariants.h"
 #include "kiln/ArtifactEmit/Sections.h"
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/Passes.h"
@@ -158,13 +159,30 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   EXPECT_EQ(program->results[0].role, "loss");
   EXPECT_EQ(program->results[1].role, "param");
   EXPECT_EQ(program->results[1].name, "w2");
-  unsigned launches = 0, gemms = 0, weights = 0, fills = 0;
+  unsigned launches = 0, gemms = 0, weights = 0, fills = 0, withVariants = 0;
   for (const artifact::ProgramOp &op : program->ops) {
     using Kind = artifact::ProgramOp::Kind;
     if (op.kind == Kind::Launch) {
       ++launches;
       EXPECT_EQ(op.module, "module0");
       EXPECT_TRUE(modules.count(op.name)) << op.name;
+      // Launch variants: the loop kernels' (silu), in the compiler's order,
+      // never the default's shape; none for the row kernels (the norms).
+      auto kernelOp = module->lookupSymbol<kernel::KernelOp>(op.name);
+      ASSERT_TRUE(kernelOp) << op.name;
+      std::vector<LaunchVariant> expected = launchVariants(kernelOp.getKind(), op.per, op.block);
+      ASSERT_EQ(op.variants.size(), expected.size()) << op.name;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(op.variants[i].per, expected[i].itemsPerBlock);
+        EXPECT_EQ(op.variants[i].block, expected[i].block);
+        EXPECT_FALSE(op.variants[i].per == op.per && op.variants[i].block == op.block);
+      }
+      if (kernelOp.getKind() == kernel::FusionKind::loop) {
+        EXPECT_EQ(op.variants.size(), 5u) << op.name;
+        ++withVariants;
+      } else {
+        EXPECT_TRUE(op.variants.empty()) << op.name;
+      }
       auto items = op.items->evaluate({{"n", 5}});
       ASSERT_TRUE(items) << items.getError();
       EXPECT_GT(*items, 0);
@@ -182,6 +200,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
     }
   }
   EXPECT_GE(launches, 2u);
+  EXPECT_GE(withVariants, 1u);
   EXPECT_EQ(gemms, 1u);
   EXPECT_EQ(weights, 1u);
   EXPECT_EQ(fills, 1u); // The norm weight gradient accumulates atomically.

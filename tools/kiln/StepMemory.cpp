@@ -76,6 +76,11 @@ void printStepPlan(const artifact::StepMemoryPlan &plan, raw_ostream &os, const 
                 persistent, arena, workspace, peak);
   os << "  arena buffers " << plan.buffers.size() << ", most live at one op "
      << formatBytes(plan.livePeakBytes) << "\n";
+  if (plan.attentionCalls)
+    os << formatv("  cuDNN attention ({0} calls, where it runs): statistics and workspace {1} "
+                  "in the plan's free space, {2} bytes beside it: planned peak {3} bytes\n",
+                  plan.attentionCalls, formatBytes(plan.attentionInPlanBytes),
+                  plan.attentionBesideBytes, peak + plan.attentionBesideBytes);
   if (!at)
     return;
   os << formatv("  largest buffers live at op {0} ({1}):\n", at->op, at->opName);

@@ -6,7 +6,11 @@
 
 #include "kiln/artifact/ArenaScratch.h"
 
+#include "kiln/artifact/DType.h"
+#include "kiln/artifact/MemoryPlanSection.h"
+
 #include <algorithm>
+#include <map>
 
 using namespace kiln::artifact;
 
@@ -56,4 +60,69 @@ kiln::artifact::placeScratch(const StepProgram &program, const ArenaPlan &arena,
     placed.push_back(offset);
   }
   return placed;
+}
+
+Expected<AttentionScratchEstimate>
+kiln::artifact::estimateAttentionScratch(const StepProgram &program, const ArenaPlan &arena,
+                                         const SymbolBindings &sizes, size_t gemmWorkspaceBytes) {
+  AttentionScratchEstimate estimate;
+  // As kiln-run asks: every forward's statistics, then each workspace too
+  // large for the GEMM workspace.
+  std::vector<ScratchRequest> requests, workspaces;
+  std::map<int, size_t> statsOf; // o -> its request
+  auto dims = [&](int id) -> Expected<std::vector<int64_t>> {
+    std::vector<int64_t> shape;
+    for (const SizeExpr &d : program.buffers[id].shape) {
+      Expected<int64_t> v = d.evaluate(sizes);
+      if (!v)
+        return v.takeError();
+      shape.push_back(*v);
+    }
+    return shape;
+  };
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const std::optional<AttentionRoles> &a = program.ops[i].attention;
+    if (!a)
+      continue;
+    Expected<std::vector<int64_t>> q = dims(a->q), k = dims(a->k);
+    if (!q)
+      return q.takeError();
+    if (!k)
+      return k.takeError();
+    if (q->size() != 4 || k->size() != 4)
+      return Error{"attention operands are not rank 4"};
+    size_t b = (*q)[0], h = (*q)[1], s = (*q)[2], d = (*q)[3], hkv = (*k)[1], l = (*k)[2];
+    ++estimate.calls;
+    if (!a->backward) {
+      statsOf[a->o] = requests.size();
+      requests.push_back({i, i, b * h * s * 4});
+      estimate.statistics += b * h * s * 4;
+      continue;
+    }
+    if (auto forward = statsOf.find(a->o); forward != statsOf.end())
+      requests[forward->second].last = i;
+    size_t element = dtypeSize(program.buffers[a->q].dtype);
+    size_t bytes = b * h * s * d * 4 + (h != hkv ? 2 * b * h * l * d * element : 0) + b * h * s * 4;
+    estimate.workspace = std::max(estimate.workspace, bytes);
+    if (bytes > gemmWorkspaceBytes)
+      workspaces.push_back({i, i, bytes});
+  }
+  size_t statsCount = requests.size();
+  requests.insert(requests.end(), workspaces.begin(), workspaces.end());
+  std::vector<std::optional<size_t>> placed =
+      placeScratch(program, arena, arena.size, requests, kArenaAlignment);
+  size_t besideWorkspace = 0, placedWorkspace = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    bool isStats = r < statsCount;
+    if (isStats)
+      (placed[r] ? estimate.inPlan : estimate.beside) += requests[r].bytes;
+    else if (placed[r])
+      placedWorkspace = std::max(placedWorkspace, requests[r].bytes);
+    else
+      besideWorkspace = std::max(besideWorkspace, requests[r].bytes);
+  }
+  estimate.beside += besideWorkspace;
+  estimate.inPlan +=
+      workspaces.empty() ? std::min(estimate.workspace, gemmWorkspaceBytes) : placedWorkspace;
+  return estimate;
 }

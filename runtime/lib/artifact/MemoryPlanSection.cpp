@@ -6,6 +6,8 @@
 
 #include "kiln/artifact/MemoryPlanSection.h"
 
+#include "kiln/artifact/ArenaScratch.h"
+
 #include "kiln/artifact/Json.h"
 
 #include <algorithm>
@@ -76,6 +78,13 @@ Expected<StepMemoryPlan> kiln::artifact::planStepMemory(const StepProgram &progr
     liveBytes += d;
     plan.livePeakBytes = std::max(plan.livePeakBytes, static_cast<size_t>(liveBytes));
   }
+  Expected<AttentionScratchEstimate> attention =
+      estimateAttentionScratch(program, *arena, sizes, plan.workspaceBytes);
+  if (!attention)
+    return attention.takeError();
+  plan.attentionCalls = attention->calls;
+  plan.attentionInPlanBytes = attention->inPlan;
+  plan.attentionBesideBytes = attention->beside;
   // planArena places in id order, so every base precedes its buffer.
   for (size_t id = 0; id < arena->inArena.size(); ++id) {
     if (!arena->inArena[id])

@@ -152,6 +152,34 @@ bool decodeLinearCrossEntropy(Decoder &d, const Json &o, const std::string &wher
   return true;
 }
 
+/// A launch's "variants": [{"per": P, "block": B}, ...], at most
+/// kMaxLaunchVariants, each a valid launch shape other than the default's
+/// and than each other.
+bool decodeLaunchVariants(Decoder &d, const Json &variants, const std::string &where,
+                          ProgramOp &op) {
+  if (!variants.isArray() || variants.getElements().size() > ProgramOp::kMaxLaunchVariants)
+    return d.fail(where + ": 'variants' must be an array of at most " +
+                  std::to_string(ProgramOp::kMaxLaunchVariants) + " launch shapes");
+  for (size_t i = 0; i < variants.getElements().size(); ++i) {
+    const Json &v = variants.getElements()[i];
+    std::string at = where + ": variant " + std::to_string(i);
+    if (!v.isObject())
+      return d.fail(at + " is not an object");
+    ProgramOp::LaunchVariant variant;
+    if (!d.integer(v, "per", variant.per, at) || !d.integer(v, "block", variant.block, at))
+      return false;
+    if (variant.per < 1 || variant.block < 1 || variant.block > 1024)
+      return d.fail(at + ": bad per/block");
+    bool repeated = variant.per == op.per && variant.block == op.block;
+    for (const ProgramOp::LaunchVariant &other : op.variants)
+      repeated |= other.per == variant.per && other.block == variant.block;
+    if (repeated)
+      return d.fail(at + " repeats a launch shape");
+    op.variants.push_back(variant);
+  }
+  return true;
+}
+
 bool decodeAttention(Decoder &d, const Json &a, const std::string &where, ProgramOp &op) {
   std::string at = where + ": 'attention'";
   AttentionRoles roles;
@@ -477,6 +505,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         else
           op.symbols.push_back(s.getString());
       }
+      if (const Json *variants = o.get("variants"); ok && variants)
+        ok = decodeLaunchVariants(d, *variants, where, op);
       if (const Json *attention = o.get("attention"); ok && attention)
         ok = decodeAttention(d, *attention, where, op);
       // Version 3: args indexed as columns of a wider buffer.

@@ -51,6 +51,14 @@ constexpr const char *kTuneUsage =
     "                          machines and ops in it are kept\n"
     "  --tune-topk K           cuBLASLt candidates per GEMM (default: the artifact's\n"
     "                          meta \"tuning\", from kiln compile --tune-topk; else 8)\n"
+    "  --tune-extra N          thin GEMMs (m, n or k <= 64, or k >= 4 max(m, n)):\n"
+    "                          the N fastest of a screening of configurations\n"
+    "                          beyond the heuristic's (split-K, other algorithm\n"
+    "                          ids and tiles) join the candidates (default 24,\n"
+    "                          0: none)\n"
+    "  --tune-launches on|off  the generated kernels' launch variants the artifact\n"
+    "                          offers (loop kernels: block size, items per block;\n"
+    "                          default on)\n"
     "  --reps N                timed runs per candidate, the median counts (default 20)\n"
     "  --warmup N              untimed runs per candidate first (default 3)\n"
     "  --batch B, --seq S      the shapes to tune (comma lists, as for train)\n"
@@ -134,8 +142,9 @@ std::string formatMs(double ms) {
 } // namespace
 
 const std::vector<std::string> kiln::run::kTuneFlags = {
-    "db",   "tune-topk",   "reps", "warmup", "batch",  "seq",   "weights",   "init",
-    "data", "token-dtype", "seed", "lr",     "device", "input", "attention", "progress"};
+    "db",        "tune-topk", "tune-extra", "tune-launches", "reps",   "warmup",
+    "batch",     "seq",       "weights",    "init",          "data",   "token-dtype",
+    "seed",      "lr",        "device",     "input",         "attention", "progress"};
 
 int kiln::run::runTune(int argc, char **argv) {
   if (isHelp(argc, argv)) {
@@ -153,9 +162,11 @@ int kiln::run::runTune(int argc, char **argv) {
     if (!args->get(required))
       return error(kExitUsage,
                    std::string("missing --") + required + " (see 'kiln-run tune --help')");
-  int64_t topK = 8, reps = 20, warmup = 3, seed = 0, device = 0;
+  int64_t topK = 8, extra = 24, reps = 20, warmup = 3, seed = 0, device = 0;
   if ((args->get("tune-topk") &&
        !parseCount("tune-topk", *args->get("tune-topk"), 1, topK, message)) ||
+      (args->get("tune-extra") &&
+       !parseCount("tune-extra", *args->get("tune-extra"), 0, extra, message)) ||
       (args->get("reps") && !parseCount("reps", *args->get("reps"), 1, reps, message)) ||
       (args->get("warmup") && !parseCount("warmup", *args->get("warmup"), 0, warmup, message)) ||
       (args->get("seed") && !parseCount("seed", *args->get("seed"), 0, seed, message)) ||
@@ -164,12 +175,18 @@ int kiln::run::runTune(int argc, char **argv) {
   if (topK > kMaxTuningCandidates)
     return error(kExitUsage,
                  "--tune-topk needs an integer from 1 to 64, got " + std::to_string(topK));
+  if (extra >= kMaxTuningCandidates)
+    return error(kExitUsage,
+                 "--tune-extra needs an integer from 0 to 63, got " + std::to_string(extra));
   std::vector<SymbolBindings> shapes;
   if (!parseShapes(*args->get("batch"), *args->get("seq"), shapes, message))
     return error(kExitUsage, message);
   if (std::optional<std::string> mode = args->get("attention");
       mode && *mode != "auto" && *mode != "kernels" && *mode != "cudnn")
     return error(kExitUsage, "--attention must be auto, kernels or cudnn, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("tune-launches");
+      mode && *mode != "on" && *mode != "off")
+    return error(kExitUsage, "--tune-launches must be on or off, got '" + *mode + "'");
   if (std::optional<std::string> mode = args->get("progress");
       mode && *mode != "on" && *mode != "off" && *mode != "auto")
     return error(kExitUsage, "--progress must be on, off or auto, got '" + *mode + "'");
@@ -326,6 +343,10 @@ int kiln::run::runTune(int argc, char **argv) {
   bool redraw = progressMode == "on" || (progressMode == "auto" && ::isatty(STDERR_FILENO));
   TuneOptions tune;
   tune.topK = static_cast<int>(topK);
+  tune.extra = static_cast<int>(extra);
+  tune.tuneLaunches = args->get("tune-launches").value_or("on") == "on";
+  if (const char *pick = std::getenv("KILN_TUNE_PICK_BEYOND_HEURISTIC"))
+    tune.pickBeyondHeuristic = std::string(pick) == "1";
   tune.reps = static_cast<int>(reps);
   tune.stepReps = static_cast<int>(reps);
   tune.warmup = static_cast<int>(warmup);
@@ -343,7 +364,7 @@ int kiln::run::runTune(int argc, char **argv) {
   for (const SymbolBindings &sizes : shapes) {
     if (Status s = x.selectShape(sizes); !s)
       return error(kExitBadInput, s.getError());
-    total += countTuningOps(x, tune.tuneAttention);
+    total += countTuningOps(x, tune.tuneAttention, tune.tuneLaunches);
   }
   auto begin = std::chrono::steady_clock::now();
   size_t done = 0;
@@ -393,6 +414,17 @@ int kiln::run::runTune(int argc, char **argv) {
     std::printf("close calls: %zu ops measured again (finalists interleaved, the median of %d "
                 "rounds' medians)\n",
                 close, tune.closeRounds);
+  size_t thin = 0, screened = 0, extraWon = 0;
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops) {
+      thin += op.screened > 0;
+      screened += op.screened;
+      extraWon += op.beyondHeuristic;
+    }
+  if (thin)
+    std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations; %zu chose "
+                "one of them\n",
+                thin, screened, extraWon);
   for (const TuneResult &r : results) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "

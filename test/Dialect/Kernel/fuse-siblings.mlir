@@ -48,6 +48,65 @@ func.func @silu_grad(%g: tensor<?x64xbf16, #kiln.dims<[n]>>, %u: tensor<?x64xbf1
 
 // -----
 
+// The pointwise recompute of silu(gate) * up in the backward (remat) sits
+// before the LoRA GEMM that reads it (dB = t^T h), which comes before the
+// GEMM of the gradient dy that the SiLU gradient reads. The recompute, d(up)
+// (which reads the recomputed silu(gate)) and d(gate) become one kernel with
+// three outputs at the SiLU gradient's place, reading gate and up once; the
+// dB GEMM moves after it.
+// CHECK-LABEL: func.func @silu_recompute
+// CHECK: %[[DY:.+]] = kiln.matmul %arg3, %arg4 {transpose_b}
+// CHECK-NEXT: %[[F:.+]]:3 = kiln_kernel.fusion <loop>(%arg0, %arg1, %[[DY]]) : ({{.*}}) -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) {
+// CHECK-COUNT-1: kiln.silu
+// CHECK: kiln.sigmoid
+// CHECK: kiln_kernel.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: kiln.matmul %arg2, %[[F]]#0 {transpose_a}
+// CHECK-NEXT: kiln.matmul %[[F]]#1, %arg5 {transpose_b}
+// CHECK-NEXT: kiln.matmul %[[F]]#2, %arg5 {transpose_b}
+// CHECK-NOT: kiln_kernel.fusion
+// CHECK: return
+func.func @silu_recompute(%g: tensor<?x64xbf16, #kiln.dims<[n]>>, %u: tensor<?x64xbf16, #kiln.dims<[n]>>, %t: tensor<?x16xbf16, #kiln.dims<[n]>>, %dyo: tensor<?x32xbf16, #kiln.dims<[n]>>, %w: tensor<64x32xbf16>, %wg: tensor<32x64xbf16>) -> (tensor<16x64xbf16>, tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) {
+  %s = kiln.silu %g : tensor<?x64xbf16, #kiln.dims<[n]>>
+  %h = kiln.mul %s, %u : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %db = kiln.matmul %t, %h {transpose_a} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<16x64xbf16>
+  %dy = kiln.matmul %dyo, %w {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %du = kiln.mul %dy, %s : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %one = kiln.constant dense<1.0> : tensor<bf16>
+  %sig = kiln.sigmoid %g : tensor<?x64xbf16, #kiln.dims<[n]>>
+  %t1 = kiln.sub %one, %sig : (tensor<bf16>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %t2 = kiln.mul %g, %t1 : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %t3 = kiln.add %t2, %one : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<bf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %t4 = kiln.mul %sig, %t3 : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %dyu = kiln.mul %dy, %u : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %dg = kiln.mul %dyu, %t4 : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %a = kiln.matmul %du, %wg {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<32x64xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %b = kiln.matmul %dg, %wg {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<32x64xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  return %db, %a, %b : tensor<16x64xbf16>, tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>
+}
+
+// -----
+
+// A big reader between the siblings stays where it is: moving it would keep
+// its [n, 64] input alive longer than the merge saves ([n, 8] here).
+// CHECK-LABEL: func.func @sink_holds_more
+// CHECK: kiln_kernel.fusion <loop>(%arg0, %arg1) :
+// CHECK: kiln.matmul %arg2, %{{.+}} {transpose_a}
+// CHECK: kiln_kernel.fusion <loop>
+// CHECK-NOT: kiln_kernel.fusion
+// CHECK: return
+func.func @sink_holds_more(%g: tensor<?x8xbf16, #kiln.dims<[n]>>, %u: tensor<?x8xbf16, #kiln.dims<[n]>>, %big: tensor<?x64xbf16, #kiln.dims<[n]>>, %dyo: tensor<?x32xbf16, #kiln.dims<[n]>>, %w: tensor<8x32xbf16>) -> (tensor<64x8xbf16>, tensor<?x32xbf16, #kiln.dims<[n]>>) {
+  %s = kiln.silu %g : tensor<?x8xbf16, #kiln.dims<[n]>>
+  %h = kiln.mul %s, %u : (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x8xbf16, #kiln.dims<[n]>>
+  %y = kiln.matmul %big, %h {transpose_a} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<64x8xbf16>
+  %dy = kiln.matmul %dyo, %w {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<8x32xbf16>) -> tensor<?x8xbf16, #kiln.dims<[n]>>
+  %du = kiln.mul %dy, %u : (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x8xbf16, #kiln.dims<[n]>>
+  %a = kiln.matmul %du, %w : (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<8x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  return %y, %a : tensor<64x8xbf16>, tensor<?x32xbf16, #kiln.dims<[n]>>
+}
+
+// -----
+
 // RoPE on a head transpose: the transpose feeds both halves of the rotation
 // (two slices of half its size), so it could not join the first slice; once
 // the concat has both halves it joins, and one kernel reads the projection's

@@ -6,7 +6,7 @@
 // value outside the group comes after the group's last op, so the fusion can
 // sit where that op was. Cheap scalar groups (the optimizer's bias
 // corrections) are cloned into every consumer instead of becoming kernels.
-// Kept whole (~750 lines): the sibling, recompute and prologue rules edit the
+// Kept whole (~830 lines): the sibling, recompute and prologue rules edit the
 // same group table in one walk.
 //
 //===----------------------------------------------------------------------===//
@@ -418,50 +418,162 @@ struct Fuser {
     return freed >= held;
   }
 
-  /// Sibling fusion: two loop kernels over the same element count that read
-  /// one input of that size and do not depend on each other become one
-  /// kernel reading it once. The SiLU-and-product gradient is the case that
-  /// matters: d(gate) and d(up) both read the output gradient (and, with
-  /// borrowRecomputable(), gate). The merged kernel sits where the later
-  /// one was when the earlier one's values are read only after that, else
-  /// where the earlier one was when every input of the later one exists by
-  /// then.
-  void mergeSiblings() {
-    for (auto &laterOwned : groups) {
-      Group *b = laterOwned.get();
-      std::optional<Dim> space = siblingSpace(b);
-      if (!space)
+  /// Bytes of `v` with every size symbol at `symbolValue`.
+  static std::optional<int64_t> bytesAt(Value v, int64_t symbolValue) {
+    std::optional<int64_t> n =
+        evaluateDim(numel(v), [&](StringRef) -> std::optional<int64_t> { return symbolValue; });
+    if (!n)
+      return std::nullopt;
+    return *n * elementBytes(v);
+  }
+
+  /// The third placement of two siblings: at the later one's place, with
+  /// the earlier one's readers in between moved after it, and `b` may read
+  /// values of `a` (both are elementwise over one space). The pointwise
+  /// recompute of silu(gate) * up in the backward sits right before the
+  /// LoRA GEMM that reads it, which comes before the GEMM that computes the
+  /// gradient the SiLU gradient reads; moving that GEMM after the merged
+  /// kernel lets one kernel read gate and up once for both. Only ops that
+  /// run before `b` and are no kernel of their own move (GEMMs, views; a
+  /// fused group's place is its own; collectives keep their bucket order),
+  /// none of them read by `b`, at most kMaxSunk. a's outputs then live
+  /// beside b's at the merged launch instead of from a's place to the
+  /// readers (the recompute's output, 128 MiB on the 1b config); what the
+  /// moved readers keep alive longer must not outweigh them (compared with
+  /// every size symbol at 1 and at 4096).
+  bool sinkableReaders(Group *a, Group *b, const llvm::SetVector<Value> &inB,
+                       SmallVectorImpl<Operation *> &sunk) {
+    constexpr size_t kMaxSunk = 8;
+    Operation *from = placeOf(a), *to = placeOf(b);
+    llvm::SmallPtrSet<Operation *, 8> moving;
+    auto fromAOrMoving = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && (contains(a, def) || moving.contains(def));
+    };
+    auto fromMoving = [&](Value v) { return moving.contains(v.getDefiningOp()); };
+    for (Operation *op = from->getNextNode(); op && op != to; op = op->getNextNode()) {
+      // b may read a's values (the recomputed silu(gate)): they are
+      // computed inside the merged kernel, which the moved ops follow.
+      if (contains(a, op) || contains(b, op)) {
+        if (llvm::any_of(op->getOperands(), fromMoving))
+          return false;
         continue;
-      for (auto &earlierOwned : groups) {
-        Group *a = earlierOwned.get();
-        if (a == b || siblingSpace(a) != space)
-          continue;
-        if (!placeOf(a)->isBeforeInBlock(placeOf(b)))
-          continue;
-        llvm::SetVector<Value> inA = inputsOf(a), inB = inputsOf(b);
-        bool shared =
-            llvm::any_of(inB, [&](Value v) { return inA.contains(v) && numel(v) == *space; });
-        bool dependent = llvm::any_of(inB, [&](Value v) { return contains(a, v.getDefiningOp()); });
-        if (!shared || dependent)
-          continue;
-        Operation *at = nullptr;
-        if (usersAfter(a, b, placeOf(b)))
-          at = placeOf(b);
-        else if (llvm::all_of(inB,
-                              [&](Value v) {
-                                Operation *after = availableAfter(v);
-                                return !after || after == placeOf(a) ||
-                                       after->isBeforeInBlock(placeOf(a));
-                              }) &&
-                 hoistFrees(a, b, inB, *space))
-          at = placeOf(a);
-        if (!at)
-          continue;
-        absorb(a, b);
-        a->place = at == a->ops.back() ? nullptr : at;
-        break; // b is dead; a may take further siblings as `b` later
       }
+      if (!llvm::any_of(op->getOperands(), fromAOrMoving))
+        continue;
+      // A kernel that runs after b anyway (the optimizer's fp32 copy of a
+      // gradient, in the update at the end) stays.
+      if (to->isBeforeInBlock(runsAt(op)))
+        continue;
+      Group *owner = groupOf.lookup(op);
+      if ((owner && !owner->dead && !owner->onlyViews) || op->getNumRegions() != 0 ||
+          classifyOp(op) == OpClass::Collective || sunk.size() == kMaxSunk)
+        return false;
+      moving.insert(op);
+      sunk.push_back(op);
     }
+    if (llvm::any_of(inB, fromMoving))
+      return false;
+    // Values whose last reader moves are held until after `b`.
+    llvm::SetVector<Value> heldLonger;
+    Operation *terminator = block.getTerminator();
+    for (Operation *op : sunk)
+      for (Value v : op->getOperands()) {
+        if (fromAOrMoving(v) || literal(v.getDefiningOp()))
+          continue;
+        bool lastReadMoves = llvm::all_of(v.getUsers(), [&](Operation *user) {
+          if (user == terminator)
+            return false;
+          Operation *at = runsAt(user);
+          return moving.contains(user) || at == to || at->isBeforeInBlock(to);
+        });
+        if (lastReadMoves)
+          heldLonger.insert(v);
+      }
+    for (int64_t symbolValue : {int64_t(1), int64_t(4096)}) {
+      int64_t held = 0, freed = 0;
+      for (Value v : heldLonger) {
+        std::optional<int64_t> bytes = bytesAt(v, symbolValue);
+        if (!bytes)
+          return false;
+        held += *bytes;
+      }
+      for (Value v : outsideValues(a, a)) {
+        std::optional<int64_t> bytes = bytesAt(v, symbolValue);
+        if (!bytes)
+          return false;
+        freed += *bytes;
+      }
+      if (held > freed)
+        return false;
+    }
+    return true;
+  }
+
+  /// Sibling fusion: two loop kernels over the same element count that read
+  /// one input of that size become one kernel reading it once. The
+  /// SiLU-and-product gradient is the case that matters: d(gate) and d(up)
+  /// both read the output gradient (and, with borrowRecomputable(), gate),
+  /// and the pointwise recompute of silu(gate) * up reads gate and up. When
+  /// they do not depend on each other, the merged kernel sits where the
+  /// later one was if the earlier one's values are read only after that,
+  /// else where the earlier one was if every input of the later one exists
+  /// by then; else (and when the later one reads the earlier one's values)
+  /// where the later one was, with the earlier one's readers in between
+  /// moved after it (sinkableReaders()).
+  void mergeSiblings() {
+    // A merged group tries again as the later one: d(up) and d(gate) become
+    // one group before that group can take the recompute, which d(up) reads.
+    for (auto &laterOwned : groups)
+      for (Group *b = laterOwned.get(); b;)
+        b = mergeSibling(b);
+  }
+
+  /// Merges `b` into the first earlier group it is a sibling of; that
+  /// group, or null.
+  Group *mergeSibling(Group *b) {
+    std::optional<Dim> space = siblingSpace(b);
+    if (!space)
+      return nullptr;
+    for (auto &earlierOwned : groups) {
+      Group *a = earlierOwned.get();
+      if (a == b || siblingSpace(a) != space)
+        continue;
+      if (!placeOf(a)->isBeforeInBlock(placeOf(b)))
+        continue;
+      llvm::SetVector<Value> inA = inputsOf(a), inB = inputsOf(b);
+      bool shared =
+          llvm::any_of(inB, [&](Value v) { return inA.contains(v) && numel(v) == *space; });
+      bool dependent = llvm::any_of(inB, [&](Value v) { return contains(a, v.getDefiningOp()); });
+      if (!shared)
+        continue;
+      Operation *at = nullptr;
+      SmallVector<Operation *> sunk;
+      if (!dependent && usersAfter(a, b, placeOf(b)))
+        at = placeOf(b);
+      else if (!dependent &&
+               llvm::all_of(inB,
+                            [&](Value v) {
+                              Operation *after = availableAfter(v);
+                              return !after || after == placeOf(a) ||
+                                     after->isBeforeInBlock(placeOf(a));
+                            }) &&
+               hoistFrees(a, b, inB, *space))
+        at = placeOf(a);
+      else if (sinkableReaders(a, b, inB, sunk))
+        at = placeOf(b);
+      if (!at)
+        continue;
+      absorb(a, b);
+      a->place = at == a->ops.back() ? nullptr : at;
+      Operation *after = at;
+      for (Operation *op : sunk) {
+        op->moveAfter(after);
+        after = op;
+      }
+      return a; // b is dead
+    }
+    return nullptr;
   }
 
   /// An elementwise op of another group whose operands this group reads

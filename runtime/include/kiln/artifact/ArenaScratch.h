@@ -38,6 +38,24 @@ std::vector<std::optional<size_t>> placeScratch(const StepProgram &program, cons
                                                 const std::vector<ScratchRequest> &requests,
                                                 size_t alignment);
 
+/// What cuDNN's fused attention would need beside the plan of \p program
+/// at \p sizes (under \p arena), placed as kiln-run places it
+/// (runtime/lib/AttentionScratch.cpp). The workspace is estimated as cuDNN
+/// 9's frontend sizes its SDPA backward: the fp32 dQ accumulator, under GQA
+/// full-head dK and dV, and the row sums; kiln-run uses the library's own
+/// figure.
+struct AttentionScratchEstimate {
+  size_t calls = 0;      ///< attention launches (forward and backward)
+  size_t statistics = 0; ///< bytes of row statistics, all forwards
+  size_t workspace = 0;  ///< the largest call's workspace
+  size_t inPlan = 0;     ///< bytes placed in the GEMM workspace or the arena
+  size_t beside = 0;     ///< bytes kiln-run allocates beside the plan
+};
+Expected<AttentionScratchEstimate> estimateAttentionScratch(const StepProgram &program,
+                                                            const ArenaPlan &arena,
+                                                            const SymbolBindings &sizes,
+                                                            size_t gemmWorkspaceBytes);
+
 } // namespace kiln::artifact
 
 #endif // KILN_ARTIFACT_ARENASCRATCH_H

@@ -56,6 +56,9 @@ struct StepMemoryPlan {
   /// The most aligned arena bytes live at one op: what any placement needs
   /// (planStepMemory only; not in the section).
   size_t livePeakBytes = 0;
+  /// cuDNN attention's statistics and workspace as kiln-run would place
+  /// them (estimateAttentionScratch; planStepMemory only, not in the section).
+  size_t attentionCalls = 0, attentionInPlanBytes = 0, attentionBesideBytes = 0;
 };
 
 /// Bytes outside the arena at \p sizes: every argument, each named weight

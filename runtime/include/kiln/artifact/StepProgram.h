@@ -99,6 +99,14 @@ struct ProgramOp {
   std::vector<std::string> symbols; ///< launch: the int64 arguments after them
   std::optional<SizeExpr> items, shared;
   int64_t per = 1, block = 1;
+  /// launch: other launch shapes of the same kernel the compiler offers
+  /// `kiln-run tune` (docs/tuning.md, "Launch variants"); the kernel gives
+  /// the same result under each. The default (per, block) is not listed.
+  struct LaunchVariant {
+    int64_t per = 1, block = 1;
+  };
+  std::vector<LaunchVariant> variants;
+  static constexpr size_t kMaxLaunchVariants = 8;
   int a = -1, b = -1, bias = -1, c = -1; ///< gemm
   bool transA = false, transB = false;
   std::optional<SizeExpr> m, n, k, batch;

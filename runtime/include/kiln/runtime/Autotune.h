@@ -29,6 +29,7 @@
 #include "kiln/runtime/TuningDb.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,17 @@ namespace kiln::runtime {
 
 struct TuneOptions {
   int topK = 8;      ///< cuBLASLt candidates per GEMM
+  /// Thin GEMMs (isThinGemm): configurations beyond the heuristic's list
+  /// (split-K, other algorithm ids and tiles; GemmSearch.cpp) that join the
+  /// candidates, the fastest of a screening; the total stays within
+  /// kMaxTuningCandidates. 0: the heuristic's list only.
+  int extra = 24;
+  /// The most such configurations screened per GEMM.
+  size_t screenLimit = 512;
+  /// Tests only (KILN_TUNE_PICK_BEYOND_HEURISTIC=1): a thin GEMM chooses
+  /// its fastest eligible configuration beyond the heuristic, whatever the
+  /// margin, so that train's rebuilding of one is exercised.
+  bool pickBeyondHeuristic = false;
   int warmup = 3;    ///< untimed runs of each candidate first
   int reps = 20;     ///< timed runs; the median counts
   int stepReps = 20; ///< timed whole steps per variant
@@ -49,6 +61,9 @@ struct TuneOptions {
   int64_t step = 1; ///< the step number measured steps run as
   double lr = 0;
   bool tuneAttention = true; ///< false: --attention fixed it
+  /// The generated kernels' launch variants (docs/tuning.md, "Launch
+  /// variants"); false: --tune-launches off.
+  bool tuneLaunches = true;
   /// After each op: ops done, ops in all, what was measured, seconds left
   /// (estimated from the time per op so far).
   std::function<void(size_t done, size_t total, const std::string &label, double etaSeconds)>
@@ -62,6 +77,9 @@ struct TunedOp {
   size_t candidates = 0; ///< measured, eligible or not
   size_t eligible = 0;   ///< within the numerics bound
   size_t remeasured = 0; ///< finalists of a close call measured again (0: none)
+  size_t screened = 0;   ///< configurations beyond the heuristic screened (0: none)
+  size_t extra = 0;      ///< of those, candidates (after the heuristic's)
+  bool beyondHeuristic = false; ///< the winner is one of those
   double defaultMs = 0, tunedMs = 0;
   std::string choice; ///< "algo 3/8", "kernels", "default"
   double error = 0;   ///< the winner's relative error against the default
@@ -82,8 +100,9 @@ Expected<TuneResult> tuneShape(StepExecutor &x, const Device &device, TuningDb &
                                const TuneOptions &options, size_t &doneOps, size_t totalOps);
 
 /// The ops tuneShape measures for the current shape: distinct GEMM
-/// signatures plus one for attention, if any.
-size_t countTuningOps(const StepExecutor &x, bool tuneAttention);
+/// signatures, distinct launches with variants (\p tuneLaunches) plus one
+/// for attention, if any.
+size_t countTuningOps(const StepExecutor &x, bool tuneAttention, bool tuneLaunches = true);
 
 } // namespace kiln::runtime
 

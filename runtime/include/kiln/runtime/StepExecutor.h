@@ -26,6 +26,7 @@
 
 #include "kiln/runtime/CublasLt.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/GemmConfig.h"
 #include "kiln/runtime/StepArtifact.h"
 #include "kiln/runtime/StepProgram.h"
 #include "kiln/runtime/TuningDb.h"
@@ -216,15 +217,44 @@ public:
     size_t cBytes = 0;
     artifact::DType cType = artifact::DType::F32;
     cublasLtMatmulAlgo_t algo{}; ///< the one it runs now
+    uint64_t m = 0, n = 0, k = 0; ///< row-major C[m, n] = A[m, k] B[k, n]
   };
   std::vector<GemmSite> getGemmSites() const;
   /// cuBLASLt's heuristic best \p topK algorithms for GEMM \p site (the
   /// first is the default).
   Expected<std::vector<cublasLtMatmulAlgo_t>> getGemmCandidates(size_t site, int topK) const;
+  /// Configurations beyond the heuristic's list for GEMM \p site (at most
+  /// \p limit, none equal to a configuration of \p seeds): split-K of the
+  /// seeds, then every algorithm id's tiles, stages and splits, each
+  /// accepted by cublasLtMatmulAlgoCheck within the step's GEMM workspace
+  /// (GemmSearch.cpp, docs/tuning.md).
+  Expected<std::vector<cublasLtMatmulAlgo_t>>
+  getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAlgo_t> &seeds,
+                     size_t limit) const;
+  /// \p algo's configuration (GemmConfig.h).
+  Expected<GemmConfig> getGemmConfig(const cublasLtMatmulAlgo_t &algo) const;
   /// Enqueues GEMM \p site with \p algo, reading \p a and \p b (another
   /// site's operands of the same signature: rotated inputs) into its own c.
   Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
                      CUdeviceptr b) const;
+  /// A generated kernel's launch that has launch variants (docs/tuning.md,
+  /// "Launch variants"), as tune measures it.
+  struct LaunchSite {
+    size_t action = 0; ///< its index among the step's ops
+    std::string hash, shape, label;
+    /// per and block of the default (first) and of each variant.
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    /// Every buffer it reads or writes: pointer, bytes, dtype (distinct pointers).
+    struct Buffer {
+      CUdeviceptr ptr = 0;
+      size_t bytes = 0;
+      artifact::DType dtype = artifact::DType::F32;
+    };
+    std::vector<Buffer> buffers;
+  };
+  std::vector<LaunchSite> getLaunchSites() const;
+  /// Enqueues launch \p site with its launch shape \p shape (0: the default).
+  Status enqueueLaunch(size_t site, size_t shape) const;
   /// The attention of the current shape: its database hash and shape, a
   /// label, and how many launches cuDNN and the kernels run.
   struct AttentionSite {
@@ -294,6 +324,7 @@ private:
   std::vector<std::string> paramNames, stateNames;
   std::vector<KernelModule> modules;
   std::map<std::string, const KernelModule *> moduleIndex;
+  std::map<std::string, std::string> moduleHashes; ///< module -> its image's hash
   struct {
     CUfunction fill = nullptr, copy = nullptr;
     const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)

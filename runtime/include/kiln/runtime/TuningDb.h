@@ -50,15 +50,21 @@ struct TuningKey {
   std::string describe() const;
 };
 
-/// One tuned op: a GEMM problem or the attention of one shape.
+/// One tuned op: a GEMM problem, the attention of one shape, or a
+/// generated kernel's launch at one shape (its launch variants).
 struct TuningEntry {
-  std::string kind;       ///< "gemm" or "attention"
+  std::string kind;       ///< "gemm", "attention" or "launch"
   std::string hash;       ///< hashSignature() of the op's signature
   std::string shape;      ///< "m=4096,n=2048,k=16,batch=1" or "batch=4,seq=2048"
   std::string label;      ///< for people: "gemm 4096x2048x16 BF16"
   int64_t candidates = 0; ///< the search space measured (top-K, implementations)
   int64_t choice = 0;     ///< the winner's index among them; 0 is the default
   std::string algo;       ///< gemm: the winner's cublasLtMatmulAlgo_t, hex
+  /// gemm: the winner's configuration (GemmConfig::encode), from which
+  /// train rebuilds a choice the heuristic does not offer; "" in entries
+  /// written before tune searched beyond the heuristic. launch: the
+  /// winner's launch shape, encodeLaunchShape.
+  std::string config;
   std::string impl;       ///< attention: "cudnn" or "kernels"
   double defaultMs = 0, tunedMs = 0;
   double error = 0; ///< the winner's relative L2 error against the default
@@ -121,6 +127,21 @@ std::string gemmSignature(artifact::DType ab, artifact::DType c, bool transFirst
                           const std::string &epilogue, bool bias, uint64_t m, uint64_t n,
                           uint64_t k, int64_t batch, const int64_t strides[3],
                           const int64_t *lds = nullptr);
+
+/// A launch shape as a "launch" entry's config: "per=1024,block=256" (items
+/// per block, threads per block); decodeLaunchShape reads it back (false
+/// unless per >= 1 and block is 1 to 1024).
+std::string encodeLaunchShape(int64_t per, int64_t block);
+bool decodeLaunchShape(std::string_view text, int64_t &per, int64_t &block);
+
+/// Which of a launch's shapes (\p shapes: per and block, the default first,
+/// then the artifact's variants) \p entry chooses: its choice when it was
+/// measured on this very list (as many candidates, the chosen shape equal
+/// to its config), else 0 and \p note says why; 0 and no note without an
+/// entry.
+size_t chooseLaunchShape(const TuningEntry *entry,
+                         const std::vector<std::pair<int64_t, int64_t>> &shapes,
+                         std::string &note);
 
 /// Bytes as lowercase hex and back (false on a bad digit or odd length).
 std::string toHex(const void *data, size_t size);
