@@ -332,6 +332,7 @@ static void testSignatureLeadingDims() {
                                       2048, 2064, 1, strides, concat);
   CHECK(strided != plain);
   CHECK_EQ(strided, plain + " ld=2048,2080,2048");
+}
 
 // A generated kernel's launch: its entry round-trips with its launch shape,
 // and a runner takes the choice only for the very list it was measured on.
