@@ -7,7 +7,8 @@
 #
 # `prepare` compiles the Llama fixture's step into .kiln artifacts (fp32 SGD
 # lr=1 to expose gradients, fp32 AdamW, the same with --dynamic and a
-# --buckets copy, bf16 + LoRA, bf16 + QLoRA, the same with --double-quant), writes
+# --buckets copy, bf16 + LoRA, the same with --lora-k-concat, bf16 + QLoRA,
+# the same with --double-quant), writes
 # its initializers as safetensors and its test_data_set_0 inputs as raw
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
 # reference; all into OUT (default build-stepcheck/, git-ignored, about 12
@@ -46,6 +47,10 @@ prepare)
   rm "$out/interp/step.mlir"
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_lora.kiln"
+  # The K-concatenated LoRA GEMMs (in-place concatenations: ld, column
+  # views, kernels writing at a row stride) against the plain LoRA step.
+  "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --lora-k-concat \
+    --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_lora_kconcat.kiln"
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_qlora.kiln"
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 --double-quant \

@@ -167,8 +167,27 @@ def Kernel_AllocOp : Kernel_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {
 }
 
 def Kernel_ViewOp : Kernel_Op<"view", [Pure]> {
-  let summary = "The same bytes seen with another shape (reshape of row-major data)";
-  let arguments = (ins Kernel_Buffer:$source);
+  let summary = "The same bytes seen with another shape (reshape of row-major data), or a block of columns";
+  let description = [{
+    Without `offset` and `row_stride`: the source's elements, all of them,
+    in another shape. With them: a block of the source's elements whose
+    result rows (all dims but the last) are `row_stride` elements apart
+    (default: the result's width, the last dim), starting `offset` elements
+    (default 0) into the source. Columns `[c0, c0 + w)` of a row-major
+    `[R, ld]` buffer are `offset = c0, row_stride = ld` with result `[R, w]`;
+    the first rows of a buffer are `offset = 0` alone. Such a view is the
+    root's memory (the memory plan and live ranges follow the source); a
+    view whose row stride is not its width is read and written only by
+    GEMMs whose leading dimension is that stride (`lds`) and by kernels
+    that index it by rows (docs/design/lora-k-concat.md).
+
+    ```mlir
+    %t = kiln_kernel.view %xt {offset = #kiln.expr<2048>, row_stride = #kiln.expr<2064>}
+        : !kiln_kernel.buffer<tensor<8192x2064xbf16>> -> !kiln_kernel.buffer<tensor<8192x16xbf16>>
+    ```
+  }];
+  let arguments = (ins Kernel_Buffer:$source, OptionalAttr<Kernel_SymExpr>:$offset,
+                       OptionalAttr<Kernel_SymExpr>:$row_stride);
   let results = (outs Kernel_Buffer:$result);
   let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` qualified(type($result))";
   let hasVerifier = 1;
@@ -247,6 +266,14 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
     (cuBLASLt's beta = 1, C read and written in place), so a sum of
     products needs no add kernel and no buffer per product.
 
+    `lds` (optional) are the leading dimensions `[lda, ldb, ldc]`: the row
+    stride, in elements, of each matrix as stored (A is m x k, or k x m with
+    `trans_a`; B k x n, or n x k with `trans_b`; C m x n). Absent, every
+    matrix is packed (its row stride is its width). A row stride larger
+    than the width reads or writes columns of a wider buffer: the
+    K-concatenated LoRA GEMMs (docs/design/lora-k-concat.md) read `[x | t]`
+    and write `t` beside `x`.
+
     ```mlir
     kiln_kernel.gemm ins(%x, %w : ...) outs(%y : ...) m = #kiln.expr<batch*seq>
         n = #kiln.expr<128> k = #kiln.expr<64> batch = #kiln.expr<1>
@@ -259,7 +286,8 @@ def Kernel_GemmOp : Kernel_Op<"gemm"> {
                        Kernel_SymExpr:$m, Kernel_SymExpr:$n, Kernel_SymExpr:$k,
                        Kernel_SymExpr:$batch, Kernel_Dims:$strides,
                        Kernel_EpilogueAttr:$epilogue, TypeAttr:$compute,
-                       OptionalAttr<F64Attr>:$alpha, UnitAttr:$accumulate);
+                       OptionalAttr<F64Attr>:$alpha, UnitAttr:$accumulate,
+                       OptionalAttr<Kernel_Dims>:$lds);
   let assemblyFormat = [{
     $a `,` $b (`bias` $bias^)? `->` $c `m` `=` qualified($m) `n` `=` qualified($n)
     `k` `=` qualified($k) `batch` `=` qualified($batch) `strides` `=` qualified($strides)

@@ -186,7 +186,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
-  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta)
+  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -210,6 +210,15 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       entry.set("source", use(view.getSource()));
       if (failed(result()))
         return failure();
+      // Version 3: a block of the source at an offset and row stride.
+      if (SymExprAttr offset = view.getOffsetAttr()) {
+        entry.set("offset", expr(offset));
+        version = 3;
+      }
+      if (SymExprAttr stride = view.getRowStrideAttr()) {
+        entry.set("row_stride", expr(stride));
+        version = 3;
+      }
     } else if (auto weight = dyn_cast<kernel::WeightOp>(op)) {
       entry.set("op", Json::string("weight"));
       entry.set("name", Json::string(weight.getName().str()));
@@ -247,6 +256,16 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       for (Value v : launch.getOuts())
         operands.push(use(v));
       entry.set("args", std::move(operands));
+      // Version 3: outputs the kernel writes as columns of a wider buffer.
+      if (auto strides = kernelOp->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides")) {
+        Json rowStrides = Json::array();
+        for (size_t i = 0; i < launch.getIns().size(); ++i)
+          rowStrides.push(Json::integer(0));
+        for (int64_t stride : strides.asArrayRef())
+          rowStrides.push(Json::integer(stride));
+        entry.set("row_strides", std::move(rowStrides));
+        version = 3;
+      }
       Json symbols = Json::array();
       for (Attribute sym : kernelOp.getSymbols())
         symbols.push(Json::string(llvm::cast<StringAttr>(sym).str()));
@@ -293,11 +312,19 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       // Version 2: a runtime that ignored these would compute other values.
       if (std::optional<APFloat> alpha = gemm.getAlpha()) {
         entry.set("alpha", Json::number(alpha->convertToDouble()));
-        version = 2;
+        version = std::max<int64_t>(version, 2);
       }
       if (gemm.getAccumulate()) {
         entry.set("beta", Json::number(1));
-        version = 2;
+        version = std::max<int64_t>(version, 2);
+      }
+      // Version 3: leading dimensions other than the packed widths.
+      if (DimsAttr lds = gemm.getLdsAttr()) {
+        Json ld = Json::array();
+        for (Dim d : lds.getDims())
+          ld.push(expr(d));
+        entry.set("ld", std::move(ld));
+        version = 3;
       }
     } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
       // docs/artifact.md, "The fused LM head"; -1: absent.

@@ -319,12 +319,31 @@ void Printer::storeOutputs(const std::string &flat, Value shaped, ArrayRef<std::
                        getDims(typeOf(out)) == getDims(typeOf(shaped))
                    ? Index(idx.begin(), idx.end())
                    : delinearize(flat, dims(out));
-    std::string target =
-        vectorLanes || rowLanes ? outName(i) + "_v[lane]" : outName(i) + "[" + flat + "]";
+    std::string target = vectorLanes || rowLanes ? outName(i) + "_v[lane]"
+                                                 : outName(i) + "[" + outIndex(i, flat) + "]";
     if (rowLanes)
       rowStored.insert(i);
     line(target + " = " + store(elementOf(out), value(out, at)) + ";");
   }
+}
+
+} // namespace kiln::codegen::detail
+
+namespace kiln::codegen::detail {
+
+int64_t Printer::outRowStride(unsigned i) {
+  auto strides = plan.kernel->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides");
+  return strides && i < strides.size() ? strides[i] : 0;
+}
+
+std::string Printer::outIndex(unsigned i, const std::string &flat) {
+  int64_t stride = outRowStride(i);
+  if (!stride)
+    return flat;
+  // Row `flat / w` starts `stride` elements after the previous one.
+  std::string w = std::to_string(typeOf(plan.outputs[i]).getShape().back());
+  return "((" + flat + ") / " + w + " * " + std::to_string(stride) + " + (" + flat + ") % " + w +
+         ")";
 }
 
 } // namespace kiln::codegen::detail

@@ -164,6 +164,12 @@ struct Printer {
   int accumulatorIndex(Value v);
   bool isAccumulator(unsigned i);
   std::string outName(unsigned i) { return "out" + std::to_string(i); }
+  /// The row stride output \p i is written at (0: packed): the kernel's
+  /// `kiln.out_row_strides`, set by kiln-lower-to-step when the output is a
+  /// block of columns of a wider buffer (an in-place concatenation).
+  int64_t outRowStride(unsigned i);
+  /// Where output \p i holds its element at flat offset \p flat.
+  std::string outIndex(unsigned i, const std::string &flat);
   Type elementOf(Value v) { return typeOf(v).getElementType(); }
 
   /// Stores every output whose element count is `space` at flat offset

@@ -123,11 +123,12 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
     line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
          w + "];");
   body += lanes;
+  // A block-of-columns output: its width and row stride are multiples of
+  // the vector width (kiln-lower-to-step), so a chunk stays in one row.
   for (auto [i, out] : llvm::enumerate(plan.outputs))
     line("reinterpret_cast<" + std::string(vectorType(out)) + " *>(" + outName(i) +
-         ")[chunk] = "
-         "*reinterpret_cast<const " +
-         vectorType(out) + " *>(" + outName(i) + "_v);");
+         (outRowStride(i) ? " + " + outIndex(i, "chunk * " + w) + ")[0]" : ")[chunk]") +
+         " = *reinterpret_cast<const " + vectorType(out) + " *>(" + outName(i) + "_v);");
   close();
 }
 

@@ -62,8 +62,12 @@ void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
   body += lanes;
   for (unsigned i : stored) {
     std::string type = vectorType(elementOf(plan.outputs[i]), rowVec.width);
-    line("reinterpret_cast<" + type + " *>(" + outName(i) + ")[row * " +
-         std::to_string(rowVec.cols / rowVec.width) + " + chunk] = *reinterpret_cast<const " +
+    // A block-of-columns output (width and row stride multiples of the
+    // vector width, kiln-lower-to-step): the chunk's first element's place.
+    std::string at = outRowStride(i)
+                         ? " + " + outIndex(i, "row * cols + chunk * " + w) + ")[0]"
+                         : ")[row * " + std::to_string(rowVec.cols / rowVec.width) + " + chunk]";
+    line("reinterpret_cast<" + type + " *>(" + outName(i) + at + " = *reinterpret_cast<const " +
          type + " *>(" + outName(i) + "_v);");
   }
   if (rowVec.ragged)

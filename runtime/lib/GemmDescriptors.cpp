@@ -33,6 +33,11 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   }
   if (!m || !nn || !k || !batch)
     return Error{origin + ": " + where + ": a GEMM size does not evaluate"};
+  // Every matrix inside its buffer at its leading dimension.
+  Expected<std::vector<GemmMatrix>> matrices = gemmMatrices(p, op, sizes, reachable);
+  if (!matrices)
+    return Error{origin + ": " + where + ": " + matrices.getError()};
+  const GemmMatrix &ma = (*matrices)[0], &mb = (*matrices)[1], &mc = (*matrices)[2];
   Gemm g;
   g.label = "gemm " + std::to_string(*m) + "x" + std::to_string(*nn) + "x" + std::to_string(*k) +
             (*batch > 1 ? " batch " + std::to_string(*batch) : "") + " " +
@@ -85,17 +90,21 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
     }
   }
   uint64_t M = *m, N = *nn, K = *k;
-  if (Status s = ltCheck(op.transB ? lt->cublasLtMatrixLayoutCreate(&g.first, ab, K, N, K)
-                                   : lt->cublasLtMatrixLayoutCreate(&g.first, ab, N, K, N),
+  // A row-major matrix at row stride ld is column-major with leading
+  // dimension ld (docs/dialects/kernel.md, `lds`).
+  int64_t ldFirst = mb.ld, ldSecond = ma.ld, ldResult = mc.ld;
+  if (Status s = ltCheck(op.transB ? lt->cublasLtMatrixLayoutCreate(&g.first, ab, K, N, ldFirst)
+                                   : lt->cublasLtMatrixLayoutCreate(&g.first, ab, N, K, ldFirst),
                          "cublasLtMatrixLayoutCreate");
       !s)
     return s.takeError();
-  if (Status s = ltCheck(op.transA ? lt->cublasLtMatrixLayoutCreate(&g.second, ab, M, K, M)
-                                   : lt->cublasLtMatrixLayoutCreate(&g.second, ab, K, M, K),
-                         "cublasLtMatrixLayoutCreate");
+  if (Status s =
+          ltCheck(op.transA ? lt->cublasLtMatrixLayoutCreate(&g.second, ab, M, K, ldSecond)
+                            : lt->cublasLtMatrixLayoutCreate(&g.second, ab, K, M, ldSecond),
+                  "cublasLtMatrixLayoutCreate");
       !s)
     return s.takeError();
-  if (Status s = ltCheck(lt->cublasLtMatrixLayoutCreate(&g.result, ct, N, M, N),
+  if (Status s = ltCheck(lt->cublasLtMatrixLayoutCreate(&g.result, ct, N, M, ldResult),
                          "cublasLtMatrixLayoutCreate");
       !s)
     return s.takeError();
@@ -129,9 +138,10 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   g.algo = heuristic.algo;
   // What cuBLASLt is asked, nothing else: two GEMMs with equal signatures
   // share their tuned algorithm (ProgramRunnerTuning.cpp).
+  int64_t lds[3] = {ldFirst, ldSecond, ldResult};
   g.hash = hashSignature(gemmSignature(p.buffers[op.a].dtype, p.buffers[op.c].dtype, op.transB,
                                        op.transA, op.epilogue, op.bias >= 0, M, N, K, count,
-                                       layoutStrides));
+                                       layoutStrides, lds));
   g.shape = "m=" + std::to_string(M) + ",n=" + std::to_string(N) + ",k=" + std::to_string(K) +
             ",batch=" + std::to_string(count);
   g.cBytes = bytes[op.c];

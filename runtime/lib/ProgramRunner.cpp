@@ -81,6 +81,14 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
     for (const SizeExpr &d : p.buffers[id].shape)
       shapes[id].push_back(*d.evaluate(sizes));
   }
+  // Blocks of columns lie inside their sources and only GEMMs at their row
+  // stride touch them.
+  Expected<std::vector<int64_t>> reachable = reachableElements(p, sizes);
+  if (!reachable)
+    return Error{origin + ": " + reachable.getError()};
+  r->reachable = std::move(*reachable);
+  if (Status s = checkStridedViews(p, sizes, r->reachable); !s)
+    return Error{origin + ": " + s.getError()};
 
   const std::vector<size_t> &offsets = plan.offsets;
   r->arenaSize = plan.size;
@@ -340,9 +348,13 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
     switch (op.kind) {
     case ProgramOp::Kind::Alloc: r->pointers[op.result] = r->arena + offsets[op.result]; break;
     case ProgramOp::Kind::View:
-      if (r->bytes[op.result] > r->bytes[op.source])
+      if (!op.offset && !op.rowStride && r->bytes[op.result] > r->bytes[op.source])
         return Error{origin + ": " + where + ": view larger than its source"};
       r->pointers[op.result] = r->pointers[op.source];
+      // A block at an offset (checkStridedViews checked its extent).
+      if (op.offset)
+        r->pointers[op.result] +=
+            static_cast<CUdeviceptr>(*op.offset->evaluate(sizes)) * dtypeSize(p.buffers[op.result].dtype);
       break;
     case ProgramOp::Kind::Weight: {
       Expected<NamedTensor *> weight =

@@ -242,6 +242,7 @@ private:
   std::string origin;
   std::vector<CUdeviceptr> pointers;
   std::vector<size_t> bytes;
+  std::vector<int64_t> reachable; ///< reachableElements at the program's sizes
   std::vector<DeviceBuffer> owned;
   DeviceBuffer ownArena, ownWorkspace;
   CUdeviceptr arena = 0, workspace = 0;

@@ -95,6 +95,11 @@ public:
         if (section == "init")
           return fail(where + ": the init program cannot all-reduce");
         break;
+      case ProgramOp::Kind::View:
+        if ((op.offset && !expr(*op.offset, where + ": 'offset'")) ||
+            (op.rowStride && !expr(*op.rowStride, where + ": 'row_stride'")))
+          return error;
+        break;
       case ProgramOp::Kind::Gemm:
         for (const auto &[name, e] : {std::pair<const char *, const SizeExpr *>{"m", &*op.m},
                                       {"n", &*op.n},
@@ -104,6 +109,9 @@ public:
             return error;
         for (const SizeExpr &stride : op.strides)
           if (!expr(stride, where + ": 'strides'"))
+            return error;
+        for (const SizeExpr &ld : op.lds)
+          if (!expr(ld, where + ": 'ld'"))
             return error;
         break;
       default: break;

@@ -439,7 +439,7 @@ std::string kiln::runtime::hashSignature(std::string_view signature) {
 std::string kiln::runtime::gemmSignature(DType ab, DType c, bool transFirst, bool transSecond,
                                          const std::string &epilogue, bool bias, uint64_t m,
                                          uint64_t n, uint64_t k, int64_t batch,
-                                         const int64_t strides[3]) {
+                                         const int64_t strides[3], const int64_t *lds) {
   std::string s = std::string("gemm ab=") + dtypeName(ab) + " c=" + dtypeName(c) + " compute=F32" +
                   " ops=" + (transFirst ? "T" : "N") + (transSecond ? "T" : "N") +
                   " epilogue=" + epilogue + (bias ? "+bias" : "") + " m=" + std::to_string(m) +
@@ -448,6 +448,12 @@ std::string kiln::runtime::gemmSignature(DType ab, DType c, bool transFirst, boo
   if (batch > 1)
     s += " strides=" + std::to_string(strides[0]) + "," + std::to_string(strides[1]) + "," +
          std::to_string(strides[2]);
+  // The packed heights of the column-major first operand, second and result.
+  int64_t packed[3] = {static_cast<int64_t>(transFirst ? k : n),
+                       static_cast<int64_t>(transSecond ? m : k), static_cast<int64_t>(n)};
+  if (lds && (lds[0] != packed[0] || lds[1] != packed[1] || lds[2] != packed[2]))
+    s += " ld=" + std::to_string(lds[0]) + "," + std::to_string(lds[1]) + "," +
+         std::to_string(lds[2]);
   return s;
 }
 

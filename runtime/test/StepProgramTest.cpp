@@ -16,6 +16,7 @@
 #include "kiln/runtime/StepProgram.h"
 
 #include <cstring>
+#include <tuple>
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -111,8 +112,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":3})",
-       "step: not a version 1 or 2 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":4})",
+       "step: not a version 1, 2 or 3 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -212,6 +213,198 @@ static void testGemmAlphaBeta() {
     if (!program)
       CHECK_EQ(program.getError(), c.error);
   }
+}
+
+// Version 3: a GEMM's leading dimensions. The K-concatenated LoRA GEMM
+// reads A = [x | t] of buffer 0 ([n, 72]: 64 columns of x, 8 of t) at row
+// stride 72 and writes t (buffer 4, [n, 72] too) at column 64 through ldc.
+static std::string ldProgram(int version, const std::string &ld) {
+  return R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+         R"(,"buffers":[{"dtype":"BF16","shape":["n","72"]},{"dtype":"BF16","shape":["72","32"]},)"
+         R"({"dtype":"BF16","shape":["n","32"]}],"args":[],"results":[],)"
+         R"("ops":[{"op":"alloc","result":2},{"op":"gemm","a":0,"b":1,"c":2,"trans_a":false,)"
+         R"("trans_b":false,"m":"n","n":"32","k":"64","batch":"1","strides":["0","0","0"],)"
+         R"("epilogue":"none","compute":"F32")" +
+         (ld.empty() ? "" : R"(,"ld":)" + ld) + "}]}";
+}
+
+static void testGemmLeadingDims() {
+  Expected<StepProgram> packed = StepProgram::decode(ldProgram(1, ""), "step");
+  CHECK(packed);
+  Expected<StepProgram> strided = StepProgram::decode(ldProgram(3, R"(["72","32","32"])"), "step");
+  CHECK(strided);
+  if (!packed || !strided)
+    return;
+  CHECK(packed->ops[1].lds.empty());
+  CHECK(strided->ops[1].lds.size() == size_t(3));
+  SymbolBindings sizes{{"n", 5}};
+  std::vector<int64_t> elements{5 * 72, 72 * 32, 5 * 32};
+  // Packed: A is [5, 64] at stride 64, B the first 64 rows of [72, 32].
+  Expected<std::vector<GemmMatrix>> p = gemmMatrices(*packed, packed->ops[1], sizes, elements);
+  CHECK(p);
+  if (p) {
+    CHECK((*p)[0].ld == int64_t(64));
+    CHECK((*p)[0].extent() == int64_t(5 * 64));
+    CHECK((*p)[1].extent() == int64_t(64 * 32));
+  }
+  Expected<std::vector<GemmMatrix>> s = gemmMatrices(*strided, strided->ops[1], sizes, elements);
+  CHECK(s);
+  if (s) {
+    CHECK((*s)[0].ld == int64_t(72));
+    // The last row starts at 4 * 72 and reads 64 elements.
+    CHECK((*s)[0].extent() == int64_t(4 * 72 + 64));
+    CHECK((*s)[2].extent() == int64_t(5 * 32));
+  }
+  // A row stride past the buffer's end, or below the width, is refused.
+  Expected<StepProgram> wide = StepProgram::decode(ldProgram(3, R"(["80","32","32"])"), "step");
+  CHECK(wide);
+  if (wide) {
+    Expected<std::vector<GemmMatrix>> bad = gemmMatrices(*wide, wide->ops[1], sizes, elements);
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(),
+               "a (5x64, ld 80) reaches element 384 of buffer 0, which holds 360");
+  }
+  Expected<StepProgram> narrow = StepProgram::decode(ldProgram(3, R"(["72","16","32"])"), "step");
+  CHECK(narrow);
+  if (narrow) {
+    Expected<std::vector<GemmMatrix>> bad = gemmMatrices(*narrow, narrow->ops[1], sizes, elements);
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), "'ld' of b is 16, less than its width 32");
+  }
+  // A packed GEMM whose matrix does not fit (a damaged program) too.
+  std::vector<int64_t> small{5 * 64 - 1, 72 * 32, 5 * 32};
+  CHECK(!gemmMatrices(*packed, packed->ops[1], sizes, small));
+  struct Case {
+    int version;
+    const char *ld, *error;
+  } cases[] = {
+      {2, R"(["72","32","32"])", "step: op 1 (gemm): 'ld' needs a version 3 program"},
+      {3, R"(["72","32"])", "step: op 1 (gemm): 'ld' needs three expressions"},
+      {3, R"(["72","32",32])", "step: op 1 (gemm): bad 'ld': not a string"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> program = StepProgram::decode(ldProgram(c.version, c.ld), "step");
+    CHECK(!program);
+    if (!program)
+      CHECK_EQ(program.getError(), c.error);
+  }
+}
+
+// Version 3: views at an offset and row stride. Buffer 0 is [x | t]
+// ([n, 72]); view 1 its first 64 columns (x), view 2 the last 8 (t). A GEMM
+// writes t through ldc 72 and reads [x | t] whole; `user` is the op that
+// touches view `probe` besides.
+static std::string viewProgram(int version, const std::string &view2, const std::string &user) {
+  return R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+         R"(,"buffers":[{"dtype":"BF16","shape":["n","72"]},{"dtype":"BF16","shape":["n","64"]},)"
+         R"({"dtype":"BF16","shape":["n","8"]},{"dtype":"BF16","shape":["64","8"]},)"
+         R"({"dtype":"BF16","shape":["72","32"]},{"dtype":"BF16","shape":["n","32"]}],)"
+         R"("args":[],"results":[],"ops":[{"op":"alloc","result":0},)"
+         R"({"op":"view","source":0,"result":1,"offset":"0","row_stride":"72"},)"
+         R"({"op":"view","source":0,"result":2)" +
+         view2 +
+         R"(},{"op":"gemm","a":1,"b":3,"c":2,"trans_a":false,)"
+         R"("trans_b":false,"m":"n","n":"8","k":"64","batch":"1","strides":["0","0","0"],)"
+         R"("epilogue":"none","compute":"F32","ld":["72","8","72"]},{"op":"alloc","result":5},)"
+         R"({"op":"gemm","a":0,"b":4,"c":5,"trans_a":false,)"
+         R"("trans_b":false,"m":"n","n":"32","k":"72","batch":"1","strides":["0","0","0"],)"
+         R"("epilogue":"none","compute":"F32"})" +
+         user + "]}";
+}
+
+static void testStridedViews() {
+  SymbolBindings sizes{{"n", 5}};
+  const std::string t = R"(,"offset":"64","row_stride":"72")";
+  Expected<StepProgram> good = StepProgram::decode(viewProgram(3, t, ""), "step");
+  CHECK(good);
+  if (good) {
+    Expected<std::vector<int64_t>> reachable = reachableElements(*good, sizes);
+    CHECK(reachable);
+    if (!reachable)
+      return;
+    // t's first element is 64 into [n, 72]: 296 elements are left after it.
+    std::vector<int64_t> elements = *reachable;
+    CHECK(elements == (std::vector<int64_t>{360, 360, 296, 512, 2304, 160}));
+    CHECK(good->ops[2].offset && good->ops[2].offset->getText() == "64");
+    CHECK(good->ops[2].rowStride && good->ops[2].rowStride->getText() == "72");
+    Status s = checkStridedViews(*good, sizes, elements);
+    CHECK(s);
+    if (!s)
+      std::printf("  %s\n", s.getError().c_str());
+    for (int gemm : {3, 5})
+      CHECK(gemmMatrices(*good, good->ops[gemm], sizes, elements));
+    // Both views share the alloc's memory and keep it live.
+    LiveRanges live = good->liveRanges();
+    CHECK(live.root[1] == 0);
+    CHECK(live.root[2] == 0);
+    CHECK(live.lastUse[0] == size_t(5));
+  }
+  // A kernel that writes t's columns at their row stride is accepted.
+  const std::string launch =
+      R"(,{"op":"launch","kernel":"k","module":"m","items":"n","shared":"0","per":1,"block":32,)";
+  Expected<StepProgram> strided =
+      StepProgram::decode(viewProgram(3, t, launch + R"("args":[2],"symbols":[],"row_strides":[72]})"), "step");
+  CHECK(strided);
+  if (strided) {
+    CHECK(strided->ops[6].rowStrides == std::vector<int64_t>{72});
+    Expected<std::vector<int64_t>> elements = reachableElements(*strided, sizes);
+    CHECK(elements && checkStridedViews(*strided, sizes, *elements));
+  }
+  struct Case {
+    std::string view2, user, error;
+  } cases[] = {
+      // A launch's row stride must be the buffer's own.
+      {t, launch + R"("args":[2],"symbols":[],"row_strides":[80]})",
+       "op 6 (launch): indexes buffer 2 at row stride 80; it is columns at row stride 72"},
+      {t, launch + R"("args":[5],"symbols":[],"row_strides":[40]})",
+       "op 6 (launch): indexes buffer 5 at row stride 40; it is packed"},
+      // Past the end of [n, 72]: the last row's t ends at 4 * 72 + 65 + 8.
+      {R"(,"offset":"65","row_stride":"72")", "",
+       "op 2 (view): reaches element 361 of buffer 0, which holds 360"},
+      {R"(,"offset":"64","row_stride":"4")", "",
+       "op 2 (view): offset 64 or row stride 4 is out of range (width 8)"},
+      // A kernel, a fill or a packed reshape may not index columns.
+      {t, R"(,{"op":"fill","target":2,"value":0})",
+       "op 6: indexes buffer 2 (columns at row stride 72) as packed; only GEMMs may read it"},
+      {t, R"(,{"op":"launch","kernel":"k","module":"m","items":"n","shared":"0","per":1,"block":32,"args":[2],"symbols":[]})",
+       "op 6: indexes buffer 2 (columns at row stride 72) as packed; only GEMMs may read it"},
+      {t, R"(,{"op":"gemm","a":2,"b":3,"c":5,"trans_a":true,"trans_b":false,"m":"8","n":"8","k":"n","batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32"})",
+       "op 6 (gemm): reads buffer 2 (columns at row stride 72) without that leading dimension"},
+  };
+  for (const Case &c : cases) {
+    Expected<StepProgram> program = StepProgram::decode(viewProgram(3, c.view2, c.user), "step");
+    CHECK(program);
+    if (!program)
+      continue;
+    Expected<std::vector<int64_t>> elements = reachableElements(*program, sizes);
+    CHECK(elements);
+    if (!elements)
+      continue;
+    Status s = checkStridedViews(*program, sizes, *elements);
+    CHECK(!s);
+    if (!s)
+      CHECK_EQ(s.getError(), c.error);
+  }
+  for (auto [version, strides, error] :
+       {std::tuple<int, std::string, std::string>{
+            2, "[0]", "step: op 0 (launch): 'row_strides' needs a version 3 program"},
+        {3, "[0,0]", "step: op 0 (launch): 'row_strides' needs one integer per arg"},
+        {3, "[-8]", "step: op 0 (launch): bad 'row_strides' entry"}}) {
+    Expected<StepProgram> bad = StepProgram::decode(
+        R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+            R"(,"buffers":[{"dtype":"F32","shape":["8"]}],"args":[],"results":[],"ops":[)" +
+            launch.substr(1) + R"("args":[0],"symbols":[],"row_strides":)" + strides + "}]}",
+        "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), error);
+  }
+  Expected<StepProgram> old = StepProgram::decode(viewProgram(2, t, ""), "step");
+  CHECK(!old);
+  if (!old)
+    CHECK_EQ(old.getError(), "step: op 1 (view): 'offset' needs a version 3 program");
 }
 
 // A forward attention launch and its backward, whose dk/dv accumulate in
@@ -508,6 +701,8 @@ int main() {
   testDecodeErrors();
   testLaunchVariants();
   testGemmAlphaBeta();
+  testGemmLeadingDims();
+  testStridedViews();
   testAttentionRoles();
   testLinearCrossEntropy();
   testConvert();

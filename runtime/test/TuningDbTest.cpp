@@ -315,6 +315,25 @@ static void testDefaultPath() {
   CHECK(hashSignature("a") != hashSignature("b"));
 }
 
+// Leading dimensions are part of a GEMM's tuning problem, but a packed GEMM
+// keeps the signature (and the tuned entries) it had before they existed.
+static void testSignatureLeadingDims() {
+  int64_t strides[3] = {0, 0, 0};
+  std::string plain =
+      gemmSignature(DType::BF16, DType::BF16, false, false, "none", false, 8192, 2048, 2064, 1,
+                    strides);
+  // Column-major: first operand (B) N x K at ld N, second (A) K x M at ld K.
+  int64_t packed[3] = {2048, 2064, 2048};
+  CHECK_EQ(gemmSignature(DType::BF16, DType::BF16, false, false, "none", false, 8192, 2048, 2064,
+                         1, strides, packed),
+           plain);
+  int64_t concat[3] = {2048, 2080, 2048};
+  std::string strided = gemmSignature(DType::BF16, DType::BF16, false, false, "none", false, 8192,
+                                      2048, 2064, 1, strides, concat);
+  CHECK(strided != plain);
+  CHECK_EQ(strided, plain + " ld=2048,2080,2048");
+}
+
 // A generated kernel's launch: its entry round-trips with its launch shape,
 // and a runner takes the choice only for the very list it was measured on.
 static void testLaunchEntries() {
@@ -376,6 +395,7 @@ static void testLaunchEntries() {
 }
 
 int main() {
+  testSignatureLeadingDims();
   char pattern[] = "/tmp/kiln-tuningdb-XXXXXX";
   if (!::mkdtemp(pattern))
     return 1;

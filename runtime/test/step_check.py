@@ -15,6 +15,12 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
               with the graph run within 1e-5 relative.
   bf16-lora   Llama bf16 + LoRA, 100 steps on the fixture's tokens: every
               loss finite, the last ten average below the first ten.
+  lora-k-concat  The bf16 + LoRA step compiled with --lora-k-concat (one GEMM
+              per frozen + adapter product, concatenations written in place:
+              GEMM leading dimensions, column views, kernels storing at a
+              row stride), the same 100 steps: step 1's loss within 2e-3
+              relative of bf16-lora's (B = 0: only bf16 rounding differs),
+              every loss within 5e-2 and the last ten's mean within 2e-2.
   qlora       The same with NF4-quantized frozen weights (init program).
   qlora-dq    The same with --double-quant (the absmax as 8-bit codes, the
               8-bit decode fused into the NF4 dequantize); its first loss
@@ -174,8 +180,9 @@ elif case in ("fp32-adamw", "graphs-off"):
                 check(rel <= 1e-5, f"step {step}: graphs off {losses[step]:.7f} vs on "
                                    f"{with_graphs[step]:.7f}")
     json.dump(losses, open(os.path.join(work, "losses.json"), "w"))
-elif case in ("bf16-lora", "qlora", "qlora-dq"):
+elif case in ("bf16-lora", "lora-k-concat", "qlora", "qlora-dq"):
     artifact = {"bf16-lora": "llama_bf16_lora.kiln", "qlora": "llama_bf16_qlora.kiln",
+                "lora-k-concat": "llama_bf16_lora_kconcat.kiln",
                 "qlora-dq": "llama_bf16_qlora_dq.kiln"}[case]
     losses = train(artifact, "--steps", "100", "--data", os.path.join(data, "inputs", "tokens.bin"),
                    "--seed", "1")
@@ -186,6 +193,18 @@ elif case in ("bf16-lora", "qlora", "qlora-dq"):
     check(last < first, f"mean loss steps 1-10 {first:.4f} > steps 91-100 {last:.4f}")
     os.makedirs(work, exist_ok=True)
     json.dump(losses, open(os.path.join(work, "losses.json"), "w"))
+    lora = os.path.join(data, "runs", "bf16-lora", "losses.json")
+    if case == "lora-k-concat":
+        check(os.path.exists(lora), "the bf16-lora case's losses (run it first)")
+        if os.path.exists(lora):
+            ref = {int(k): v for k, v in json.load(open(lora)).items()}
+            rel = abs(losses[1] - ref[1]) / abs(ref[1])
+            check(rel <= 2e-3, f"step 1: k-concat {losses[1]:.6f} vs {ref[1]:.6f} (rel {rel:.2e})")
+            worst = max(abs(losses[s] - ref[s]) / abs(ref[s]) for s in ref if s in losses)
+            check(worst <= 5e-2, f"largest relative loss difference {worst:.2e}")
+            tail = abs(np.mean(values[-10:]) - np.mean([ref[s] for s in sorted(ref)][-10:]))
+            check(tail <= 2e-2 * abs(np.mean([ref[s] for s in sorted(ref)][-10:])),
+                  f"steps 91-100: mean losses differ by {tail:.4f}")
     plain = os.path.join(data, "runs", "qlora", "losses.json")
     if case == "qlora-dq":
         check(os.path.exists(plain), "the qlora case's losses (run it first)")

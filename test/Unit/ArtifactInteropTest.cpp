@@ -223,6 +223,84 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
 } // namespace
 
 namespace {
+// An in-place K-concatenation (docs/design/lora-k-concat.md) round trip:
+// the compiler's views at an offset and row stride, GEMM leading
+// dimensions and a kernel's row strides decode in the runtime as a version
+// 3 program whose blocks lie inside their buffers and are touched only at
+// their stride.
+TEST(ArtifactInterop, ConcatInPlaceDecodesInTheRuntime) {
+  mlir::MLIRContext context;
+  context.loadDialect<GraphDialect, kernel::KernelDialect, mlir::func::FuncDialect>();
+  const char *source = R"mlir(
+func.func @main(%x: tensor<?x64xbf16, #kiln.dims<[n]>> {kiln.name = "x"},
+                %a: tensor<8x64xbf16> {kiln.param = "a"},
+                %w: tensor<72x32xbf16> {kiln.param = "w"}) -> (tensor<?x32xbf16, #kiln.dims<[n]>> {kiln.name = "loss"})
+    attributes {kiln.lora_k_concat} {
+  %h = kiln.silu %x : tensor<?x64xbf16, #kiln.dims<[n]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<8x64xbf16>) -> tensor<?x8xbf16, #kiln.dims<[n]>>
+  %c = kiln.concat %h, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x72xbf16, #kiln.dims<[n]>>
+  %y = kiln.matmul %c, %w : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  return %y : tensor<?x32xbf16, #kiln.dims<[n]>>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  buildKernelPipeline(pm, PipelineOptions());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  llvm::StringMap<std::string> modules;
+  for (auto k : module->getOps<kernel::KernelOp>())
+    modules[k.getSymName()] = "module0";
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  mlir::FailureOr<std::string> json = emitStepProgramSection(main, modules);
+  ASSERT_TRUE(mlir::succeeded(json));
+  auto program = artifact::StepProgram::decode(*json, "step");
+  ASSERT_TRUE(program) << program.getError();
+  artifact::SymbolBindings sizes{{"n", 5}};
+  auto elements = artifact::reachableElements(*program, sizes);
+  ASSERT_TRUE(elements) << elements.getError();
+  artifact::Status views = artifact::checkStridedViews(*program, sizes, *elements);
+  EXPECT_TRUE(views) << views.getError();
+  using Kind = artifact::ProgramOp::Kind;
+  unsigned blocks = 0, launches = 0, gemms = 0;
+  int concat = -1;
+  for (const artifact::ProgramOp &op : program->ops) {
+    if (op.kind == Kind::View && op.rowStride) {
+      ++blocks;
+      EXPECT_EQ(*op.rowStride->evaluate(sizes), 72);
+      int64_t offset = *op.offset->evaluate(sizes);
+      EXPECT_TRUE(offset == 0 || offset == 64) << offset;
+      EXPECT_TRUE(concat < 0 || concat == op.source);
+      concat = op.source;
+    } else if (op.kind == Kind::Launch) {
+      ++launches; // silu, writing x's columns; nothing copies
+      ASSERT_EQ(op.rowStrides.size(), op.args.size());
+      EXPECT_EQ(op.rowStrides.back(), 72);
+    } else if (op.kind == Kind::Gemm) {
+      ++gemms;
+      auto matrices = artifact::gemmMatrices(*program, op, sizes, *elements);
+      ASSERT_TRUE(matrices) << matrices.getError();
+      if (*op.k->evaluate(sizes) == 64) {
+        // t = x A^T: x read at row stride 72, t written there.
+        ASSERT_EQ(op.lds.size(), 3u);
+        EXPECT_EQ((*matrices)[0].ld, 72);
+        EXPECT_EQ((*matrices)[2].ld, 72);
+        EXPECT_EQ((*matrices)[2].extent(), 4 * 72 + 8);
+      } else {
+        // [x | t] W: the concat's buffer, packed.
+        EXPECT_EQ(op.a, concat);
+        EXPECT_TRUE(op.lds.empty());
+      }
+    }
+  }
+  EXPECT_EQ(blocks, 2u);
+  EXPECT_EQ(launches, 1u);
+  EXPECT_EQ(gemms, 2u);
+}
+} // namespace
+
+namespace {
 // The compiler plans the lowered step with the runtime's planner: the
 // memory_plan section it writes is the runtime's own plan at those sizes,
 // and its chain still holds at others.

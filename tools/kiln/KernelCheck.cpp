@@ -438,6 +438,12 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
         if (Error e = writeBytes(caseDir + "/" + file, rawBytes(t)))
           return fail(toString(std::move(e)));
       os << "out " << dtypeName(t.dtype) << " " << t.numel() << " " << file << " " << how << "\n";
+      // A block-of-columns output (an in-place concatenation's part): the
+      // harness gives it rows of `stride` elements and checks the gaps.
+      if (auto strides = kernel->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides");
+          strides && i < strides.size() && strides[i])
+        os << "stride " << i << " " << cast<RankedTensorType>(yielded.getType()).getShape().back()
+           << " " << strides[i] << "\n";
     }
     for (Attribute symbol : kernel.getSymbols())
       os << "symbol " << cast<StringAttr>(symbol).getValue() << " "

@@ -68,9 +68,32 @@ LogicalResult ViewOp::verify() {
   if (from.getElementType() != to.getElementType())
     return emitOpError("changes the element type");
   MLIRContext *context = getContext();
-  if (dimProduct(getDims(from), context) != dimProduct(getDims(to), context))
-    return emitOpError("changes the element count: ")
-           << shapeToString(from) << " -> " << shapeToString(to);
+  if (!getOffsetAttr() && !getRowStrideAttr()) {
+    if (dimProduct(getDims(from), context) != dimProduct(getDims(to), context))
+      return emitOpError("changes the element count: ")
+             << shapeToString(from) << " -> " << shapeToString(to);
+    return success();
+  }
+  // A block of rows at a row stride: it must lie inside the source.
+  if (to.getRank() < 1 || ShapedType::isDynamic(to.getShape().back()))
+    return emitOpError("with an offset or row stride needs a static last dim");
+  DimList dims = getDims(to);
+  Dim width = dims.back();
+  Dim rows = dimProduct(ArrayRef<Dim>(dims).drop_back(), context);
+  Dim stride = getRowStrideAttr() ? getRowStrideAttr() : width;
+  Dim offset = getOffsetAttr() ? getOffsetAttr() : dimConst(context, 0);
+  auto none = [](StringRef) -> std::optional<int64_t> { return std::nullopt; };
+  if (std::optional<int64_t> gap = evaluateDim(dimSub(stride, width), none); gap && *gap < 0)
+    return emitOpError("row stride ") << dimToString(stride) << " is less than the width "
+                                      << dimToString(width);
+  if (std::optional<int64_t> o = evaluateDim(offset, none); o && *o < 0)
+    return emitOpError("has a negative offset");
+  // offset + (rows - 1) * stride + width <= the source's element count.
+  Dim extent =
+      dimAdd(offset, dimAdd(dimMul(dimSub(rows, dimConst(context, 1)), stride), width));
+  Dim room = dimSub(dimProduct(getDims(from), context), extent);
+  if (std::optional<int64_t> left = evaluateDim(room, none); left && *left < 0)
+    return emitOpError("reaches ") << -*left << " elements past the end of its source";
   return success();
 }
 
@@ -86,6 +109,20 @@ LogicalResult GemmOp::verify() {
     return emitOpError("needs a finite alpha");
   if (getAccumulate() && getBias())
     return emitOpError("cannot both accumulate into C and add a bias");
+  if (DimsAttr lds = getLdsAttr()) {
+    if (lds.getDims().size() != 3)
+      return emitOpError("needs three leading dimensions (a, b, c)");
+    // Each stored matrix's width: a row stride below it overlaps rows.
+    Dim widths[3] = {getTransA() ? getM() : getK(), getTransB() ? getK() : getN(), getN()};
+    auto none = [](StringRef) -> std::optional<int64_t> { return std::nullopt; };
+    for (int i = 0; i < 3; ++i) {
+      std::optional<int64_t> ld = evaluateDim(lds.getDims()[i], none);
+      std::optional<int64_t> width = evaluateDim(widths[i], none);
+      if (ld && width && *ld < *width)
+        return emitOpError("leading dimension ")
+               << StringRef("abc").substr(i, 1) << " = " << *ld << " is less than the matrix's width " << *width;
+    }
+  }
   return success();
 }
 

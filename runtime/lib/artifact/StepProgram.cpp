@@ -385,8 +385,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      (version != 1 && version != 2))
-    return Error{origin + ": not a version 1 or 2 kiln-step-program"};
+      version < 1 || version > 3)
+    return Error{origin + ": not a version 1, 2 or 3 kiln-step-program"};
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
 
@@ -452,6 +452,16 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     } else if (kind == "view") {
       op.kind = ProgramOp::Kind::View;
       ok = d.buffer(o, "source", op.source, where) && d.buffer(o, "result", op.result, where);
+      // Version 3: a block of the source.
+      for (auto [key, field] : {std::pair<const char *, std::optional<SizeExpr> *>{"offset", &op.offset},
+                                {"row_stride", &op.rowStride}}) {
+        if (!ok || !o.get(key))
+          continue;
+        if (version < 3)
+          ok = d.fail(where + ": '" + key + "' needs a version 3 program");
+        else
+          ok = d.expr(o, key, *field, where);
+      }
     } else if (kind == "weight") {
       op.kind = ProgramOp::Kind::Weight;
       ok = d.string(o, "name", op.name, where) && d.buffer(o, "result", op.result, where);
@@ -499,6 +509,20 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         ok = decodeLaunchVariants(d, *variants, where, op);
       if (const Json *attention = o.get("attention"); ok && attention)
         ok = decodeAttention(d, *attention, where, op);
+      // Version 3: args indexed as columns of a wider buffer.
+      if (const Json *strides = ok ? o.get("row_strides") : nullptr) {
+        if (version < 3)
+          ok = d.fail(where + ": 'row_strides' needs a version 3 program");
+        else if (!strides->isArray() || strides->getElements().size() != op.args.size())
+          ok = d.fail(where + ": 'row_strides' needs one integer per arg");
+        for (size_t i = 0; ok && i < op.args.size(); ++i) {
+          const Json &v = strides->getElements()[i];
+          if (!v.isInteger() || v.getInteger() < 0)
+            ok = d.fail(where + ": bad 'row_strides' entry");
+          else
+            op.rowStrides.push_back(v.getInteger());
+        }
+      }
     } else if (kind == "gemm") {
       op.kind = ProgramOp::Kind::Gemm;
       ok = d.buffer(o, "a", op.a, where) && d.buffer(o, "b", op.b, where) &&
@@ -543,6 +567,22 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
       }
       if (ok && op.beta != 0 && op.bias >= 0)
         ok = d.fail(where + ": a GEMM with 'beta' 1 has no 'bias'");
+      // Version 3: the row strides of A, B and C as stored.
+      if (const Json *ld = ok ? o.get("ld") : nullptr) {
+        if (version < 3)
+          ok = d.fail(where + ": 'ld' needs a version 3 program");
+        else if (!ld->isArray() || ld->getElements().size() != 3)
+          ok = d.fail(where + ": 'ld' needs three expressions");
+        for (size_t i = 0; ok && i < 3; ++i) {
+          const Json &e = ld->getElements()[i];
+          Expected<SizeExpr> parsed = e.isString() ? SizeExpr::parse(e.getString())
+                                                   : Expected<SizeExpr>(Error{"not a string"});
+          if (!parsed)
+            ok = d.fail(where + ": bad 'ld': " + parsed.getError());
+          else
+            op.lds.push_back(std::move(*parsed));
+        }
+      }
     } else if (kind == "linear_cross_entropy") {
       op.kind = ProgramOp::Kind::LinearCrossEntropy;
       ok = decodeLinearCrossEntropy(d, o, where, program.buffers, op);
@@ -693,4 +733,198 @@ Expected<ArenaPlan> StepProgram::planArena(const SymbolBindings &sizes, size_t a
     plan.size = std::max(plan.size, offset + size);
   }
   return plan;
+}
+
+int64_t GemmMatrix::extent() const {
+  if (rows <= 0 || cols <= 0 || batch <= 0)
+    return 0;
+  int64_t lastRow = 0, lastMatrix = 0, sum = 0;
+  if (__builtin_mul_overflow(rows - 1, ld, &lastRow) ||
+      __builtin_mul_overflow(batch - 1, stride, &lastMatrix) ||
+      __builtin_add_overflow(lastRow, lastMatrix, &sum) || __builtin_add_overflow(sum, cols, &sum))
+    return INT64_MAX;
+  return sum;
+}
+
+Expected<std::vector<GemmMatrix>> kiln::artifact::gemmMatrices(const StepProgram &program,
+                                                               const ProgramOp &op,
+                                                               const SymbolBindings &sizes,
+                                                               const std::vector<int64_t> &elements) {
+  auto value = [&](const SizeExpr &e, const char *what) -> Expected<int64_t> {
+    Expected<int64_t> v = e.evaluate(sizes);
+    if (!v)
+      return Error{std::string("'") + what + "': " + v.getError()};
+    if (*v < 0)
+      return Error{std::string("'") + what + "' is negative (" + std::to_string(*v) + ")"};
+    return *v;
+  };
+  if (!op.m || !op.n || !op.k || !op.batch || op.strides.size() != 3 ||
+      (!op.lds.empty() && op.lds.size() != 3))
+    return Error{"the GEMM lacks its sizes"};
+  int64_t v[4];
+  const char *names[4] = {"m", "n", "k", "batch"};
+  const SizeExpr *exprs[4] = {&*op.m, &*op.n, &*op.k, &*op.batch};
+  for (int i = 0; i < 4; ++i) {
+    Expected<int64_t> e = value(*exprs[i], names[i]);
+    if (!e)
+      return e.takeError();
+    v[i] = *e;
+  }
+  int64_t m = v[0], n = v[1], k = v[2], batch = v[3];
+  std::vector<GemmMatrix> matrices(3);
+  matrices[0].rows = op.transA ? k : m;
+  matrices[0].cols = op.transA ? m : k;
+  matrices[1].rows = op.transB ? n : k;
+  matrices[1].cols = op.transB ? k : n;
+  matrices[2].rows = m;
+  matrices[2].cols = n;
+  const char *operand[3] = {"a", "b", "c"};
+  int ids[3] = {op.a, op.b, op.c};
+  for (int i = 0; i < 3; ++i) {
+    GemmMatrix &x = matrices[i];
+    x.batch = batch;
+    Expected<int64_t> stride = value(op.strides[i], "strides");
+    if (!stride)
+      return stride.takeError();
+    x.stride = *stride;
+    x.ld = x.cols;
+    if (!op.lds.empty()) {
+      Expected<int64_t> ld = value(op.lds[i], "ld");
+      if (!ld)
+        return ld.takeError();
+      if (*ld < x.cols)
+        return Error{std::string("'ld' of ") + operand[i] + " is " + std::to_string(*ld) +
+                     ", less than its width " + std::to_string(x.cols)};
+      x.ld = *ld;
+    }
+    int id = ids[i];
+    if (id < 0 || static_cast<size_t>(id) >= program.buffers.size() ||
+        static_cast<size_t>(id) >= elements.size())
+      return Error{std::string("bad buffer id for ") + operand[i]};
+    if (x.extent() > elements[id])
+      return Error{std::string(operand[i]) + " (" + std::to_string(x.rows) + "x" +
+                   std::to_string(x.cols) + ", ld " + std::to_string(x.ld) +
+                   (batch > 1 ? ", batch " + std::to_string(batch) : std::string()) +
+                   ") reaches element " + std::to_string(x.extent()) + " of buffer " +
+                   std::to_string(id) + ", which holds " + std::to_string(elements[id])};
+  }
+  return matrices;
+}
+
+Expected<std::vector<int64_t>> kiln::artifact::reachableElements(const StepProgram &program,
+                                                                 const SymbolBindings &sizes) {
+  std::vector<int64_t> elements(program.buffers.size());
+  for (size_t id = 0; id < elements.size(); ++id) {
+    Expected<int64_t> count = program.elementCount(static_cast<int>(id), sizes);
+    if (!count)
+      return count.takeError();
+    elements[id] = *count;
+  }
+  for (const ProgramOp &op : program.ops) {
+    if (op.kind != ProgramOp::Kind::View || op.result < 0 || op.source < 0)
+      continue;
+    int64_t offset = 0;
+    if (op.offset) {
+      Expected<int64_t> v = op.offset->evaluate(sizes);
+      if (!v)
+        return v.takeError();
+      offset = *v;
+    }
+    elements[op.result] = std::max<int64_t>(0, elements[op.source] - offset);
+  }
+  return elements;
+}
+
+Status kiln::artifact::checkStridedViews(const StepProgram &program, const SymbolBindings &sizes,
+                                         const std::vector<int64_t> &elements) {
+  // Per buffer id: the row stride of a view whose rows are not packed.
+  std::map<int, int64_t> strided;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp &op = program.ops[i];
+    if (op.kind != ProgramOp::Kind::View || (!op.offset && !op.rowStride))
+      continue;
+    std::string where = "op " + std::to_string(i) + " (view)";
+    const std::vector<SizeExpr> &shape = program.buffers[op.result].shape;
+    if (shape.empty())
+      return Error{where + ": a view at an offset or row stride needs a rank of at least 1"};
+    if (program.buffers[op.result].dtype != program.buffers[op.source].dtype)
+      return Error{where + ": a view at an offset or row stride changes the dtype"};
+    Expected<int64_t> width = shape.back().evaluate(sizes);
+    Expected<int64_t> offset = op.offset ? op.offset->evaluate(sizes) : Expected<int64_t>(0);
+    Expected<int64_t> stride = op.rowStride ? op.rowStride->evaluate(sizes) : width;
+    if (!width || !offset || !stride)
+      return Error{where + ": its offset, row stride or width does not evaluate"};
+    if (*offset < 0 || *stride < *width)
+      return Error{where + ": offset " + std::to_string(*offset) + " or row stride " +
+                   std::to_string(*stride) + " is out of range (width " + std::to_string(*width) +
+                   ")"};
+    if (strided.count(op.source))
+      return Error{where + ": views a block of columns (buffer " + std::to_string(op.source) +
+                   ") again"};
+    Expected<int64_t> count = program.elementCount(op.result, sizes);
+    if (!count)
+      return Error{where + ": " + count.getError()};
+    GemmMatrix block;
+    block.cols = *width;
+    block.rows = *width ? *count / *width : 0;
+    block.ld = *stride;
+    int64_t extent = block.extent();
+    if (extent > INT64_MAX - *offset || *offset + extent > elements[op.source])
+      return Error{where + ": reaches element " + std::to_string(*offset + extent) +
+                   " of buffer " + std::to_string(op.source) + ", which holds " +
+                   std::to_string(elements[op.source])};
+    if (*stride != *width)
+      strided[op.result] = *stride;
+  }
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp &op = program.ops[i];
+    std::string where = "op " + std::to_string(i);
+    if (op.kind == ProgramOp::Kind::Gemm) {
+      int ids[3] = {op.a, op.b, op.c};
+      for (int s = 0; s < 3; ++s) {
+        auto it = strided.find(ids[s]);
+        if (it == strided.end())
+          continue;
+        Expected<int64_t> ld =
+            op.lds.empty() ? Expected<int64_t>(Error{"packed"}) : op.lds[s].evaluate(sizes);
+        if (!ld || *ld != it->second)
+          return Error{where + " (gemm): reads buffer " + std::to_string(ids[s]) +
+                       " (columns at row stride " + std::to_string(it->second) +
+                       ") without that leading dimension"};
+      }
+      if (op.bias >= 0 && strided.count(op.bias))
+        return Error{where + " (gemm): a bias is a block of columns"};
+      continue;
+    }
+    if (op.kind == ProgramOp::Kind::Launch && !op.rowStrides.empty()) {
+      // A kernel writes its strided args at exactly the view's stride, and
+      // indexes nothing else that way (it would run past a packed buffer).
+      for (size_t a = 0; a < op.args.size(); ++a) {
+        auto it = strided.find(op.args[a]);
+        int64_t want = it == strided.end() ? 0 : it->second, declared = op.rowStrides[a];
+        // A row stride equal to the width is packed.
+        const std::vector<SizeExpr> &shape = program.buffers[op.args[a]].shape;
+        Expected<int64_t> width = shape.empty() ? Expected<int64_t>(1) : shape.back().evaluate(sizes);
+        if (declared && width && declared == *width)
+          declared = 0;
+        if (declared != want)
+          return Error{where + " (launch): indexes buffer " + std::to_string(op.args[a]) +
+                       " at row stride " + std::to_string(op.rowStrides[a]) + "; it is " +
+                       (want ? "columns at row stride " + std::to_string(want) : "packed")};
+      }
+      continue;
+    }
+    for (int id : touched(op))
+      if (strided.count(id))
+        return Error{where + ": indexes buffer " + std::to_string(id) + " (columns at row stride " +
+                     std::to_string(strided[id]) + ") as packed; only GEMMs may read it"};
+    if (op.kind == ProgramOp::Kind::LinearCrossEntropy)
+      for (int id : op.head->buffers())
+        if (strided.count(id))
+          return Error{where + ": indexes buffer " + std::to_string(id) + " as packed"};
+  }
+  for (const ProgramBinding &result : program.results)
+    if (strided.count(result.buffer))
+      return Error{"result '" + result.name + "' is a block of columns"};
+  return Status::success();
 }

@@ -16,7 +16,10 @@
 // 1e-2 for bf16/f16 ones; integers and booleans must match exactly. A case
 // with `metric l2 TOL` (low-precision attention) passes when
 // ||out - ref|| / ||ref|| <= TOL and no output element is NaN: the numerics
-// policy of docs/codegen.md.
+// policy of docs/codegen.md. An output with a `stride K WIDTH STRIDE` line
+// (a kernel that writes a block of columns of a wider buffer, an in-place
+// concatenation's part) lives in rows of STRIDE elements: its WIDTH columns
+// are compared, and every element between them must still be poison.
 //
 // Harness mode (bench/attention.py): `--inputs DIR` reads in<K>.bin from
 // DIR/<kernel>/ instead of the case directory, `--dump DIR` writes each
@@ -54,6 +57,10 @@ struct Tensor {
   int64_t count = 0;
   std::string file;
   std::string init; // outputs: poison, zero, copy<K>
+  // outputs: written as `width` columns of rows `rowStride` apart (0: packed)
+  int64_t width = 0, rowStride = 0;
+  /// Elements of its device buffer.
+  int64_t stored() const { return rowStride ? count / width * rowStride : count; }
 };
 
 struct Case {
@@ -139,6 +146,19 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       if (key == "out")
         words >> t.init;
       (key == "in" ? c.ins : c.outs).push_back(t);
+    } else if (key == "stride") {
+      size_t index = 0;
+      int64_t width = 0, stride = 0;
+      words >> index >> width >> stride;
+      if (!words.fail() && (index >= c.outs.size() || width <= 0 || stride < width ||
+                            c.outs[index].count % width || c.outs[index].init != "poison")) {
+        error = path + ": bad line '" + line + "'";
+        return false;
+      }
+      if (!words.fail()) {
+        c.outs[index].width = width;
+        c.outs[index].rowStride = stride;
+      }
     } else if (key == "symbol") {
       std::string name;
       int64_t value = 0;
@@ -356,8 +376,10 @@ struct Checker {
         return "bad reference file " + t.file;
       }
       CUdeviceptr ptr;
-      size_t bytes = t.count * elementSize(t.dtype);
-      std::string e = alloc(t, ptr);
+      size_t bytes = t.stored() * elementSize(t.dtype);
+      Tensor stored = t;
+      stored.count = t.stored();
+      std::string e = alloc(stored, ptr);
       // Poison first: an element the kernel forgets stays NaN (0xff bytes).
       if (e.empty())
         e = check(driver.cuMemsetD8_v2(ptr, 0xff, bytes), "cuMemsetD8");
@@ -397,10 +419,27 @@ struct Checker {
     double worst = 0;
     std::vector<std::string> outputs(c.outs.size());
     for (size_t o = 0; o < c.outs.size() && e.empty(); ++o) {
-      outputs[o].assign(expected[o].size(), '\0');
-      e = check(
-          driver.cuMemcpyDtoH_v2(outputs[o].data(), buffers[c.ins.size() + o], outputs[o].size()),
-          "cuMemcpyDtoH");
+      const Tensor &t = c.outs[o];
+      size_t size = elementSize(t.dtype);
+      std::string stored(t.stored() * size, '\0');
+      e = check(driver.cuMemcpyDtoH_v2(stored.data(), buffers[c.ins.size() + o], stored.size()),
+                "cuMemcpyDtoH");
+      if (e.empty() && t.rowStride) {
+        // The packed elements from their rows; the columns between them
+        // must still hold the poison (the kernel wrote only its block).
+        outputs[o].assign(t.count * size, '\0');
+        for (int64_t row = 0; row < t.count / t.width; ++row) {
+          std::memcpy(&outputs[o][row * t.width * size], &stored[row * t.rowStride * size],
+                      t.width * size);
+          for (int64_t b = (row * t.rowStride + t.width) * size;
+               b < (row + 1) * t.rowStride * static_cast<int64_t>(size); ++b)
+            if (static_cast<unsigned char>(stored[b]) != 0xff && e.empty())
+              e = "out" + std::to_string(o) + ": row " + std::to_string(row) +
+                  " was written past its " + std::to_string(t.width) + " columns";
+        }
+      } else {
+        outputs[o] = std::move(stored);
+      }
       if (e.empty() && !dumpDir.empty()) {
         std::string target = dumpDir + "/" + c.kernel;
         mkdir(dumpDir.c_str(), 0755);

@@ -110,13 +110,31 @@ static int printGemms(const StepArtifact &step, const char *path) {
     std::string sizes; // "8192x8192x32", or "" when a symbol has no value
   };
   std::map<std::string, Signature> signatures;
-  size_t gemms = 0, accumulating = 0;
-  for (const ProgramOp &op : program->ops) {
+  size_t gemms = 0, accumulating = 0, strided = 0;
+  // At the plan's sizes every matrix must lie inside its buffer at its
+  // leading dimension (what the executor checks before it runs).
+  std::vector<int64_t> elements;
+  if (!at.empty()) {
+    Expected<std::vector<int64_t>> reachable = reachableElements(*program, at);
+    if (!reachable)
+      return error(kExitBadInput, std::string(path) + ": section 'step': " + reachable.getError());
+    elements = std::move(*reachable);
+  }
+  if (!at.empty())
+    if (Status s = checkStridedViews(*program, at, elements); !s)
+      return error(kExitBadInput, std::string(path) + ": section 'step': " + s.getError());
+  for (size_t i = 0; i < program->ops.size(); ++i) {
+    const ProgramOp &op = program->ops[i];
     if (op.kind != ProgramOp::Kind::Gemm || !op.m || !op.n || !op.k)
       continue;
     ++gemms;
     if (op.beta != 0)
       ++accumulating;
+    if (!at.empty())
+      if (Expected<std::vector<GemmMatrix>> checked = gemmMatrices(*program, op, at, elements);
+          !checked)
+        return error(kExitBadInput, std::string(path) + ": section 'step': op " +
+                                        std::to_string(i) + " (gemm): " + checked.getError());
     std::string key = op.m->getText() + " x " + op.n->getText() + " x " + op.k->getText();
     if (op.transA)
       key += ", trans_a";
@@ -124,6 +142,10 @@ static int printGemms(const StepArtifact &step, const char *path) {
       key += ", trans_b";
     if (op.beta != 0)
       key += ", beta = 1";
+    if (!op.lds.empty()) {
+      ++strided;
+      key += ", ld " + op.lds[0].getText() + "/" + op.lds[1].getText() + "/" + op.lds[2].getText();
+    }
     Signature &sig = signatures[key];
     if (sig.count++ == 0 && !at.empty()) {
       Expected<int64_t> m = op.m->evaluate(at), n = op.n->evaluate(at), k = op.k->evaluate(at);
@@ -131,7 +153,11 @@ static int printGemms(const StepArtifact &step, const char *path) {
         sig.sizes = std::to_string(*m) + "x" + std::to_string(*n) + "x" + std::to_string(*k);
     }
   }
-  std::printf("gemms in the step program (%zu, %zu with beta = 1):\n", gemms, accumulating);
+  if (strided)
+    std::printf("gemms in the step program (%zu, %zu with beta = 1, %zu with ld):\n", gemms,
+                accumulating, strided);
+  else
+    std::printf("gemms in the step program (%zu, %zu with beta = 1):\n", gemms, accumulating);
   std::vector<std::pair<std::string, Signature>> sorted(signatures.begin(), signatures.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto &a, const auto &b) { return a.second.count > b.second.count; });

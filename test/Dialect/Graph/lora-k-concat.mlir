@@ -3,6 +3,7 @@
 // Forward: x W + s (t B^T), W stored [in, out] (the exporter's pre-transposed
 // weight), B padded to the group's rank: [x | t] [W ; s B^T], one GEMM.
 // CHECK-LABEL: func.func @forward
+// CHECK-SAME: attributes {kiln.lora_k_concat}
 // CHECK: %[[T:.+]] = kiln.matmul %arg0, %arg2 {transpose_b}
 // CHECK: %[[XT:.+]] = kiln.concat %arg0, %[[T]] {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x80xbf16, #kiln.dims<[n]>>
 // CHECK: %[[BT:.+]] = kiln.transpose %arg3 {perm = array<i64: 1, 0>} : (tensor<176x16xbf16>) -> tensor<16x176xbf16>
@@ -80,6 +81,7 @@ func.func @input_gradient(%dyq: tensor<?x64xf32, #kiln.dims<[n]>>, %dyk: tensor<
 // Left alone: two frozen products (no adapter), an adapter product with no
 // wider frozen partner, and a frozen term used twice.
 // CHECK-LABEL: func.func @unchanged
+// CHECK-NOT: kiln.lora_k_concat
 // CHECK-NOT: kiln.concat
 // CHECK: kiln.add
 // CHECK: kiln.add

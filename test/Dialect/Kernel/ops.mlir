@@ -42,3 +42,19 @@ func.func @fused(%x: tensor<8xf32>) -> tensor<8xf32> {
   }
   return %0 : tensor<8xf32>
 }
+
+// A K-concatenated LoRA GEMM: t = x A^T written beside x in [x | t] (ldc),
+// then [x | t] against [W ; B] as one GEMM.
+// CHECK-LABEL: func.func @columns
+// CHECK: %[[X:.+]] = kiln_kernel.view %[[XT:.+]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>} : !kiln_kernel.buffer<tensor<?x72xbf16, #kiln.dims<[n]>>> -> !kiln_kernel.buffer<tensor<?x64xbf16, #kiln.dims<[n]>>>
+// CHECK: %[[T:.+]] = kiln_kernel.view %[[XT]] {offset = #kiln.expr<64>, row_stride = #kiln.expr<72>}
+// CHECK: kiln_kernel.gemm %[[X]], %{{.+}} -> %[[T]] {{.*}} {lds = #kiln.dims<[72, 64, 72]>, trans_b}
+func.func @columns(%a: !kiln_kernel.buffer<tensor<8x64xbf16>>, %w: !kiln_kernel.buffer<tensor<72x32xbf16>>) {
+  %xt = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x72xbf16, #kiln.dims<[n]>>>
+  %x = kiln_kernel.view %xt {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>} : !kiln_kernel.buffer<tensor<?x72xbf16, #kiln.dims<[n]>>> -> !kiln_kernel.buffer<tensor<?x64xbf16, #kiln.dims<[n]>>>
+  %t = kiln_kernel.view %xt {offset = #kiln.expr<64>, row_stride = #kiln.expr<72>} : !kiln_kernel.buffer<tensor<?x72xbf16, #kiln.dims<[n]>>> -> !kiln_kernel.buffer<tensor<?x8xbf16, #kiln.dims<[n]>>>
+  kiln_kernel.gemm %x, %a -> %t m = #kiln.expr<n> n = #kiln.expr<8> k = #kiln.expr<64> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32 {trans_b, lds = #kiln.dims<[72, 64, 72]>} : !kiln_kernel.buffer<tensor<?x64xbf16, #kiln.dims<[n]>>>, !kiln_kernel.buffer<tensor<8x64xbf16>> -> !kiln_kernel.buffer<tensor<?x8xbf16, #kiln.dims<[n]>>>
+  %y = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x32xbf16, #kiln.dims<[n]>>>
+  kiln_kernel.gemm %xt, %w -> %y m = #kiln.expr<n> n = #kiln.expr<32> k = #kiln.expr<72> batch = #kiln.expr<1> strides = #kiln.dims<[0, 0, 0]> epilogue <none> compute f32 : !kiln_kernel.buffer<tensor<?x72xbf16, #kiln.dims<[n]>>>, !kiln_kernel.buffer<tensor<72x32xbf16>> -> !kiln_kernel.buffer<tensor<?x32xbf16, #kiln.dims<[n]>>>
+  return
+}

@@ -162,6 +162,11 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
     for (AddOp root : roots)
       while (root)
         root = rewrite(root);
+    // kiln-lower-to-step writes this function's concatenations in place
+    // (docs/codegen.md); other steps keep their copy kernels until that is
+    // measured.
+    if (!fused.empty())
+      func->setAttr("kiln.lora_k_concat", UnitAttr::get(func.getContext()));
   }
 
   llvm::SmallPtrSet<Operation *, 16> fused;

@@ -30,6 +30,13 @@ using namespace kiln::kernel;
 namespace {
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The row stride of a buffer that is a block of columns of another (a view
+/// with `row_stride`), or null for a packed one.
+Dim rowStrideOf(Value buffer) {
+  auto view = buffer.getDefiningOp<ViewOp>();
+  return view ? view.getRowStrideAttr() : Dim();
+}
 BufferType bufferOf(Type t) { return BufferType::get(t.getContext(), cast<RankedTensorType>(t)); }
 
 /// Sorted names of the size symbols a kernel body mentions.
@@ -157,6 +164,169 @@ struct Lowering {
   llvm::DenseMap<Operation *, GemmAccumulate> accumulates;
   llvm::DenseMap<Operation *, GemmAccumulate> intoScales; // by the C's matmul
   llvm::SmallPtrSet<Operation *, 8> alphaOnly;
+  /// In-place concatenations (docs/design/lora-k-concat.md): per input
+  /// value, the concat fusion whose columns its producer writes and the
+  /// first column; per concat, its buffer once the first producer ran.
+  DenseMap<Value, std::pair<Operation *, int64_t>> columnsOf;
+  DenseMap<Operation *, Value> concatBuffers;
+  /// Per in-place concat, the inputs copied into their columns instead
+  /// (with their first column): a kernel reads them, or something reads
+  /// them after the concat's last use (the LoRA t the backward's dB reads:
+  /// in place, it would keep the whole [x | t] alive).
+  DenseMap<Operation *, SmallVector<std::pair<Value, int64_t>>> copiedColumns;
+
+  /// The concat's inputs (block arguments in order, each once) when `op`
+  /// is a loop fusion that only concatenates them along the last axis.
+  static std::optional<SmallVector<Value>> concatInputs(FusionOp fusion) {
+    if (fusion.getKind() != FusionKind::loop || fusion->getNumResults() != 1)
+      return std::nullopt;
+    Block &body = fusion.getBody().front();
+    if (!llvm::hasSingleElement(body.without_terminator()))
+      return std::nullopt;
+    auto concat = dyn_cast<ConcatOp>(body.front());
+    auto type = concat ? dyn_cast<RankedTensorType>(concat.getType()) : nullptr;
+    if (!concat || body.getTerminator()->getOperands() != ValueRange{concat.getResult()} ||
+        static_cast<int64_t>(concat.getAxis()) != type.getRank() - 1 ||
+        type.isDynamicDim(type.getRank() - 1))
+      return std::nullopt;
+    SmallVector<Value> inputs;
+    for (Value operand : concat.getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
+        return std::nullopt;
+      Value input = fusion.getInputs()[arg.getArgNumber()];
+      if (llvm::is_contained(inputs, input))
+        return std::nullopt;
+      inputs.push_back(input);
+    }
+    return inputs;
+  }
+
+  /// Whether a GEMM can read `v` as a block of columns: `mm` reads it as
+  /// rows of an unbatched product (a shared 2-D right operand, or a batch
+  /// folded into k).
+  bool readsAsColumns(MatmulOp mm, Value v) {
+    if (weightGradSum(mm))
+      return true;
+    return mm.getLhs() == v && mm.getRhs() != v && !mm.getTransposeA() &&
+           tensorOf(mm.getRhs()).getRank() == 2;
+  }
+
+  /// Whether `v`'s producer can write it straight into columns of a wider
+  /// buffer: a plain GEMM (through ldc) or a loop or row kernel's output
+  /// that nothing initializes (through its row stride).
+  bool writesAsColumns(Value v, const llvm::SmallPtrSetImpl<Operation *> &concats) {
+    Operation *def = v.getDefiningOp();
+    if (!def || scales.count(def) || alphaOnly.contains(def))
+      return false;
+    if (auto mm = dyn_cast<MatmulOp>(def))
+      return !accumulates.count(mm) && !intoScales.count(mm) && !gemmEpilogueOf(mm) &&
+             !weightGradSum(mm) && !mm.getTransposeA() && tensorOf(mm.getRhs()).getRank() == 2;
+    auto fusion = dyn_cast<FusionOp>(def);
+    if (!fusion || concats.contains(fusion) ||
+        (fusion.getKind() != FusionKind::loop && fusion.getKind() != FusionKind::row))
+      return false;
+    Value yielded =
+        fusion.getBody().front().getTerminator()->getOperand(cast<OpResult>(v).getResultNumber());
+    return outputInit(yielded) == OutputInit::None;
+  }
+
+  /// The elements a loop or row kernel moves per vector access (1: scalar).
+  static int64_t vectorWidthOf(Value v) {
+    auto fusion = v.getDefiningOp<FusionOp>();
+    if (!fusion)
+      return 1;
+    Block &body = fusion.getBody().front();
+    if (fusion.getKind() == FusionKind::row)
+      return std::max<int64_t>(1, rowLayout(body).width);
+    return loopVectorWidth(body);
+  }
+
+  /// Decides which concatenations are written in place: every input's
+  /// producer writes its columns, and only GEMMs read an input besides.
+  /// Columns and row strides are multiples of 8 elements (16 bytes of
+  /// bf16), which keeps vector stores and cuBLASLt's alignment.
+  void planInPlaceConcats(ArrayRef<Operation *> ops) {
+    DenseMap<Operation *, size_t> position;
+    for (auto [i, op] : llvm::enumerate(ops))
+      position[op] = i;
+    llvm::SmallPtrSet<Operation *, 16> concats;
+    for (Operation *op : ops) {
+      auto fusion = dyn_cast<FusionOp>(op);
+      std::optional<SmallVector<Value>> inputs = fusion ? concatInputs(fusion) : std::nullopt;
+      if (!inputs)
+        continue;
+      int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
+      // The concat's buffer lives until its last reader.
+      size_t lastUse = position.lookup(fusion);
+      for (Operation *user : fusion->getUsers())
+        lastUse = std::max(lastUse, position.lookup(user));
+      bool ok = stride % 8 == 0;
+      SmallVector<std::pair<Value, int64_t>> inPlace, copied;
+      int64_t column = 0;
+      for (Value input : *inputs) {
+        RankedTensorType type = tensorOf(input);
+        int64_t width = type.getShape().back();
+        // Copied inputs go through a vectorized copy kernel: 8 elements.
+        ok = ok && width % 8 == 0 && column % 8 == 0 && !columnsOf.count(input);
+        int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
+        bool here = width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
+                    writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
+        for (Operation *user : input.getUsers()) {
+          auto mm = dyn_cast<MatmulOp>(user);
+          here = here && (user == fusion || (mm && readsAsColumns(mm, input) &&
+                                             position.lookup(user) < lastUse));
+        }
+        (here ? inPlace : copied).push_back({input, column});
+        column += width;
+      }
+      // Only worth it when a producer writes in place.
+      if (!ok || inPlace.empty())
+        continue;
+      concats.insert(fusion);
+      for (auto [input, first] : inPlace)
+        columnsOf[input] = {fusion, first};
+      copiedColumns[fusion] = std::move(copied);
+    }
+  }
+
+  /// Copies the packed `input` into `columns` (a block-of-columns view at
+  /// `stride`): a loop kernel that yields its argument.
+  void copyIntoColumns(Location loc, Value input, Value columns, int64_t stride) {
+    OpBuilder top(func);
+    std::string name = (func.getName() + "_k" + Twine(kernels++) + "_columns").str();
+    auto kernel = top.create<KernelOp>(loc, name, FusionKind::loop, top.getStrArrayAttr({}));
+    Block *body = new Block();
+    kernel.getBody().push_back(body);
+    Value arg = body->addArgument(input.getType(), loc);
+    OpBuilder::atBlockEnd(body).create<YieldOp>(loc, arg);
+    SmallVector<std::string> symbols = bodySymbols(*body);
+    SmallVector<StringRef> refs(symbols.begin(), symbols.end());
+    kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
+    kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+    LaunchShape shape = launchShape(FusionKind::loop, *body);
+    builder.create<LaunchOp>(loc, kernel.getSymName(), ValueRange{lookup(input)},
+                             ValueRange{columns}, shape.items, shape.itemsPerBlock, shape.block,
+                             shape.shared);
+    ++launches;
+  }
+
+  /// The block of columns `v` is written into when its concatenation is in
+  /// place (the concat's buffer allocated here, before its first
+  /// producer), else null.
+  Value columnsFor(Value v, Location loc) {
+    auto it = columnsOf.find(v);
+    if (it == columnsOf.end())
+      return Value();
+    auto [concat, first] = it->second;
+    Value &buffer = concatBuffers[concat];
+    if (!buffer)
+      buffer = alloc(concat->getLoc(), concat->getResult(0).getType());
+    MLIRContext *ctx = v.getContext();
+    int64_t stride = tensorOf(concat->getResult(0)).getShape().back();
+    return builder.create<ViewOp>(loc, bufferOf(v.getType()), buffer, dimConst(ctx, first),
+                                  dimConst(ctx, stride));
+  }
 
   /// The buffer a GEMM reads for `operand`: through a folded scale, whose
   /// factor multiplies alpha.
@@ -238,7 +408,9 @@ struct Lowering {
       out = lookup(acc->into);
       replaced = acc->add;
     } else {
-      out = alloc(loc, resultType);
+      out = replaced == mm.getOperation() ? columnsFor(mm.getResult(), loc) : Value();
+      if (!out)
+        out = alloc(loc, resultType);
     }
     // The C of a sum, scaled: the scale is this GEMM's alpha and reads the
     // same buffer.
@@ -246,9 +418,18 @@ struct Lowering {
       alpha *= it->second.intoAlpha;
       map.map(it->second.intoScale->getResult(0), out);
     }
+    // A block of columns (a view at a row stride: a K-concatenation's
+    // part) is read or written at its stride.
+    Dim lda = rowStrideOf(lhs), ldb = rowStrideOf(rhs), ldc = rowStrideOf(out);
+    DimsAttr lds;
+    if (lda || ldb || ldc) {
+      if (!isConst(batch, 1))
+        return mm.emitOpError("is a batched GEMM of a block of columns");
+      lds = DimsAttr::get(ctx, {lda ? lda : (ta ? m : k), ldb ? ldb : (tb ? k : n), ldc ? ldc : n});
+    }
     auto gemm = builder.create<GemmOp>(loc, lhs, rhs, bias, out, ta, tb, m, n, k, batch,
                                        DimsAttr::get(ctx, {sa, sb, sc}), epilogue,
-                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr);
+                                       Float32Type::get(ctx), FloatAttr(), acc != nullptr, lds);
     if (alpha != 1)
       gemm.setAlphaAttr(builder.getF64FloatAttr(alpha));
     map.map(replaced->getResult(0), out);
@@ -258,6 +439,19 @@ struct Lowering {
 
   LogicalResult lowerFusion(FusionOp fusion) {
     Location loc = fusion.getLoc();
+    // A concatenation in place: its producers wrote its columns.
+    if (auto it = concatBuffers.find(fusion); it != concatBuffers.end()) {
+      Value buffer = it->second;
+      MLIRContext *ctx = fusion.getContext();
+      int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
+      for (auto [input, first] : copiedColumns.lookup(fusion)) {
+        Value columns = builder.create<ViewOp>(loc, bufferOf(input.getType()), buffer,
+                                               dimConst(ctx, first), dimConst(ctx, stride));
+        copyIntoColumns(loc, input, columns, stride);
+      }
+      map.map(fusion->getResult(0), buffer);
+      return success();
+    }
     Block &body = fusion.getBody().front();
     FusionKind kind = fusion.getKind();
     std::string name = kernelName(func.getName(), kernels++, kind, body);
@@ -281,9 +475,14 @@ struct Lowering {
     LaunchShape shape = launchShape(kind, body);
     // Outputs, initialized when the kernel accumulates into them.
     SmallVector<Value> outs;
+    SmallVector<int64_t> rowStrides; // per output; 0: packed
     for (auto [result, yielded] :
          llvm::zip(fusion.getResults(), body.getTerminator()->getOperands())) {
-      Value out = alloc(loc, yielded.getType());
+      Value out = columnsFor(result, loc);
+      rowStrides.push_back(
+          out ? tensorOf(columnsOf[result].first->getResult(0)).getShape().back() : 0);
+      if (!out)
+        out = alloc(loc, yielded.getType());
       Value source;
       OutputInit init = outputInit(yielded, &source);
       if (init == OutputInit::Zero)
@@ -312,6 +511,10 @@ struct Lowering {
     SmallVector<StringRef> symbolRefs(symbols.begin(), symbols.end());
     auto kernel = top.create<KernelOp>(loc, name, kind, top.getStrArrayAttr(symbolRefs));
     kernel.getBody().takeBody(fusion.getBody());
+    // Outputs written as columns of a wider buffer (kiln-dedupe-kernels
+    // keeps such a kernel apart from the packed one).
+    if (llvm::any_of(rowStrides, [](int64_t s) { return s != 0; }))
+      kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr(rowStrides));
     SmallVector<unsigned> widenedIndices;
     for (auto [index, type] : widened)
       widenedIndices.push_back(index);
@@ -468,7 +671,8 @@ struct Lowering {
     }
     if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
       map.map(op->getResult(0), builder.create<ViewOp>(loc, bufferOf(op->getResult(0).getType()),
-                                                       lookup(op->getOperand(0))));
+                                                       lookup(op->getOperand(0)), SymExprAttr(),
+                                                       SymExprAttr()));
       return success();
     }
     // Scales folded into the alpha of every GEMM that reads them.
@@ -531,6 +735,10 @@ struct Lowering {
       if (onlyFeedsAlpha(op))
         alphaOnly.insert(op);
     }
+    // Only in steps kiln-lora-k-concat rewrote (its flag is off by default
+    // until the GPU measures the in-place concatenations).
+    if (func->hasAttr("kiln.lora_k_concat"))
+      planInPlaceConcats(ops);
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();

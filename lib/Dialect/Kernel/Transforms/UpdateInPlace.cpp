@@ -131,7 +131,8 @@ struct UpdateInPlacePass final : kiln::kernel::impl::UpdateInPlacePassBase<Updat
       if (readLater)
         continue;
       OpBuilder b(alloc);
-      Value view = b.create<ViewOp>(alloc.getLoc(), result.getType(), old);
+      Value view = b.create<ViewOp>(alloc.getLoc(), result.getType(), old, SymExprAttr(),
+                                      SymExprAttr());
       alloc.replaceAllUsesWith(view);
       alloc.erase();
       taken.insert(old);

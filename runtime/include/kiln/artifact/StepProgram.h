@@ -93,6 +93,9 @@ struct ProgramOp {
   double value = 0;      ///< fill
   std::string module;    ///< launch: kernels/<module>/...
   std::vector<int> args; ///< launch: inputs then outputs; all_reduce_wait: the bucket's buffers
+  /// launch, version 3: per arg, the row stride the kernel indexes it at
+  /// (0: packed; empty: all packed).
+  std::vector<int64_t> rowStrides;
   std::vector<std::string> symbols; ///< launch: the int64 arguments after them
   std::optional<SizeExpr> items, shared;
   int64_t per = 1, block = 1;
@@ -110,6 +113,11 @@ struct ProgramOp {
   std::vector<SizeExpr> strides;           ///< gemm: a, b, c element strides
   std::string epilogue;                    ///< gemm: "none", "bias", ...
   double alpha = 1, beta = 0;              ///< gemm: C = alpha op(A) op(B) + beta C
+  /// gemm, version 3: the row strides of A, B, C as stored (empty: packed).
+  std::vector<SizeExpr> lds;
+  /// view, version 3: the first element (in the source's elements) and the
+  /// distance between the result's rows (absent: 0 and the result's width).
+  std::optional<SizeExpr> offset, rowStride;
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
   std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
   /// all_reduce: outs[i] becomes the mean of ins[i] over the ranks (the same
@@ -167,6 +175,36 @@ public:
   /// Bytes of buffer \p id as an expression ("4096*batch*seq").
   Expected<SizeExpr> byteSize(int id) const;
 };
+
+/// One matrix of a GEMM as stored, row-major: `rows` x `cols` at row
+/// stride `ld`, `batch` of them `stride` elements apart.
+struct GemmMatrix {
+  int64_t rows = 0, cols = 0, ld = 0, batch = 1, stride = 0;
+  /// Elements from the first to one past the last it touches.
+  int64_t extent() const;
+};
+
+/// Per buffer id at \p sizes: how many elements lie from its first one to
+/// the end of its memory (its element count; for a view at an offset, what
+/// its source has left past the offset).
+Expected<std::vector<int64_t>> reachableElements(const StepProgram &program,
+                                                 const SymbolBindings &sizes);
+
+/// The stored A, B and C of gemm op \p op at \p sizes, checked: sizes
+/// evaluate, every leading dimension is at least its matrix's width and
+/// every extent fits in its buffer's memory (\p elements: reachableElements
+/// at these sizes). The error names the operand.
+Expected<std::vector<GemmMatrix>> gemmMatrices(const StepProgram &program, const ProgramOp &op,
+                                               const SymbolBindings &sizes,
+                                               const std::vector<int64_t> &elements);
+
+/// Views at an offset or row stride, checked at \p sizes (\p elements as
+/// for gemmMatrices): each lies inside its source, and one whose row stride
+/// is not its width (a block of columns) is read or written only by GEMMs
+/// whose leading dimension for it is that stride; nothing else may index it
+/// as packed (\p elements: reachableElements). The error names the op.
+Status checkStridedViews(const StepProgram &program, const SymbolBindings &sizes,
+                         const std::vector<int64_t> &elements);
 
 /// Lowercase hex (two digits per byte) to bytes; false if malformed.
 bool decodeHex(const std::string &hex, std::string &out);

@@ -119,10 +119,14 @@ std::string hashSignature(std::string_view signature);
 /// (column-major) operands are transposed, the epilogue and whether it has a
 /// bias, sizes, batch count and strides. Two GEMMs with the same signature
 /// are one tuning problem. A descriptor attribute that changes which
-/// algorithms apply (e.g. accumulating into C) belongs in it.
+/// algorithms apply (e.g. accumulating into C) belongs in it. \p lds, the
+/// column-major leading dimensions of the first operand, the second and the
+/// result, are named only when one is not its matrix's packed height (a
+/// packed GEMM keeps the signature it had before leading dimensions).
 std::string gemmSignature(artifact::DType ab, artifact::DType c, bool transFirst, bool transSecond,
                           const std::string &epilogue, bool bias, uint64_t m, uint64_t n,
-                          uint64_t k, int64_t batch, const int64_t strides[3]);
+                          uint64_t k, int64_t batch, const int64_t strides[3],
+                          const int64_t *lds = nullptr);
 
 /// A launch shape as a "launch" entry's config: "per=1024,block=256" (items
 /// per block, threads per block); decodeLaunchShape reads it back (false
