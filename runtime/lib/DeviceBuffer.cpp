@@ -20,6 +20,13 @@ Expected<DeviceBuffer> DeviceBuffer::allocate(const Device &device, size_t bytes
   return buffer;
 }
 
+DeviceBuffer DeviceBuffer::borrowed(CUdeviceptr ptr, size_t bytes) {
+  DeviceBuffer buffer;
+  buffer.ptr = ptr;
+  buffer.bytes = bytes;
+  return buffer;
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
     : driver(other.driver), ptr(other.ptr), bytes(other.bytes) {
   other.ptr = 0;
@@ -27,7 +34,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
-    if (ptr)
+    if (ptr && driver)
       driver->cuMemFree_v2(ptr);
     driver = other.driver;
     ptr = other.ptr;
@@ -38,6 +45,6 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr)
+  if (ptr && driver)
     driver->cuMemFree_v2(ptr);
 }

@@ -43,7 +43,7 @@ Status StepExecutor::makeAccumulators(const SymbolBindings &sizes) {
         return Error{"accum program: accumulator '" + arg.name + "': " + v.getError()};
       shape.push_back(*v);
     }
-    Expected<NamedTensor> t = makeTensor(*device, buffer.dtype, shape);
+    Expected<NamedTensor> t = makeTensor(*device, buffer.dtype, shape, pool.get(), persistentKey(arg));
     if (!t)
       return t.takeError();
     if (Status s = device->check(device->getDriver().cuMemsetD8Async(t->memory.get(), 0,

@@ -16,6 +16,7 @@
 #include "kiln/artifact/HopperAttention.h"
 
 #include "ElementConversion.h"
+#include "kiln/runtime/PersistentPool.h"
 #include "ProgramRunner.h"
 #include "WeightLoading.h"
 
@@ -178,6 +179,27 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   x->tuningKey.cudnn = x->cudnn ? x->cudnn->getVersionString() : "none";
 
   WeightLoader loadNamed = x->makeWeightLoader(weights);
+  // The tensors every step needs, laid out in one allocation before any is
+  // made (kiln/runtime/PersistentPool.h); the init program's own inputs stay apart, so
+  // that freeing them (QLoRA's bf16 weights) returns their memory.
+  {
+    std::vector<const StepProgram *> persistentPrograms = {program};
+    for (const char *loop : {"accum", "apply", "eval"})
+      if (const StepProgram *p = artifact.getProgram(loop))
+        persistentPrograms.push_back(p);
+    Expected<std::map<std::string, size_t>> bytes =
+        persistentTensorBytes(persistentPrograms, firstSizes);
+    if (!bytes)
+      return bytes.takeError();
+    Expected<PoolLayout> layout = layOutPool(*bytes, kArenaAlignment);
+    if (!layout)
+      return layout.takeError();
+    Expected<std::unique_ptr<PersistentPool>> pool = PersistentPool::create(device, *layout);
+    if (!pool)
+      return pool.takeError();
+    x->pool = std::move(*pool);
+    device.traceMemory("persistent tensors' pool (" + std::to_string(x->pool->size()) + " bytes)");
+  }
 
   cublasLtHandle_t handle = nullptr;
   if (cublasStatus_t status = lt.cublasLtCreate(&handle); status != CUBLAS_STATUS_SUCCESS)
@@ -208,7 +230,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
           return t.takeError();
     } else if (arg.role == "state") {
       x->stateNames.push_back(arg.name);
-      Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape);
+      Expected<NamedTensor> t = makeTensor(device, buffer.dtype, shape, x->pool.get(), arg.name);
       if (!t)
         return t.takeError();
       if (Status s = device.check(device.getDriver().cuMemsetD8Async(t->memory.get(), 0,

@@ -13,6 +13,7 @@
 #include "WeightLoading.h"
 
 #include "ElementConversion.h"
+#include "kiln/runtime/PersistentPool.h"
 #include "ProgramRunner.h"
 
 #include <cstring>
@@ -22,15 +23,21 @@ using namespace kiln::runtime;
 using namespace kiln::artifact;
 
 Expected<NamedTensor> kiln::runtime::makeTensor(const Device &device, DType dtype,
-                                                std::vector<int64_t> shape) {
+                                                std::vector<int64_t> shape, PersistentPool *pool,
+                                                const std::string &name) {
   NamedTensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
   t.count = 1;
   for (int64_t d : t.shape)
     t.count *= d;
-  Expected<DeviceBuffer> memory =
-      DeviceBuffer::allocate(device, std::max<size_t>(1, t.count * dtypeSize(dtype)));
+  size_t bytes = t.count * dtypeSize(dtype);
+  if (pool)
+    if (std::optional<DeviceBuffer> slice = pool->take(name, bytes)) {
+      t.memory = std::move(*slice);
+      return t;
+    }
+  Expected<DeviceBuffer> memory = DeviceBuffer::allocate(device, std::max<size_t>(1, bytes));
   if (!memory)
     return memory.takeError();
   t.memory = std::move(*memory);
@@ -60,7 +67,7 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
   auto randomTensor = [this](const std::string &name, DType dtype,
                              const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
     const Device &device = *this->device;
-    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
     if (!tensor)
       return tensor.takeError();
     uint64_t state = *options.randomInitSeed ^ 0x9E3779B97F4A7C15ull;
@@ -100,7 +107,7 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
     // The model file's own small values (RoPE frequencies, norm weights),
     // when the weights lack the tensor: never random.
     auto inlineValue = [&]() -> Expected<NamedTensor *> {
-      Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+      Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
       if (!tensor)
         return tensor.takeError();
       Expected<std::string> bytes =
@@ -136,7 +143,7 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
           std::memcpy(&transposed[(j * rows + i) * size], data + (i * cols + j) * size, size);
       data = reinterpret_cast<const unsigned char *>(transposed.data());
     }
-    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape);
+    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
     if (!tensor)
       return tensor.takeError();
     if (static_cast<int64_t>(info.getElementCount()) != tensor->count)
@@ -183,7 +190,7 @@ Status StepExecutor::runInitProgram(const StepProgram &init, const StepProgram &
     std::vector<int64_t> shape;
     for (const SizeExpr &d : buffer.shape)
       shape.push_back(*d.evaluate(sizes));
-    Expected<NamedTensor> t = makeTensor(*device, buffer.dtype, shape);
+    Expected<NamedTensor> t = makeTensor(*device, buffer.dtype, shape, pool.get(), result.name);
     if (!t)
       return t.takeError();
     if (Status s = uploadTo(*device, *t, *bytes); !s)

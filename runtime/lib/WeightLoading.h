@@ -18,9 +18,13 @@
 
 namespace kiln::runtime {
 
-/// A tensor of \p dtype and \p shape, allocated (at least one byte).
+class PersistentPool;
+
+/// A tensor of \p dtype and \p shape, allocated (at least one byte): the
+/// slice \p pool planned for \p name when there is one, else on its own.
 Expected<NamedTensor> makeTensor(const Device &device, artifact::DType dtype,
-                                 std::vector<int64_t> shape);
+                                 std::vector<int64_t> shape, PersistentPool *pool = nullptr,
+                                 const std::string &name = {});
 /// Copies \p bytes into \p t through the device's stream and waits.
 Status uploadTo(const Device &device, NamedTensor &t, const std::string &bytes);
 

@@ -15,6 +15,7 @@
 
 #include "kiln/artifact/ArenaScratch.h"
 #include "kiln/runtime/MemoryPlanSection.h"
+#include "kiln/runtime/PersistentPool.h"
 
 using namespace kiln::runtime;
 using namespace kiln::artifact;
@@ -227,11 +228,61 @@ static void testScratchPlacement() {
   CHECK(!placeScratch(*program, *plan, 512, {{2, 2, 0}}, 256)[0]);
 }
 
+// The persistent tensors' pool: every param, state and accum argument and
+// weight op once, by store key; laid out aligned, empty tensors left out.
+static const char *kPersistentProgram = R"({
+  "format": "kiln-step-program", "version": 1, "function": "main",
+  "buffers": [
+    {"dtype": "BF16", "shape": ["768", "3"]},
+    {"dtype": "F32", "shape": ["768", "3"]},
+    {"dtype": "F32", "shape": ["n"]},
+    {"dtype": "F32", "shape": ["0"]},
+    {"dtype": "F32", "shape": ["5"]},
+    {"dtype": "F32", "shape": ["n"]}
+  ],
+  "args": [{"role": "param", "name": "w", "buffer": 0},
+           {"role": "state", "name": "w.m", "buffer": 1},
+           {"role": "accum", "name": "w", "buffer": 2},
+           {"role": "state", "name": "empty", "buffer": 3},
+           {"role": "input", "name": "x", "buffer": 5}],
+  "results": [],
+  "ops": [
+    {"op": "weight", "name": "norm", "result": 4},
+    {"op": "launch", "kernel": "k0", "module": "m", "args": [0, 1, 2, 3, 4, 5], "symbols": [],
+     "items": "n", "per": 256, "block": 256, "shared": "0"}
+  ]
+})";
+
+static void testPersistentPoolLayout() {
+  Expected<StepProgram> program = StepProgram::decode(kPersistentProgram, "persistent");
+  CHECK(program);
+  Expected<std::map<std::string, size_t>> bytes =
+      persistentTensorBytes({&*program, &*program}, {{"n", 10}});
+  CHECK(bytes);
+  // The input is the caller's; accumulators are apart from the parameter.
+  std::map<std::string, size_t> expected = {
+      {"w", 4608}, {"w.m", 9216}, {"accum/w", 40}, {"empty", 0}, {"norm", 20}};
+  CHECK(*bytes == expected);
+  Expected<PoolLayout> layout = layOutPool(*bytes, 256);
+  CHECK(layout);
+  // By name: accum/w, norm, w, w.m; each at a multiple of 256.
+  CHECK(layout->offsets.at("accum/w") == 0);
+  CHECK(layout->offsets.at("norm") == 256);
+  CHECK(layout->offsets.at("w") == 512);
+  CHECK(layout->offsets.at("w.m") == 512 + 4608);
+  CHECK(!layout->offsets.count("empty"));
+  CHECK(layout->total == 512 + 4608 + 9216);
+  // An unbound size is an error naming the tensor.
+  Expected<std::map<std::string, size_t>> unbound = persistentTensorBytes({&*program}, {});
+  CHECK(!unbound && unbound.getError().find("accum/w") != std::string::npos);
+}
+
 int main() {
   testProduct();
   testChain();
   testConflictFallsBack();
   testDecodeErrors();
   testScratchPlacement();
+  testPersistentPoolLayout();
   return checkFailures() != 0;
 }

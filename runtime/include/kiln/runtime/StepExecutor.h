@@ -40,11 +40,14 @@
 
 namespace kiln::runtime {
 
-/// One device allocation. Move-only.
+/// One device allocation, or a slice of one that another buffer owns
+/// (borrowed: never freed through this object). Move-only.
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
   static Expected<DeviceBuffer> allocate(const Device &device, size_t bytes);
+  /// \p bytes at \p ptr inside an allocation that outlives this buffer.
+  static DeviceBuffer borrowed(CUdeviceptr ptr, size_t bytes);
   DeviceBuffer(DeviceBuffer &&other) noexcept;
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
   DeviceBuffer(const DeviceBuffer &) = delete;
@@ -53,7 +56,7 @@ public:
   size_t size() const { return bytes; }
 
 private:
-  const CudaDriver *driver = nullptr;
+  const CudaDriver *driver = nullptr; ///< null for a borrowed slice
   CUdeviceptr ptr = 0;
   size_t bytes = 0;
 };
@@ -73,6 +76,7 @@ Expected<std::string> convertElements(const void *data, artifact::DType from, ar
                                       size_t count);
 
 class ProgramRunner;
+class PersistentPool;
 class CudnnAttention;
 class Communicator;
 
@@ -320,6 +324,10 @@ private:
   const Device *device = nullptr;
   const CublasLt *lt = nullptr;
   cublasLtHandle_t handle = nullptr;
+  /// One allocation for the named tensors every step needs (parameters,
+  /// optimizer state, accumulators, weights): one per tensor would round
+  /// each up to the allocator's granularity (kiln/runtime/PersistentPool.h).
+  std::unique_ptr<PersistentPool> pool;
   std::map<std::string, NamedTensor> store;
   std::vector<std::string> paramNames, stateNames;
   std::vector<KernelModule> modules;
