@@ -1,0 +1,63 @@
+//===- ThinGemmPlan.h - Which GEMMs Kiln's thin-GEMM kernel runs -*- C++ -*-===//
+//
+// Part of the Kiln project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Host side of kernels/ThinGemm.cuh, without CUDA: whether a GEMM's
+// descriptor is one the kernel supports, which instantiation runs it, its
+// grid and its split over K. Shared by the runtime (ProgramRunnerThinGemm.cpp)
+// and the harness (bench/thingemm), and tested on the CPU (ThinGemmPlanTest).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_LIB_THINGEMMPLAN_H
+#define KILN_RUNTIME_LIB_THINGEMMPLAN_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kiln::runtime::thin {
+
+/// A row-major GEMM C[M,N] = alpha op(A) op(B) + beta C as the step program
+/// states it (ProgramOp), at the run's sizes.
+struct Problem {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t lda = 0, ldb = 0, ldc = 0; ///< row strides as stored
+  bool transA = false, transB = false;
+  bool bf16Operands = true, bf16Result = true;
+  bool epilogue = false; ///< a bias or activation epilogue (not supported)
+};
+
+/// How the kernel runs a Problem.
+struct Plan {
+  std::string kernel;            ///< kiln_thin_gemm_<shape>_<layout>_bf16
+  char shape = 'k';              ///< 'k', 'n' or 'm': the thin dimension
+  int64_t tileM = 0, tileN = 0;  ///< the CTA's output tile
+  unsigned gridX = 0, gridY = 0; ///< N / tileN, M / tileM
+  unsigned splits = 1;           ///< over K (grid z)
+  unsigned threads = 0;
+  size_t sharedBytes = 0;        ///< dynamic shared memory
+  size_t partialBytes = 0;       ///< fp32 partials in the GEMM workspace
+  size_t counters = 0;           ///< tiles: one counter each (splits > 1)
+};
+
+/// Slices of K per CTA at least this many (the ring's depth): a shorter
+/// split spends its time filling the pipeline.
+inline constexpr int64_t kMinSliceSteps = 4;
+/// The K slice of the split shapes.
+inline constexpr int64_t kSliceK = 64;
+
+/// The plan for \p p on a device with \p sms SMs and \p workspaceBytes of
+/// GEMM workspace, or an empty kernel name and \p why set.
+Plan planThinGemm(const Problem &p, int sms, size_t workspaceBytes, std::string &why);
+
+/// The split over K for a grid of \p tiles CTAs and \p slices slices of K:
+/// doubled while the grid is below one wave of two CTAs per SM, each split
+/// keeps kMinSliceSteps slices, and the partials fit \p maxSplitsByBytes.
+unsigned chooseSplits(int64_t tiles, int64_t slices, int sms, int64_t maxSplitsByBytes);
+
+} // namespace kiln::runtime::thin
+
+#endif // KILN_RUNTIME_LIB_THINGEMMPLAN_H
