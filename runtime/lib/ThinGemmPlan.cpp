@@ -14,8 +14,9 @@ bool thinSize(int64_t v) { return v == 16 || v == 32 || v == 48 || v == 64; }
 
 unsigned chooseSplits(int64_t tiles, int64_t slices, int sms, int64_t maxSplitsByBytes) {
   unsigned splits = 1;
-  int64_t wave = 2 * static_cast<int64_t>(sms);
-  while (tiles * splits < wave && slices % (2 * splits) == 0 &&
+  // One CTA per SM streams at its share of the bandwidth (the ring keeps
+  // three slices, ~40 KB, in flight); 7/8 of the SMs is a wave.
+  while (8 * tiles * splits < 7 * static_cast<int64_t>(sms) && slices % (2 * splits) == 0 &&
          slices / (2 * splits) >= kMinSliceSteps && 2 * splits <= maxSplitsByBytes)
     splits *= 2;
   return splits;
@@ -60,14 +61,14 @@ Plan planThinGemm(const Problem &p, int sms, size_t workspaceBytes, std::string 
   } else if (thinSize(p.n) || thinSize(p.m)) {
     bool thinN = thinSize(p.n);
     int64_t thin = thinN ? p.n : p.m, wide = thinN ? p.m : p.n;
-    if (wide % 128)
+    if (wide % kWideTile)
       return refuse(std::string("small ") + (thinN ? "N, but M" : "M, but N") +
-                    " not a multiple of 128");
+                    " not a multiple of 64");
     if (p.k % kSliceK)
       return refuse("K not a multiple of 64");
     plan.shape = thinN ? 'n' : 'm';
-    plan.tileM = thinN ? 128 : thin;
-    plan.tileN = thinN ? thin : 128;
+    plan.tileM = thinN ? kWideTile : thin;
+    plan.tileN = thinN ? thin : kWideTile;
     plan.threads = 128;
     int64_t a = p.transA ? tile(kSliceK, plan.tileM) : tile(plan.tileM, kSliceK);
     int64_t b = p.transB ? tile(plan.tileN, kSliceK) : tile(kSliceK, plan.tileN);

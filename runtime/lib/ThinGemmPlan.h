@@ -46,16 +46,18 @@ struct Plan {
 /// Slices of K per CTA at least this many (the ring's depth): a shorter
 /// split spends its time filling the pipeline.
 inline constexpr int64_t kMinSliceSteps = 4;
-/// The K slice of the split shapes.
+/// The K slice of the split shapes, and their tile along the wide dimension.
 inline constexpr int64_t kSliceK = 64;
+inline constexpr int64_t kWideTile = 64;
 
 /// The plan for \p p on a device with \p sms SMs and \p workspaceBytes of
 /// GEMM workspace, or an empty kernel name and \p why set.
 Plan planThinGemm(const Problem &p, int sms, size_t workspaceBytes, std::string &why);
 
 /// The split over K for a grid of \p tiles CTAs and \p slices slices of K:
-/// doubled while the grid is below one wave of two CTAs per SM, each split
-/// keeps kMinSliceSteps slices, and the partials fit \p maxSplitsByBytes.
+/// doubled while the grid covers less than 7/8 of the SMs, each split keeps
+/// kMinSliceSteps slices, and the partials fit \p maxSplitsByBytes. Few
+/// splits: the tile's last CTA adds all S partial tiles alone.
 unsigned chooseSplits(int64_t tiles, int64_t slices, int sms, int64_t maxSplitsByBytes);
 
 } // namespace kiln::runtime::thin

@@ -364,8 +364,12 @@ __device__ __forceinline__ void thinGemm(const Params &p) {
 // The instantiations the runtime loads by name (ThinGemmPlan.h lists them):
 // kiln_thin_gemm_<shape>_<layout>_<thin>_<out>.
 //   k<T>: K = T (16..64), the CTA 128 x 128 over a big output, K whole.
-//   n<T>: N = T, the CTA 128 rows x T, K in slices of 64, split over K.
-//   m<T>: M = T, the CTA T x 128 columns, K in slices of 64, split over K.
+//   n<T>: N = T, the CTA 64 rows x T, K in slices of 64, split over K.
+//   m<T>: M = T, the CTA T x 64 columns, K in slices of 64, split over K.
+// 64-wide tiles: with 128 (measured on the H200, 2026-12-01) the split
+// shapes ran at half cuBLASLt's speed, we read it as the last CTA's serial
+// sum of up to 32 partial tiles (docs/benchmarks.md, "Kiln's thin-GEMM
+// kernels"); 64 gives twice the tiles, so fewer splits, each sum 1/4.
 // layout: nn (A [M,K], B [K,N]), nt (B [N,K]), tn (A [K,M]).
 // cp.async and bf16 mma.sync need sm_80; the PTX kept for older GPUs traps
 // (ThinGemmPlan refuses them: the runtime checks the compute capability).
@@ -391,13 +395,13 @@ __device__ __forceinline__ void thinGemm(const Params &p) {
   KILN_THIN_GEMM_LAYOUTS(k32, 128, 128, 32, 4, 2, 2, OUTNAME, OUT)                                 \
   KILN_THIN_GEMM_LAYOUTS(k48, 128, 128, 48, 4, 2, 2, OUTNAME, OUT)                                 \
   KILN_THIN_GEMM_LAYOUTS(k64, 128, 128, 64, 4, 2, 2, OUTNAME, OUT)                                 \
-  KILN_THIN_GEMM_LAYOUTS(n16, 128, 16, 64, 4, 1, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(n32, 128, 32, 64, 4, 1, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(n48, 128, 48, 64, 4, 1, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(n64, 128, 64, 64, 4, 1, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(m16, 16, 128, 64, 1, 4, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(m32, 32, 128, 64, 1, 4, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(m48, 48, 128, 64, 1, 4, 4, OUTNAME, OUT)                                  \
-  KILN_THIN_GEMM_LAYOUTS(m64, 64, 128, 64, 1, 4, 4, OUTNAME, OUT)
+  KILN_THIN_GEMM_LAYOUTS(n16, 64, 16, 64, 4, 1, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(n32, 64, 32, 64, 4, 1, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(n48, 64, 48, 64, 4, 1, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(n64, 64, 64, 64, 4, 1, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(m16, 16, 64, 64, 1, 4, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(m32, 32, 64, 64, 1, 4, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(m48, 48, 64, 64, 1, 4, 4, OUTNAME, OUT)                                  \
+  KILN_THIN_GEMM_LAYOUTS(m64, 64, 64, 64, 1, 4, 4, OUTNAME, OUT)
 
 #endif // KILN_RUNTIME_KERNELS_THINGEMM_CUH
