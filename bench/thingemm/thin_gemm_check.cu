@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,18 @@
       std::exit(2);                                                                                \
     }                                                                                              \
   } while (0)
+
+// The runtime passes ThinGemmPlan.h's LaunchArgs where the kernel reads
+// kiln_thin::Params: the two layouts must agree.
+static_assert(sizeof(kiln_thin::Params) == sizeof(kiln::runtime::thin::LaunchArgs), "layout");
+static_assert(offsetof(kiln_thin::Params, counters) ==
+                  offsetof(kiln::runtime::thin::LaunchArgs, counters), "layout");
+static_assert(offsetof(kiln_thin::Params, m) == offsetof(kiln::runtime::thin::LaunchArgs, m), "layout");
+static_assert(offsetof(kiln_thin::Params, ldc) == offsetof(kiln::runtime::thin::LaunchArgs, ldc), "layout");
+static_assert(offsetof(kiln_thin::Params, alpha) ==
+                  offsetof(kiln::runtime::thin::LaunchArgs, alpha), "layout");
+static_assert(offsetof(kiln_thin::Params, splits) ==
+                  offsetof(kiln::runtime::thin::LaunchArgs, splits), "layout");
 
 namespace {
 

@@ -43,6 +43,22 @@ struct Plan {
   size_t counters = 0;           ///< tiles: one counter each (splits > 1)
 };
 
+/// The kernels' one argument as the host passes it (cuLaunchKernel): the
+/// layout of kiln_thin::Params in kernels/ThinGemm.cuh, pointers as 64-bit
+/// device addresses (the harness static_asserts the two agree).
+struct LaunchArgs {
+  uint64_t a = 0, b = 0, c = 0;
+  uint64_t partials = 0; ///< splits * M * N floats (the GEMM workspace)
+  uint64_t counters = 0; ///< one unsigned per tile, zero between launches
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1, beta = 0;
+  int32_t splits = 1;
+};
+
+/// The counters a runner keeps for the split launches (4 bytes each); a
+/// plan needing more stays with cuBLASLt.
+inline constexpr size_t kMaxCounters = 16384;
+
 /// Slices of K per CTA at least this many (the ring's depth): a shorter
 /// split spends its time filling the pipeline.
 inline constexpr int64_t kMinSliceSteps = 4;
