@@ -9,15 +9,20 @@
 // warm (runs back to back, the mean) and cold (L2 flushed before each run,
 // the median), beside the bandwidth floor at 4.8 TB/s.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I runtime/lib bench/thingemm/thin_gemm_check.cu \
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I runtime/lib -I bench/thingemm bench/thingemm/thin_gemm_check.cu \
 //     runtime/lib/ThinGemmPlan.cpp -lcublasLt -lcuda -o thin_gemm_check
 //   nvcc -fatbin -gencode arch=compute_90,code=sm_90 -o support.fatbin \
 //     runtime/lib/kernels/SupportKernels.cu
-//   ./thin_gemm_check support.fatbin [REPS [CASE]]   (exit 1 when a case fails;
-//       CASE: run only that row of kCases, counted from 0)
+//   nvcc -fatbin -gencode arch=compute_90,code=sm_90 -I runtime/lib/kernels \
+//     -o variants.fatbin bench/thingemm/variants.cu
+//   ./thin_gemm_check support.fatbin [REPS [CASE [variants.fatbin]]]
+//       (exit 1 when a case fails; CASE: run only that row of kCases,
+//       counted from 0, -1: all; with variants.fatbin, each case also
+//       times Variants.h's other tilings of its kind, indented rows)
 
 #include "ThinGemmPlan.h"
 #include "kernels/ThinGemm.cuh"
+#include "Variants.h"
 
 #include <cublasLt.h>
 #include <cuda.h>
@@ -217,6 +222,19 @@ Lt makeLt(cublasLtHandle_t h, const Case &c, size_t workspace) {
   return lt;
 }
 
+struct Variant {
+  const char *name;
+  char shape;
+  int thin;
+  bool ta, tb;
+  int bm, bn, threads;
+  size_t shared;
+};
+#define THIN_VARIANT_ROW(name, shape, thin, TA, TB, BM, BN, BK, WM, WN, ST)                        \
+  {#name, shape, thin, TA, TB, BM, BN, 32 * WM * WN,                                              \
+   (size_t)kiln_thin::Config<BM, BN, BK, WM, WN, ST, TA, TB>::kSharedBytes},
+const Variant kVariants[] = {THIN_GEMM_VARIANTS(THIN_VARIANT_ROW)};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -230,7 +248,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int reps = argc > 2 ? std::atoi(argv[2]) : 20;
-  int only = argc > 3 ? std::atoi(argv[3]) : -1;
+  int only = argc > 3 ? std::atoi(argv[3]) : -1; // -1: every case
   std::ifstream file(argv[1], std::ios::binary);
   std::string image((std::istreambuf_iterator<char>(file)), {});
   if (image.empty()) {
@@ -238,8 +256,18 @@ int main(int argc, char **argv) {
     return 2;
   }
   CUDA_OK(cudaFree(nullptr)); // the primary context, shared with the driver API
-  CUmodule module;
+  CUmodule module, variants = nullptr;
   CU_OK(cuModuleLoadData(&module, image.data()));
+  std::string variantImage;
+  if (argc > 4) {
+    std::ifstream vfile(argv[4], std::ios::binary);
+    variantImage.assign(std::istreambuf_iterator<char>(vfile), {});
+    if (variantImage.empty()) {
+      std::fprintf(stderr, "%s: cannot read the variants fatbin\n", argv[4]);
+      return 2;
+    }
+    CU_OK(cuModuleLoadData(&variants, variantImage.data()));
+  }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   int sms = prop.multiProcessorCount;
@@ -397,6 +425,40 @@ int main(int argc, char **argv) {
                 c.tb ? "t" : "n", c.beta, plan.splits, errOurs, errLt, tOurs, tLt, tBest, cOurs, cLt,
                 floorUs, tLt / tOurs, tBest / tOurs, ok ? "" : "  FAIL",
                 deterministic ? "" : " (not deterministic)");
+    // Other tilings of this kind, on the same operands.
+    for (const Variant &v : kVariants) {
+      int thin = plan.shape == 'k' ? (int)c.k : plan.shape == 'n' ? (int)c.n : (int)c.m;
+      if (!variants || v.shape != plan.shape || v.thin != thin || v.ta != c.ta || v.tb != c.tb ||
+          c.m % v.bm || c.n % v.bn)
+        continue;
+      CUfunction vf;
+      CU_OK(cuModuleGetFunction(&vf, variants, (std::string("kiln_thin_variant_") + v.name).c_str()));
+      CU_OK(cuFuncSetAttribute(vf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)v.shared));
+      unsigned gx = (unsigned)(c.n / v.bn), gy = (unsigned)(c.m / v.bm), splits = 1;
+      if (v.shape != 'k')
+        splits = kiln::runtime::thin::chooseSplits(
+            (int64_t)gx * gy, c.k / kiln::runtime::thin::kSliceK, sms,
+            (int64_t)(workspaceBytes / (size_t(c.m) * c.n * 4)));
+      kiln_thin::Params vp = params;
+      vp.splits = (int)splits;
+      void *vargs[] = {&vp};
+      auto variant = [&] {
+        CU_OK(cuLaunchKernel(vf, gx, gy, splits, v.threads, 1, 1, (unsigned)v.shared, 0, vargs,
+                             nullptr));
+      };
+      double err, bad;
+      reset();
+      variant();
+      CUDA_OK(cudaDeviceSynchronize());
+      error(err, bad);
+      bool vok = bad == 0 && err <= 1.05 * errLt + 1e-7;
+      failures += !vok;
+      double w = time(variant, false), cold = time(variant, true);
+      std::printf("         variant %-16s %dx%d, %u splits | %9.3e | %7.1f warm %7.1f cold | vs "
+                  "planned %5.2f warm %5.2f cold, vs cuBLASLt %5.2f cold%s\n",
+                  v.name, v.bm, v.bn, splits, err, w, cold, tOurs / w, cOurs / cold, cLt / cold,
+                  vok ? "" : "  FAIL");
+    }
     if (c.count) {
       stepOurs += c.count * tOurs;
       stepLt += c.count * tLt;
