@@ -25,3 +25,17 @@
   X(m48tn_32, 'm', 48, true, false, 48, 32, 64, 1, 2, 4)                                           \
   X(m16tn_128, 'm', 16, true, false, 16, 128, 64, 1, 4, 4)                                         \
   X(m16tn_32, 'm', 16, true, false, 16, 32, 64, 1, 2, 4)
+
+// thinGemmWide (a CTA keeps its A tile and streams several B tiles), small
+// K only; the harness gives each CTA the tiles that make about two CTAs
+// per SM. X(name, thin, TB, BM, BN, WarpsM, WarpsN, MinBlocks): MinBlocks
+// per SM in __launch_bounds__ (2 spills the 128 x 128 tiles: 1 there).
+#define THIN_GEMM_WIDE_VARIANTS(X)                                                                 \
+  X(wide_k32nt_128x128, 32, true, 128, 128, 4, 2, 1)                                                  \
+  X(wide_k32nt_128x64, 32, true, 128, 64, 4, 2, 2)                                                    \
+  X(wide_k16nn_128x128, 16, false, 128, 128, 4, 2, 1)                                                 \
+  X(wide_k16nn_128x64, 16, false, 128, 64, 4, 2, 2)                                                   \
+  X(wide_k16nt_128x128, 16, true, 128, 128, 4, 2, 1)                                                  \
+  X(wide_k48nt_128x128, 48, true, 128, 128, 4, 2, 1)                                                  \
+  X(wide_k48nn_128x128, 48, false, 128, 128, 4, 2, 1)                                                 \
+  X(wide_k32nn_128x128, 32, false, 128, 128, 4, 2, 1)

@@ -233,7 +233,12 @@ struct Variant {
 #define THIN_VARIANT_ROW(name, shape, thin, TA, TB, BM, BN, BK, WM, WN, ST)                        \
   {#name, shape, thin, TA, TB, BM, BN, 32 * WM * WN,                                              \
    (size_t)kiln_thin::Config<BM, BN, BK, WM, WN, ST, TA, TB>::kSharedBytes},
-const Variant kVariants[] = {THIN_GEMM_VARIANTS(THIN_VARIANT_ROW)};
+#define THIN_WIDE_VARIANT_ROW(name, thin, TB, BM, BN, WM, WN, MINB)                               \
+  {#name, 'w', thin, false, TB, BM, BN, 32 * WM * WN,                                             \
+   (size_t)kiln_thin::wideSharedBytes<BM, BN, thin, WM, WN, false, TB>()},
+// shape 'w': thinGemmWide, for the small-K cases.
+const Variant kVariants[] = {THIN_GEMM_VARIANTS(THIN_VARIANT_ROW)
+                                 THIN_GEMM_WIDE_VARIANTS(THIN_WIDE_VARIANT_ROW)};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -428,13 +433,17 @@ int main(int argc, char **argv) {
     // Other tilings of this kind, on the same operands.
     for (const Variant &v : kVariants) {
       int thin = plan.shape == 'k' ? (int)c.k : plan.shape == 'n' ? (int)c.n : (int)c.m;
-      if (!variants || v.shape != plan.shape || v.thin != thin || v.ta != c.ta || v.tb != c.tb ||
+      char shape = v.shape == 'w' ? 'k' : v.shape;
+      if (!variants || shape != plan.shape || v.thin != thin || v.ta != c.ta || v.tb != c.tb ||
           c.m % v.bm || c.n % v.bn)
         continue;
       CUfunction vf;
       CU_OK(cuModuleGetFunction(&vf, variants, (std::string("kiln_thin_variant_") + v.name).c_str()));
       CU_OK(cuFuncSetAttribute(vf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)v.shared));
       unsigned gx = (unsigned)(c.n / v.bn), gy = (unsigned)(c.m / v.bm), splits = 1;
+      if (v.shape == 'w') // tiles per CTA: a power of two, about 2 CTAs per SM
+        while (gx % 2 == 0 && (size_t)(gx / 2) * gy >= (size_t)2 * sms)
+          gx /= 2;
       if (v.shape != 'k')
         splits = kiln::runtime::thin::chooseSplits(
             (int64_t)gx * gy, c.k / kiln::runtime::thin::kSliceK, sms,
@@ -454,9 +463,9 @@ int main(int argc, char **argv) {
       bool vok = bad == 0 && err <= 1.05 * errLt + 1e-7;
       failures += !vok;
       double w = time(variant, false), cold = time(variant, true);
-      std::printf("         variant %-16s %dx%d, %u splits | %9.3e | %7.1f warm %7.1f cold | vs "
+      std::printf("         variant %-18s %dx%d, grid %ux%u, %u splits | %9.3e | %7.1f warm %7.1f cold | vs "
                   "planned %5.2f warm %5.2f cold, vs cuBLASLt %5.2f cold%s\n",
-                  v.name, v.bm, v.bn, splits, err, w, cold, tOurs / w, cOurs / cold, cLt / cold,
+                  v.name, v.bm, v.bn, gx, gy, splits, err, w, cold, tOurs / w, cOurs / cold, cLt / cold,
                   vok ? "" : "  FAIL");
     }
     if (c.count) {

@@ -10,3 +10,10 @@
     kiln_thin::thinGemm<BM, BN, BK, WM, WN, ST, TA, TB, __nv_bfloat16>(p);                        \
   }
 THIN_GEMM_VARIANTS(THIN_VARIANT_KERNEL)
+
+#define THIN_WIDE_VARIANT_KERNEL(name, thin, TB, BM, BN, WM, WN, MINB)                             \
+  extern "C" __global__ void __launch_bounds__(32 * WM * WN, MINB)                                \
+      kiln_thin_variant_##name(kiln_thin::Params p) {                                            \
+    kiln_thin::thinGemmWide<BM, BN, thin, WM, WN, false, TB, __nv_bfloat16>(p);                   \
+  }
+THIN_GEMM_WIDE_VARIANTS(THIN_WIDE_VARIANT_KERNEL)

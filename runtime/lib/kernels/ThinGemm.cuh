@@ -359,6 +359,149 @@ __device__ __forceinline__ void thinGemm(const Params &p) {
   }
 }
 
+/// The small-K kernel that keeps its A tile: a CTA owns rows m0..m0+BM and
+/// (N / BN) / gridDim.x consecutive column tiles; B tiles stream through a
+/// two-slot ring, the next one loading while this one's C is read and
+/// written, so an SM's loads and stores overlap (the one-tile kernel above
+/// loads, computes and stores in turn). K = BK, whole; grid (N / BN /
+/// tiles, M / BM); no split.
+template <int BM, int BN, int BK, int WarpsM, int WarpsN, bool TA, bool TB, typename Out>
+__device__ __forceinline__ void thinGemmWide(const Params &p) {
+  using Cfg = Config<BM, BN, BK, WarpsM, WarpsN, 2, TA, TB>;
+  extern __shared__ __align__(16) unsigned char shared[];
+  __nv_bfloat16 *sa = reinterpret_cast<__nv_bfloat16 *>(shared);
+  __nv_bfloat16 *ring = sa + Cfg::TileA::kElements;
+  float *staging = reinterpret_cast<float *>(ring + 2 * Cfg::TileB::kElements);
+  constexpr int sp = Cfg::kStagePitch;
+  const int tiles = static_cast<int>(p.n / BN) / gridDim.x;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * BM,
+                nFirst = static_cast<int64_t>(blockIdx.x) * tiles * BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warpM0 = (warp / WarpsN) * Cfg::kWarpM, warpN0 = (warp % WarpsN) * Cfg::kWarpN;
+  auto loadB = [&](int t) {
+    __nv_bfloat16 *sb = ring + (t % 2) * Cfg::TileB::kElements;
+    if (TB)
+      loadTile<BN, BK, Cfg::kThreads>(sb, p.b, p.ldb, nFirst + t * BN, 0);
+    else
+      loadTile<BK, BN, Cfg::kThreads>(sb, p.b, p.ldb, 0, nFirst + t * BN);
+  };
+  // Group 0: A and B tile 0; group 1: B tile 1 (or nothing). One group per
+  // tile after that, so wait_group 1 always means "this tile has landed".
+  if (TA)
+    loadTile<BK, BM, Cfg::kThreads>(sa, p.a, p.lda, 0, m0);
+  else
+    loadTile<BM, BK, Cfg::kThreads>(sa, p.a, p.lda, m0, 0);
+  loadB(0);
+  cpAsyncCommit();
+  if (tiles > 1)
+    loadB(1);
+  cpAsyncCommit();
+
+  constexpr int kChunksPerRow = BN / 8, kChunks = BM * kChunksPerRow;
+  constexpr int kPerThread = (kChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  const bool accumulate = p.beta != 0.f;
+  Out *c = static_cast<Out *>(p.c);
+  int g = lane / 4, t4 = lane % 4;
+  for (int t = 0; t < tiles; ++t) {
+    cpAsyncWait<1>();
+    __syncthreads();
+    float acc[Cfg::kFragsM][Cfg::kFragsN][4];
+#pragma unroll
+    for (int i = 0; i < Cfg::kFragsM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::kFragsN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] = 0.f;
+    // computeStage reads A then B from one stage: here A stays and B moves,
+    // so the stage pointer is A's and B's offset from it is the slot's.
+    {
+      const __nv_bfloat16 *sb = ring + (t % 2) * Cfg::TileB::kElements;
+      constexpr int pa = Cfg::TileA::kPitch, pb = Cfg::TileB::kPitch;
+      int j = lane / 8, r = lane % 8;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        uint32_t af[Cfg::kFragsM][4];
+#pragma unroll
+        for (int fm = 0; fm < Cfg::kFragsM; ++fm) {
+          int m = warpM0 + fm * 16;
+          if (TA)
+            ldmatrixX4<true>(af[fm], sa + (kk + r + (j / 2) * 8) * pa + m + (j % 2) * 8);
+          else
+            ldmatrixX4<false>(af[fm], sa + (m + r + (j % 2) * 8) * pa + kk + (j / 2) * 8);
+        }
+#pragma unroll
+        for (int fn = 0; fn < Cfg::kFragsN; fn += 2) {
+          int n = warpN0 + fn * 8;
+          uint32_t bf[4];
+          if (TB)
+            ldmatrixX4<false>(bf, sb + (n + r + (j / 2) * 8) * pb + kk + (j % 2) * 8);
+          else
+            ldmatrixX4<true>(bf, sb + (kk + r + (j % 2) * 8) * pb + n + (j / 2) * 8);
+#pragma unroll
+          for (int fm = 0; fm < Cfg::kFragsM; ++fm) {
+            mma16816(acc[fm][fn], af[fm], bf[0], bf[1]);
+            mma16816(acc[fm][fn + 1], af[fm], bf[2], bf[3]);
+          }
+        }
+      }
+    }
+    // Every warp is done with this B slot and with the last tile's staging.
+    __syncthreads();
+    if (t + 2 < tiles)
+      loadB(t + 2);
+    cpAsyncCommit();
+    const int64_t n0 = nFirst + static_cast<int64_t>(t) * BN;
+    // Issue this tile's C loads before the staging round trip.
+    Raw8<Out> old[kPerThread];
+    if (accumulate) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        int ch = threadIdx.x + i * Cfg::kThreads;
+        if (kChunks % Cfg::kThreads == 0 || ch < kChunks) {
+          int r = ch / kChunksPerRow, w = (ch % kChunksPerRow) * 8;
+          old[i] = loadRaw8<Out>(c + (m0 + r) * p.ldc + n0 + w);
+        }
+      }
+    }
+#pragma unroll
+    for (int fm = 0; fm < Cfg::kFragsM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < Cfg::kFragsN; ++fn) {
+        int row = warpM0 + fm * 16 + g, col = warpN0 + fn * 8 + 2 * t4;
+        *reinterpret_cast<float2 *>(staging + row * sp + col) =
+            make_float2(acc[fm][fn][0], acc[fm][fn][1]);
+        *reinterpret_cast<float2 *>(staging + (row + 8) * sp + col) =
+            make_float2(acc[fm][fn][2], acc[fm][fn][3]);
+      }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      int ch = threadIdx.x + i * Cfg::kThreads;
+      if (kChunks % Cfg::kThreads == 0 || ch < kChunks) {
+        int r = ch / kChunksPerRow, w = (ch % kChunksPerRow) * 8;
+        float4 x = *reinterpret_cast<const float4 *>(staging + r * sp + w),
+               y = *reinterpret_cast<const float4 *>(staging + r * sp + w + 4);
+        float sum[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w}, v[8], prior[8];
+        if (accumulate)
+          unpack8(prior, old[i]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          v[e] = accumulate ? p.alpha * sum[e] + p.beta * prior[e] : p.alpha * sum[e];
+        storeOut8<Out>(c + (m0 + r) * p.ldc + n0 + w, v);
+      }
+    }
+  }
+  cpAsyncWait<0>();
+}
+
+/// Shared memory of thinGemmWide: A, two B slots, the fp32 staging tile.
+template <int BM, int BN, int BK, int WarpsM, int WarpsN, bool TA, bool TB>
+constexpr int wideSharedBytes() {
+  using Cfg = Config<BM, BN, BK, WarpsM, WarpsN, 2, TA, TB>;
+  return (Cfg::TileA::kElements + 2 * Cfg::TileB::kElements) * 2 + Cfg::kStagingBytes;
+}
+
 } // namespace kiln_thin
 
 // The instantiations the runtime loads by name (ThinGemmPlan.h lists them):
