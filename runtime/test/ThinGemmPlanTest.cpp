@@ -6,13 +6,21 @@
 //
 // Which descriptors Kiln's thin-GEMM kernels take (ThinGemmPlan.h): the 1b
 // step's LoRA GEMMs each get their instantiation, grid, split over K and
-// workspace; everything else is refused with its reason; the split rule.
+// workspace; everything else is refused with its reason; the split rule;
+// and the plan agrees with kernels/ThinGemm.cuh's instantiation table
+// (tiles, threads, slice, stages: its shared memory) for every kernel.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Check.h"
 
+#include <algorithm>
+
 #include "ThinGemmPlan.h"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
 
 using namespace kiln::runtime::thin;
 
@@ -124,6 +132,48 @@ void testSplits() {
   // The workspace's bound.
   CHECK(chooseSplits(4, 1024, kSms, 3) == 2);
 }
+// Each KILN_THIN_GEMM_LAYOUTS(shape, BM, BN, BK, WM, WN, ST, ...) row of the
+// header against the plan of a problem of that kind in each layout.
+void testInstantiationTable() {
+  std::ifstream file(KILN_THIN_GEMM_CUH);
+  CHECK(file.good());
+  std::stringstream text;
+  text << file.rdbuf();
+  std::string source = text.str();
+  std::regex row(R"(KILN_THIN_GEMM_LAYOUTS\(([kmn])(\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+),)");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    const std::smatch &m = *it;
+    char shape = m[1].str()[0];
+    int64_t thin = std::stoll(m[2]), bm = std::stoll(m[3]), bn = std::stoll(m[4]),
+            bk = std::stoll(m[5]), wm = std::stoll(m[6]), wn = std::stoll(m[7]),
+            stages = std::stoll(m[8]);
+    ++rows;
+    for (const char *layout : {"nn", "nt", "tn"}) {
+      bool ta = layout[0] == 't', tb = layout[1] == 't';
+      Problem p = shape == 'k'   ? problem(1024, 1024, thin, ta, tb)
+                  : shape == 'n' ? problem(1024, thin, 4096, ta, tb)
+                                 : problem(thin, 1024, 4096, ta, tb);
+      Plan got = plan(p);
+      std::string name = "kiln_thin_gemm_" + m[1].str() + m[2].str() + "_" + layout + "_bf16";
+      CHECK_EQ(got.kernel, name);
+      CHECK(got.tileM == bm && got.tileN == bn);
+      CHECK(got.threads == static_cast<unsigned>(32 * wm * wn));
+      // Config<>'s shared memory: Stages x (A + B slices, rows padded by 8),
+      // or the fp32 staging tile if larger.
+      int64_t a = ta ? bk * (bm + 8) : bm * (bk + 8), b = tb ? bn * (bk + 8) : bk * (bn + 8);
+      size_t ring = static_cast<size_t>(stages * (a + b) * 2);
+      size_t staging = static_cast<size_t>(bm * (bn + 4) * 4);
+      CHECK(got.sharedBytes == std::max(ring, staging));
+      if (shape == 'k')
+        CHECK(bk == thin && got.splits == 1);
+      else
+        CHECK(bk == kSliceK);
+    }
+  }
+  CHECK(rows == 12);
+}
 } // namespace
 
 int main() {
@@ -132,5 +182,6 @@ int main() {
   testSmallM();
   testRefusals();
   testSplits();
+  testInstantiationTable();
   return checkFailures() != 0;
 }
