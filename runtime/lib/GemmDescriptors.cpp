@@ -151,5 +151,12 @@ Expected<ProgramRunner::Gemm> ProgramRunner::buildGemm(const ProgramOp &op,
   g.m = M;
   g.n = N;
   g.k = K;
+  g.transA = op.transA;
+  g.transB = op.transB;
+  g.epilogue = op.epilogue != "none";
+  g.lda = ma.ld;
+  g.ldb = mb.ld;
+  g.ldc = mc.ld;
+  g.batch = count;
   return g;
 }

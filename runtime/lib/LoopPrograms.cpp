@@ -73,7 +73,8 @@ Expected<size_t> StepExecutor::loopArenaBytes(const SymbolBindings &sizes) const
 Status StepExecutor::prepareLoopPrograms(Shape &shape, const WeightLoader &loadWeight) {
   SharedMemory memory{arena.get(),  arena.size(), workspace.get(),      support.fill,
                       support.copy, cudnn.get(),  options.communicator, nullptr,
-                      nullptr,      false,        support.module};
+                      nullptr,      false,        support.module,       nullptr,
+                      nullptr,      options.thinGemm};
   auto prepare = [&](const char *section, std::unique_ptr<ProgramRunner> &into) -> Status {
     const StepProgram *program = artifact->getProgram(section);
     Expected<ArenaPlan> plan = program->planArena(shape.sizes, kArenaAlignment);

@@ -482,6 +482,8 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
       g->action = r->actions.size();
       if (Status s = r->applyTunedGemm(*g, memory); !s)
         return Error{origin + ": " + where + ": " + s.getError()};
+      if (Status s = r->applyThinGemm(*g, memory); !s)
+        return Error{origin + ": " + where + ": " + s.getError()};
       r->actions.push_back({Action::Gemm, r->gemmList.size()});
       r->gemmList.push_back(*g);
       ++r->gemms;
@@ -594,6 +596,8 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::Gemm: {
       const Gemm &g = gemmList[index];
+      if (g.thin.function)
+        return enqueueThinGemm(g, stream);
       return enqueueGemm(index, g.algo, g.a, g.b, stream);
     }
     case Action::Fill: return recordFill(fillList[index], stream);

@@ -60,6 +60,9 @@ struct SharedMemory {
   /// Module name -> the hash of its image on this device: a launch's
   /// tuning entry is the kernel's, content and all (null: none).
   const std::map<std::string, std::string> *moduleHashes = nullptr;
+  /// --thin-gemm on: GEMMs Kiln's thin-GEMM kernels take run through them
+  /// (ProgramRunnerThinGemm.cpp), the others through cuBLASLt.
+  bool thinGemm = false;
 };
 
 /// The persistent tensor a param, state or accum binding names in the
@@ -109,6 +112,8 @@ public:
   /// GEMMs and attention launches chosen by the tuning database, those at
   /// the defaults, and why a matching entry was not used (the first).
   size_t tunedOps = 0, defaultOps = 0;
+  /// GEMMs run by Kiln's thin-GEMM kernels (--thin-gemm on).
+  size_t thinGemms = 0;
   std::string tuningNote;
   /// The attention launches' database hash (empty: none) and label.
   std::string attentionHash, attentionLabel;
@@ -164,6 +169,15 @@ private:
     // The types cublasLtMatmulAlgoInit needs, the sizes (GemmSearch.cpp).
     cudaDataType_t abType = CUDA_R_32F, outType = CUDA_R_32F;
     uint64_t m = 0, n = 0, k = 0;
+    // The descriptor as stated (row-major, row strides), for the thin-GEMM
+    // kernels; `thin` set: they run it instead of cuBLASLt.
+    bool transA = false, transB = false, epilogue = false;
+    int64_t lda = 0, ldb = 0, ldc = 0, batch = 1;
+    struct Thin {
+      CUfunction function = nullptr;
+      std::string kernel;
+      unsigned gridX = 0, gridY = 0, splits = 1, threads = 0, shared = 0;
+    } thin;
   };
   struct Fill {
     CUdeviceptr target = 0;
@@ -207,6 +221,10 @@ private:
   /// The database's algorithm for \p g, when it has one and cuBLASLt still
   /// offers it among its top K (ProgramRunnerTuning.cpp).
   Status applyTunedGemm(Gemm &g, const SharedMemory &memory);
+  /// With memory.thinGemm: Kiln's thin-GEMM kernel for \p g where its plan
+  /// takes the descriptor (ProgramRunnerThinGemm.cpp); cuBLASLt otherwise.
+  Status applyThinGemm(Gemm &g, const SharedMemory &memory);
+  Status enqueueThinGemm(const Gemm &g, CUstream stream) const;
   /// The launch shapes of \p launch (op \p op at \p items) and the one the
   /// tuning database chose (ProgramRunnerTuning.cpp).
   void applyTunedLaunch(Launch &launch, const ProgramOp &op, int64_t items,
@@ -259,6 +277,7 @@ private:
   const CudnnAttention *cudnn = nullptr;
   Communicator *communicator = nullptr;
   DeviceBuffer attentionWorkspace;
+  DeviceBuffer thinCounters; ///< the split thin GEMMs' tile counters, zeroed once
 };
 
 } // namespace kiln::runtime

@@ -387,7 +387,8 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
                               options.attention == Options::Attention::Sm90
                           ? hopper
                           : nullptr,
-                      &moduleHashes};
+                      &moduleHashes,
+                      options.thinGemm};
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
                              handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -616,6 +617,7 @@ std::string StepExecutor::getGraphRefusal() const {
 }
 size_t StepExecutor::getLaunchCount() const { return current->runner->launches; }
 size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }
+size_t StepExecutor::getThinGemmCount() const { return current->runner->thinGemms; }
 
 std::string StepExecutor::getAttentionSummary() const {
   const ProgramRunner &r = *current->runner;

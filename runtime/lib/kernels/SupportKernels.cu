@@ -48,3 +48,7 @@ extern "C" __global__ void kiln_copy(unsigned char *target, const unsigned char 
 
 // The fused LM head's count, row, loss and narrowing kernels.
 #include "CrossEntropyKernels.cuh"
+
+// Kiln's own kernels for the thin (LoRA) GEMMs, bf16 out (ThinGemmPlan.h).
+#include "ThinGemm.cuh"
+KILN_THIN_GEMM_ALL(bf16, __nv_bfloat16)

@@ -118,6 +118,9 @@ constexpr const char *kTrainUsage =
     "  --graphs on|off         capture the step as a CUDA Graph (default on)\n"
     "  --graph-cache N         executable graphs kept per program (default 8);\n"
     "                          further shapes patch the least recently used\n"
+    "  --thin-gemm on|off      run the bf16 GEMMs with one of M, N, K 16..64 (the\n"
+    "                          LoRA GEMMs) on Kiln's own kernels instead of\n"
+    "                          cuBLASLt (default off: slower on the H200 for most)\n"
     "  --attention auto|kernels|cudnn|sm90\n"
     "                          who runs attention: cuDNN's fused attention where\n"
     "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
@@ -159,7 +162,7 @@ const std::vector<std::string> kiln::run::kTrainFlags = {
     "profile",      "progress",      "attention",    "batching",    "labels",    "shuffle",
     "lr-schedule",  "warmup",        "min-lr-ratio", "grad-accum",  "eval-data", "eval-every",
     "eval-batches", "save-every",    "keep-last",    "log-file",    "tuning",    "db",
-    "gpus",         "rendezvous"};
+    "gpus",         "rendezvous",    "thin-gemm"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
@@ -236,6 +239,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
   }
   if (std::optional<std::string> text = args.get("graph-cache")) // checked by runTrain
     options.graphsPerProgram = static_cast<size_t>(std::strtoll(text->c_str(), nullptr, 10));
+  options.thinGemm = args.get("thin-gemm").value_or("off") == "on"; // checked by runTrain
   if (std::optional<std::string> mode = args.get("attention")) // checked by runTrain
     options.attention = *mode == "kernels" ? StepExecutor::Options::Attention::Kernels
                         : *mode == "cudnn" ? StepExecutor::Options::Attention::Cudnn
@@ -269,6 +273,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   if (std::string attention = x.getAttentionSummary(); !attention.empty())
     std::printf("%s\n", attention.c_str());
+  if (options.thinGemm)
+    std::printf("thin GEMMs: %zu of %zu on Kiln's kernels (--thin-gemm on)\n",
+                x.getThinGemmCount(), x.getGemmCount());
   if (tuning) {
     // Shapes beyond the first are counted once they are prepared.
     for (const SymbolBindings &sizes : shapes)
@@ -643,6 +650,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (std::optional<std::string> mode = args->get("graphs");
       mode && *mode != "on" && *mode != "off")
     problems.push_back("--graphs must be on or off, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("thin-gemm");
+      mode && *mode != "on" && *mode != "off")
+    problems.push_back("--thin-gemm must be on or off, got '" + *mode + "'");
   // The tuning database: used when it exists (or --tuning on), never
   // trusted when damaged.
   std::optional<std::string> tuningMode = args->get("tuning");

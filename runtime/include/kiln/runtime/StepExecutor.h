@@ -121,6 +121,9 @@ public:
     /// keep the defaults. An explicit --attention kernels|cudnn wins over
     /// the database.
     const TuningDb *tuning = nullptr;
+    /// --thin-gemm on: the GEMMs Kiln's thin-GEMM kernels take (bf16, one
+    /// of M, N, K 16..64: the LoRA GEMMs) run through them, not cuBLASLt.
+    bool thinGemm = false;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
@@ -194,6 +197,8 @@ public:
   std::string getGraphRefusal() const;
   size_t getLaunchCount() const;
   size_t getGemmCount() const;
+  /// Of them, those run by Kiln's thin-GEMM kernels (Options::thinGemm).
+  size_t getThinGemmCount() const;
   /// "attention: 32 launches on cuDNN 9.19.0 (libcudnn.so.9), 0 on kernels"
   /// for the current shape, with the reason where cuDNN took none.
   std::string getAttentionSummary() const;
