@@ -414,17 +414,18 @@ int kiln::run::runTune(int argc, char **argv) {
     std::printf("close calls: %zu ops measured again (finalists interleaved, the median of %d "
                 "rounds' medians)\n",
                 close, tune.closeRounds);
-  size_t thin = 0, screened = 0, extraWon = 0;
+  size_t thin = 0, screened = 0, rescreened = 0, extraWon = 0;
   for (const TuneResult &r : results)
     for (const TunedOp &op : r.ops) {
       thin += op.screened > 0;
       screened += op.screened;
+      rescreened += op.rescreened;
       extraWon += op.beyondHeuristic;
     }
   if (thin)
-    std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations; %zu chose "
-                "one of them\n",
-                thin, screened, extraWon);
+    std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations (%zu measured "
+                "again near the cut); %zu chose one of them\n",
+                thin, screened, rescreened, extraWon);
   for (const TuneResult &r : results) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "

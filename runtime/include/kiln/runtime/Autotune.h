@@ -78,6 +78,7 @@ struct TunedOp {
   size_t eligible = 0;   ///< within the numerics bound
   size_t remeasured = 0; ///< finalists of a close call measured again (0: none)
   size_t screened = 0;   ///< configurations beyond the heuristic screened (0: none)
+  size_t rescreened = 0; ///< of those, measured again near the screening's cut
   size_t extra = 0;      ///< of those, candidates (after the heuristic's)
   bool beyondHeuristic = false; ///< the winner is one of those
   double defaultMs = 0, tunedMs = 0;
