@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -412,10 +413,14 @@ Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &d
   for (size_t j = 0; j < count; ++j) {
     if (Status s = restore(); !s)
       return s.takeError();
+    const auto &[per, block] = site.shapes[j];
+    std::string shape = encodeLaunchShape(per, block);
     if (Status s = x.enqueueLaunch(sites.front(), j); !s) {
       if (j == 0)
         return s.takeError();
-      continue; // a shape that does not launch (registers, shared memory) is not eligible
+      // A shape that does not launch (registers, shared memory) is not eligible.
+      row.rejected.push_back(shape + " (did not launch)");
+      continue;
     }
     eligible[j] = true;
     for (size_t b = 0; b < site.buffers.size(); ++b) {
@@ -432,6 +437,11 @@ Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &d
       double e = relativeL2(out->data(), reference[b].data(), dtype, out->size() / dtypeSize(dtype));
       error[j] = std::max(error[j], e);
       eligible[j] = eligible[j] && e <= numericsBound(dtype);
+    }
+    if (!eligible[j]) { // the compiler's claim that it computes the same failed
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1e", error[j]);
+      row.rejected.push_back(shape + " (rel. error " + text + ")");
     }
   }
 

@@ -427,6 +427,28 @@ int kiln::run::runTune(int argc, char **argv) {
     std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations (%zu measured "
                 "again near the cut); %zu chose one of them\n",
                 thin, screened, rescreened, extraWon);
+  // Launch variants: a shape that computed other values (or did not
+  // launch) is not eligible; the count shows the compiler's claim held.
+  size_t launchOps = 0, launchShapes = 0, eligibleShapes = 0;
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      if (op.label.rfind("launch ", 0) == 0 && op.eligible > 0) { // measured
+        ++launchOps;
+        launchShapes += op.candidates;
+        eligibleShapes += op.eligible;
+      }
+  if (launchOps)
+    std::printf("launch variants: %zu launches, %zu of %zu shapes eligible (the others did not "
+                "launch or computed other values)\n",
+                launchOps, eligibleShapes, launchShapes);
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      if (!op.rejected.empty()) {
+        std::string list;
+        for (const std::string &shape : op.rejected)
+          list += (list.empty() ? "" : ", ") + shape;
+        std::printf("  %s: not eligible: %s\n", op.label.c_str(), list.c_str());
+      }
   for (const TuneResult &r : results) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "
