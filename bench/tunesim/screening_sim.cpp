@@ -28,22 +28,28 @@
 #include <cstdio>
 #include <random>
 using namespace kiln::runtime;
-struct Model { std::vector<double> truth; std::vector<uint64_t> groups; };
+struct Model {
+  std::vector<double> truth;
+  std::vector<uint64_t> groups;
+};
 std::mt19937_64 rng(1);
 double outlierSize = 1.2; // an outlier sample's factor
 double sample(double t, double runOffset, double sigma, double outlierP) {
   std::normal_distribution<double> n(0, sigma);
   std::uniform_real_distribution<double> u(0, 1);
   double v = t * runOffset * (1 + n(rng));
-  if (u(rng) < outlierP) v *= outlierSize;
+  if (u(rng) < outlierP)
+    v *= outlierSize;
   return v;
 }
-std::vector<double> measure(const Model &m, const std::vector<double> &off, const std::vector<size_t> &which,
-                            int samples, double sigma, double outlierP) {
+std::vector<double> measure(const Model &m, const std::vector<double> &off,
+                            const std::vector<size_t> &which, int samples, double sigma,
+                            double outlierP) {
   std::vector<double> ms(m.truth.size(), -1);
   for (size_t i : which) {
     std::vector<double> s;
-    for (int k = 0; k < samples; ++k) s.push_back(sample(m.truth[i], off[i], sigma, outlierP));
+    for (int k = 0; k < samples; ++k)
+      s.push_back(sample(m.truth[i], off[i], sigma, outlierP));
     ms[i] = median(s);
   }
   return ms;
@@ -61,21 +67,28 @@ int main(int argc, char **argv) {
         m.truth.push_back(0.010 * (1 + 0.08 * g) * (1 + 0.25 * u(rng)));
         m.groups.push_back(g);
       }
-    size_t n = m.truth.size(), trueBest = std::min_element(m.truth.begin(), m.truth.end()) - m.truth.begin();
+    size_t n = m.truth.size(),
+           trueBest = std::min_element(m.truth.begin(), m.truth.end()) - m.truth.begin();
     std::vector<size_t> all(n);
-    for (size_t i = 0; i < n; ++i) all[i] = i;
-    std::vector<size_t> adm[2][2]; size_t win[2][2]; double winMs[2][2], defMs[2][2];
+    for (size_t i = 0; i < n; ++i)
+      all[i] = i;
+    std::vector<size_t> adm[2][2];
+    size_t win[2][2];
+    double winMs[2][2], defMs[2][2];
     for (int run = 0; run < 2; ++run) {
       std::normal_distribution<double> rn(0, runSigma);
       std::vector<double> off(n);
-      for (double &o : off) o = 1 + rn(rng);
+      for (double &o : off)
+        o = 1 + rn(rng);
       for (int mode = 0; mode < 2; ++mode) {
         std::vector<size_t> a;
         if (mode == 0) { // old: median of 2 (the mean), the fastest 24 by time
           std::vector<double> ms = measure(m, off, all, 2, sigma, outlierP);
           std::vector<size_t> o = all;
           std::stable_sort(o.begin(), o.end(), [&](size_t p, size_t q) { return ms[p] < ms[q]; });
-          o.resize(24); std::sort(o.begin(), o.end()); a = o;
+          o.resize(24);
+          std::sort(o.begin(), o.end());
+          a = o;
         } else {
           ScreenPolicy p;
           std::vector<double> ms = measure(m, off, all, kScreenSamples, sigma, outlierP);
@@ -89,7 +102,8 @@ int main(int argc, char **argv) {
         std::vector<double> cand = {sample(m.truth[trueBest] * 1.3, 1, 0, 0)};
         for (size_t i : a) {
           std::vector<double> s;
-          for (int k = 0; k < 20; ++k) s.push_back(sample(m.truth[i], off[i], sigma, outlierP));
+          for (int k = 0; k < 20; ++k)
+            s.push_back(sample(m.truth[i], off[i], sigma, outlierP));
           cand.push_back(median(s));
         }
         // Close calls: the finalists again, 5 rounds of 20, the median of the medians.
@@ -103,7 +117,8 @@ int main(int argc, char **argv) {
               std::vector<double> s;
               double t0 = f == 0 ? m.truth[trueBest] * 1.3 : m.truth[a[f - 1]];
               double o = f == 0 ? 1 : off[a[f - 1]];
-              for (int k = 0; k < 20; ++k) s.push_back(sample(t0, o, sigma, outlierP));
+              for (int k = 0; k < 20; ++k)
+                s.push_back(sample(t0, o, sigma, outlierP));
               rounds.push_back(median(s));
             }
             again[f] = median(rounds);
@@ -112,7 +127,8 @@ int main(int argc, char **argv) {
         }
         size_t w = chooseWinner(cand, kTieMargin, fl);
         win[run][mode] = w == 0 ? SIZE_MAX : a[w - 1];
-        winMs[run][mode] = cand[w]; defMs[run][mode] = cand[0];
+        winMs[run][mode] = cand[w];
+        defMs[run][mode] = cand[0];
       }
     }
     for (int mode = 0; mode < 2; ++mode) {
@@ -126,11 +142,14 @@ int main(int argc, char **argv) {
       }
     }
   }
-  std::printf("noise %.0f%%/sample, %.0f%% outliers (x%.1f), run offset %.0f%%: %d trials of 120 configurations\n",
+  std::printf("noise %.0f%%/sample, %.0f%% outliers (x%.1f), run offset %.0f%%: %d trials of 120 "
+              "configurations\n",
               sigma * 100, outlierP * 100, outlierSize, runSigma * 100, trials);
-  const char *name[2] = {"old (2 samples, time cut, 3% tie)", "new (5+11 samples, groups, tie cut, floor)"};
+  const char *name[2] = {"old (2 samples, time cut, 3% tie)",
+                         "new (5+11 samples, groups, tie cut, floor)"};
   for (int mode = 0; mode < 2; ++mode)
-    std::printf("  %-44s same admitted %5.1f%%, true best admitted %5.1f%%, same choice %5.1f%%, NOT A TIE %5.2f%%\n", name[mode],
-                100.0 * same[mode] / trials, 100.0 * best[mode] / (2 * trials), 100.0 * choice[mode] / trials,
-                100.0 * notTie[mode] / trials);
+    std::printf("  %-44s same admitted %5.1f%%, true best admitted %5.1f%%, same choice %5.1f%%, "
+                "NOT A TIE %5.2f%%\n",
+                name[mode], 100.0 * same[mode] / trials, 100.0 * best[mode] / (2 * trials),
+                100.0 * choice[mode] / trials, 100.0 * notTie[mode] / trials);
 }

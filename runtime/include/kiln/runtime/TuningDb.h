@@ -208,8 +208,7 @@ constexpr size_t kMaxFinalists = 4;
 /// tolerance is margin alone: faster than the default by more than margin -
 /// band, within margin + band of the fastest.
 std::vector<size_t> closeCallFinalists(const std::vector<double> &ms, double margin = kTieMargin,
-                                       double band = kCloseCallBand,
-                                       double floorMs = kTieFloorMs);
+                                       double band = kCloseCallBand, double floorMs = kTieFloorMs);
 
 } // namespace kiln::runtime
 
