@@ -4,7 +4,8 @@
 #  1. tune twice into two fresh databases, each under 3 minutes, printing
 #     tune's table (changed ops, default and tuned step in the same run);
 #  2. diff the two databases' choices (a difference must be a tie: its
-#     measured gap under the noise margin in either run);
+#     measured gap within max(3%, 0.5 us per call) + 2%, tune's tie rule
+#     widened by the close-call band);
 #  3. time `kiln-run train` with --tuning off and on, alternately (off, on,
 #     off, on), and print the step-time medians and the speedup (target on
 #     1b: >= 5%), and the first losses of both (the numerics policy: same
@@ -76,7 +77,14 @@ for config in $configs; do
   # 2. The two databases' choices.
   python3 - "$out/$config-1.db" "$out/$config-2.db" <<'PY' || status=1
 import json, sys
-MARGIN = 0.03  # kTieMargin (kiln/runtime/TuningDb.h)
+# The tie rule of kiln/runtime/TuningDb.h, widened by the close-call band:
+# two medians are a tie within max(margin * time, floor per call) + band *
+# time. tune takes any candidate within max(margin, floor) of the fastest
+# as its equal (the lowest index wins), so two runs' choices may differ by
+# that much and by the noise (the band) besides.
+MARGIN = 0.03      # kTieMargin
+BAND = 0.02        # kCloseCallBand: what tune re-measures as a close call
+FLOOR_MS = 0.0005  # kTieFloorMs: 0.5 us per call, for the us-scale GEMMs
 def entries(path):
     text = open(path).read()
     body = json.loads(text[text.index("\n") + 1:])
@@ -84,30 +92,36 @@ def entries(path):
     return {(e["kind"], e["hash"], e["shape"]): e for e in body["devices"][0]["entries"]}
 a, b = entries(sys.argv[1]), entries(sys.argv[2])
 assert a.keys() == b.keys(), "the two runs measured different ops"
-BAND = 0.02    # kCloseCallBand: what tune re-measures as a close call
-def tie(x, y):
-    # Two runs chose differently: a tie when one run's times put the two
-    # choices within the margin (plus the close-call band) of the rule's
-    # thresholds. A default against a candidate: the candidate's gain over
-    # the default sits near the margin. Two candidates: their times, each
-    # relative to its run's default, sit within the margin of each other.
+def tolerance(ms):
+    return max(MARGIN * ms, FLOOR_MS) + BAND * ms
+def gap(x, y):
+    # Two runs chose differently: the gap between the two choices and the
+    # tolerance it is judged by. A default against a candidate: the
+    # candidate's gain over the default in its run. Two candidates: their
+    # times, run 2's scaled to run 1's default.
     if x["default_ms"] <= 0 or y["default_ms"] <= 0:
-        return False
-    gain = lambda e: 1 - e["tuned_ms"] / e["default_ms"]
+        return float("inf"), 0.0
     if x["choice"] == 0 or y["choice"] == 0:
         other = y if x["choice"] == 0 else x
-        return gain(other) <= MARGIN + BAND
-    rx, ry = x["tuned_ms"] / x["default_ms"], y["tuned_ms"] / y["default_ms"]
-    return max(rx, ry) / min(rx, ry) <= 1 + MARGIN + BAND
-# The algorithm itself, not its index: configurations beyond the heuristic
+        return other["default_ms"] - other["tuned_ms"], tolerance(other["default_ms"])
+    tx, ty = x["tuned_ms"], y["tuned_ms"] * x["default_ms"] / y["default_ms"]
+    return abs(tx - ty), tolerance(min(tx, ty))
+def tie(x, y):
+    g, t = gap(x, y)
+    return g <= t
+# The choice itself, not its index: configurations beyond the heuristic
 # (--tune-extra) are indexed among those a screening admitted, which may
-# differ between runs at the margin of the screening.
-diff = [k for k in a if (a[k]["impl"], a[k]["algo"]) != (b[k]["impl"], b[k]["algo"])]
+# differ between runs; a launch's choice is its shape (config).
+choice = lambda e: (e["impl"], e["algo"], e.get("config", ""))
+diff = [k for k in a if choice(a[k]) != choice(b[k])]
 bad = [k for k in diff if not tie(a[k], b[k])]
-print(f"-- databases: {len(a)} ops, {len(diff)} choices differ ({len(diff) - len(bad)} at ties)")
+print(f"-- databases: {len(a)} ops, {len(diff)} choices differ ({len(diff) - len(bad)} at ties: "
+      f"a gap within max({MARGIN * 100:.0f}%, {FLOOR_MS * 1000:.1f} us per call) + {BAND * 100:.0f}%)")
 for k in diff:
+    g, t = gap(a[k], b[k])
     print(f"   {a[k]['label']} {k[2]}: run 1 choice {a[k]['choice']} {a[k].get('config', '')} ({a[k]['default_ms']:.4f} -> {a[k]['tuned_ms']:.4f} ms), "
-          f"run 2 choice {b[k]['choice']} {b[k].get('config', '')} ({b[k]['default_ms']:.4f} -> {b[k]['tuned_ms']:.4f} ms)"
+          f"run 2 choice {b[k]['choice']} {b[k].get('config', '')} ({b[k]['default_ms']:.4f} -> {b[k]['tuned_ms']:.4f} ms); "
+          f"gap {g * 1000:.2f} us, tolerance {t * 1000:.2f} us"
           + ("" if k not in bad else "  NOT A TIE"))
 sys.exit(1 if bad else 0)
 PY

@@ -278,8 +278,8 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       // the runtime may hand to cuDNN.
       if (!launch.getAttention()) {
         Json variants = Json::array();
-        for (const kiln::LaunchVariant &v : kiln::launchVariants(
-                 kernelOp.getKind(), launch.getItemsPerBlock(), launch.getBlock())) {
+        for (const kiln::LaunchVariant &v :
+             kiln::launchVariants(kernelOp, launch.getItemsPerBlock(), launch.getBlock())) {
           Json variant = Json::object();
           variant.set("per", Json::integer(v.itemsPerBlock));
           variant.set("block", Json::integer(v.block));

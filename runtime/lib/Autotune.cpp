@@ -6,9 +6,12 @@
 
 #include "kiln/runtime/Autotune.h"
 
+#include "kiln/runtime/GemmScreening.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -207,41 +210,61 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   }
 
   // Thin GEMMs: configurations beyond the heuristic's list join the
-  // candidates, the fastest of a screening (one warm-up and two samples
-  // each), in their configurations' order after the heuristic's, so two
-  // runs that admit the same ones index them alike.
+  // candidates, the fastest of a screening that two runs repeat
+  // (GemmScreening.h): indexed in their configurations' order, so two runs
+  // index them alike; every one screened, those near the cut measured
+  // again, the cut keeping each group's best and taking times within the
+  // tie tolerance of it by index.
   if (options.extra > 0 && isThinGemm(site.m, site.n, site.k) &&
       heuristic < static_cast<size_t>(kMaxTuningCandidates)) {
     Expected<std::vector<cublasLtMatmulAlgo_t>> space =
         x.getGemmSearchSpace(sites.front(), *candidates, options.screenLimit);
     if (!space)
       return space.takeError();
-    std::vector<cublasLtMatmulAlgo_t> runnable; // the check passed; a launch must too
-    for (const cublasLtMatmulAlgo_t &algo : *space)
+    std::vector<std::pair<GemmConfig, cublasLtMatmulAlgo_t>> found;
+    for (const cublasLtMatmulAlgo_t &algo : *space) {
+      Expected<GemmConfig> config = x.getGemmConfig(algo);
+      if (!config)
+        return Error{site.label + ": " + config.getError()};
+      // The check passed; a launch must too.
       if (Status s = x.enqueueGemm(sites.front(), algo, site.a, site.b); s)
-        runnable.push_back(algo);
+        found.emplace_back(*config, algo);
+    }
+    std::stable_sort(found.begin(), found.end(),
+                     [](const auto &p, const auto &q) { return p.first < q.first; });
+    std::vector<cublasLtMatmulAlgo_t> runnable;
+    std::vector<uint64_t> groups;
+    for (const auto &[config, algo] : found) {
+      runnable.push_back(algo);
+      groups.push_back(screenGroup(config));
+    }
     std::vector<size_t> order(runnable.size());
     for (size_t i = 0; i < order.size(); ++i)
       order[i] = i;
     Expected<std::vector<double>> screen =
-        timeCandidates(x, device, all, sites, runnable, order, 1, 2, calls);
+        timeCandidates(x, device, all, sites, runnable, order, 1, kScreenSamples, calls);
     if (!screen)
       return screen.takeError();
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t p, size_t q) { return (*screen)[p] < (*screen)[q]; });
-    order.resize(std::min({order.size(), static_cast<size_t>(options.extra),
-                           static_cast<size_t>(kMaxTuningCandidates) - heuristic}));
-    std::vector<std::pair<GemmConfig, size_t>> admitted;
-    for (size_t i : order) {
-      Expected<GemmConfig> config = x.getGemmConfig(runnable[i]);
-      if (!config)
-        return Error{site.label + ": " + config.getError()};
-      admitted.emplace_back(*config, i);
+    ScreenPolicy policy;
+    policy.keep = std::min(static_cast<size_t>(options.extra),
+                           static_cast<size_t>(kMaxTuningCandidates) - heuristic);
+    policy.maxRescreen = std::max(policy.maxRescreen, policy.keep);
+    std::vector<double> ms = *screen;
+    std::vector<size_t> again = screenRemeasure(ms, groups, policy);
+    if (!again.empty()) {
+      Expected<std::vector<double>> second =
+          timeCandidates(x, device, all, sites, runnable, again, 1, kRescreenSamples, calls);
+      if (!second)
+        return second.takeError();
+      std::fill(ms.begin(), ms.end(), -1.0);
+      for (size_t t = 0; t < again.size(); ++t)
+        ms[again[t]] = (*second)[t];
     }
-    std::sort(admitted.begin(), admitted.end());
-    for (const auto &[config, i] : admitted)
+    std::vector<size_t> admitted = screenAdmit(ms, groups, policy);
+    for (size_t i : admitted)
       candidates->push_back(runnable[i]);
     row.screened = runnable.size();
+    row.rescreened = again.size();
     row.extra = admitted.size();
   }
   size_t count = candidates->size();
@@ -390,10 +413,14 @@ Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &d
   for (size_t j = 0; j < count; ++j) {
     if (Status s = restore(); !s)
       return s.takeError();
+    const auto &[per, block] = site.shapes[j];
+    std::string shape = encodeLaunchShape(per, block);
     if (Status s = x.enqueueLaunch(sites.front(), j); !s) {
       if (j == 0)
         return s.takeError();
-      continue; // a shape that does not launch (registers, shared memory) is not eligible
+      // A shape that does not launch (registers, shared memory) is not eligible.
+      row.rejected.push_back(shape + " (did not launch)");
+      continue;
     }
     eligible[j] = true;
     for (size_t b = 0; b < site.buffers.size(); ++b) {
@@ -410,6 +437,11 @@ Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &d
       double e = relativeL2(out->data(), reference[b].data(), dtype, out->size() / dtypeSize(dtype));
       error[j] = std::max(error[j], e);
       eligible[j] = eligible[j] && e <= numericsBound(dtype);
+    }
+    if (!eligible[j]) { // the compiler's claim that it computes the same failed
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1e", error[j]);
+      row.rejected.push_back(shape + " (rel. error " + text + ")");
     }
   }
 

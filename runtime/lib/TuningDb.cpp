@@ -595,23 +595,29 @@ double kiln::runtime::relativeL2(const void *candidate, const void *reference, D
   return std::sqrt(diff / norm);
 }
 
-size_t kiln::runtime::chooseWinner(const std::vector<double> &ms, double margin) {
+double kiln::runtime::tieTolerance(double ms, double margin, double floorMs) {
+  return std::max(margin * ms, floorMs);
+}
+
+size_t kiln::runtime::chooseWinner(const std::vector<double> &ms, double margin, double floorMs) {
   if (ms.empty() || ms[0] < 0)
     return 0;
   size_t fastest = 0;
   for (size_t i = 1; i < ms.size(); ++i)
     if (ms[i] >= 0 && ms[i] < ms[fastest])
       fastest = i;
-  if (fastest == 0 || !(ms[fastest] < ms[0] * (1 - margin)))
+  double threshold = ms[0] - tieTolerance(ms[0], margin, floorMs);
+  if (fastest == 0 || !(ms[fastest] < threshold))
     return 0; // a tie keeps the default
+  double near = ms[fastest] + tieTolerance(ms[fastest], margin, floorMs);
   for (size_t i = 1; i < ms.size(); ++i)
-    if (ms[i] >= 0 && ms[i] < ms[0] * (1 - margin) && ms[i] <= ms[fastest] * (1 + margin))
+    if (ms[i] >= 0 && ms[i] < threshold && ms[i] <= near)
       return i;
   return fastest;
 }
 
 std::vector<size_t> kiln::runtime::closeCallFinalists(const std::vector<double> &ms, double margin,
-                                                      double band) {
+                                                      double band, double floorMs) {
   if (ms.empty() || ms[0] < 0)
     return {};
   size_t fastest = 0;
@@ -620,14 +626,15 @@ std::vector<size_t> kiln::runtime::closeCallFinalists(const std::vector<double> 
       fastest = i;
   if (fastest == 0)
     return {};
+  double threshold = ms[0] - tieTolerance(ms[0], margin, floorMs);
+  double near = ms[fastest] + tieTolerance(ms[fastest], margin, floorMs) + band * ms[fastest];
   std::vector<size_t> challengers;
   for (size_t i = 1; i < ms.size(); ++i)
-    if (ms[i] >= 0 && ms[i] < ms[0] * (1 - margin + band) &&
-        ms[i] <= ms[fastest] * (1 + margin + band))
+    if (ms[i] >= 0 && ms[i] < threshold + band * ms[0] && ms[i] <= near)
       challengers.push_back(i);
   if (challengers.empty())
     return {}; // nothing comes near beating the default
-  if (challengers.size() == 1 && ms[fastest] < ms[0] * (1 - margin - band))
+  if (challengers.size() == 1 && ms[fastest] < threshold - band * ms[0])
     return {}; // one clear winner
   std::stable_sort(challengers.begin(), challengers.end(),
                    [&](size_t p, size_t q) { return ms[p] < ms[q]; });

@@ -7,6 +7,7 @@
 #include "Check.h"
 
 #include "kiln/artifact/Crc32c.h"
+#include "kiln/runtime/GemmScreening.h"
 #include "kiln/runtime/TuningDb.h"
 
 #include <cmath>
@@ -249,6 +250,87 @@ static void testTieRule() {
   CHECK(median({}) == 0);
 }
 
+static void testTieFloor() {
+  // The tolerance: the relative margin, at least kTieFloorMs (0.5 µs).
+  CHECK(tieTolerance(1.0) == 0.03);
+  CHECK(tieTolerance(0.010) == kTieFloorMs);
+  CHECK(tieTolerance(0.010, kTieMargin, 0) == 0.010 * kTieMargin);
+  // A 10 µs GEMM: 0.4 µs faster is 4% (beyond the margin) but within the
+  // floor, a tie; 0.6 µs faster wins. Without the floor 0.4 µs would win.
+  CHECK(chooseWinner({0.010, 0.0096}) == 0);
+  CHECK(chooseWinner({0.010, 0.0094}) == 1);
+  CHECK(chooseWinner({0.010, 0.0096}, kTieMargin, 0) == 1);
+  // Two challengers 0.4 µs apart (4%): the lower index, the floor's tie.
+  CHECK(chooseWinner({0.012, 0.0100, 0.0096}) == 1);
+  CHECK(chooseWinner({0.012, 0.0100, 0.0096}, kTieMargin, 0) == 2);
+  CHECK(chooseWinner({0.012, 0.0102, 0.0096}) == 2);
+  // Millisecond GEMMs and whole steps: the relative margin alone.
+  CHECK(chooseWinner({0.379, 0.3517, 0.3544}) == 1);
+  CHECK(chooseWinner({100.0, 96.0}) == 1);
+  // Close calls near the floor's threshold (9.5 µs for a 10 µs default).
+  using V = std::vector<size_t>;
+  CHECK(closeCallFinalists({0.010, 0.0094}) == (V{0, 1}));
+  CHECK(closeCallFinalists({0.010, 0.00965}) == (V{0, 1}));
+  CHECK(closeCallFinalists({0.010, 0.0098}) == V{});
+  CHECK(closeCallFinalists({0.010, 0.0080}) == V{});
+  CHECK(closeCallFinalists({0.012, 0.0100, 0.0096}) == (V{0, 1, 2}));
+}
+
+static void testScreening() {
+  using V = std::vector<size_t>;
+  // Groups: the algorithm id and the split-K scheme, not the split count.
+  GemmConfig plain, split4, split8, other;
+  plain.algoId = split4.algoId = split8.algoId = 66;
+  other.algoId = 31;
+  split4.splitK = 4;
+  split8.splitK = 8;
+  split4.reduction = split8.reduction = 2;
+  CHECK(screenGroup(split4) == screenGroup(split8));
+  CHECK(screenGroup(plain) != screenGroup(split4));
+  CHECK(screenGroup(plain) != screenGroup(other));
+  // No more than `keep` runnable: all of them, nothing measured again.
+  ScreenPolicy policy;
+  CHECK(screenAdmit({0.01, -1, 0.02}, {0, 0, 0}, policy) == (V{0, 2}));
+  CHECK(screenRemeasure({0.01, -1, 0.02}, {0, 0, 0}, policy) == V{});
+  // Times within the tie tolerance of the cut (0.5 µs here) are taken by
+  // index: two runs whose noise swaps 1-3 admit the same; by time alone the
+  // second would admit {0, 2, 3}.
+  ScreenPolicy three;
+  three.keep = 3;
+  three.perGroup = 0;
+  std::vector<uint64_t> one(5, 0);
+  CHECK(screenAdmit({0.0080, 0.0100, 0.0101, 0.0102, 0.0120}, one, three) == (V{0, 1, 2}));
+  CHECK(screenAdmit({0.0080, 0.0102, 0.0100, 0.0101, 0.0120}, one, three) == (V{0, 1, 2}));
+  // Beyond the tolerance, time decides.
+  CHECK(screenAdmit({0.0080, 0.0120, 0.0100, 0.0101, 0.0090}, one, three) == (V{0, 2, 4}));
+  // The fastest of each group within 25% of the fastest first (at most
+  // half the slots): a dense cluster of one algorithm's split-K variants
+  // (0-5) does not crowd out another algorithm (6); one 2x slower (7)
+  // gets no reserved place.
+  ScreenPolicy four;
+  four.keep = 4;
+  four.perGroup = 1;
+  std::vector<double> ms = {0.0100, 0.0101, 0.0102, 0.0103, 0.0104, 0.0105, 0.0110, 0.0200};
+  std::vector<uint64_t> groups = {1, 1, 1, 1, 1, 1, 2, 3};
+  CHECK(screenAdmit(ms, groups, four) == (V{0, 1, 2, 6}));
+  four.perGroup = 0;
+  CHECK(screenAdmit(ms, groups, four) == (V{0, 1, 2, 3}));
+  // Measured again: what the cut admits and what lies within 25% of the
+  // cut's time (a configuration whose first samples were unlucky), at most
+  // maxRescreen; never the unrunnable.
+  ScreenPolicy two;
+  two.keep = 2;
+  two.perGroup = 0;
+  std::vector<double> first = {0.010, 0.011, 0.012, 0.0135, 0.020, -1};
+  std::vector<uint64_t> six(6, 0);
+  CHECK(screenAdmit(first, six, two) == (V{0, 1}));
+  CHECK(screenRemeasure(first, six, two) == (V{0, 1, 2, 3}));
+  two.maxRescreen = 3;
+  CHECK(screenRemeasure(first, six, two) == (V{0, 1, 2}));
+  // The second pass decides among those alone: 3, unlucky before, is in.
+  CHECK(screenAdmit({0.0101, 0.0112, -1, 0.0090, -1, -1}, six, two) == (V{0, 3}));
+}
+
 static void testCloseCalls() {
   using V = std::vector<size_t>;
   // Clear decisions are not measured again: nothing near beating the
@@ -404,6 +486,8 @@ int main() {
   testKeyMismatch();
   testCorrupt();
   testTieRule();
+  testTieFloor();
+  testScreening();
   testCloseCalls();
   testNumerics();
   testDefaultPath();

@@ -159,18 +159,19 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   EXPECT_EQ(program->results[0].role, "loss");
   EXPECT_EQ(program->results[1].role, "param");
   EXPECT_EQ(program->results[1].name, "w2");
-  unsigned launches = 0, gemms = 0, weights = 0, fills = 0, withVariants = 0;
+  unsigned launches = 0, gemms = 0, weights = 0, fills = 0, withVariants = 0, rowWithVariants = 0;
   for (const artifact::ProgramOp &op : program->ops) {
     using Kind = artifact::ProgramOp::Kind;
     if (op.kind == Kind::Launch) {
       ++launches;
       EXPECT_EQ(op.module, "module0");
       EXPECT_TRUE(modules.count(op.name)) << op.name;
-      // Launch variants: the loop kernels' (silu), in the compiler's order,
-      // never the default's shape; none for the row kernels (the norms).
+      // Launch variants: the loop kernels' (silu) and the row kernels'
+      // (the norms: rows per block; the scalar template also threads per
+      // row), in the compiler's order, never the default's shape.
       auto kernelOp = module->lookupSymbol<kernel::KernelOp>(op.name);
       ASSERT_TRUE(kernelOp) << op.name;
-      std::vector<LaunchVariant> expected = launchVariants(kernelOp.getKind(), op.per, op.block);
+      std::vector<LaunchVariant> expected = launchVariants(kernelOp, op.per, op.block);
       ASSERT_EQ(op.variants.size(), expected.size()) << op.name;
       for (size_t i = 0; i < expected.size(); ++i) {
         EXPECT_EQ(op.variants[i].per, expected[i].itemsPerBlock);
@@ -180,6 +181,18 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
       if (kernelOp.getKind() == kernel::FusionKind::loop) {
         EXPECT_EQ(op.variants.size(), 5u) << op.name;
         ++withVariants;
+      } else if (kernelOp.getKind() == kernel::FusionKind::row) {
+        // 64 f32 columns: 16 vectors of 4, a warp per row, 8 rows a block;
+        // threads per row are baked in, so rows per block alone vary.
+        kernel::RowLayout layout = kernel::rowLayout(kernelOp.getBody().front());
+        EXPECT_EQ(layout.width, 4) << op.name;
+        EXPECT_EQ(op.per, 8) << op.name;
+        ASSERT_EQ(op.variants.size(), 3u) << op.name;
+        EXPECT_EQ(op.variants[0].per, 16);
+        EXPECT_EQ(op.variants[2].per, 64);
+        for (const auto &v : op.variants)
+          EXPECT_EQ(v.block, 256);
+        ++rowWithVariants;
       } else {
         EXPECT_TRUE(op.variants.empty()) << op.name;
       }
@@ -201,6 +214,7 @@ func.func @main(%x: tensor<?x64xf32, #kiln.dims<[n]>> {kiln.name = "x"},
   }
   EXPECT_GE(launches, 2u);
   EXPECT_GE(withVariants, 1u);
+  EXPECT_GE(rowWithVariants, 1u);
   EXPECT_EQ(gemms, 1u);
   EXPECT_EQ(weights, 1u);
   EXPECT_EQ(fills, 1u); // The norm weight gradient accumulates atomically.

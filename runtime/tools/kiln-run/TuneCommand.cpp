@@ -58,7 +58,8 @@ constexpr const char *kTuneUsage =
     "                          0: none)\n"
     "  --tune-launches on|off  the generated kernels' launch variants the artifact\n"
     "                          offers (loop kernels: block size, items per block;\n"
-    "                          default on)\n"
+    "                          row kernels: rows per block, threads per row of\n"
+    "                          the scalar template; default on)\n"
     "  --reps N                timed runs per candidate, the median counts (default 20)\n"
     "  --warmup N              untimed runs per candidate first (default 3)\n"
     "  --batch B, --seq S      the shapes to tune (comma lists, as for train)\n"
@@ -414,17 +415,40 @@ int kiln::run::runTune(int argc, char **argv) {
     std::printf("close calls: %zu ops measured again (finalists interleaved, the median of %d "
                 "rounds' medians)\n",
                 close, tune.closeRounds);
-  size_t thin = 0, screened = 0, extraWon = 0;
+  size_t thin = 0, screened = 0, rescreened = 0, extraWon = 0;
   for (const TuneResult &r : results)
     for (const TunedOp &op : r.ops) {
       thin += op.screened > 0;
       screened += op.screened;
+      rescreened += op.rescreened;
       extraWon += op.beyondHeuristic;
     }
   if (thin)
-    std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations; %zu chose "
-                "one of them\n",
-                thin, screened, extraWon);
+    std::printf("beyond the heuristic: %zu thin GEMMs screened %zu configurations (%zu measured "
+                "again near the cut); %zu chose one of them\n",
+                thin, screened, rescreened, extraWon);
+  // Launch variants: a shape that computed other values (or did not
+  // launch) is not eligible; the count shows the compiler's claim held.
+  size_t launchOps = 0, launchShapes = 0, eligibleShapes = 0;
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      if (op.label.rfind("launch ", 0) == 0 && op.eligible > 0) { // measured
+        ++launchOps;
+        launchShapes += op.candidates;
+        eligibleShapes += op.eligible;
+      }
+  if (launchOps)
+    std::printf("launch variants: %zu launches, %zu of %zu shapes eligible (the others did not "
+                "launch or computed other values)\n",
+                launchOps, eligibleShapes, launchShapes);
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      if (!op.rejected.empty()) {
+        std::string list;
+        for (const std::string &shape : op.rejected)
+          list += (list.empty() ? "" : ", ") + shape;
+        std::printf("  %s: not eligible: %s\n", op.label.c_str(), list.c_str());
+      }
   for (const TuneResult &r : results) {
     size_t ops = r.ops.size();
     std::printf("step %s: default %s ms, tuned %s ms (%+.1f%%), loss rel. difference %.1e; "

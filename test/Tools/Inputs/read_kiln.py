@@ -71,6 +71,14 @@ for _ in range(count):
             if op["op"] == "gemm":
                 print("gemm " + json.dumps(op, sort_keys=True))
                 break
+        if "--launches" in sys.argv[2:]:
+            # Each kernel's first launch: its shape and launch variants.
+            seen = set()
+            for op in program["ops"]:
+                if op["op"] == "launch" and op["kernel"] not in seen:
+                    seen.add(op["kernel"])
+                    shapes = " ".join(f"{v['per']}/{v['block']}" for v in op.get("variants", []))
+                    print(f"launch {op['kernel']} {op['per']}/{op['block']} variants [{shapes}]")
     sections[name] = payload
 
 

@@ -78,8 +78,12 @@ struct TunedOp {
   size_t eligible = 0;   ///< within the numerics bound
   size_t remeasured = 0; ///< finalists of a close call measured again (0: none)
   size_t screened = 0;   ///< configurations beyond the heuristic screened (0: none)
+  size_t rescreened = 0; ///< of those, measured again near the screening's cut
   size_t extra = 0;      ///< of those, candidates (after the heuristic's)
   bool beyondHeuristic = false; ///< the winner is one of those
+  /// Launch variants not eligible: "per=2,block=256 (rel. error 3.1e-01)",
+  /// "per=1,block=1024 (did not launch)".
+  std::vector<std::string> rejected;
   double defaultMs = 0, tunedMs = 0;
   std::string choice; ///< "algo 3/8", "kernels", "default"
   double error = 0;   ///< the winner's relative error against the default

@@ -154,6 +154,15 @@ bool fromHex(std::string_view hex, void *out, size_t size);
 /// A candidate wins only if its median is faster than the default's by more
 /// than this fraction; anything closer is a tie and keeps the default.
 constexpr double kTieMargin = 0.03;
+/// ... and by more than this many milliseconds per call: for the µs-scale
+/// GEMMs and launches 3% is a fraction of a µs, below what two tune runs
+/// reproduce (split-K variants of a 10 µs GEMM swapped between runs) and
+/// below what a step can gain (16 calls x 0.5 µs = 8 µs of a 100 ms step).
+constexpr double kTieFloorMs = 0.0005;
+
+/// The gap below which two medians near \p ms are a tie:
+/// max(\p margin * \p ms, \p floorMs).
+double tieTolerance(double ms, double margin = kTieMargin, double floorMs = kTieFloorMs);
 
 /// The median of \p samples (the mean of the middle two for an even count);
 /// 0 for none.
@@ -174,10 +183,12 @@ double relativeL2(const void *candidate, const void *reference, artifact::DType 
 /// The index of the winner among candidates measured at \p ms (index 0 is
 /// the default; a negative time marks a candidate not eligible: failed, or
 /// outside the numerics bound). A candidate must beat the default by more
-/// than \p margin; among those that do, the lowest index within \p margin of
-/// the fastest wins (cuBLASLt ranks its heuristic best first), so two runs
-/// measuring nearly the same times choose the same.
-size_t chooseWinner(const std::vector<double> &ms, double margin = kTieMargin);
+/// tieTolerance (\p margin relative, \p floorMs absolute); among those that
+/// do, the lowest index within the tolerance of the fastest wins (cuBLASLt
+/// ranks its heuristic best first), so two runs measuring nearly the same
+/// times choose the same.
+size_t chooseWinner(const std::vector<double> &ms, double margin = kTieMargin,
+                    double floorMs = kTieFloorMs);
 
 /// A first measurement whose decision lies within this fraction of one of
 /// chooseWinner's thresholds is a close call and is measured again.
@@ -187,14 +198,17 @@ constexpr size_t kMaxFinalists = 4;
 
 /// The candidates to measure again, interleaved, before chooseWinner
 /// decides (ascending indices, the default first); empty when the first
-/// medians \p ms decide clearly: no candidate comes within \p band of
-/// beating the default by \p margin, or one beats it by more than margin +
-/// band and every other is slower than it by more than margin + band.
-/// Otherwise the default and the fastest challengers (at most
-/// kMaxFinalists in all): those faster than the default by more than
-/// margin - band and within margin + band of the fastest.
+/// medians \p ms decide clearly: no candidate comes within \p band (a
+/// fraction of the default's time) of chooseWinner's threshold, the
+/// default's time less its tieTolerance; or one passes it by more than band
+/// and every other is slower than that one by more than its tolerance plus
+/// band. Otherwise the default and the fastest challengers (at most
+/// kMaxFinalists in all): those within band of passing the threshold and
+/// within tolerance plus band of the fastest. With \p floorMs 0 the
+/// tolerance is margin alone: faster than the default by more than margin -
+/// band, within margin + band of the fastest.
 std::vector<size_t> closeCallFinalists(const std::vector<double> &ms, double margin = kTieMargin,
-                                       double band = kCloseCallBand);
+                                       double band = kCloseCallBand, double floorMs = kTieFloorMs);
 
 } // namespace kiln::runtime
 
