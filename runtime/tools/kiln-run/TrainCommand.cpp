@@ -269,6 +269,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
               x.usesArtifactPlan() ? "the artifact's memory plan" : "planned at load");
   if (std::string attention = x.getAttentionSummary(); !attention.empty())
     std::printf("%s\n", attention.c_str());
+  if (std::string nf4 = x.getNf4Summary(); !nf4.empty())
+    std::printf("%s\n", nf4.c_str());
   if (tuning) {
     // Shapes beyond the first are counted once they are prepared.
     for (const SymbolBindings &sizes : shapes)

@@ -31,6 +31,11 @@ namespace kiln::runtime {
 inline constexpr const char *kNf4Default = "dequant+cublaslt";
 inline constexpr const char *kNf4Fused = "nf4-fused";
 
+/// The fused kernels' launch (kernels/Nf4GemmKernels.cu checks these): 384
+/// threads, a grid of (n / 128, m / 256), this much dynamic shared memory.
+inline constexpr unsigned kNf4GemmThreads = 384, kNf4GemmRows = 128, kNf4GemmTokens = 256;
+inline constexpr unsigned kNf4GemmSharedBytes = 161920;
+
 /// One marked NF4 weight and the GEMM reading it.
 struct Nf4GemmPair {
   size_t launch = 0; ///< op index of the dequantize launch
