@@ -48,6 +48,8 @@ std::string check(const StepProgram &p, const ProgramOp &gemm, const Nf4Weight &
   if (p.buffers[gemm.a].dtype != DType::BF16 || p.buffers[gemm.c].dtype != DType::BF16 ||
       p.buffers[w.weight].dtype != DType::BF16)
     return "not bf16";
+  if (!gemm.m || !gemm.n || !gemm.k || !gemm.batch)
+    return "a size is missing";
   Expected<int64_t> m = gemm.m->evaluate(sizes), n = gemm.n->evaluate(sizes),
                     k = gemm.k->evaluate(sizes), batch = gemm.batch->evaluate(sizes);
   if (!m || !n || !k || !batch)

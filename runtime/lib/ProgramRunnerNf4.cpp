@@ -20,6 +20,8 @@
 
 #include "Nf4GemmImage.h"
 
+#include <cstdint>
+
 using namespace kiln::runtime;
 using namespace kiln::artifact;
 
@@ -69,8 +71,13 @@ Status ProgramRunner::prepareNf4(const SymbolBindings &sizes, const SharedMemory
     }
     const ProgramOp &gemmOp = p.ops[pair.gemm];
     const Nf4Weight &w = p.ops[pair.launch].nf4->weights[pair.weight];
-    std::pair<Action, size_t> gemmAction = actions.at(opAction.at(pair.gemm));
-    std::pair<Action, size_t> launchAction = actions.at(opAction.at(pair.launch));
+    // Each op's first action (the executor built one for every GEMM and launch).
+    auto actionOf = [&](size_t op) -> std::pair<Action, size_t> {
+      size_t at = op < opAction.size() ? opAction[op] : SIZE_MAX;
+      return at < actions.size() ? actions[at] : std::make_pair(Action::Skipped, SIZE_MAX);
+    };
+    std::pair<Action, size_t> gemmAction = actionOf(pair.gemm);
+    std::pair<Action, size_t> launchAction = actionOf(pair.launch);
     if (gemmAction.first != Action::Gemm || launchAction.first != Action::Launch) {
       note(pair.label() + ": not a cuBLASLt GEMM after a kernel launch here");
       continue;
