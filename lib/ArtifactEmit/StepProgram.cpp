@@ -15,6 +15,7 @@
 
 #include "kiln/ArtifactEmit/ElementType.h"
 #include "kiln/ArtifactEmit/LaunchVariants.h"
+#include "kiln/ArtifactEmit/Nf4Roles.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/KernelDialect.h"
 #include "kiln/artifact/Json.h"
@@ -290,6 +291,10 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       }
       if (launch.getAttention())
         attentionLaunches.push_back({opEntries.size(), launch});
+      // An NF4 dequantize for GEMMs: its buffers' roles, so the runtime may
+      // run a GEMM that reads the codes instead (Nf4Roles.h).
+      if (std::optional<Json> nf4 = kiln::nf4RolesOf(launch, kernelOp, ids, opIndex))
+        entry.set("nf4", std::move(*nf4));
     } else if (auto gemm = dyn_cast<kernel::GemmOp>(op)) {
       entry.set("op", Json::string("gemm"));
       entry.set("a", use(gemm.getA()));

@@ -6,6 +6,7 @@
 
 #include "kiln/runtime/Autotune.h"
 
+#include "AutotuneNf4.h"
 #include "kiln/runtime/GemmScreening.h"
 
 #include <algorithm>
@@ -558,7 +559,7 @@ std::map<std::string, std::vector<size_t>> groupSites(const std::vector<Site> &s
 
 size_t kiln::runtime::countTuningOps(const StepExecutor &x, bool tuneAttention,
                                      bool tuneLaunches) {
-  return groupSites(x.getGemmSites()).size() +
+  return groupSites(x.getGemmSites()).size() + groupSites(x.getNf4Sites()).size() +
          (tuneLaunches ? groupSites(x.getLaunchSites()).size() : 0) +
          (tuneAttention && x.getAttentionSite() ? 1 : 0);
 }
@@ -602,7 +603,24 @@ Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &dev
   std::map<size_t, const std::vector<size_t> *> launchAt;
   for (const auto &[signature, members] : launchGroups)
     launchAt[launches[members.front()].action] = &members;
+  // NF4 GEMMs the fused kernel can run (AutotuneNf4.cpp), when the step
+  // reaches the first of a signature: its dequantize launch has run.
+  std::vector<StepExecutor::Nf4Site> nf4 = x.getNf4Sites();
+  std::map<std::string, std::vector<size_t>> nf4Groups = groupSites(nf4);
+  std::map<size_t, const std::vector<size_t> *> nf4At;
+  for (const auto &[signature, members] : nf4Groups)
+    nf4At[nf4[members.front()].action] = &members;
   Expected<double> walked = x.runStepWithHook(options.step, options.lr, [&](size_t action) {
+    if (auto at = nf4At.find(action); at != nf4At.end()) {
+      TunedOp row;
+      Expected<TuningEntry> entry = tuneNf4(x, device, nf4, *at->second, options, row);
+      if (!entry)
+        return Status(entry.takeError());
+      db.put(key, std::move(*entry));
+      result.ops.push_back(std::move(row));
+      progress(result.ops.back().label);
+      // The GEMM's own cuBLASLt candidates are measured too (below).
+    }
     if (auto at = launchAt.find(action); at != launchAt.end()) {
       TunedOp row;
       Expected<std::optional<TuningEntry>> entry =

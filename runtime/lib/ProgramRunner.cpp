@@ -247,9 +247,11 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   }
 
   auto check = [&](CUresult result, const char *what) { return device.check(result, what); };
+  r->opAction.assign(p.ops.size(), SIZE_MAX);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     std::string where = "op " + std::to_string(i);
+    r->opAction[i] = r->actions.size(); // its first action, if it has one
     if (replaced[i])
       continue;
     if (hopperShape[i]) {
@@ -506,6 +508,9 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
     if (target != r->pointers[result.buffer])
       r->resultCopies.push_back({r->pointers[result.buffer], target, r->bytes[result.buffer]});
   }
+  // NF4 GEMMs on the codes where chosen (ProgramRunnerNf4.cpp).
+  if (Status s = r->prepareNf4(sizes, memory); !s)
+    return s.takeError();
   return r;
 }
 
@@ -610,6 +615,8 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     }
     case Action::AllReduce:
     case Action::AllReduceWait: return recordAllReduce(entry, stream);
+    case Action::Nf4Gemm: return enqueueNf4(nf4List[index], /*fused=*/true, stream);
+    case Action::Skipped: break;
     }
   }
   return Status::success();
@@ -681,6 +688,8 @@ std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
     return "nccl all_reduce bucket " + std::to_string(allReduceList[entry.second].bucket) +
            " (enqueue)";
   case Action::AllReduceWait: return "nccl all_reduce wait bucket " + std::to_string(entry.second);
+  case Action::Nf4Gemm: return nf4List[entry.second].label;
+  case Action::Skipped: return "skipped " + launchList[entry.second].name + " (readers fused)";
   }
   return "?";
 }

@@ -63,6 +63,9 @@ struct SharedMemory {
   /// --thin-gemm on: GEMMs Kiln's thin-GEMM kernels take run through them
   /// (ProgramRunnerThinGemm.cpp), the others through cuBLASLt.
   bool thinGemm = false;
+  /// Kiln's fused NF4 GEMM (kernels/Nf4GemmKernels.cu) where this device
+  /// runs it (sm_90); null: NF4 GEMMs stay dequantize + cuBLASLt.
+  const KernelModule *nf4 = nullptr;
 };
 
 /// The persistent tensor a param, state or accum binding names in the
@@ -71,6 +74,10 @@ struct SharedMemory {
 inline std::string persistentKey(const ProgramBinding &binding) {
   return binding.role == "accum" ? "accum/" + binding.name : binding.name;
 }
+
+/// Loads the fused NF4 GEMM into \p x where \p program has marked NF4
+/// launches and \p device is sm_90 (ProgramRunnerNf4.cpp).
+Status loadNf4Gemm(StepExecutor &x, const StepProgram &program, const Device &device);
 
 class ProgramRunner {
 public:
@@ -135,6 +142,16 @@ public:
   /// Copies the data inputs (role "input") of \p other, a runner of the same
   /// program at the same sizes, into this one's.
   Status copyInputsFrom(const ProgramRunner &other, CUstream stream) const;
+  // NF4 GEMMs (ProgramRunnerNf4.cpp, kiln/runtime/Nf4Gemm.h).
+  /// Marked NF4 GEMMs that ran fused, those left to dequantize + cuBLASLt
+  /// though the kernel could run them, dequantize launches skipped, and why
+  /// the first marked one cannot run fused.
+  size_t nf4Marked = 0, nf4Fused = 0, nf4Dequant = 0, nf4Skipped = 0;
+  std::string nf4Note;
+  std::vector<StepExecutor::Nf4Site> getNf4Sites() const;
+  /// Enqueues NF4 site \p site: the fused kernel, or its dequantize launch
+  /// and cuBLASLt GEMM (the default).
+  Status enqueueNf4Site(size_t site, bool fused, CUstream stream) const;
   /// record() calling \p beforeAction(i) before op i.
   Status recordWithHook(CUstream stream, const std::function<Status(size_t)> &beforeAction) const;
 
@@ -198,7 +215,31 @@ private:
     int64_t bucket = 0;
     std::vector<Communicator::Item> items;
   };
-  enum class Action { Launch, Gemm, Fill, Copy, Attention, AllReduce, AllReduceWait };
+  /// A GEMM the fused NF4 kernel can run (Nf4Gemm.h's pair, resolved).
+  struct Nf4Run {
+    CUfunction function = nullptr;
+    unsigned gridX = 1, gridY = 1;
+    CUdeviceptr a = 0, codes = 0, absmax = 0, absmaxCodes = 0, scale = 0, offset = 0, c = 0;
+    int m = 0, n = 0, k = 0;
+    float alpha = 1, beta = 0;
+    bool doubleQuant = false, fused = false;
+    size_t gemm = 0;         ///< gemmList index of the cuBLASLt GEMM it replaces
+    size_t launch = 0;       ///< launchList index of the dequantize launch
+    size_t gemmAction = 0;   ///< that GEMM's action
+    size_t launchAction = 0; ///< the dequantize launch's action
+    std::string label, hash, shape;
+  };
+  enum class Action {
+    Launch,
+    Gemm,
+    Fill,
+    Copy,
+    Attention,
+    AllReduce,
+    AllReduceWait,
+    Nf4Gemm, ///< nf4List: the fused kernel instead of a GEMM
+    Skipped  ///< a dequantize launch no reader needs (nothing recorded)
+  };
 
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
       : device(&device), lt(&lt), program(std::move(program)) {}
@@ -208,6 +249,11 @@ private:
   Status prepareHead(const LinearCrossEntropy &head,
                      const std::vector<std::vector<int64_t>> &shapes, const SharedMemory &memory);
   Status recordResultCopies(CUstream stream) const;
+  /// The NF4 pairs at \p sizes and, for each, the fused kernel or the
+  /// default (KILN_NF4_GEMM, the database's "nf4" entry, else the fixed
+  /// rule: dequantize + cuBLASLt); rewrites the actions.
+  Status prepareNf4(const artifact::SymbolBindings &sizes, const SharedMemory &memory);
+  Status enqueueNf4(const Nf4Run &run, bool fused, CUstream stream) const;
   Status recordFill(const Fill &fill, CUstream stream) const;
   Status recordCopy(const Copy &copy, CUstream stream) const;
   std::string actionLabel(std::pair<Action, size_t> action) const;
@@ -267,6 +313,8 @@ private:
   CUfunction fillKernel = nullptr, copyKernel = nullptr;
   size_t arenaSize = 0;
   std::vector<std::pair<Action, size_t>> actions;
+  std::vector<size_t> opAction; ///< per op: its first action (SIZE_MAX: none)
+  std::vector<Nf4Run> nf4List;
   std::vector<Launch> launchList;
   std::vector<size_t> tunableLaunches; // launchList indices with variants
   std::vector<Gemm> gemmList;

@@ -108,7 +108,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   // Kernel modules: the image for this device of every module.
   const DeviceInfo &info = device.getInfo();
   std::map<std::string, const KernelModule *> modules;
-  x->modules.reserve(artifact.getKernels().size() + 1); // + the support kernels: no reallocation
+  // + the support kernels and the fused NF4 GEMM: no reallocation
+  x->modules.reserve(artifact.getKernels().size() + 2);
   for (const auto &kernel : artifact.getKernels()) {
     Expected<KernelImageChoice> image = artifact.selectImage(
         kernel.first, info.computeCapabilityMajor, info.computeCapabilityMinor);
@@ -142,6 +143,10 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
   x->support = {*fill, *copy, &x->modules.back()};
+  // Kiln's fused NF4 GEMM: sm_90a only, and only for steps with marked NF4
+  // launches (Nf4Gemm.h).
+  if (Status s = loadNf4Gemm(*x, *program, device); !s)
+    return s.takeError();
   device.traceMemory("kernel modules loaded");
 
   // cuDNN, when the step has attention it may run.
@@ -389,6 +394,7 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
                           : nullptr,
                       &moduleHashes,
                       options.thinGemm};
+  memory.nf4 = nf4Module;
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
                              handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -682,6 +688,14 @@ StepExecutor::getGemmSearchSpace(size_t site, const std::vector<cublasLtMatmulAl
 
 Expected<GemmConfig> StepExecutor::getGemmConfig(const cublasLtMatmulAlgo_t &algo) const {
   return readGemmConfig(*lt, algo);
+}
+
+std::vector<StepExecutor::Nf4Site> StepExecutor::getNf4Sites() const {
+  return current->runner->getNf4Sites();
+}
+
+Status StepExecutor::enqueueNf4Site(size_t site, bool fused) const {
+  return current->runner->enqueueNf4Site(site, fused, device->getStream());
 }
 
 std::vector<StepExecutor::LaunchSite> StepExecutor::getLaunchSites() const {

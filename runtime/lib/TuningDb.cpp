@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/TuningDb.h"
+#include "kiln/runtime/Nf4Gemm.h"
 
 #include "kiln/artifact/Crc32c.h"
 #include "kiln/artifact/FileIO.h"
@@ -144,8 +145,10 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
       return v.takeError();
     *n.field = *v;
   }
-  if (Status s = need(e.kind == "gemm" || e.kind == "attention" || e.kind == "launch",
-                      where + ": \"kind\" must be \"gemm\", \"attention\" or \"launch\"");
+  if (Status s = need(e.kind == "gemm" || e.kind == "attention" || e.kind == "launch" ||
+                          e.kind == "nf4",
+                      where + ": \"kind\" must be \"gemm\", \"attention\", \"launch\" or "
+                              "\"nf4\"");
       !s)
     return s.takeError();
   if (Status s = need(e.hash.size() == 16 &&
@@ -184,6 +187,15 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
     if (Status s = need(decodeLaunchShape(e.config, per, block),
                         where + ": \"config\" must be a launch shape \"per=P,block=B\" (block 1 "
                                 "to 1024)");
+        !s)
+      return s.takeError();
+  } else if (e.kind == "nf4") {
+    // Who runs a GEMM on a dequantized NF4 weight (kiln/runtime/Nf4Gemm.h).
+    if (Status s = need(e.config.empty() && (e.impl == kNf4Default || e.impl == kNf4Fused) &&
+                            e.candidates == 2 && (e.choice == 1) == (e.impl == kNf4Fused),
+                        where + ": an \"nf4\" entry has 2 candidates, an empty \"config\" and "
+                                "\"impl\" \"" + kNf4Default + "\" (choice 0) or \"" +
+                                kNf4Fused + "\" (choice 1)");
         !s)
       return s.takeError();
   } else if (Status s = need(e.config.empty(), where + ": \"config\" must be empty for attention");

@@ -509,6 +509,12 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
         ok = decodeLaunchVariants(d, *variants, where, op);
       if (const Json *attention = o.get("attention"); ok && attention)
         ok = decodeAttention(d, *attention, where, op);
+      if (const Json *nf4 = o.get("nf4"); ok && nf4) {
+        std::string bad;
+        op.nf4.emplace();
+        if (!decodeNf4Roles(*nf4, where, d.bufferCount, *op.nf4, bad))
+          ok = d.fail(bad);
+      }
       // Version 3: args indexed as columns of a wider buffer.
       if (const Json *strides = ok ? o.get("row_strides") : nullptr) {
         if (version < 3)
@@ -614,6 +620,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     }
   }
   if (std::string bad = checkAllReduces(program, origin); !bad.empty())
+    return Error{bad};
+  if (std::string bad = checkNf4Roles(program, origin); !bad.empty())
     return Error{bad};
   return program;
 }

@@ -214,13 +214,16 @@ template <int V> struct Int {
 // comes by one bulk tensor copy per stage (the TMA engine, through
 // `activations`, a tensor map of A [m, k] bf16 with a 64 x 256 box and the
 // 128-byte swizzle: tensorMapOfActivations), not by 2048 16-byte cp.async.
-template <bool kForward, bool kDouble, bool kTma = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    nf4Gemm90(const __nv_bfloat16 *__restrict__ a, const uint8_t *__restrict__ codes,
+// The kernel's body as a device function, so that the runtime's entry points
+// (kernels/Nf4GemmKernels.cu: extern "C", the map in constant memory) and the
+// template kernel below share it; `map` and `activations` must live in
+// parameter, constant or global memory (the tensor map: TMA reads it there).
+template <bool kForward, bool kDouble, bool kTma>
+__device__ __forceinline__ void
+nf4Gemm90Body(const __nv_bfloat16 *__restrict__ a, const uint8_t *__restrict__ codes,
               const float *__restrict__ absmax, const uint8_t *__restrict__ absmaxCodes,
-              float absmaxOffset, const __grid_constant__ Map8 map, __nv_bfloat16 *c, int m,
-              int n, int k, float alpha, float beta,
-              const __grid_constant__ TensorMap activations) {
+              float absmaxOffset, const Map8 &map, __nv_bfloat16 *c, int m, int n, int k,
+              float alpha, float beta, const TensorMap &activations) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap(); // built for another target (sm_90a only: wgmma, setmaxnreg)
 #else
@@ -451,6 +454,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     *reinterpret_cast<uint4 *>(out) = make_uint4(w[0], w[1], w[2], w[3]);
   }
 #endif
+}
+
+template <bool kForward, bool kDouble, bool kTma = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    nf4Gemm90(const __nv_bfloat16 *__restrict__ a, const uint8_t *__restrict__ codes,
+              const float *__restrict__ absmax, const uint8_t *__restrict__ absmaxCodes,
+              float absmaxOffset, const __grid_constant__ Map8 map, __nv_bfloat16 *c, int m,
+              int n, int k, float alpha, float beta,
+              const __grid_constant__ TensorMap activations) {
+  nf4Gemm90Body<kForward, kDouble, kTma>(a, codes, absmax, absmaxCodes, absmaxOffset, map, c, m,
+                                         n, k, alpha, beta, activations);
 }
 
 } // namespace kiln_nf4_90

@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace kiln::runtime {
+class StepArtifact;
+}
+
 namespace kiln::run {
 
 /// Exit codes of every subcommand.
@@ -67,6 +71,8 @@ std::string formatShape(const artifact::SymbolBindings &sizes);
 
 int runDevices(int argc, char **argv);
 int runInspect(int argc, char **argv);
+/// inspect's list of the marked NF4 GEMMs (InspectNf4.cpp); 0 or an exit code.
+int printNf4Gemms(const kiln::runtime::StepArtifact &step, const char *path);
 int runCkptInfo(int argc, char **argv);
 int runTrain(int argc, char **argv);
 int runDataStats(int argc, char **argv);

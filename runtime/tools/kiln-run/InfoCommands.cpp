@@ -246,6 +246,8 @@ int kiln::run::runInspect(int argc, char **argv) {
     return rc;
   if (int rc = printGemms(*step, argv[0]))
     return rc;
+  if (int rc = printNf4Gemms(*step, argv[0]))
+    return rc;
   if (const std::optional<StepMemoryPlan> &plan = step->getMemoryPlan()) {
     std::string at;
     for (const auto &[symbol, value] : plan->plannedAt)

@@ -276,6 +276,8 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
   if (options.thinGemm)
     std::printf("thin GEMMs: %zu of %zu on Kiln's kernels (--thin-gemm on)\n",
                 x.getThinGemmCount(), x.getGemmCount());
+  if (std::string nf4 = x.getNf4Summary(); !nf4.empty())
+    std::printf("%s\n", nf4.c_str());
   if (tuning) {
     // Shapes beyond the first are counted once they are prepared.
     for (const SymbolBindings &sizes : shapes)

@@ -42,7 +42,8 @@ constexpr const char *kTuneUsage =
     "USAGE: kiln-run tune STEP.kiln --batch B --seq S[,S2...] [options]\n"
     "\n"
     "Measures the step's candidates on this GPU (cuBLASLt's top-K algorithms\n"
-    "per GEMM, cuDNN or the generated kernels for attention), checks each\n"
+    "per GEMM, cuDNN or the generated kernels for attention, on sm_90 Kiln's\n"
+    "fused NF4 GEMM or dequantize + cuBLASLt per NF4 GEMM), checks each\n"
     "against the default's output, and writes the winners to the tuning\n"
     "database that 'kiln-run train' reads (docs/tuning.md).\n"
     "\n"
@@ -407,6 +408,13 @@ int kiln::run::runTune(int argc, char **argv) {
   if (!changed)
     std::printf("(none: every default held or won within the %.0f%% noise margin)\n",
                 kTieMargin * 100);
+  // The NF4 GEMMs, whatever won: the fused kernel against dequantize +
+  // cuBLASLt per signature (AutotuneNf4.cpp).
+  for (const TuneResult &r : results)
+    for (const TunedOp &op : r.ops)
+      if (op.label.rfind("nf4 ", 0) == 0)
+        std::printf("%s: %zu calls, dequant+cublaslt %s ms, %s\n", op.label.c_str(), op.calls,
+                    formatMs(op.defaultMs).c_str(), op.choice.c_str());
   size_t close = 0;
   for (const TuneResult &r : results)
     for (const TunedOp &op : r.ops)

@@ -24,6 +24,8 @@
 
 namespace kiln::artifact {
 
+class Json;
+
 struct ProgramBuffer {
   DType dtype = DType::F32;
   std::vector<SizeExpr> shape;
@@ -49,6 +51,32 @@ struct AttentionRoles {
   int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
   std::vector<size_t> replaces;
 };
+
+/// One weight of the "nf4" object of a dequantize launch (docs/artifact.md,
+/// "NF4 dequantize roles"): the launch writes `weight`, [rows, cols] = [out,
+/// in], from NF4 `codes` in blocks of `block` and an fp32 `absmax` per block,
+/// or QLoRA's double quantization (absmax = map8[absmaxCodes[i]] *
+/// absmaxScale[i / absmaxBlock] + absmaxOffset[0]); `readers` are the GEMM
+/// ops that read it, as their A or B. -1: absent.
+struct Nf4Weight {
+  int weight = -1, codes = -1, absmax = -1;
+  int absmaxCodes = -1, absmaxScale = -1, absmaxOffset = -1;
+  int64_t rows = 0, cols = 0, block = 64, absmaxBlock = 0;
+  std::vector<size_t> readers;
+  bool doubleQuant() const { return absmaxCodes >= 0; }
+};
+/// `exclusive`: the launch writes these weights and nothing else, so it may
+/// be skipped when every reader reads the codes itself.
+struct Nf4Roles {
+  bool exclusive = false;
+  std::vector<Nf4Weight> weights;
+};
+
+/// Decodes a launch's "nf4" object (\p bufferCount: ids must be below it;
+/// the error names \p where); checkNf4Roles then checks it against the
+/// program's ops.
+bool decodeNf4Roles(const Json &json, const std::string &where, size_t bufferCount,
+                    Nf4Roles &out, std::string &error);
 
 /// The fused LM head and mean cross entropy (docs/artifact.md, "The fused
 /// LM head"): buffer ids, -1 where absent (the forward-only form has no
@@ -119,6 +147,7 @@ struct ProgramOp {
   /// distance between the result's rows (absent: 0 and the result's width).
   std::optional<SizeExpr> offset, rowStride;
   std::optional<AttentionRoles> attention; ///< launch: tiled attention
+  std::optional<Nf4Roles> nf4;             ///< launch: NF4 dequantize for GEMMs
   std::optional<LinearCrossEntropy> head;  ///< linear_cross_entropy
   /// all_reduce: outs[i] becomes the mean of ins[i] over the ranks (the same
   /// id: in place); all_reduce_wait: the bucket the compute stream waits for.
@@ -205,6 +234,10 @@ Expected<std::vector<GemmMatrix>> gemmMatrices(const StepProgram &program, const
 /// as packed (\p elements: reachableElements). The error names the op.
 Status checkStridedViews(const StepProgram &program, const SymbolBindings &sizes,
                          const std::vector<int64_t> &elements);
+
+/// Each launch's "nf4" roles name its own args and GEMM ops reading the
+/// weight as A or B (never as C); the error names the op.
+std::string checkNf4Roles(const StepProgram &program, const std::string &origin);
 
 /// Lowercase hex (two digits per byte) to bytes; false if malformed.
 bool decodeHex(const std::string &hex, std::string &out);

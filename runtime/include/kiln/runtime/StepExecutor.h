@@ -202,6 +202,10 @@ public:
   /// "attention: 32 launches on cuDNN 9.19.0 (libcudnn.so.9), 0 on kernels"
   /// for the current shape, with the reason where cuDNN took none.
   std::string getAttentionSummary() const;
+  /// "nf4 gemms: 2 of 32 fused (sm_90a), 30 dequantize + cuBLASLt, 2
+  /// dequantize launches skipped" (why the first cannot run fused); empty
+  /// for a step without marked NF4 launches (ProgramRunnerNf4.cpp).
+  std::string getNf4Summary() const;
 
   //===--------------------------------------------------------------------===//
   // Tuning (docs/tuning.md)
@@ -264,6 +268,20 @@ public:
   std::vector<LaunchSite> getLaunchSites() const;
   /// Enqueues launch \p site with its launch shape \p shape (0: the default).
   Status enqueueLaunch(size_t site, size_t shape) const;
+  /// A GEMM on a dequantized NF4 weight that Kiln's fused NF4 GEMM can run
+  /// (kiln/runtime/Nf4Gemm.h), as tune measures it: the GEMM's action, its
+  /// dequantize launch's, the database's hash and shape, its output.
+  struct Nf4Site {
+    size_t action = 0, launchAction = 0;
+    std::string hash, shape, label;
+    CUdeviceptr c = 0;
+    size_t cBytes = 0;
+    bool fused = false; ///< what it runs now
+  };
+  std::vector<Nf4Site> getNf4Sites() const;
+  /// Enqueues NF4 site \p site: the fused kernel on the codes, or (false)
+  /// the dequantize launch and the cuBLASLt GEMM.
+  Status enqueueNf4Site(size_t site, bool fused) const;
   /// The attention of the current shape: its database hash and shape, a
   /// label, and how many launches cuDNN and the kernels run.
   struct AttentionSite {
@@ -353,6 +371,10 @@ private:
   /// kernels/kiln_fa90 for this device (Kiln's sm_90a attention forward);
   /// null: the artifact has none, or none for this device.
   const KernelModule *hopper = nullptr;
+  /// The fused NF4 GEMM's module on sm_90 devices (null: none).
+  const KernelModule *nf4Module = nullptr;
+  friend Status loadNf4Gemm(StepExecutor &x, const artifact::StepProgram &program,
+                            const Device &device);
   std::map<std::string, Shape> variants; ///< tuning variants, by graph key
   std::vector<std::pair<NamedTensor *, DeviceBuffer>> snapshot;
   TuningKey tuningKey;

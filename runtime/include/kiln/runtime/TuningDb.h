@@ -53,7 +53,7 @@ struct TuningKey {
 /// One tuned op: a GEMM problem, the attention of one shape, or a
 /// generated kernel's launch at one shape (its launch variants).
 struct TuningEntry {
-  std::string kind;       ///< "gemm", "attention" or "launch"
+  std::string kind;       ///< "gemm", "attention", "launch" or "nf4"
   std::string hash;       ///< hashSignature() of the op's signature
   std::string shape;      ///< "m=4096,n=2048,k=16,batch=1" or "batch=4,seq=2048"
   std::string label;      ///< for people: "gemm 4096x2048x16 BF16"
@@ -65,7 +65,9 @@ struct TuningEntry {
   /// written before tune searched beyond the heuristic. launch: the
   /// winner's launch shape, encodeLaunchShape.
   std::string config;
-  std::string impl;       ///< attention: "cudnn" or "kernels"
+  /// attention: "cudnn" or "kernels"; nf4: "dequant+cublaslt" (choice 0)
+  /// or "nf4-fused" (choice 1, kiln/runtime/Nf4Gemm.h)
+  std::string impl;
   double defaultMs = 0, tunedMs = 0;
   double error = 0; ///< the winner's relative L2 error against the default
 };
