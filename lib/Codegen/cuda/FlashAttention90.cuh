@@ -189,17 +189,21 @@ template <> __device__ __forceinline__ void mmaRS<128, __half>(float (&d)[64], c
 
 // The mask operand. A mask adds a term to each scaled score (0 keeps it,
 // -inf drops it, anything else is a bias): mask(b, h, i, j), evaluated only
-// for i < Sq and j < L, as kiln_flash's rowScores does. tile(b, h, iLo, iHi,
-// jLo, jHi) classifies a non-empty block of rows [iLo, iHi) and keys
-// [jLo, jHi) (both within Sq and L): kKeep (every term 0: no element work),
+// for i < Sq and j < L, as kiln_flash's rowScores does. rows(b, h, iLo, iHi)
+// summarizes a non-empty block of rows [iLo, iHi) within Sq once (the
+// kernels hoist it out of their key loops: registers are scarce there), and
+// tile(rows, b, jLo, jHi) classifies those rows against keys [jLo, jHi) within
+// L: kKeep (every term 0: no element work),
 // kDrop (every term -inf: the tile is skipped, not even loaded, when the
 // whole block's rows drop it) or kMixed (evaluate every element). A row all
 // of whose keys are dropped comes out 0 with lse -inf, what the portable
 // kernel gives (its sum is 0 and it writes O as 0).
 enum TileClass { kKeep = 0, kMixed = 1, kDrop = 2 };
+struct NoRows {};
 struct NoMask { // unmasked attention: compiles to the code without a mask
   static constexpr bool kNone = true;
-  __device__ int tile(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) const { return kKeep; }
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kKeep; }
   __device__ float operator()(int64_t, int64_t, int64_t, int64_t) const { return 0.f; }
 };
 // A mask the tile cannot be classified for: the generated kernel's mask
@@ -208,7 +212,8 @@ struct NoMask { // unmasked attention: compiles to the code without a mask
 template <typename F> struct ElementMask {
   static constexpr bool kNone = false;
   F f;
-  __device__ int tile(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) const { return kMixed; }
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kMixed; }
   __device__ float operator()(int64_t b, int64_t h, int64_t i, int64_t j) const {
     return f(b, h, i, j);
   }
@@ -225,14 +230,19 @@ struct DocumentMask {
   static constexpr bool kNone = false;
   const int *doc;
   int64_t batchStride; // elements between two sequences' ids
-  __device__ int tile(int64_t b, int64_t, int64_t iLo, int64_t iHi, int64_t jLo,
-                      int64_t jHi) const {
+  struct Rows {
+    int first, last; // the documents of the first and the last row
+  };
+  __device__ Rows rows(int64_t b, int64_t, int64_t iLo, int64_t iHi) const {
     const int *d = doc + b * batchStride;
-    const int qa = __ldg(d + iLo), qb = __ldg(d + iHi - 1), ka = __ldg(d + jLo),
-              kb = __ldg(d + jHi - 1);
-    if (qb < ka || kb < qa)
+    return {__ldg(d + iLo), __ldg(d + iHi - 1)};
+  }
+  __device__ int tile(const Rows &r, int64_t b, int64_t jLo, int64_t jHi) const {
+    const int *d = doc + b * batchStride;
+    const int ka = __ldg(d + jLo), kb = __ldg(d + jHi - 1);
+    if (r.last < ka || kb < r.first)
       return kDrop;
-    return qa == qb && ka == kb && qa == ka ? kKeep : kMixed;
+    return r.first == r.last && ka == kb && r.first == ka ? kKeep : kMixed;
   }
   __device__ float operator()(int64_t b, int64_t, int64_t i, int64_t j) const {
     const int *d = doc + b * batchStride;
@@ -246,7 +256,8 @@ struct KeyPaddingMask {
   static constexpr bool kNone = false;
   const unsigned char *keep;
   int64_t batchStride;
-  __device__ int tile(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) const { return kMixed; }
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kMixed; }
   __device__ float operator()(int64_t b, int64_t, int64_t, int64_t j) const {
     return __ldg(keep + b * batchStride + j) ? 0.f : -__int_as_float(0x7f800000);
   }
@@ -280,11 +291,12 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   // Key tiles the mask drops for every row of the block: neither loaded nor
   // multiplied (producer and consumers skip the same ones, and number the
   // ring's stages by the tiles they do take).
+  const auto blockRows = mask.rows(b, h, i0, min(i0 + BM, Sq));
   auto blockDrops = [&](int t) {
     if constexpr (Mask::kNone)
       return false;
     const int64_t j0 = (int64_t)t * BN;
-    return mask.tile(b, h, i0, min(i0 + BM, Sq), j0, min(j0 + BN, L)) == kDrop;
+    return mask.tile(blockRows, b, j0, min(j0 + BN, L)) == kDrop;
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -361,6 +373,7 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
               invScale = 1.f / scale;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
   const int64_t rowA = r0 + 16 * warp + lane / 4; // this thread's rows: rowA, rowA + 8
+  const auto ownRows = mask.rows(b, h, min(r0, Sq - 1), min(r0 + 64, Sq)); // used when r0 < Sq
   // Causal: a warpgroup stops at its own rows' last key tile. It skips at
   // most the block's last tile (its rows are 64 of the block's 64 NC), which
   // the producer never waits to refill, so its missing "empty" arrival
@@ -402,19 +415,16 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     int cls = kKeep;
     if constexpr (!Mask::kNone)
       if (r0 < Sq)
-        cls = mask.tile(b, h, r0, min(r0 + 64, Sq), j0, min(j0 + BN, L));
-    if (cls == kDrop) {
-#pragma unroll
-      for (int x = 0; x < BN / 2; ++x)
-        acc[x] = kNegInf;
-    } else if (cls == kMixed || j0 + BN > L || (causal && j0 + BN - 1 > r0)) {
+        cls = mask.tile(ownRows, b, j0, min(j0 + BN, L));
+    const bool drop = cls == kDrop, mixed = cls == kMixed;
+    if (drop || mixed || j0 + BN > L || (causal && j0 + BN - 1 > r0)) {
 #pragma unroll
       for (int x = 0; x < BN / 2; ++x) {
         const int64_t j = j0 + 8 * (x / 4) + 2 * (lane % 4) + (x & 1),
                       i = rowA + ((x & 2) ? 8 : 0);
-        if (j >= L || (causal && j > i))
+        if (drop || j >= L || (causal && j > i))
           acc[x] = kNegInf;
-        else if (!Mask::kNone && cls == kMixed && i < Sq) // the term in units of acc
+        else if (!Mask::kNone && mixed && i < Sq) // the term in units of acc
           acc[x] = fmaf(mask(b, h, i, j), invScale, acc[x]);
         // Four terms at a time: hoisting all 64 of a mask's loads spills.
         if (!Mask::kNone && x % 4 == 3)

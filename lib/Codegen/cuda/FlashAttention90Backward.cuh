@@ -185,7 +185,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     if constexpr (Mask::kNone)
       return false;
     const int64_t i0 = rowsOf(t);
-    return mask.tile(b, headOf(t), i0, min(i0 + BM, Sq), j0, min(j0 + BN, L)) == kDrop;
+    return mask.tile(mask.rows(b, headOf(t), i0, min(i0 + BM, Sq)), b, j0, min(j0 + BN, L)) == kDrop;
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -298,7 +298,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     int cls = kKeep;
     if constexpr (!Mask::kNone)
       if (myKeys < L)
-        cls = mask.tile(b, h, i0, min(i0 + BM, Sq), myKeys, myKeysEnd);
+        cls = mask.tile(mask.rows(b, h, i0, min(i0 + BM, Sq)), b, myKeys, myKeysEnd);
 #pragma unroll
     for (int x = 0; x < BM / 2; x += 2) {
       const int col = 8 * (x / 4) + 2 * (lane % 4);
