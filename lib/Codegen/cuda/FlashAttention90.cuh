@@ -46,6 +46,16 @@ template <int NC> __host__ __device__ constexpr int threads() { return 128 * (NC
 // warpgroup. Measured on the H200 (docs/benchmarks.md): +8% at head dim 64;
 // at 128 the second live accumulator set costs more than it hides (-22%).
 template <int D> constexpr bool kOverlap = D == 64;
+// Without kOverlap (two consumer warpgroups, which then walk the same key
+// tiles: 128 rows, tiles of 128 keys), whether the two warpgroups issue their
+// products by turns (FlashAttention-3's pingpong): named barriers 3 and 4
+// hand the tensor cores from one to the other, so that one warpgroup's
+// softmax runs under the other's products. bench/fa90 builds both ways
+// (-DKILN_FA90_PINGPONG=0/1) to compare.
+#ifndef KILN_FA90_PINGPONG
+#define KILN_FA90_PINGPONG 0
+#endif
+template <int D, int NC> constexpr bool kPingpong = KILN_FA90_PINGPONG != 0 && !kOverlap<D> && NC == 2;
 // V's descriptor (N-major, 128-byte swizzle): LBO steps to the next 64
 // columns of the head dim (the next column block), SBO to the next 8 keys.
 // (Measured on the H200: the swapped assignment reads wrong keys.)
@@ -510,20 +520,43 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     pinU(p);
     release(n - 1);
   } else {
-    for (int n = 0; t < myTiles; t = nextTile(t + 1), ++n) {
+    // Pingpong: warpgroup cg waits on barrier 3 + cg for its turn and hands
+    // the turn over on the other's after issuing; warpgroup 0 starts. Both
+    // take the same tiles (128 query rows and keys a block: the causal end
+    // and the mask's skips are the block's), so the turns pair up; the last
+    // hand-over of warpgroup 1 is left out, having no taker.
+    constexpr bool pingpong = kPingpong<D, NC>;
+    auto myTurn = [&] {
+      if constexpr (pingpong)
+        asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cg) : "memory");
+    };
+    auto handOver = [&](bool last) {
+      if constexpr (pingpong)
+        if (!(last && cg == 1))
+          asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cg) : "memory");
+    };
+    if (pingpong && cg == 1 && t < myTiles)
+      asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    for (int n = 0; t < myTiles; ++n) {
+      const int next = nextTile(t + 1);
       float alpha[2];
+      myTurn();
       mmaFence();
       scores(n);
+      handOver(false);
       mmaWait<0>();
       pin(acc);
       softmax(t, alpha);
       rescaleAndPack(alpha);
+      myTurn();
       mmaFence();
       values(n);
+      handOver(next >= myTiles);
       mmaWait<0>();
       pin(o);
       pinU(p);
       release(n);
+      t = next;
     }
   }
   // O / l, staged through this warpgroup's Q rows (no product reads them
