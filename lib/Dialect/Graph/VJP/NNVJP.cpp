@@ -112,11 +112,10 @@ struct AttentionVJP : VJPModel<AttentionVJP, AttentionOp> {
       grads.append(op->getNumOperands(), Value());
       return success();
     }
-    // bf16/f16 attention may run as cuDNN's fused attention (unmasked) or
-    // kiln_fa90 (masked too), whose backwards read the forward's output:
-    // keep it for the gradient.
+    // Unmasked bf16/f16 attention may run as cuDNN's fused attention, whose
+    // backward reads the forward's output: keep it for the gradient.
     Type element = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
-    Value out = element.isBF16() || element.isF16() ? op.getResult() : Value();
+    Value out = !op.getMask() && (element.isBF16() || element.isF16()) ? op.getResult() : Value();
     auto g = b.create<AttentionGradOp>(op.getLoc(), op.getQuery().getType(), op.getKey().getType(),
                                        op.getValue().getType(), op.getQuery(), op.getKey(),
                                        op.getValue(), op.getMask(), dys[0], out, op.getCausalAttr(),
