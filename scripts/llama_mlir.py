@@ -51,7 +51,7 @@ class Writer:
         return name
 
 
-def emit(cfg, eps=1e-5):
+def emit(cfg, eps=1e-5, key_padding=False):
     w = Writer("f32")
     B, S, H = "batch", "seq", cfg["hidden"]
     nh, nkv = cfg["heads"], cfg["kv_heads"]
@@ -81,6 +81,9 @@ def emit(cfg, eps=1e-5):
         return w.op(f"kiln.transpose {split} {{perm = array<i64: 0, 2, 1, 3>}} : "
                     f"({w.t([B, S, n, hd])}) -> {w.t([B, n, S, hd])}")
 
+    if key_padding:  # attention_mask [batch, seq] (i1, true = a token), per key
+        mask4 = [B, 1, 1, S]
+        keep = w.op(f"kiln.reshape %attention_mask : {w.t([B, S], 'i1')} -> {w.t(mask4, 'i1')}")
     embed = param("model.embed_tokens.weight", [V, H])
     x = w.op(f"kiln.gather {embed}, %input_ids {{axis = 0 : i64}} : "
              f"({w.t([V, H])}, {w.t([B, S], 'i64')}) -> {w.t(act)}")
@@ -95,8 +98,12 @@ def emit(cfg, eps=1e-5):
                    [nkv * hd, H], kv_dims)
         qh, kh, vh = heads(q, nh), heads(k, nkv), heads(v, nkv)
         qd, kd = [B, nh, S, hd], [B, nkv, S, hd]
-        a = w.op(f"kiln.attention {qh}, {kh}, {vh} {{causal}} : "
-                 f"({w.t(qd)}, {w.t(kd)}, {w.t(kd)}) -> {w.t(qd)}")
+        if key_padding:
+            a = w.op(f"kiln.attention {qh}, {kh}, {vh}, {keep} {{causal}} : "
+                     f"({w.t(qd)}, {w.t(kd)}, {w.t(kd)}, {w.t(mask4, 'i1')}) -> {w.t(qd)}")
+        else:
+            a = w.op(f"kiln.attention {qh}, {kh}, {vh} {{causal}} : "
+                     f"({w.t(qd)}, {w.t(kd)}, {w.t(kd)}) -> {w.t(qd)}")
         at = w.op(f"kiln.transpose {a} {{perm = array<i64: 0, 2, 1, 3>}} : "
                   f"({w.t(qd)}) -> {w.t([B, S, nh, hd])}")
         merged = w.op(f"kiln.reshape {at} : {w.t([B, S, nh, hd])} -> {w.t(act)}")
@@ -119,10 +126,12 @@ def emit(cfg, eps=1e-5):
     loss = w.op(f"kiln.cross_entropy {flat}, {labels} : "
                 f"({w.t(['batch*seq', V])}, {w.t(['batch*seq'], 'i64')}) -> tensor<f32>")
     ids = w.t([B, S], "i64")
+    mask_arg = (f', %attention_mask: {w.t([B, S], "i1")} {{kiln.name = "attention_mask"}}'
+                if key_padding else "")
     return "\n".join([
         "module {",
         f'  func.func @main(%input_ids: {ids} {{kiln.name = "input_ids"}}, '
-        f'%labels: {ids} {{kiln.name = "labels"}}) -> (tensor<f32> {{kiln.name = "loss"}}) {{',
+        f'%labels: {ids} {{kiln.name = "labels"}}{mask_arg}) -> (tensor<f32> {{kiln.name = "loss"}}) {{',
         *w.lines,
         f"    return {loss} : tensor<f32>",
         "  }",
@@ -133,8 +142,10 @@ def emit(cfg, eps=1e-5):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="1b")
+    parser.add_argument("--key-padding", action="store_true",
+                        help="an attention_mask [batch, seq] input (i1) masking keys")
     args = parser.parse_args()
-    sys.stdout.write(emit(CONFIGS[args.config]))
+    sys.stdout.write(emit(CONFIGS[args.config], key_padding=args.key_padding))
 
 
 if __name__ == "__main__":

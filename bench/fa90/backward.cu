@@ -1,11 +1,15 @@
 // Standalone run and timing of kiln_fa90::bwd (FlashAttention90Backward.cuh)
 // for bench/fa90/bwd_check.py, which makes the inputs and checks the results
 // against a float64 reference and PyTorch's backends:
-//   fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS
+//   fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS [MASK]
 // reads raw bf16 q, dO ([B, H, SQ, D]), k, v ([B, KV, L, D]); runs Kiln's
 // sm_90a forward (O and the row log-sum-exp) and then the backward (prepare,
 // main, finish) on outputs poisoned with NaN; writes OUTDIR/{o,dq,dk,dv}.bin
 // (raw bf16) and prints the median times of ITERS forwards and backwards.
+// MASK, the mask operand (FlashAttention90.cuh's forms): pad:FILE (uint8
+// keep [B, L]: KeyPaddingMask), doc:FILE (int32 document ids [B, SQ],
+// non-decreasing, SQ == L: DocumentMask) or elem:FILE (uint8 keep [B, SQ, L]
+// read by a functor, the generated kernel's form: ElementMask).
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -27,25 +31,37 @@
 
 using bf16 = __nv_bfloat16;
 
-template <int D>
+// The generic form: a keep tensor [B, Sq, L] read element by element, as
+// the generated kernel's mask lambda reads the model's mask.
+struct KeepTensor {
+  const unsigned char *keep;
+  int64_t Sq, L;
+  __device__ float operator()(int64_t b, int64_t, int64_t i, int64_t j) const {
+    return keep[(b * Sq + i) * L + j] ? 0.f : -INFINITY;
+  }
+};
+
+template <int D, typename Mask>
 __global__ void __launch_bounds__(kiln_fa90::threads<kiln_fa90::defaultConsumers<D>()>(), 1)
     fa90Forward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *lse, int64_t B,
-                int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal) {
+                int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal,
+                Mask mask) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  kiln_fa90::forward<bf16, D>(q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem);
+  kiln_fa90::forward<bf16, D, kiln_fa90::defaultConsumers<D>(), Mask>(
+      q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem, mask);
 }
 template <int D>
 __global__ void fa90Prepare(const bf16 *o, const bf16 *dO, float *dd, float *dqAcc, int64_t rows) {
   kiln_fa90::bwd::prepare<bf16, D>(o, dO, dd, dqAcc, rows);
 }
-template <int D>
+template <int D, typename Mask>
 __global__ void __launch_bounds__(kiln_fa90::bwd::kThreads, 1)
     fa90Backward(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dO, const float *lse,
                  const float *dd, float *dqAcc, bf16 *dK, bf16 *dV, int64_t B, int64_t H,
-                 int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal) {
+                 int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal, Mask mask) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  kiln_fa90::bwd::backward<bf16, D>(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L, scale,
-                                    causal, smem);
+  kiln_fa90::bwd::backward<bf16, D, Mask>(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,
+                                          scale, causal, smem, mask);
 }
 __global__ void fa90Finish(const float *dqAcc, bf16 *dq, float scale, int64_t n) {
   kiln_fa90::bwd::finish<bf16>(dqAcc, dq, scale, n);
@@ -93,8 +109,9 @@ template <typename F> static float median(F &&fn, int iters) {
   return times[times.size() / 2];
 }
 
-template <int D>
-static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **paths, int iters) {
+template <int D, typename Mask>
+static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **paths, int iters,
+                    Mask mask) {
   const size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * Hkv * L * D, rows = (size_t)B * H * Sq;
   std::vector<bf16> hq, hk, hv, hdo;
   if (!readRaw(paths[0], nq, hq) || !readRaw(paths[1], nk, hk) || !readRaw(paths[2], nk, hv) ||
@@ -117,12 +134,12 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   const float scale = 1.f / std::sqrt((float)D);
   constexpr int nc = kiln_fa90::defaultConsumers<D>();
   constexpr int fwdBytes = kiln_fa90::Smem<D>::bytes, bwdBytes = kiln_fa90::bwd::Smem<D>::bytes;
-  CHECK(cudaFuncSetAttribute(fa90Forward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes));
-  CHECK(cudaFuncSetAttribute(fa90Backward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwdBytes));
+  CHECK(cudaFuncSetAttribute(fa90Forward<D, Mask>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes));
+  CHECK(cudaFuncSetAttribute(fa90Backward<D, Mask>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwdBytes));
   auto forward = [&] {
     const int blocks = (Sq + 64 * nc - 1) / (64 * nc) * B * H;
-    fa90Forward<D><<<blocks, kiln_fa90::threads<nc>(), fwdBytes>>>(q, k, v, o, lse, B, H, Hkv, Sq,
-                                                                     L, scale, causal);
+    fa90Forward<D, Mask><<<blocks, kiln_fa90::threads<nc>(), fwdBytes>>>(
+        q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, mask);
     CHECK(cudaGetLastError());
   };
   int sms = 0;
@@ -130,8 +147,8 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   auto backward = [&] {
     fa90Prepare<D><<<sms * 8, 256>>>(o, dO, dd, acc, (int64_t)rows);
     const int blocks = (L + kiln_fa90::bwd::BN - 1) / kiln_fa90::bwd::BN * B * Hkv;
-    fa90Backward<D><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
-        q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal);
+    fa90Backward<D, Mask><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
+        q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal, mask);
     fa90Finish<<<sms * 8, 256>>>(acc, dq, scale, (int64_t)nq);
     CHECK(cudaGetLastError());
   };
@@ -147,8 +164,8 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
     // The main kernel alone, for the share of prepare and finish.
     const int blocks = (L + kiln_fa90::bwd::BN - 1) / kiln_fa90::bwd::BN * B * Hkv;
     const float mainOnly = median([&] {
-      fa90Backward<D><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
-          q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal);
+      fa90Backward<D, Mask><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
+          q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal, mask);
     }, iters);
     std::printf("fwd %.4f ms bwd %.4f ms (main kernel %.4f ms)\n", f, bw, mainOnly);
   } else {
@@ -160,9 +177,48 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   return 0;
 }
 
+template <typename T> static T *deviceFile(const char *path, size_t count) {
+  std::vector<T> host(count);
+  FILE *f = std::fopen(path, "rb");
+  const bool ok = f && std::fread(host.data(), sizeof(T), count, f) == count;
+  if (f)
+    std::fclose(f);
+  if (!ok) {
+    std::fprintf(stderr, "fa90bwd: cannot read %zu mask values from %s\n", count, path);
+    std::exit(2);
+  }
+  T *dev;
+  CHECK(cudaMalloc(&dev, count * sizeof(T)));
+  CHECK(cudaMemcpy(dev, host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+  return dev;
+}
+
+template <int D>
+static int withMask(const char *spec, int B, int H, int Hkv, int Sq, int L, bool causal,
+                    char **paths, int iters) {
+  const std::string s = spec ? spec : "none";
+  const char *file = s.size() > 4 ? spec + 4 : "";
+  if (s == "none")
+    return runShape<D>(B, H, Hkv, Sq, L, causal, paths, iters, kiln_fa90::NoMask());
+  if (s.rfind("pad:", 0) == 0)
+    return runShape<D>(B, H, Hkv, Sq, L, causal, paths, iters,
+                       kiln_fa90::KeyPaddingMask{deviceFile<unsigned char>(file, (size_t)B * L), L});
+  if (s.rfind("doc:", 0) == 0 && Sq == L)
+    return runShape<D>(B, H, Hkv, Sq, L, causal, paths, iters,
+                       kiln_fa90::DocumentMask{deviceFile<int>(file, (size_t)B * Sq), Sq});
+  if (s.rfind("elem:", 0) == 0)
+    return runShape<D>(B, H, Hkv, Sq, L, causal, paths, iters,
+                       kiln_fa90::elementMask(KeepTensor{
+                           deviceFile<unsigned char>(spec + 5, (size_t)B * Sq * L), Sq, L}));
+  std::fprintf(stderr, "fa90bwd: unknown mask '%s' (none, pad:FILE, doc:FILE with SQ == L, elem:FILE)\n",
+               spec);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 14) {
-    std::fprintf(stderr, "usage: fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS\n");
+  if (argc != 14 && argc != 15) {
+    std::fprintf(stderr, "usage: fa90bwd B H KV SQ L D CAUSAL q.bin k.bin v.bin do.bin OUTDIR ITERS "
+                         "[none|pad:FILE|doc:FILE|elem:FILE]\n");
     return 2;
   }
   const int B = std::atoi(argv[1]), H = std::atoi(argv[2]), Hkv = std::atoi(argv[3]),
@@ -174,6 +230,7 @@ int main(int argc, char **argv) {
                  L, D);
     return 2;
   }
-  return D == 64 ? runShape<64>(B, H, Hkv, Sq, L, causal != 0, argv + 8, iters)
-                 : runShape<128>(B, H, Hkv, Sq, L, causal != 0, argv + 8, iters);
+  const char *mask = argc == 15 ? argv[14] : nullptr;
+  return D == 64 ? withMask<64>(mask, B, H, Hkv, Sq, L, causal != 0, argv + 8, iters)
+                 : withMask<128>(mask, B, H, Hkv, Sq, L, causal != 0, argv + 8, iters);
 }

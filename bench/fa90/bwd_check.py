@@ -12,6 +12,14 @@ TFLOP/s (FlashAttention convention: 2.5x the forward's 4 b h sq l d, halved
 when causal). Shapes with tails and unequal query/key lengths check only
 against the reference where flash cannot run them the same way (causal with
 sq != l: PyTorch's flash aligns the mask bottom-right, Kiln top-left).
+Masked shapes (the mask operand, FlashAttention90.cuh) pass a mask to the
+harness and compare against the float64 reference with the same explicit
+mask (a row with every key dropped gives 0, as Kiln's portable kernel does)
+and PyTorch's SDPA with that mask as attn_mask (its efficient and cuDNN
+backends: flash takes no mask): Kiln's error at most 1.5x the better
+of them. Forms: pad (key padding [B, L], HF's attention_mask), doc (packed
+documents, ids [B, S]; tiles across documents are skipped), elem (a keep
+tensor [B, SQ, L] read per element: the generated kernel's mask functor).
 Exit status 1 when a check fails."""
 import argparse
 import math
@@ -35,6 +43,45 @@ SHAPES = {
     "8b": (2, 32, 8, 4096, 4096, 128, True),
     "1b-full": (4, 32, 8, 2048, 2048, 64, False),
 }
+# name: (batch, heads, kv heads, query length, key length, head dim, causal, mask form)
+MASKED = {
+    "pad64": (4, 8, 2, 1024, 1024, 64, False, "pad"),
+    "pad128-causal": (4, 8, 2, 1024, 1024, 128, True, "pad"),
+    "doc64": (2, 8, 8, 2048, 2048, 64, True, "doc"),
+    "doc128": (2, 8, 2, 2048, 2048, 128, True, "doc"),
+    "elem64": (2, 4, 2, 300, 332, 64, False, "elem"),
+    "elem128-causal": (2, 4, 2, 300, 300, 128, True, "elem"),
+    "1b-doc": (4, 32, 8, 2048, 2048, 64, True, "doc"),
+    "1b-pad": (4, 32, 8, 2048, 2048, 64, True, "pad"),
+    "8b-doc": (2, 32, 8, 4096, 4096, 128, True, "doc"),
+}
+
+
+def make_mask(form, b, sq, l, gen):
+    """The form's file contents and its keep tensor [B, 1, SQ, L] (bool)."""
+    if form == "pad":  # right padding, one sequence left-padded, one full
+        lengths = [l, (l * 7) // 10, l // 3 + 1, l // 2][:b]
+        keep = torch.zeros(b, l, dtype=torch.bool, device="cuda")
+        for i, n in enumerate(lengths):
+            if i == 3:
+                keep[i, l - n:] = True
+            else:
+                keep[i, :n] = True
+        return keep.to(torch.uint8), keep[:, None, None, :].expand(b, 1, sq, l)
+    if form == "doc":  # documents of 48 .. 1100 tokens, ids non-decreasing
+        ids = torch.empty(b, sq, dtype=torch.int32, device="cuda")
+        for i in range(b):
+            at, doc = 0, 0
+            while at < sq:
+                n = int(torch.randint(48, 1100, (1,), generator=gen, device="cuda"))
+                ids[i, at:at + n] = doc
+                at, doc = at + n, doc + 1
+        keep = ids[:, :, None] == ids[:, None, :]
+        return ids, keep[:, None]
+    # elem: random keep (70%), every query keeping at least its first key
+    keep = torch.rand(b, sq, l, generator=gen, device="cuda") < 0.7
+    keep[:, :, 0] = True
+    return keep.to(torch.uint8), keep[:, None]
 POLICY = 1.5
 
 
@@ -42,7 +89,7 @@ def flops(b, h, sq, l, d, causal):
     return 2.5 * 4 * b * h * sq * l * d / (2 if causal else 1)
 
 
-def reference(q, k, v, do, causal):
+def reference(q, k, v, do, causal, keep=None):
     outs = [[], [], [], []]
     g = q.shape[1] // k.shape[1]
     for i in range(q.shape[0]):
@@ -51,7 +98,13 @@ def reference(q, k, v, do, causal):
         if causal:
             mask = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device).triu(1)
             s = s.masked_fill(mask, -math.inf)
-        o = torch.softmax(s, -1) @ vi.repeat_interleave(g, 1)
+        if keep is not None:
+            s = s.masked_fill(~keep[i:i + 1], -math.inf)
+        # A row with no key left: P = 0 (Kiln's portable kernel writes 0).
+        mx = s.amax(-1, keepdim=True).detach()
+        e = torch.exp(s - torch.where(torch.isinf(mx), torch.zeros_like(mx), mx))
+        den = e.sum(-1, keepdim=True)
+        o = (e / torch.where(den == 0, torch.ones_like(den), den)) @ vi.repeat_interleave(g, 1)
         grads = torch.autograd.grad(o, (qi, ki, vi), do[i:i + 1].double())
         for acc, t in zip(outs, (o.detach(),) + grads):
             acc.append(t)
@@ -74,15 +127,20 @@ def cuda_time(fn, iters):
     return times[len(times) // 2]
 
 
-def torch_backend(backend, q, k, v, do, causal, iters):
+def torch_backend(backend, q, k, v, do, causal, iters, keep=None):
     gqa = q.shape[1] != k.shape[1]
-    if backend == SDPBackend.CUDNN_ATTENTION and gqa:  # cuDNN through SDPA: no GQA
+    if (backend == SDPBackend.CUDNN_ATTENTION or keep is not None) and gqa:  # no GQA there
         g = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
         gqa = False
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    if keep is not None and causal:  # is_causal with attn_mask: fold causal into the mask
+        keep = keep & torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     with sdpa_kernel([backend]):
-        o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, enable_gqa=gqa)
+        if keep is not None:
+            o = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=keep)
+        else:
+            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, enable_gqa=gqa)
     grads = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
     ms = cuda_time(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True), iters)
     return (o,) + grads, ms
@@ -96,27 +154,38 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bin", default=str(pathlib.Path(__file__).resolve().parent / "fa90bwd"))
     p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--masked", default=",".join(MASKED),
+                   help="masked shapes (comma-separated; 'none' for none)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     failed = False
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"cuDNN {torch.backends.cudnn.version()}", flush=True)
-    for name in args.shapes.split(","):
-        b, h, kv, sq, l, d, causal = SHAPES[name]
+    names = [n for n in args.shapes.split(",") if n and n != "none"]
+    names += [n for n in args.masked.split(",") if n and n != "none"]
+    for name in names:
+        masked = name in MASKED
+        b, h, kv, sq, l, d, causal = (MASKED[name][:7] if masked else SHAPES[name])
         gen = torch.Generator(device="cuda").manual_seed(args.seed)
         q = torch.randn(b, h, sq, d, device="cuda", generator=gen).bfloat16()
         k = torch.randn(b, kv, l, d, device="cuda", generator=gen).bfloat16()
         v = torch.randn(b, kv, l, d, device="cuda", generator=gen).bfloat16()
         do = torch.randn(b, h, sq, d, device="cuda", generator=gen).bfloat16()
-        ref = reference(q, k, v, do, causal)
+        form, keep, mask_data = (MASKED[name][7],) + make_mask(MASKED[name][7], b, sq, l, gen)[::-1] \
+            if masked else (None, None, None)
+        ref = reference(q, k, v, do, causal, keep)
         timed = sq >= 1024
         rows = {}
+        backends = ((("torch efficient", SDPBackend.EFFICIENT_ATTENTION),
+                     ("torch cudnn", SDPBackend.CUDNN_ATTENTION)) if masked else
+                    (("torch flash", SDPBackend.FLASH_ATTENTION),
+                     ("torch cudnn", SDPBackend.CUDNN_ATTENTION)))
         if sq == l or not causal:
-            for label, be in (("torch flash", SDPBackend.FLASH_ATTENTION),
-                              ("torch cudnn", SDPBackend.CUDNN_ATTENTION)):
+            for label, be in backends:
                 try:
-                    outs, ms = torch_backend(be, q, k, v, do, causal, args.iters if timed else 1)
+                    outs, ms = torch_backend(be, q, k, v, do, causal, args.iters if timed else 1,
+                                             keep)
                 except RuntimeError as e:
                     rows[label] = ("unavailable: " + str(e).splitlines()[0][:80],)
                     continue
@@ -124,15 +193,24 @@ def main():
                     g = h // kv
                     outs = (outs[0], outs[1], outs[2].unflatten(1, (kv, g)).sum(2),
                             outs[3].unflatten(1, (kv, g)).sum(2))
-                rows[label] = ([rel(x, r) for x, r in zip(outs, ref)], ms if timed else None)
+                errs = [rel(x, r) for x, r in zip(outs, ref)]
+                if not all(math.isfinite(e) for e in errs):
+                    rows[label] = ("nonfinite outputs (errors %s)" % ", ".join(f"{e:.2e}" for e in errs),)
+                    continue
+                rows[label] = (errs, ms if timed else None)
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for n, t in (("q", q), ("k", k), ("v", v), ("do", do)):
                 path = pathlib.Path(tmp) / f"{n}.bin"
                 t.contiguous().cpu().view(torch.int16).numpy().tofile(path)
                 paths.append(str(path))
+            extra = []
+            if masked:
+                mpath = pathlib.Path(tmp) / "mask.bin"
+                mask_data.contiguous().cpu().numpy().tofile(mpath)
+                extra = [f"{form}:{mpath}"]
             done = subprocess.run([args.bin, str(b), str(h), str(kv), str(sq), str(l), str(d),
-                                   str(int(causal))] + paths + [tmp, str(args.iters if timed else 0)],
+                                   str(int(causal))] + paths + [tmp, str(args.iters if timed else 0)] + extra,
                                   capture_output=True, text=True, timeout=40)
             if done.returncode != 0:
                 print(f"{name}: fa90bwd failed ({done.returncode}): {done.stdout}{done.stderr}")
@@ -147,12 +225,17 @@ def main():
             kiln_ms = float(words[4]) if timed else None
             nonfinite = sum(int((~torch.isfinite(x.float())).sum()) for x in outs)
             rows["kiln sm90a"] = ([rel(x, r) for x, r in zip(outs, ref)], kiln_ms)
-        flash = rows.get("torch flash")
+        # The baseline: PyTorch's flash backend, or with a mask the better
+        # of PyTorch's masked backends (per output).
+        bases = [r[0] for lbl, r in rows.items() if not lbl.startswith("kiln") and len(r) == 2 and
+                 (masked or lbl == "torch flash")]
+        flash = ([min(e) for e in zip(*bases)], None) if bases else None
         f = flops(b, h, sq, l, d, causal)
         print(f"\n{name}: b{b} h{h} kv{kv} sq{sq} l{l} d{d} {'causal' if causal else 'full'}"
+              f"{' mask ' + form if masked else ''}"
               f"  ({done.stdout.strip()})")
         print(f"{'':12} {'bwd ms':>8} {'TFLOP/s':>8}   {'err O':>8} {'err dQ':>8} {'err dK':>8} "
-              f"{'err dV':>8}  ratio to flash (max)")
+              f"{'err dV':>8}  ratio to {'torch masked' if masked else 'flash'} (max)")
         for label, row in rows.items():
             if len(row) == 1:
                 print(f"{label:12} {row[0]}")

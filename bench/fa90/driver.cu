@@ -98,6 +98,11 @@ static float gauss() {
 
 static bool run(const char *name, int B, int H, int Hkv, int Sq, int L, int D, bool causal,
                 int iters, int stride = 1, int nc = 0) {
+  // FA90_ONLY=name[,name...]: only those cases (the GPU call's A/B runs).
+  if (const char *only = std::getenv("FA90_ONLY"))
+    if (std::string("," + std::string(only) + ",").find("," + std::string(name) + ",") ==
+        std::string::npos)
+      return true;
   if (!nc)
     nc = D == 64 ? kiln_fa90::defaultConsumers<64>() : kiln_fa90::defaultConsumers<128>();
   const size_t nq = (size_t)B * H * Sq * D, nk = (size_t)B * Hkv * L * D;

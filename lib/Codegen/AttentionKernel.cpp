@@ -39,6 +39,8 @@ void Printer::flashAttentionKernel(bool backward) {
   int64_t headDim = typeOf(q).getDimSize(3);
   double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
   std::string element = storageType(elementOf(q));
+  if (hopper)
+    return hopperAttentionCall(backward, mask, pointers, causal, scale, headDim, element);
   line("extern __shared__ __align__(128) unsigned char kiln_flash_smem[];");
   // The launch gives the block what launchShape computes (kiln-lower-to-step
   // records it): NVRTC refuses the kernel when the template disagrees.
@@ -102,6 +104,38 @@ void Printer::flashAttentionKernel(bool backward) {
   adder("addDV", dv, op->getResult(2));
   line(call + ", mask, storeDQ, addDK, addDV, " + (dq >= 0 ? "true" : "false") + ", " +
        (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") + ", kiln_flash_smem);");
+}
+
+// The kiln_fa90 variant (Printer::hopper): the same mask lambda, wrapped
+// as an elementMask, and the call into kiln_fa90 with its own buffers.
+void Printer::hopperAttentionCall(bool backward, Value mask, const std::string &pointers,
+                                  bool causal, double scale, int64_t headDim,
+                                  const std::string &element) {
+  Operation *op = plan.anchor;
+  SmallVector<std::string> qd = dims(op->getOperand(0)), kd = dims(op->getOperand(1));
+  line("extern __shared__ __align__(1024) unsigned char kiln_fa90_smem[];");
+  if (!mask) {
+    line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
+  } else {
+    open("auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float");
+    std::string m = value(mask, broadcastIndex(mask, {"b", "h", "i", "j"}));
+    line("return " +
+         (elementOf(mask).isInteger(1) ? "(" + m + ") ? 0.f : -KILN_INF" : "(float)(" + m + ")") +
+         ";");
+    close("};");
+  }
+  std::string D = std::to_string(headDim);
+  std::string shape = qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+                      literal(scale, Float32Type::get(op->getContext())) + ", " +
+                      (causal ? "true" : "false") + ", kiln_fa90_smem, kiln_fa90::elementMask(mask)";
+  if (!backward) {
+    line("kiln_fa90::forward<" + element + ", " + D + ", kiln_fa90::defaultConsumers<" + D +
+         ">()>(" + pointers + outName(outputIndex(op->getResult(0))) + ", kiln_fa90_lse, " +
+         shape + ");");
+    return;
+  }
+  line("kiln_fa90::bwd::backward<" + element + ", " + D + ">(" + pointers +
+       "kiln_fa90_lse, kiln_fa90_dd, kiln_fa90_dqacc, kiln_fa90_dk, kiln_fa90_dv, " + shape + ");");
 }
 
 void Printer::attentionKernel(bool backward) {

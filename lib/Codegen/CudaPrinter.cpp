@@ -24,9 +24,23 @@ std::string Printer::signature() {
                      names.params.lookup(arg));
   for (auto [i, out] : llvm::enumerate(plan.outputs))
     params.push_back(storageType(typeOf(out).getElementType()) + " *" + outName(i));
+  std::string prefix = "extern \"C\" __global__ void " + names.kernel + "(";
+  if (hopper) { // kiln_fa90's buffers, then the same symbols
+    std::string t = storageType(typeOf(plan.anchor->getOperand(0)).getElementType());
+    int64_t d = typeOf(plan.anchor->getOperand(0)).getDimSize(3);
+    bool backward = plan.kind == FusionKind::attention_grad;
+    if (backward)
+      params.append({"const float *kiln_fa90_lse", "const float *kiln_fa90_dd",
+                     "float *kiln_fa90_dqacc", t + " *kiln_fa90_dk", t + " *kiln_fa90_dv"});
+    else
+      params.push_back("float *kiln_fa90_lse");
+    int threads = backward ? 384 : 128 * ((d == 64 ? 3 : 2) + 1);
+    prefix = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
+             ", 1)\n" + names.kernel + "(";
+  }
   for (const std::string &symbol : plan.symbols)
     params.push_back("int64_t " + names.symbols.lookup(symbol));
-  std::string sig = "extern \"C\" __global__ void " + names.kernel + "(";
+  std::string sig = prefix;
   for (auto [i, p] : llvm::enumerate(params))
     sig += (i ? ",\n    " : "\n    ") + p;
   return sig + ")";
@@ -101,6 +115,21 @@ FailureOr<CudaSource> emitCudaKernel(KernelOp kernel) {
     return failure();
   NameTable names = legalizeNames(*plan);
   return printKernel(*plan, names);
+}
+
+FailureOr<CudaSource> emitHopperAttentionKernel(KernelOp kernel) {
+  FailureOr<KernelPlan> plan = prepareKernel(kernel);
+  if (failed(plan))
+    return failure();
+  if ((plan->kind != FusionKind::attention && plan->kind != FusionKind::attention_grad) ||
+      !plan->anchor || !isFlashAttention(plan->anchor))
+    return kernel.emitOpError("kiln_fa90 variant of a kernel that is not tiled attention"),
+           failure();
+  NameTable names = legalizeNames(*plan);
+  names.kernel = "kiln_fa90_" + names.kernel;
+  detail::Printer printer(*plan, names);
+  printer.hopper = true;
+  return printer.print();
 }
 
 } // namespace kiln::codegen

@@ -79,6 +79,10 @@ struct Printer {
   LogicalResult status = mlir::success();
 
   Printer(const KernelPlan &plan, const NameTable &names) : plan(plan), names(names) {}
+  /// Print the tiled attention kernel as its kiln_fa90 variant (sm_90a):
+  /// the same parameters and mask, kiln_fa90's extra buffers after the
+  /// outputs (hopperAttentionKernel in kiln/Codegen/Cuda.h).
+  bool hopper = false;
 
   std::string fresh(StringRef prefix) { return (prefix + Twine(counter++)).str(); }
   void line(const Twine &text);
@@ -209,6 +213,8 @@ struct Printer {
   /// read q, k, v (and dout) as dense kernel inputs; the mask (maybe a fused
   /// producer) and the result stores are lambdas.
   void flashAttentionKernel(bool backward);
+  void hopperAttentionCall(bool backward, Value mask, const std::string &pointers, bool causal,
+                           double scale, int64_t headDim, const std::string &element);
 
   /// One block per (batch, head, query row); the score row lives in shared
   /// memory, so no S x S tensor exists.

@@ -163,9 +163,24 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   std::map<int, CUdeviceptr> hopperStatsOfOutput;
   std::vector<CUdeviceptr> hopperStatsOf(p.ops.size(), 0);
   int64_t hopperScratchRows = 0, hopperScratchElements = 0; // the backward's D and fp32 dQ
+  // A masked launch runs its kernel's own kiln_fa90 variant (the generated
+  // mask inside; HopperAttentionOutput.cpp), an unmasked one the shared one.
+  auto hopperMain = [&](const ProgramOp &op, const AttentionShape &s) {
+    return op.attention->masked ? "kiln_fa90_" + op.name
+           : s.backward         ? artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim)
+                                : artifact::hopperAttentionKernel(s.dtype, s.headDim);
+  };
+  // Masked variants run on request only (--attention sm90: attentionFixed
+  // with the module loaded) until a step on the GPU has checked them; the
+  // kernels themselves are checked by bench/fa90/bwd_check.py.
+  auto hopperHas = [&](const std::string &name) {
+    return static_cast<bool>(memory.hopper->getFunction(name));
+  };
+  auto hopperMay = [&](const ProgramOp &op, const AttentionShape &s) {
+    return (!op.attention->masked || memory.attentionFixed) && hopperHas(hopperMain(op, s));
+  };
   auto hopperBackwardIn = [&](const AttentionShape &s) {
-    return static_cast<bool>(memory.hopper->getFunction(
-        artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim)));
+    return hopperHas(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim));
   };
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
@@ -178,9 +193,11 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
                   : cudnnFor->build(*shape);
     if (plan && op.attention->backward && !statsOfOutput.count(op.attention->o))
       plan = Error{"its forward did not run on cuDNN"};
+    if (op.attention->masked) // cuDNN is not given the kernel's mask
+      plan = Error{"masked attention (cuDNN does not take the kernel's mask)"};
     if (!plan && memory.hopper && shape && !shape->backward &&
         artifact::hopperAttentionFits(shape->dtype, shape->headDim) && shape->kvHeads > 0 &&
-        shape->heads % shape->kvHeads == 0) {
+        shape->heads % shape->kvHeads == 0 && hopperMay(op, *shape)) {
       hopperShape[i] = *shape;
       if (hopperBackwardIn(*shape) && artifact::hopperAttentionBackwardFits(shape->seq)) {
         Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
@@ -196,7 +213,7 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
       continue;
     }
     if (!plan && memory.hopper && shape && shape->backward &&
-        hopperStatsOfOutput.count(op.attention->o)) {
+        hopperStatsOfOutput.count(op.attention->o) && hopperMay(op, *shape)) {
       hopperShape[i] = *shape;
       hopperStatsOf[i] = hopperStatsOfOutput[op.attention->o];
       hopperScratchRows = std::max(hopperScratchRows, shape->batch * shape->heads * shape->seq);
@@ -208,6 +225,10 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
       continue;
     }
     if (!plan) {
+      // A masked launch left to its kernel is not counted: cuDNN never takes
+      // one (so --attention cudnn does not fail on it), as before it had roles.
+      if (op.attention->masked)
+        continue;
       ++r->kernelAttention;
       if (r->attentionNote.empty() && !plan.getError().empty())
         r->attentionNote = op.name + ": " + plan.getError();
@@ -296,14 +317,37 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
       auto ptr = [&](int id) { return r->pointers[id]; };
       std::vector<int64_t> dims = {s.batch, s.heads, s.kvHeads, s.seq, s.kvSeq,
                                    static_cast<int64_t>(scaleBits), s.causal ? 1 : 0};
+      // A masked variant takes the launch's own buffers, kiln_fa90's after
+      // them, then the launch's symbols (emitHopperAttentionKernel).
+      std::vector<CUdeviceptr> own;
+      std::vector<int64_t> ownSymbols;
+      if (a.masked) {
+        for (int id : op.args)
+          own.push_back(r->pointers[id]);
+        for (const std::string &symbol : op.symbols) {
+          auto value = sizes.find(symbol);
+          if (value == sizes.end())
+            return Error{origin + ": kernel " + op.name + " needs symbol '" + symbol + "'"};
+          ownSymbols.push_back(value->second);
+        }
+      }
+      auto withOwn = [&](std::vector<CUdeviceptr> extra) {
+        if (!a.masked)
+          return extra;
+        std::vector<CUdeviceptr> all = own;
+        all.insert(all.end(), extra.begin(), extra.end());
+        return all;
+      };
       Status added = Status::success();
       if (!s.backward) {
-        added = add(artifact::hopperAttentionKernel(s.dtype, s.headDim),
-                    "kiln_fa90 attention " + s.describe(),
+        added = add(hopperMain(op, s), "kiln_fa90 attention " + s.describe(),
                     artifact::hopperAttentionBlocks(s.batch, s.heads, s.seq, s.headDim),
                     artifact::hopperAttentionThreads(s.headDim),
                     artifact::hopperAttentionSharedBytes(s.headDim),
-                    {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o), hopperStatsOf[i]}, dims);
+                    a.masked ? withOwn({hopperStatsOf[i]})
+                             : std::vector<CUdeviceptr>{ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o),
+                                                        hopperStatsOf[i]},
+                    a.masked ? ownSymbols : dims);
       } else {
         // Grid-stride kernels: a few waves of 256 threads.
         const int64_t rows = s.batch * s.heads * s.seq, elements = rows * s.headDim;
@@ -315,14 +359,17 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
                     strided(rows * (s.headDim / 8)), 256, 0,
                     {ptr(a.o), ptr(a.dout), hopperDd, hopperDqAcc}, {rows});
         if (added)
-          added = add(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim),
-                      "kiln_fa90 attention " + s.describe(),
+          added = add(hopperMain(op, s), "kiln_fa90 attention " + s.describe(),
                       artifact::hopperAttentionBackwardBlocks(s.batch, s.kvHeads, s.kvSeq),
                       artifact::kHopperAttentionBackwardThreads,
                       artifact::hopperAttentionBackwardSharedBytes(s.headDim),
-                      {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), hopperStatsOf[i], hopperDd,
-                       hopperDqAcc, ptr(a.dk), ptr(a.dv)},
-                      dims);
+                      a.masked ? withOwn({hopperStatsOf[i], hopperDd, hopperDqAcc, ptr(a.dk),
+                                          ptr(a.dv)})
+                               : std::vector<CUdeviceptr>{ptr(a.q), ptr(a.k), ptr(a.v),
+                                                          ptr(a.dout), hopperStatsOf[i],
+                                                          hopperDd, hopperDqAcc, ptr(a.dk),
+                                                          ptr(a.dv)},
+                      a.masked ? ownSymbols : dims);
         if (added)
           added = add(artifact::hopperAttentionFinishKernel(s.dtype),
                       "kiln_fa90 attention finish " + s.describe(),

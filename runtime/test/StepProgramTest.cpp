@@ -454,6 +454,15 @@ static void testAttentionRoles() {
   CHECK(backward && backward->dk == 7 && backward->dv == 8);
   CHECK(backward && backward->replaces == std::vector<size_t>({3, 5, 7, 8}));
   CHECK(!decoded->ops[7].attention);
+  CHECK(forward && !forward->masked && backward && !backward->masked);
+  {
+    // A masked launch (its kernel applies a mask: kiln_fa90's variant only).
+    std::string json = program;
+    json.replace(json.find("\"direction\": \"forward\""), 22,
+                 "\"direction\": \"forward\", \"masked\": true");
+    Expected<StepProgram> masked = StepProgram::decode(json, "step");
+    CHECK(masked && masked->ops[1].attention && masked->ops[1].attention->masked);
+  }
 
   struct Case {
     std::string from, to, error;
@@ -470,6 +479,8 @@ static void testAttentionRoles() {
        "\"scale\": -1, \"q\": 0, \"k\": 1, \"v\": 2,\n                   \"o\"",
        "step: op 1 (launch): 'attention': scale must be a positive number"},
       {"\"dv\": 8", "\"dv\": 10", "step: op 6 (launch): 'attention': buffer id 10 out of range"},
+      {"\"direction\": \"forward\"", "\"direction\": \"forward\", \"masked\": 1",
+       "step: op 1 (launch): 'attention': 'masked' is not a boolean"},
   };
   for (const Case &c : cases) {
     std::string json = program;

@@ -25,7 +25,8 @@ for op in ops:
         continue
     roles = [r for r in ("q", "k", "v", "o", "do", "dq", "dk", "dv") if r in a]
     kinds = " ".join(ops[i]["op"] for i in sorted(a["replaces"]))
-    line = (f"launch {op['kernel']} {a['direction']}{' causal' if a['causal'] else ''} "
+    line = (f"launch {op['kernel']} {a['direction']}{' causal' if a['causal'] else ''}"
+            f"{' masked' if a.get('masked') else ''} "
             f"scale {a['scale']:g} roles {' '.join(roles)} replaces {len(a['replaces'])}"
             + (f" ({kinds})" if kinds else ""))
     if a["direction"] == "backward":

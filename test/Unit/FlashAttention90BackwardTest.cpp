@@ -58,6 +58,45 @@ TEST(FlashAttention90Backward, CompilesForSm90aWithTheRuntimesGeometry) {
   EXPECT_FALSE(cubin->empty());
 }
 
+/// Forward and backward kernels with each mask form of FlashAttention90.cuh:
+/// the generated kernel's (a lambda over a keep tensor, through
+/// elementMask), packed documents and key padding.
+std::string maskedSource() {
+  std::string text = std::string(flashAttention90Prelude()) + flashAttention90BackwardPrelude();
+  const char *params = "(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, "
+                       "__nv_bfloat16 *o, const __nv_bfloat16 *dO, float *lse, const float *dd, "
+                       "float *acc, __nv_bfloat16 *dK, __nv_bfloat16 *dV, const unsigned char *keep, "
+                       "const int *doc, int64_t B, int64_t H, int64_t Hkv, int64_t S) {\n"
+                       "  extern __shared__ __align__(1024) unsigned char smem[];\n";
+  const std::pair<const char *, const char *> forms[] = {
+      {"elem", "kiln_fa90::elementMask([&](int64_t b, int64_t h, int64_t i, int64_t j) -> float {\n"
+               "    return keep[(b * S + i) * S + j] ? 0.f : -__int_as_float(0x7f800000); })"},
+      {"doc", "kiln_fa90::DocumentMask{doc, S}"},
+      {"pad", "kiln_fa90::KeyPaddingMask{keep, S}"}};
+  for (int d : {64, 128})
+    for (auto [form, mask] : forms) {
+      if (d == 128 && std::string(form) == "pad")
+        continue; // the same code as elem's, at the other head dim
+      std::string D = std::to_string(d), name = std::string(form) + "_" + D;
+      text += "extern \"C\" __global__ void __launch_bounds__(" +
+              std::to_string(artifact::hopperAttentionThreads(d)) + ", 1) fwd_" + name + params +
+              "  auto mask = " + mask + ";\n  kiln_fa90::forward<__nv_bfloat16, " + D +
+              ", kiln_fa90::defaultConsumers<" + D +
+              ">()>(q, k, v, o, lse, B, H, Hkv, S, S, 0.125f, true, smem, mask);\n}\n";
+      text += "extern \"C\" __global__ void __launch_bounds__(384, 1) bwd_" + name + params +
+              "  auto mask = " + mask + ";\n  kiln_fa90::bwd::backward<__nv_bfloat16, " + D +
+              ">(q, k, v, dO, lse, dd, acc, dK, dV, B, H, Hkv, S, S, 0.125f, true, smem, mask);\n}\n";
+    }
+  return text;
+}
+
+TEST(FlashAttention90Backward, CompilesTheMaskedFormsForSm90a) {
+  NvrtcOptions options;
+  llvm::Expected<std::string> cubin = compileKernel({"fa90mask", maskedSource()}, "sm_90a", options);
+  ASSERT_TRUE(static_cast<bool>(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_FALSE(cubin->empty());
+}
+
 TEST(FlashAttention90Backward, NvrtcRefusesAnotherSize) {
   NvrtcOptions options;
   llvm::Expected<std::string> cubin =

@@ -36,12 +36,18 @@ namespace {
 using artifact::DType;
 
 /// (dtype, head dim) of every tiled attention forward (or, with
-/// \p backward, backward) the runtime may replace.
-std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backward = false) {
+/// \p backward, backward) the runtime may replace; with \p masked, of the
+/// masked ones, whose kernels (one per launch kernel) go to \p maskedKernels.
+std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backward = false,
+                                                   bool masked = false,
+                                                   std::set<std::string> *maskedKernels = nullptr) {
   std::set<std::pair<DType, int64_t>> needed;
   module.walk([&](kernel::LaunchOp launch) {
     std::optional<DictionaryAttr> roles = launch.getAttention();
     if (!roles || !*roles)
+      return;
+    auto isMasked = roles->getAs<BoolAttr>("masked");
+    if ((isMasked && isMasked.getValue()) != masked)
       return;
     auto direction = roles->getAs<StringAttr>("direction");
     auto q = roles->getAs<IntegerAttr>("q");
@@ -55,10 +61,31 @@ std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backwar
     Type element = type.getElementType();
     DType dtype = element.isBF16() ? DType::BF16 : element.isF16() ? DType::F16 : DType::F32;
     if (type.getRank() == 4 && !type.isDynamicDim(3) &&
-        artifact::hopperAttentionFits(dtype, type.getDimSize(3)))
+        artifact::hopperAttentionFits(dtype, type.getDimSize(3))) {
       needed.insert({dtype, type.getDimSize(3)});
+      if (maskedKernels)
+        maskedKernels->insert(launch.getKernel().str());
+    }
   });
   return needed;
+}
+
+/// The kiln_fa90 variants of the masked attention kernels \p names
+/// (codegen::emitHopperAttentionKernel), or an error naming the kernel.
+std::optional<std::string> maskedSources(ModuleOp module, const std::set<std::string> &names) {
+  std::string text;
+  for (const std::string &name : names) {
+    auto kernel = module.lookupSymbol<kernel::KernelOp>(name);
+    if (!kernel) {
+      fail("kernels/kiln_fa90: no kernel '" + name + "' for a masked attention launch");
+      return std::nullopt;
+    }
+    FailureOr<codegen::CudaSource> source = codegen::emitHopperAttentionKernel(kernel);
+    if (failed(source))
+      return std::nullopt;
+    text += "\n" + source->comment + source->body;
+  }
+  return text;
 }
 } // namespace
 
@@ -95,8 +122,13 @@ static std::string hopperBackwardSource(DType dtype, int64_t d) {
 }
 
 std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &forwards,
-                                  const std::set<std::pair<DType, int64_t>> &backwards) {
+                                  const std::set<std::pair<DType, int64_t>> &backwards,
+                                  const std::string &masked = "") {
   std::string text = "// kiln: Kiln's sm_90a attention forward (kernels/kiln_fa90)\n";
+  // The masked variants compute their masks with the generated kernels'
+  // helpers.
+  if (!masked.empty())
+    text += codegen::cudaPrelude(true, false);
   text += codegen::flashAttention90Prelude();
   for (auto [dtype, d] : forwards) {
     std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
@@ -119,7 +151,7 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
             "                               smem);\n}\n";
   }
   if (backwards.empty())
-    return text;
+    return masked.empty() ? text : text + "\n// kiln: masked attention\n" + masked;
   text += "\n// kiln: its backward\n";
   text += codegen::flashAttention90BackwardPrelude();
   std::set<DType> finishes;
@@ -135,7 +167,7 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
             "  kiln_fa90::bwd::finish<" +
             t + ">(dqAcc, dq, __int_as_float((int)scaleBits), n);\n}\n";
   }
-  return text;
+  return masked.empty() ? text : text + "\n// kiln: masked attention\n" + masked;
 }
 
 int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options,
@@ -143,16 +175,28 @@ int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options
   if (!llvm::is_contained(options.archs, "sm_90"))
     return 0;
   std::set<std::pair<DType, int64_t>> forwards = hopperForwards(module);
-  if (forwards.empty())
+  // Masked attention: one kiln_fa90 kernel per launch kernel, its mask the
+  // generated kernel's; the backward's prepare and finish are the shared ones.
+  std::set<std::string> maskedKernels;
+  std::set<std::pair<DType, int64_t>> maskedForwards =
+      hopperForwards(module, false, /*masked=*/true, &maskedKernels);
+  std::set<std::pair<DType, int64_t>> maskedBackwards;
+  for (const auto &entry : hopperForwards(module, true, /*masked=*/true, &maskedKernels))
+    if (maskedForwards.count(entry))
+      maskedBackwards.insert(entry);
+  if (forwards.empty() && maskedForwards.empty())
     return 0;
   // A backward whose forward runs elsewhere never runs here: the runtime
   // reads the row statistics kiln_fa90's forward writes.
-  std::set<std::pair<DType, int64_t>> backwards;
+  std::set<std::pair<DType, int64_t>> backwards = maskedBackwards;
   for (const auto &entry : hopperForwards(module, /*backward=*/true))
     if (forwards.count(entry))
       backwards.insert(entry);
+  std::optional<std::string> masked = maskedSources(module, maskedKernels);
+  if (!masked)
+    return 1;
   codegen::KernelSource source{artifact::kHopperAttentionModule,
-                               hopperAttentionSource(forwards, backwards)};
+                               hopperAttentionSource(forwards, backwards, *masked)};
   codegen::NvrtcOptions nvrtc;
   nvrtc.cacheDir = options.cacheDir;
   Expected<std::string> cubin = codegen::compileKernel(source, "sm_90a", nvrtc);

@@ -273,8 +273,8 @@ AttentionPath attentionOf(func::FuncOp step, ModuleOp lowered) {
     lowered.walk([&](kernel::LaunchOp launch) {
       if (std::optional<DictionaryAttr> roles = launch.getAttention())
         if (auto direction = roles->getAs<StringAttr>("direction");
-            direction && direction.getValue() == "forward")
-          ++offered;
+            direction && direction.getValue() == "forward" && !roles->get("masked"))
+          ++offered; // a masked one is kiln_fa90's alone
     });
   bool runtimeRule = llvm::all_of(sites, [](const AttentionSite &s) {
     return s.headDim > 0 && s.headDim % 8 == 0 && s.headDim <= 256 && s.kvHeads > 0 &&

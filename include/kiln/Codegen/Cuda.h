@@ -70,6 +70,16 @@ mlir::FailureOr<CudaSource> printKernel(const KernelPlan &plan, const NameTable 
 /// All three steps.
 mlir::FailureOr<CudaSource> emitCudaKernel(kernel::KernelOp kernel);
 
+/// A tiled bf16 attention kernel with a mask as Kiln's sm_90a kernel
+/// (kiln_fa90, docs/codegen.md "Attention on Hopper"): "kiln_fa90_" + the
+/// kernel's name, its parameters (inputs, outputs) followed by kiln_fa90's
+/// buffers — forward: float *lse; backward: const float *lse, const float
+/// *dd, float *dqAcc, T *dK, T *dV — then its symbols; the body calls
+/// kiln_fa90::forward / bwd::backward with the kernel's own mask as an
+/// elementMask. Launch geometry: kiln/artifact/HopperAttention.h. Compiles
+/// after cudaPrelude() and the kiln_fa90 preludes, for sm_90a.
+mlir::FailureOr<CudaSource> emitHopperAttentionKernel(kernel::KernelOp kernel);
+
 } // namespace kiln::codegen
 
 #endif // KILN_CODEGEN_CUDA_H

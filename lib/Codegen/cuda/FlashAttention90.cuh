@@ -46,6 +46,16 @@ template <int NC> __host__ __device__ constexpr int threads() { return 128 * (NC
 // warpgroup. Measured on the H200 (docs/benchmarks.md): +8% at head dim 64;
 // at 128 the second live accumulator set costs more than it hides (-22%).
 template <int D> constexpr bool kOverlap = D == 64;
+// Without kOverlap (two consumer warpgroups, which then walk the same key
+// tiles: 128 rows, tiles of 128 keys), whether the two warpgroups issue their
+// products by turns (FlashAttention-3's pingpong): named barriers 3 and 4
+// hand the tensor cores from one to the other, so that one warpgroup's
+// softmax runs under the other's products. bench/fa90 builds both ways
+// (-DKILN_FA90_PINGPONG=0/1) to compare.
+#ifndef KILN_FA90_PINGPONG
+#define KILN_FA90_PINGPONG 0
+#endif
+template <int D, int NC> constexpr bool kPingpong = KILN_FA90_PINGPONG != 0 && !kOverlap<D> && NC == 2;
 // V's descriptor (N-major, 128-byte swizzle): LBO steps to the next 64
 // columns of the head dim (the next column block), SBO to the next 8 keys.
 // (Measured on the H200: the swapped assignment reads wrong keys.)
@@ -187,14 +197,91 @@ template <> __device__ __forceinline__ void mmaRS<128, __half>(float (&d)[64], c
 }
 
 
+// The mask operand. A mask adds a term to each scaled score (0 keeps it,
+// -inf drops it, anything else is a bias): mask(b, h, i, j), evaluated only
+// for i < Sq and j < L, as kiln_flash's rowScores does. rows(b, h, iLo, iHi)
+// summarizes a non-empty block of rows [iLo, iHi) within Sq once (the
+// kernels hoist it out of their key loops: registers are scarce there), and
+// tile(rows, b, jLo, jHi) classifies those rows against keys [jLo, jHi) within
+// L: kKeep (every term 0: no element work),
+// kDrop (every term -inf: the tile is skipped, not even loaded, when the
+// whole block's rows drop it) or kMixed (evaluate every element). A row all
+// of whose keys are dropped comes out 0 with lse -inf, what the portable
+// kernel gives (its sum is 0 and it writes O as 0).
+enum TileClass { kKeep = 0, kMixed = 1, kDrop = 2 };
+struct NoRows {};
+struct NoMask { // unmasked attention: compiles to the code without a mask
+  static constexpr bool kNone = true;
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kKeep; }
+  __device__ float operator()(int64_t, int64_t, int64_t, int64_t) const { return 0.f; }
+};
+// A mask the tile cannot be classified for: the generated kernel's mask
+// functor (the fused producers of an i1 or additive mask, as the portable
+// kernels get it), evaluated at every element of every tile.
+template <typename F> struct ElementMask {
+  static constexpr bool kNone = false;
+  F f;
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kMixed; }
+  __device__ float operator()(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return f(b, h, i, j);
+  }
+};
+template <typename F> __host__ __device__ ElementMask<F> elementMask(F f) { return ElementMask<F>{f}; }
+// Packed documents: key j is visible to query i iff doc[b, i] == doc[b, j],
+// with doc[b, 0 .. S) the document index of each token, non-decreasing
+// along the sequence (documents are contiguous; the caller guarantees it,
+// as FlashAttention's cu_seqlens does). Monotone ids make a tile's class
+// four loads: rows [iLo, iHi) span documents doc[iLo] .. doc[iHi - 1],
+// keys doc[jLo] .. doc[jHi - 1]; disjoint spans drop the tile, one shared
+// document keeps it. (A query and its keys share doc's length: self-attention.)
+struct DocumentMask {
+  static constexpr bool kNone = false;
+  const int *doc;
+  int64_t batchStride; // elements between two sequences' ids
+  struct Rows {
+    int first, last; // the documents of the first and the last row
+  };
+  __device__ Rows rows(int64_t b, int64_t, int64_t iLo, int64_t iHi) const {
+    const int *d = doc + b * batchStride;
+    return {__ldg(d + iLo), __ldg(d + iHi - 1)};
+  }
+  __device__ int tile(const Rows &r, int64_t b, int64_t jLo, int64_t jHi) const {
+    const int *d = doc + b * batchStride;
+    const int ka = __ldg(d + jLo), kb = __ldg(d + jHi - 1);
+    if (r.last < ka || kb < r.first)
+      return kDrop;
+    return r.first == r.last && ka == kb && r.first == ka ? kKeep : kMixed;
+  }
+  __device__ float operator()(int64_t b, int64_t, int64_t i, int64_t j) const {
+    const int *d = doc + b * batchStride;
+    return __ldg(d + i) == __ldg(d + j) ? 0.f : -__int_as_float(0x7f800000);
+  }
+};
+// Key padding: key j of sequence b is kept iff keep[b, j] != 0 (a [B, L]
+// bool/uint8 tensor, HF's attention_mask). Classified per element only: a
+// tile's class would need all its keys.
+struct KeyPaddingMask {
+  static constexpr bool kNone = false;
+  const unsigned char *keep;
+  int64_t batchStride;
+  __device__ NoRows rows(int64_t, int64_t, int64_t, int64_t) const { return {}; }
+  __device__ int tile(NoRows, int64_t, int64_t, int64_t) const { return kMixed; }
+  __device__ float operator()(int64_t b, int64_t, int64_t, int64_t j) const {
+    return __ldg(keep + b * batchStride + j) ? 0.f : -__int_as_float(0x7f800000);
+  }
+};
+
 // The forward of one block: 64 NC query rows of one (batch, head). q, o:
 // dense [B, H, Sq, D]; k, v: [B, Hkv, L, D]; lse: [B, H, Sq] or null.
 // Blocks take the query tiles longest first (causal rows near the end see
 // the most keys), so the last wave is made of short tiles.
-template <typename T, int D, int NC = defaultConsumers<D>()>
+template <typename T, int D, int NC = defaultConsumers<D>(), typename Mask = NoMask>
 __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *out, float *lse,
                                         int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L,
-                                        float scale, bool causal, unsigned char *smemRaw) {
+                                        float scale, bool causal, unsigned char *smemRaw,
+                                        Mask mask = Mask()) {
   static_assert(D == 64 || D == 128, "kiln_fa90 handles head dims 64 and 128");
   using S = Smem<D, NC>;
   constexpr int BM = 64 * NC, QROWS = BM;
@@ -211,6 +298,16 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
   const int nTiles = jEnd > 0 ? (int)((jEnd + BN - 1) / BN) : 0;
   const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  // Key tiles the mask drops for every row of the block: neither loaded nor
+  // multiplied (producer and consumers skip the same ones, and number the
+  // ring's stages by the tiles they do take).
+  const auto blockRows = mask.rows(b, h, i0, min(i0 + BM, Sq));
+  auto blockDrops = [&](int t) {
+    if constexpr (Mask::kNone)
+      return false;
+    const int64_t j0 = (int64_t)t * BN;
+    return mask.tile(blockRows, b, j0, min(j0 + BN, L)) == kDrop;
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       barrierInit(full(s), 128); // every producer thread
@@ -225,10 +322,13 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     else
       asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
     const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    int n = 0; // tiles loaded
     for (int t = 0; t < nTiles; ++t) {
-      const int s = t % kStages;
-      if (t >= kStages)
-        barrierWait(empty(s), ((t / kStages) - 1) & 1);
+      if (blockDrops(t))
+        continue;
+      const int s = n % kStages;
+      if (n >= kStages)
+        barrierWait(empty(s), ((n / kStages) - 1) & 1);
       const int64_t j0 = (int64_t)t * BN;
 #pragma unroll
       for (int u = 0; u < BN * C / 128; ++u) {
@@ -240,16 +340,17 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
         cpAsync16(vAddr + at, vBase + row * D + c * 8, valid);
       }
       cpAsyncCommit();
-      if (t > 0) { // the previous tile has landed: hand it over
+      if (n > 0) { // the previous tile has landed: hand it over
         cpAsyncWait<1>();
         fenceProxyAsync();
-        barrierArrive(full((t - 1) % kStages));
+        barrierArrive(full((n - 1) % kStages));
       }
+      ++n;
     }
-    if (nTiles > 0) {
+    if (n > 0) {
       cpAsyncWait<0>();
       fenceProxyAsync();
-      barrierArrive(full((nTiles - 1) % kStages));
+      barrierArrive(full((n - 1) % kStages));
     }
     return;
   }
@@ -278,9 +379,11 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
 #pragma unroll
   for (int x = 0; x < D / 2; ++x)
     o[x] = 0.f;
-  const float kNegInf = -__int_as_float(0x7f800000), scaleLog2 = scale * 1.4426950408889634f;
+  const float kNegInf = -__int_as_float(0x7f800000), scaleLog2 = scale * 1.4426950408889634f,
+              invScale = 1.f / scale;
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
   const int64_t rowA = r0 + 16 * warp + lane / 4; // this thread's rows: rowA, rowA + 8
+  const auto ownRows = mask.rows(b, h, min(r0, Sq - 1), min(r0 + 64, Sq)); // used when r0 < Sq
   // Causal: a warpgroup stops at its own rows' last key tile. It skips at
   // most the block's last tile (its rows are 64 of the block's 64 NC), which
   // the producer never waits to refill, so its missing "empty" arrival
@@ -292,9 +395,11 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   // tensor cores and the exp2 units work at the same time within a
   // warpgroup (the other warpgroups interleave on top).
   uint32_t p[BN / 16][4];
-  auto scores = [&](int t) {
-    const int s = t % kStages;
-    barrierWait(full(s), (t / kStages) & 1);
+  // t: the key tile; n: its place among the tiles the block loads (the
+  // ring's stage and phase).
+  auto scores = [&](int n) {
+    const int s = n % kStages;
+    barrierWait(full(s), (n / kStages) & 1);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) // S = Q K^T
       mmaSS<BN, T>(acc,
@@ -305,8 +410,8 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
                    kk > 0);
     mmaCommit();
   };
-  auto values = [&](int t) { // O += P V
-    const int s = t % kStages;
+  auto values = [&](int n) { // O += P V
+    const int s = n % kStages;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
       mmaRS<D, T>(o, p[kk], descriptor(vAddr + s * S::tile + kk * 16 * 128, kVLbo, kVSbo), 1);
@@ -315,13 +420,25 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   // Masks, then exponentiates acc in place; returns the rows' rescales.
   auto softmax = [&](int t, float (&alpha)[2]) {
     const int64_t j0 = (int64_t)t * BN;
-    if (j0 + BN > L || (causal && j0 + BN - 1 > r0)) {
+    // The mask's class of this warpgroup's rows (rows past Sq are never
+    // stored, and the mask is not read there).
+    int cls = kKeep;
+    if constexpr (!Mask::kNone)
+      if (r0 < Sq)
+        cls = mask.tile(ownRows, b, j0, min(j0 + BN, L));
+    const bool drop = cls == kDrop, mixed = cls == kMixed;
+    if (drop || mixed || j0 + BN > L || (causal && j0 + BN - 1 > r0)) {
 #pragma unroll
       for (int x = 0; x < BN / 2; ++x) {
         const int64_t j = j0 + 8 * (x / 4) + 2 * (lane % 4) + (x & 1),
                       i = rowA + ((x & 2) ? 8 : 0);
-        if (j >= L || (causal && j > i))
+        if (drop || j >= L || (causal && j > i))
           acc[x] = kNegInf;
+        else if (!Mask::kNone && mixed && i < Sq) // the term in units of acc
+          acc[x] = fmaf(mask(b, h, i, j), invScale, acc[x]);
+        // Four terms at a time: hoisting all 64 of a mask's loads spills.
+        if (!Mask::kNone && x % 4 == 3)
+          asm volatile("" ::: "memory");
       }
     }
 #pragma unroll
@@ -360,53 +477,86 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
       for (int g = 0; g < 4; ++g) // g: (row a | b) x (k low | high)
         p[kk][g] = pack<T>(acc[8 * kk + 2 * g], acc[8 * kk + 2 * g + 1]);
   };
-  auto release = [&](int t) {
+  auto release = [&](int n) {
     __syncwarp();
     if (lane == 0)
-      barrierArrive(empty(t % kStages));
+      barrierArrive(empty(n % kStages));
   };
-  if (myTiles > 0 && kOverlap<D>) {
+  // The next tile at or after t the block loads (the same walk as the
+  // producer's; blockDrops is uniform over the block).
+  auto nextTile = [&](int t) {
+    if constexpr (!Mask::kNone)
+      while (t < myTiles && blockDrops(t))
+        ++t;
+    return t;
+  };
+  int t = nextTile(0);
+  if (t < myTiles && kOverlap<D>) {
     float alpha[2];
     mmaFence();
     scores(0);
     mmaWait<0>();
     pin(acc);
-    softmax(0, alpha);
+    softmax(t, alpha);
     rescaleAndPack(alpha);
-    for (int t = 1; t < myTiles; ++t) {
+    int n = 1;
+    for (t = nextTile(t + 1); t < myTiles; t = nextTile(t + 1), ++n) {
       mmaFence();
-      scores(t);
-      values(t - 1);
-      mmaWait<1>(); // S of tile t is in
+      scores(n);
+      values(n - 1);
+      mmaWait<1>(); // S of this tile is in
       pin(acc);
       softmax(t, alpha);
-      mmaWait<0>(); // P V of tile t-1 is in: p and o are free
+      mmaWait<0>(); // P V of the previous tile is in: p and o are free
       pin(o);
       pinU(p);
-      release(t - 1);
+      release(n - 1);
       rescaleAndPack(alpha);
     }
     mmaFence();
-    values(myTiles - 1);
+    values(n - 1);
     mmaWait<0>();
     pin(o);
     pinU(p);
-    release(myTiles - 1);
+    release(n - 1);
   } else {
-    for (int t = 0; t < myTiles; ++t) {
+    // Pingpong: warpgroup cg waits on barrier 3 + cg for its turn and hands
+    // the turn over on the other's after issuing; warpgroup 0 starts. Both
+    // take the same tiles (128 query rows and keys a block: the causal end
+    // and the mask's skips are the block's), so the turns pair up; the last
+    // hand-over of warpgroup 1 is left out, having no taker.
+    constexpr bool pingpong = kPingpong<D, NC>;
+    auto myTurn = [&] {
+      if constexpr (pingpong)
+        asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cg) : "memory");
+    };
+    auto handOver = [&](bool last) {
+      if constexpr (pingpong)
+        if (!(last && cg == 1))
+          asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cg) : "memory");
+    };
+    if (pingpong && cg == 1 && t < myTiles)
+      asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    for (int n = 0; t < myTiles; ++n) {
+      const int next = nextTile(t + 1);
       float alpha[2];
+      myTurn();
       mmaFence();
-      scores(t);
+      scores(n);
+      handOver(false);
       mmaWait<0>();
       pin(acc);
       softmax(t, alpha);
       rescaleAndPack(alpha);
+      myTurn();
       mmaFence();
-      values(t);
+      values(n);
+      handOver(next >= myTiles);
       mmaWait<0>();
       pin(o);
       pinU(p);
-      release(t);
+      release(n);
+      t = next;
     }
   }
   // O / l, staged through this warpgroup's Q rows (no product reads them

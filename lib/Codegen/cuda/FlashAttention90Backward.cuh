@@ -147,12 +147,16 @@ __device__ __forceinline__ void finish(const float *dqAcc, T *dq, float scale, i
 // 2. One block: keys [kt BN, kt BN + BN) of one (batch, kv head); blocks
 // take the key tiles in order, the causal ones with the most query tiles
 // first. 384 threads, __launch_bounds__(384, 1).
-template <typename T, int D>
+// The mask is the forward's (FlashAttention90.cuh: NoMask, ElementMask,
+// DocumentMask, KeyPaddingMask), applied to S^T before the exponential; a
+// query tile the mask drops for all 128 keys is skipped by the producer and
+// both consumers alike.
+template <typename T, int D, typename Mask = NoMask>
 __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, const T *dO,
                                          const float *lse, const float *dd, float *dqAcc, T *dK,
                                          T *dV, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
                                          int64_t L, float scale, bool causal,
-                                         unsigned char *smemRaw) {
+                                         unsigned char *smemRaw, Mask mask = Mask()) {
   static_assert(D == 64 || D == 128, "kiln_fa90 backward handles head dims 64 and 128");
   using S = Smem<D>;
   constexpr int C = D / 8; // 16-byte chunks per row
@@ -172,6 +176,17 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   const int64_t qStart = causal ? (j0 / BM < qTiles ? j0 / BM : qTiles) : 0;
   const int perHead = (int)(qTiles - qStart), nIter = (int)(G * perHead);
   const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  // Iteration t: query tile (qStart + t % perHead) of head hk G + t / perHead.
+  auto headOf = [&](int t) { return hk * G + t / perHead; };
+  auto rowsOf = [&](int t) { return (qStart + t % perHead) * BM; };
+  // Iterations the mask drops for every key of the block: not loaded, not
+  // computed; the ring's stages count the ones taken.
+  auto blockDrops = [&](int t) {
+    if constexpr (Mask::kNone)
+      return false;
+    const int64_t i0 = rowsOf(t);
+    return mask.tile(mask.rows(b, headOf(t), i0, min(i0 + BM, Sq)), b, j0, min(j0 + BN, L)) == kDrop;
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       barrierInit(full(s), 128);
@@ -194,11 +209,14 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     cpAsyncWait<0>();
     fenceProxyAsync();
     barrierArrive(kvFull);
+    int n = 0; // iterations loaded
     for (int t = 0; t < nIter; ++t) {
-      const int s = t % kStages;
-      if (t >= kStages)
-        barrierWait(empty(s), ((t / kStages) - 1) & 1);
-      const int64_t h = hk * G + t / perHead, i0 = (qStart + t % perHead) * BM;
+      if (blockDrops(t))
+        continue;
+      const int s = n % kStages;
+      if (n >= kStages)
+        barrierWait(empty(s), ((n / kStages) - 1) & 1);
+      const int64_t h = headOf(t), i0 = rowsOf(t);
       const int64_t rowBase = (b * H + h) * Sq;
       const T *qBase = q + rowBase * D, *gBase = dO + rowBase * D;
 #pragma unroll
@@ -218,16 +236,17 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
         cpAsync16(base + (which ? S::dd : S::lse) + s * BM * 4 + 16 * c, src, valid);
       }
       cpAsyncCommit();
-      if (t > 0) {
+      if (n > 0) {
         cpAsyncWait<1>();
         fenceProxyAsync();
-        barrierArrive(full((t - 1) % kStages));
+        barrierArrive(full((n - 1) % kStages));
       }
+      ++n;
     }
-    if (nIter > 0) {
+    if (n > 0) {
       cpAsyncWait<0>();
       fenceProxyAsync();
-      barrierArrive(full((nIter - 1) % kStages));
+      barrierArrive(full((n - 1) % kStages));
     }
     return;
   }
@@ -243,16 +262,22 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   const int keyA = 64 * cg + 16 * warp + lane / 4;
   constexpr bool alternate = kAlternateDq<D>;
   barrierWait(kvFull, 0);
+  // This warpgroup's keys, for the mask's class (keys past L are never
+  // stored, and the mask is not read there).
+  const int64_t myKeys = j0 + 64 * cg, myKeysEnd = min(myKeys + 64, L);
+  int n = 0; // iterations taken: the ring's stage and phase, the dS^T buffer's turn
   for (int t = 0; t < nIter; ++t) {
-    const int s = t % kStages;
-    const int64_t h = hk * G + t / perHead, i0 = (qStart + t % perHead) * BM;
+    if (blockDrops(t))
+      continue;
+    const int s = n % kStages;
+    const int64_t h = headOf(t), i0 = rowsOf(t);
     const uint32_t qS = qAddr + s * (BM * D * 2), doS = doAddr + s * (BM * D * 2);
     // dS^T of all 128 keys (this warpgroup's rows 64 cg ...), and its rows.
-    const uint32_t dsTile = dsAddr + (alternate ? (t & 1) : 0) * (2 * 64 * BM * 2),
+    const uint32_t dsTile = dsAddr + (alternate ? (n & 1) : 0) * (2 * 64 * BM * 2),
                    myDs = dsTile + cg * (64 * BM * 2);
-    const bool myDq = !alternate || (t & 1) == cg;
+    const bool myDq = !alternate || (n & 1) == cg;
     const unsigned char *lseS = smem + S::lse + s * BM * 4, *ddS = smem + S::dd + s * BM * 4;
-    barrierWait(full(s), (t / kStages) & 1);
+    barrierWait(full(s), (n / kStages) & 1);
     float st[BM / 2], dp[BM / 2];
     mmaFence();
 #pragma unroll
@@ -270,13 +295,26 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     // the query (causal). Column x of the accumulator: query
     // 8 (x / 4) + 2 (lane % 4) + (x & 1), key keyA (+ 8 when x & 2).
     const bool diagonal = causal && i0 < j0 + BN;
+    int cls = kKeep;
+    if constexpr (!Mask::kNone)
+      if (myKeys < L)
+        cls = mask.tile(mask.rows(b, h, i0, min(i0 + BM, Sq)), b, myKeys, myKeysEnd);
 #pragma unroll
     for (int x = 0; x < BM / 2; x += 2) {
       const int col = 8 * (x / 4) + 2 * (lane % 4);
       const float2 l = lds2(lseS + 4 * col);
-      const float l0 = l.x == -kInf ? kInf : l.x * log2e, l1 = l.y == -kInf ? kInf : l.y * log2e;
+      float l0 = l.x == -kInf ? kInf : l.x * log2e, l1 = l.y == -kInf ? kInf : l.y * log2e;
+      if (!Mask::kNone && cls == kMixed) { // the mask's term, in log2 units
+        const int64_t key = j0 + keyA + ((x & 2) ? 8 : 0), qry = i0 + col;
+        if (key < L && qry < Sq)
+          l0 = fmaf(-mask(b, h, qry, key), log2e, l0);
+        if (key < L && qry + 1 < Sq)
+          l1 = fmaf(-mask(b, h, qry + 1, key), log2e, l1);
+      }
       st[x] = exp2Approx(fmaf(st[x], scaleLog2, -l0));
       st[x + 1] = exp2Approx(fmaf(st[x + 1], scaleLog2, -l1));
+      if (!Mask::kNone && cls == kDrop)
+        st[x] = st[x + 1] = 0.f;
       if (diagonal) {
         const int64_t key = j0 + keyA + ((x & 2) ? 8 : 0), qry = i0 + col;
         if (key > qry)
@@ -374,6 +412,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     // waits at the barrier this tile's dQ warpgroup reaches after its product.)
     if (!alternate)
       groupSync(1 + cg);
+    ++n;
   }
   // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
   const int64_t kvRow = (b * Hkv + hk) * L + j0;

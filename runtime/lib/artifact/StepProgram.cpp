@@ -195,6 +195,11 @@ bool decodeAttention(Decoder &d, const Json &a, const std::string &where, Progra
     return false;
   roles.causal = causal->getBool();
   roles.scale = scale->getNumber();
+  if (const Json *masked = a.get("masked")) {
+    if (!masked->isBool())
+      return d.fail(at + ": 'masked' is not a boolean");
+    roles.masked = masked->getBool();
+  }
   if (!(roles.scale > 0) || !std::isfinite(roles.scale))
     return d.fail(at + ": scale must be a positive number");
   bool ok = d.buffer(a, "q", roles.q, at) && d.buffer(a, "k", roles.k, at) &&

@@ -84,9 +84,11 @@ std::string kernelName(StringRef func, unsigned index, FusionKind kind, Block &b
 /// The roles of a tiled attention launch's buffers, for implementations the
 /// runtime may run instead of the generated kernel (docs/codegen.md,
 /// "Attention implementations"): operand positions in the launch's
-/// ins-then-outs, the direction and the resolved scale. Only dense, unmasked
-/// attention whose kernel inputs and outputs are the op's own operands and
-/// results qualifies; anything else stays the generated kernel alone.
+/// ins-then-outs, the direction and the resolved scale. Only dense attention
+/// whose kernel inputs and outputs are the op's own operands and results
+/// qualifies; anything else stays the generated kernel alone. A masked one
+/// says `masked`: only an implementation built from the kernel's own mask
+/// (kiln_fa90's per-kernel variants) may replace it.
 DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
                               ArrayRef<unsigned> widened, Builder &b) {
   if (kind != FusionKind::attention && kind != FusionKind::attention_grad)
@@ -96,9 +98,12 @@ DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
     return nullptr;
   auto attention = dyn_cast<AttentionOp>(anchor);
   auto grad = dyn_cast<AttentionGradOp>(anchor);
-  if ((attention && attention.getMask()) || (grad && (grad.getMask() || !grad.getOut())))
+  if (grad && !grad.getOut())
     return nullptr;
+  bool masked = attention ? static_cast<bool>(attention.getMask()) : static_cast<bool>(grad.getMask());
   SmallVector<NamedAttribute> roles;
+  if (masked)
+    roles.push_back(b.getNamedAttr("masked", b.getBoolAttr(true)));
   auto input = [&](StringRef role, Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     if (!arg || arg.getOwner() != &body)

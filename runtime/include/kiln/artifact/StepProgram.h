@@ -46,6 +46,9 @@ struct ProgramBinding {
 /// are skipped with it.
 struct AttentionRoles {
   bool backward = false, causal = false;
+  /// The kernel applies a mask of its own: only kiln_fa90's variant of this
+  /// launch's kernel ("kiln_fa90_" + its name) may replace it, not cuDNN.
+  bool masked = false;
   double scale = 1;
   int q = -1, k = -1, v = -1, o = -1;
   int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
