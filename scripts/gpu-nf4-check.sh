@@ -13,9 +13,12 @@
 #   1. trains 20 steps (AdamW, lr 1e-3, --tuning off) with the fixed rule
 #      (dequantize + cuBLASLt) and with KILN_NF4_GEMM=fused (every NF4 GEMM
 #      the kernel can run on the codes, the dequantize launches skipped), from
-#      the same init and data, and compares each step's loss and the trained
-#      adapters (--save) within the bf16 bound (relative 1e-2; the adapters'
-#      B start at 0, so they are the updates alone);
+#      the same init and data, and compares each step's loss (relative
+#      1e-2); then one SGD step at lr 1 each way and twice the default way,
+#      whose adapter changes are the gradients: fused against default within
+#      max(1e-2, 2x what two default runs differ by) relative L2 per tensor
+#      (the trained AdamW adapters are printed, not judged: Adam's
+#      normalization magnifies differences of near-zero gradients);
 #   2. profiles one step of each (--profile: which ran, and their times);
 #   3. tunes the step (GEMM top-1 only, no launch variants: the NF4 sites are
 #      what is measured) and trains from that database, printing its nf4
@@ -151,7 +154,13 @@ try:
                 np.concatenate([grads["default"][k] for k in names]))
     print("gradients of one SGD step (%d adapter tensors): fused vs default worst tensor %.2e, "
           "all together %.2e; default vs default %.2e" % (len(names), fused, total, spread))
-    ok &= len(names) > 0 and fused <= 1e-2
+    # The default path is not bitwise repeatable (cuDNN's attention backward
+    # accumulates dQ atomically): two default runs differ by `spread`. The
+    # fused kernel sums the same products in another order, so it may differ
+    # from one default run by about what two default runs differ by; 2x the
+    # spread allows for both sides, 1e-2 is the floor.
+    print("  bound: max(1e-2, 2 x default vs default) = %.2e" % max(1e-2, 2 * spread))
+    ok &= len(names) > 0 and fused <= max(1e-2, 2 * spread)
 except (OSError, ValueError) as e:
     print("FAIL: SGD checkpoints:", e); ok = False
 def profile(path):
