@@ -123,6 +123,11 @@ for k in diff:
           f"run 2 choice {b[k]['choice']} {b[k].get('config', '')} ({b[k]['default_ms']:.4f} -> {b[k]['tuned_ms']:.4f} ms); "
           f"gap {g * 1000:.2f} us, tolerance {t * 1000:.2f} us"
           + ("" if k not in bad else "  NOT A TIE"))
+    # Each run's default as its cuBLASLt heuristic gave it: when they differ,
+    # the two runs did not measure the same default.
+    da, db = a[k].get("default_config", ""), b[k].get("default_config", "")
+    if da and db and da != db:
+        print(f"      the defaults differ: run 1 {da}, run 2 {db}")
 sys.exit(1 if bad else 0)
 PY
 

@@ -341,6 +341,10 @@ Expected<TuningEntry> tuneGemm(StepExecutor &x, const Device &device,
   if (!config)
     return Error{site.label + ": " + config.getError()};
   entry.config = config->encode();
+  // Two runs whose defaults differ measured different GEMMs as "default":
+  // gpu-tune-check says so.
+  if (Expected<GemmConfig> byDefault = x.getGemmConfig((*candidates)[0]))
+    entry.defaultConfig = byDefault->encode();
   entry.defaultMs = ms[0];
   entry.tunedMs = ms[winner];
   entry.error = error[winner];

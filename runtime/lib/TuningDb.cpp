@@ -173,6 +173,12 @@ Expected<TuningEntry> parseEntry(const Json &json, const std::string &where) {
       return config.takeError();
     e.config = *config;
   }
+  if (json.get("default_config")) {
+    Expected<std::string> defaultConfig = stringField(json, "default_config", where);
+    if (!defaultConfig)
+      return defaultConfig.takeError();
+    e.defaultConfig = *defaultConfig;
+  }
   if (e.kind == "gemm") {
     unsigned char bytes[64];
     if (Status s = need(e.algo.size() == 128 && fromHex(e.algo, bytes, sizeof(bytes)),
@@ -233,6 +239,8 @@ Json entryJson(const TuningEntry &e) {
   j.append("algo", Json::string(e.algo));
   j.append("impl", Json::string(e.impl));
   j.append("config", Json::string(e.config));
+  if (!e.defaultConfig.empty())
+    j.append("default_config", Json::string(e.defaultConfig));
   j.append("default_ms", Json::number(e.defaultMs));
   j.append("tuned_ms", Json::number(e.tunedMs));
   j.append("error", Json::number(e.error));

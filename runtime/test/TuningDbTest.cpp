@@ -49,6 +49,8 @@ static TuningEntry gemmEntry(const std::string &shape, int64_t choice) {
   e.algo = toHex(algo, 64);
   e.config = "id=66,tile=20,stages=31,splitk=" + std::to_string(choice + 1) +
              ",reduction=2,swizzle=0,custom=0,inner=0,cluster=0";
+  e.defaultConfig = "id=66,tile=20,stages=31,splitk=1,reduction=0,swizzle=0,custom=0,inner=0,"
+                    "cluster=0";
   e.defaultMs = 0.25;
   e.tunedMs = 0.125;
   e.error = 0.00390625;
@@ -95,8 +97,11 @@ static void testRoundTrip() {
   // The configuration train rebuilds a choice beyond the heuristic from.
   CHECK(g && g->config == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).config);
   CHECK(g && g->config.find("splitk=6,") != std::string::npos);
+  // The default's configuration, for comparing two runs.
+  CHECK(g && g->defaultConfig == gemmEntry("m=4096,n=2048,k=16,batch=1", 5).defaultConfig);
   const TuningEntry *a = back->find(h200(), "attention", attention.hash, "batch=4,seq=2048");
   CHECK(a && a->impl == "kernels" && a->choice == 1 && a->config.empty());
+  CHECK(a && a->defaultConfig.empty()); // written for GEMMs only
   CHECK_EQ(back->serialize(), db.serialize());
   CHECK_EQ(readAll(path), db.serialize());
   unsigned char bytes[64];
@@ -203,6 +208,12 @@ static void testCorrupt() {
   size_t config = numberConfig.find("\"config\": \"");
   numberConfig.replace(config, numberConfig.find('"', config + 11) + 1 - config, "\"config\": 7");
   expectCorrupt(withBody(numberConfig), "\"config\" must be a string");
+  std::string numberDefault = entryText;
+  size_t byDefault = numberDefault.find("\"default_config\": \"");
+  CHECK(byDefault != std::string::npos);
+  numberDefault.replace(byDefault, numberDefault.find('"', byDefault + 19) + 1 - byDefault,
+                        "\"default_config\": 7");
+  expectCorrupt(withBody(numberDefault), "\"default_config\" must be a string");
   // Written before tune searched beyond the heuristic: no "config", loads
   // (its GEMMs match by "algo" alone).
   std::string legacy = entryText;

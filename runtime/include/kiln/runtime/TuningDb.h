@@ -65,6 +65,10 @@ struct TuningEntry {
   /// written before tune searched beyond the heuristic. launch: the
   /// winner's launch shape, encodeLaunchShape.
   std::string config;
+  /// gemm: the default's (candidate 0's) configuration as this run's
+  /// cuBLASLt heuristic gave it; for people comparing two runs, never read
+  /// by train ("" in entries written before it).
+  std::string defaultConfig;
   /// attention: "cudnn" or "kernels"; nf4: "dequant+cublaslt" (choice 0)
   /// or "nf4-fused" (choice 1, kiln/runtime/Nf4Gemm.h)
   std::string impl;
