@@ -80,10 +80,12 @@ Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t
 
 /// Median times per call of candidates \p timed, run round-robin: \p
 /// warmup untimed rounds, then \p reps timed ones, each \p calls
-/// back-to-back calls of \p enqueue(candidate) between two events.
-Expected<std::vector<double>> timeRuns(const Device &device, const std::vector<size_t> &timed,
-                                       int warmup, int reps, int calls,
-                                       const std::function<Status(size_t)> &enqueue) {
+/// back-to-back calls of \p enqueue(candidate) between two events, queued
+/// behind \p x's stream hold (StreamHold.cpp) so that they run at the GPU's
+/// pace.
+Expected<std::vector<double>> timeRuns(StepExecutor &x, const Device &device,
+                                       const std::vector<size_t> &timed, int warmup, int reps,
+                                       int calls, const std::function<Status(size_t)> &enqueue) {
   EventPairs events(device, timed.size() * static_cast<size_t>(reps));
   if (Status s = events.create(); !s)
     return s.takeError();
@@ -91,15 +93,22 @@ Expected<std::vector<double>> timeRuns(const Device &device, const std::vector<s
     for (size_t t = 0; t < timed.size(); ++t) {
       bool measured = r >= warmup;
       size_t pair = static_cast<size_t>(r - warmup) * timed.size() + t;
+      if (Status s = x.holdStream(); !s)
+        return s.takeError();
       if (measured)
         if (Status s = events.record(pair, false); !s)
           return s.takeError();
       for (int c = 0; c < calls; ++c)
-        if (Status s = enqueue(timed[t]); !s)
+        if (Status s = enqueue(timed[t]); !s) {
+          x.releaseStream();
           return s.takeError();
+        }
       if (measured)
-        if (Status s = events.record(pair, true); !s)
+        if (Status s = events.record(pair, true); !s) {
+          x.releaseStream();
           return s.takeError();
+        }
+      x.releaseStream();
     }
   if (Status s = device.synchronize(); !s)
     return s.takeError();
@@ -127,7 +136,7 @@ Expected<std::vector<double>> timeCandidates(StepExecutor &x, const Device &devi
                                              const std::vector<size_t> &timed, int warmup, int reps,
                                              int calls = 1) {
   size_t rotation = 0;
-  return timeRuns(device, timed, warmup, reps, calls, [&](size_t candidate) {
+  return timeRuns(x, device, timed, warmup, reps, calls, [&](size_t candidate) {
     const StepExecutor::GemmSite &from = all[sites[rotation++ % sites.size()]];
     return x.enqueueGemm(sites.front(), candidates[candidate], from.a, from.b);
   });
@@ -455,7 +464,7 @@ Expected<std::optional<TuningEntry>> tuneLaunch(StepExecutor &x, const Device &d
     if (eligible[j])
       timed.push_back(j);
   auto time = [&](const std::vector<size_t> &order, int warmup, int reps, int calls) {
-    return timeRuns(device, order, warmup, reps, calls,
+    return timeRuns(x, device, order, warmup, reps, calls,
                     [&](size_t shape) { return x.enqueueLaunch(sites.front(), shape); });
   };
   int calls = 1;

@@ -73,6 +73,8 @@ private:
 } // namespace
 
 StepExecutor::~StepExecutor() {
+  if (hold.counter)
+    device->getDriver().cuMemFreeHost(hold.counter);
   graphs.reset();
   variants.clear();
   shapes.clear();
@@ -143,6 +145,8 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
   if (!fill || !copy)
     return (fill ? copy.takeError() : fill.takeError());
   x->support = {*fill, *copy, &x->modules.back()};
+  if (Expected<CUfunction> hold = x->modules.back().getFunction("kiln_hold"))
+    x->hold.kernel = *hold;
   // Kiln's fused NF4 GEMM: sm_90a only, and only for steps with marked NF4
   // launches (Nf4Gemm.h).
   if (Status s = loadNf4Gemm(*x, *program, device); !s)

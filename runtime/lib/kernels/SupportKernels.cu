@@ -33,6 +33,21 @@ extern "C" __global__ void kiln_fill(unsigned char *target, uint32_t pattern, ui
     target[i] = patternByte(pattern, i);
 }
 
+/// Holds the stream until the host's \p counter reaches \p ticket, or
+/// \p timeoutNs pass: tune queues a measured block of GEMMs behind it, so
+/// the block runs back to back at the GPU's pace, as under the step's CUDA
+/// Graph, not at the pace the host enqueues it (StreamHold.cpp).
+extern "C" __global__ void kiln_hold(const volatile unsigned long long *counter,
+                                     unsigned long long ticket, unsigned long long timeoutNs) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    if (*counter >= ticket)
+      return;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < timeoutNs);
+}
+
 /// Copies \p bytes bytes from \p source to \p target (no overlap).
 extern "C" __global__ void kiln_copy(unsigned char *target, const unsigned char *source,
                                      uint64_t bytes) {

@@ -246,6 +246,13 @@ public:
                      size_t limit) const;
   /// \p algo's configuration (GemmConfig.h).
   Expected<GemmConfig> getGemmConfig(const cublasLtMatmulAlgo_t &algo) const;
+  /// Tune's timing: holdStream() queues a kernel that holds the stream until
+  /// releaseStream(); what is enqueued between the two then runs back to
+  /// back at the GPU's pace, not the host's (µs-scale GEMMs are otherwise
+  /// timed at the rate cublasLtMatmul calls are made). A no-op where the
+  /// hold kernel or mapped host memory is unavailable (StreamHold.cpp).
+  Status holdStream();
+  void releaseStream();
   /// Enqueues GEMM \p site with \p algo, reading \p a and \p b (another
   /// site's operands of the same signature: rotated inputs) into its own c.
   Status enqueueGemm(size_t site, const cublasLtMatmulAlgo_t &algo, CUdeviceptr a,
@@ -356,6 +363,13 @@ private:
   std::vector<KernelModule> modules;
   std::map<std::string, const KernelModule *> moduleIndex;
   std::map<std::string, std::string> moduleHashes; ///< module -> its image's hash
+  struct {
+    CUfunction kernel = nullptr;          ///< kiln_hold, if the support module has it
+    unsigned long long *counter = nullptr; ///< mapped host memory the kernel polls
+    CUdeviceptr deviceCounter = 0;
+    unsigned long long ticket = 0;
+    bool unavailable = false; ///< the host memory could not be mapped
+  } hold;
   struct {
     CUfunction fill = nullptr, copy = nullptr;
     const KernelModule *module = nullptr; ///< theirs (also the fused LM head's kernels)
