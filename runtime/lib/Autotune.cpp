@@ -7,6 +7,7 @@
 #include "kiln/runtime/Autotune.h"
 
 #include "AutotuneNf4.h"
+#include "AutotuneTiming.h"
 #include "kiln/runtime/GemmScreening.h"
 
 #include <algorithm>
@@ -76,54 +77,6 @@ Expected<std::string> download(const Device &device, CUdeviceptr ptr, size_t byt
 Status copyDevice(const Device &device, CUdeviceptr to, CUdeviceptr from, size_t bytes) {
   return device.check(device.getDriver().cuMemcpyDtoDAsync_v2(to, from, bytes, device.getStream()),
                       "cuMemcpyDtoDAsync");
-}
-
-/// Median times per call of candidates \p timed, run round-robin: \p
-/// warmup untimed rounds, then \p reps timed ones, each \p calls
-/// back-to-back calls of \p enqueue(candidate) between two events, queued
-/// behind \p x's stream hold (StreamHold.cpp) so that they run at the GPU's
-/// pace.
-Expected<std::vector<double>> timeRuns(StepExecutor &x, const Device &device,
-                                       const std::vector<size_t> &timed, int warmup, int reps,
-                                       int calls, const std::function<Status(size_t)> &enqueue) {
-  EventPairs events(device, timed.size() * static_cast<size_t>(reps));
-  if (Status s = events.create(); !s)
-    return s.takeError();
-  for (int r = 0; r < warmup + reps; ++r)
-    for (size_t t = 0; t < timed.size(); ++t) {
-      bool measured = r >= warmup;
-      size_t pair = static_cast<size_t>(r - warmup) * timed.size() + t;
-      if (Status s = x.holdStream(); !s)
-        return s.takeError();
-      if (measured)
-        if (Status s = events.record(pair, false); !s)
-          return s.takeError();
-      for (int c = 0; c < calls; ++c)
-        if (Status s = enqueue(timed[t]); !s) {
-          x.releaseStream();
-          return s.takeError();
-        }
-      if (measured)
-        if (Status s = events.record(pair, true); !s) {
-          x.releaseStream();
-          return s.takeError();
-        }
-      x.releaseStream();
-    }
-  if (Status s = device.synchronize(); !s)
-    return s.takeError();
-  std::vector<double> medians;
-  for (size_t t = 0; t < timed.size(); ++t) {
-    std::vector<double> samples;
-    for (int r = 0; r < reps; ++r) {
-      Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
-      if (!e)
-        return e.takeError();
-      samples.push_back(*e / calls);
-    }
-    medians.push_back(median(samples));
-  }
-  return medians;
 }
 
 /// timeRuns of GEMM candidates, the operands rotated over \p sites (other
@@ -726,4 +679,48 @@ Expected<TuneResult> kiln::runtime::tuneShape(StepExecutor &x, const Device &dev
   if (Status s = x.restoreTrainable(); !s)
     return s.takeError();
   return result;
+}
+
+Expected<std::vector<double>> kiln::runtime::timeRuns(StepExecutor &x, const Device &device,
+                                                     const std::vector<size_t> &timed, int warmup,
+                                                     int reps, int calls,
+                                                     const std::function<Status(size_t)> &enqueue) {
+  EventPairs events(device, timed.size() * static_cast<size_t>(reps));
+  if (Status s = events.create(); !s)
+    return s.takeError();
+  for (int r = 0; r < warmup + reps; ++r)
+    for (size_t t = 0; t < timed.size(); ++t) {
+      bool measured = r >= warmup;
+      size_t pair = static_cast<size_t>(r - warmup) * timed.size() + t;
+      if (Status s = x.holdStream(); !s)
+        return s.takeError();
+      if (measured)
+        if (Status s = events.record(pair, false); !s)
+          return s.takeError();
+      for (int c = 0; c < calls; ++c)
+        if (Status s = enqueue(timed[t]); !s) {
+          x.releaseStream();
+          return s.takeError();
+        }
+      if (measured)
+        if (Status s = events.record(pair, true); !s) {
+          x.releaseStream();
+          return s.takeError();
+        }
+      x.releaseStream();
+    }
+  if (Status s = device.synchronize(); !s)
+    return s.takeError();
+  std::vector<double> medians;
+  for (size_t t = 0; t < timed.size(); ++t) {
+    std::vector<double> samples;
+    for (int r = 0; r < reps; ++r) {
+      Expected<double> e = events.elapsed(static_cast<size_t>(r) * timed.size() + t);
+      if (!e)
+        return e.takeError();
+      samples.push_back(*e / calls);
+    }
+    medians.push_back(median(samples));
+  }
+  return medians;
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AutotuneNf4.h"
+#include "AutotuneTiming.h"
 
 #include "kiln/runtime/Nf4Gemm.h"
 
@@ -46,49 +47,12 @@ Status uploadBytes(const Device &device, CUdeviceptr ptr, const std::string &dat
 /// round-robin samples of \p calls back-to-back calls.
 Status timeCandidates(StepExecutor &x, const Device &device, size_t site, int calls, int warmup,
                       int reps, std::vector<double> &ms) {
-  const CudaDriver &driver = device.getDriver();
-  std::vector<CUevent> events(4, nullptr);
-  struct Destroy {
-    const CudaDriver &driver;
-    std::vector<CUevent> &events;
-    ~Destroy() {
-      for (CUevent e : events)
-        if (e)
-          driver.cuEventDestroy_v2(e);
-    }
-  } destroy{driver, events};
-  for (CUevent &e : events)
-    if (Status s = device.check(driver.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
-      return s;
-  std::vector<double> samples[2];
-  for (int r = 0; r < warmup + reps; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      if (Status s = device.check(driver.cuEventRecord(events[2 * c], device.getStream()),
-                                  "cuEventRecord");
-          !s)
-        return s;
-      for (int i = 0; i < calls; ++i)
-        if (Status s = x.enqueueNf4Site(site, c == 1); !s)
-          return s;
-      if (Status s = device.check(driver.cuEventRecord(events[2 * c + 1], device.getStream()),
-                                  "cuEventRecord");
-          !s)
-        return s;
-    }
-    if (Status s = device.synchronize(); !s)
-      return s;
-    for (int c = 0; c < 2; ++c) {
-      float elapsed = 0;
-      if (Status s = device.check(
-              driver.cuEventElapsedTime_v2(&elapsed, events[2 * c], events[2 * c + 1]),
-              "cuEventElapsedTime");
-          !s)
-        return s;
-      if (r >= warmup)
-        samples[c].push_back(static_cast<double>(elapsed) / calls);
-    }
-  }
-  ms = {median(samples[0]), median(samples[1])};
+  Expected<std::vector<double>> medians =
+      timeRuns(x, device, {0, 1}, warmup, reps, calls,
+               [&](size_t candidate) { return x.enqueueNf4Site(site, candidate == 1); });
+  if (!medians)
+    return medians.takeError();
+  ms = std::move(*medians);
   return Status::success();
 }
 
