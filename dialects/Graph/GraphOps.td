@@ -325,10 +325,16 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure, Kiln_InferType]> {
     Hq % Hkv == 0 (query head h reads kv head h / (Hq / Hkv)). The optional
     mask broadcasts to [B, Hq, S, L]: i1 keeps where true, a float mask is
     added to the scores. `causal` masks j > i. `scale` defaults to 1/sqrt(D).
+
+    `seq_major` (optional; entries for query, key, value, result) marks the
+    tensors stored [B, S, H, D] instead of [B, H, S, D]: the heads' natural
+    layout after the projections, so no transpose copies them
+    (`kiln-attention-layout`). The mask keeps [B, Hq, S, L].
   }];
   let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
                        Kiln_FloatTensor:$value, Optional<Kiln_Tensor>:$mask,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<DenseBoolArrayAttr>:$seq_major);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
                        "functional-type(operands, results)";
@@ -535,11 +541,16 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure, AttrSizedOperandSegm
     The value is the same either way; with it, an implementation that kept
     the forward's row statistics (cuDNN's fused attention) computes the
     gradient from out and those statistics instead of recomputing them.
+
+    `seq_major` (optional; entries for query, key, value, grad, out,
+    query_grad, key_grad, value_grad) marks the tensors stored [B, S, H, D],
+    as on kiln.attention; a gradient's layout may differ from its operand's.
   }];
   let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
                        Kiln_FloatTensor:$value, Optional<Kiln_Tensor>:$mask,
                        Kiln_FloatTensor:$grad, Optional<Kiln_FloatTensor>:$out,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<DenseBoolArrayAttr>:$seq_major);
   let results = (outs Kiln_FloatTensor:$query_grad, Kiln_FloatTensor:$key_grad,
                       Kiln_FloatTensor:$value_grad);
   let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `grad` $grad "

@@ -623,6 +623,32 @@ def LoraConcatPass : Pass<"kiln-lora-concat", "::mlir::func::FuncOp"> {
   }];
 }
 
+def AttentionLayoutPass : Pass<"kiln-attention-layout", "::mlir::func::FuncOp"> {
+  let summary = "Attention reads and writes [B, S, H, D]: the layout transposes around it fold away";
+  let description = [{
+    A `[0, 2, 1, 3]` transpose that feeds a `kiln.attention` or
+    `kiln.attention_grad` tensor operand (query, key, value, grad, out), or
+    that reads one of its results, folds into the op's `seq_major` flags: the
+    op then reads or writes that tensor `[B, S, H, D]` itself. A result that
+    also has other users keeps one transpose for them; in program order the
+    forward's output reaches `attention_grad`'s `out` through such a
+    transpose, which folds there. The mask keeps `[B, Hq, S, L]`. Values are
+    unchanged (the interpreter runs the ops on head-major copies). Runs on
+    the finished step; `kiln compile` adds it with `--attention-layout=bshd`.
+
+    Before:
+    ```mlir
+    %vt = kiln.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+    %o = kiln.attention %q, %k, %vt {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+    %ot = kiln.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+    ```
+    After:
+    ```mlir
+    %ot = kiln.attention %q, %k, %v {causal, seq_major = array<i1: false, false, true, true>} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+    ```
+  }];
+}
+
 def LoraKConcatPass : Pass<"kiln-lora-k-concat", "::mlir::func::FuncOp"> {
   let summary = "A frozen and a LoRA product summed into one GEMM over concatenated K";
   let description = [{

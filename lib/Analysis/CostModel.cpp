@@ -47,7 +47,8 @@ int64_t estimateFlops(Operation *op, const SymbolValues &symbols) {
   }
   if (auto attention = llvm::dyn_cast<AttentionOp>(op)) {
     // Scores q k^T and the weighted sum with v, per query head.
-    int64_t keys = dimAt(attention.getKey(), -2, symbols);
+    int64_t keys = dimAt(attention.getKey(),
+                         attentionSeqDim(isSeqMajor(attention, kAttnKey)), symbols);
     int64_t d = dimAt(attention.getQuery(), -1, symbols);
     int64_t dv = dimAt(attention.getValue(), -1, symbols);
     int64_t rows = elements(attention.getQuery(), symbols) / std::max<int64_t>(d, 1);

@@ -98,7 +98,7 @@ bool foldsIntoGemm(Operation *op, Value &read) {
 }
 
 /// Causal attention computes about half the score matrix.
-double attentionFlops(Value query, Value key, Value value, bool causal,
+double attentionFlops(Value query, Value key, Value value, bool causal, bool keySeqMajor,
                       const SymbolValues &symbols) {
   auto dim = [&](Value v, int64_t fromEnd) -> double {
     auto type = llvm::cast<RankedTensorType>(v.getType());
@@ -111,7 +111,7 @@ double attentionFlops(Value query, Value key, Value value, bool causal,
                          });
     return static_cast<double>(d.value_or(0));
   };
-  double d = dim(query, 1), dv = dim(value, 1), keys = dim(key, 2);
+  double d = dim(query, 1), dv = dim(value, 1), keys = dim(key, 4 - attentionSeqDim(keySeqMajor));
   double queryElements = 0;
   if (auto type = llvm::dyn_cast<RankedTensorType>(query.getType()))
     queryElements = static_cast<double>(bytesOf(query, symbols)) /
@@ -132,13 +132,14 @@ double contractionSeconds(Operation *op, const SymbolValues &symbols, const Devi
   double compute = 0;
   if (auto attention = llvm::dyn_cast<AttentionOp>(op))
     compute = attentionFlops(attention.getQuery(), attention.getKey(), attention.getValue(),
-                             attention.getCausal(), symbols) /
+                             attention.getCausal(), isSeqMajor(attention, kAttnKey), symbols) /
               rates.attentionFlopsPerSecond;
   else if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
     // dS, dP and the three gradient products: about 2.5 forward passes.
     compute =
         2.5 *
-        attentionFlops(grad.getQuery(), grad.getKey(), grad.getValue(), grad.getCausal(), symbols) /
+        attentionFlops(grad.getQuery(), grad.getKey(), grad.getValue(), grad.getCausal(),
+                       isSeqMajor(grad, kGradKey), symbols) /
         rates.attentionFlopsPerSecond;
   else
     compute = static_cast<double>(estimateFlops(op, symbols)) / rates.gemmFlopsPerSecond;

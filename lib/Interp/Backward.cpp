@@ -268,7 +268,17 @@ MaybeResults runBackward(Operation *op, Operands args) {
                            n.getEpsilon().convertToDouble(),
                            /*centered=*/false);
       })
-      .Case([&](AttentionGradOp a) { return runAttentionGrad(a, args); })
+      .Case([&](AttentionGradOp a) -> absl::StatusOr<Tensors> {
+        if (!hasSeqMajorRole(a))
+          return runAttentionGrad(a, args);
+        SmallVector<int> roles = {kGradQuery, kGradKey, kGradValue};
+        if (a.getMask())
+          roles.push_back(-1);
+        roles.push_back(kGradDout);
+        roles.push_back(kGradOut);
+        return runHeadMajor(a, args, roles, {kGradQueryGrad, kGradKeyGrad, kGradValueGrad},
+                            [&](Operands views) { return runAttentionGrad(a, views); });
+      })
       .Case([&](CrossEntropyGradOp c) {
         return runCrossEntropyGrad(c, *args[0], *args[1], *args[2]);
       })

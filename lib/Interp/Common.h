@@ -18,6 +18,7 @@
 #include "kiln/Support/HostTensor.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <map>
 #include <optional>
@@ -129,6 +130,16 @@ struct Attention {
 absl::StatusOr<Attention> makeAttention(const HostTensor &q, const HostTensor &k,
                                         const HostTensor &v, const HostTensor *mask, bool causal,
                                         std::optional<double> scale);
+
+/// [B, S, H, D] <-> [B, H, S, D] of a rank-4 tensor (a copy).
+HostTensor swapSeqAndHeads(const HostTensor &in);
+/// Runs an attention op whose `seq_major` marks some tensors [B, S, H, D]:
+/// `run` sees every operand [B, H, S, D] and returns its results so.
+/// operandRoles[i] is operand i's seq_major position (-1: none, the mask).
+absl::StatusOr<Tensors> runHeadMajor(mlir::Operation *op, Operands args,
+                                     llvm::ArrayRef<int> operandRoles,
+                                     llvm::ArrayRef<unsigned> resultRoles,
+                                     llvm::function_ref<absl::StatusOr<Tensors>(Operands)> run);
 
 MaybeResults runSource(mlir::Operation *op, const Env &env, WeightSource &weights);
 MaybeResults runElementwise(mlir::Operation *op, Operands args);

@@ -154,7 +154,13 @@ absl::StatusOr<Tensors> runTrilu(TriluOp op, const HostTensor &in) {
 MaybeResults runLinalg(Operation *op, Operands args) {
   return llvm::TypeSwitch<Operation *, MaybeResults>(op)
       .Case([&](MatmulOp m) { return runMatmul(m, *args[0], *args[1]); })
-      .Case([&](AttentionOp a) { return runAttention(a, args); })
+      .Case([&](AttentionOp a) -> absl::StatusOr<Tensors> {
+        if (!hasSeqMajorRole(a))
+          return runAttention(a, args);
+        SmallVector<int> roles = {kAttnQuery, kAttnKey, kAttnValue, -1};
+        return runHeadMajor(a, args, roles, {kAttnResult},
+                            [&](Operands views) { return runAttention(a, views); });
+      })
       .Case([&](LayerNormOp n) {
         return runNorm(op, *args[0], *args[1], n.getBias() ? args[2] : nullptr, n.getAxis(),
                        n.getEpsilon().convertToDouble(),

@@ -245,6 +245,10 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
             "loop's programs have no all-reduce); use --grad-accum=N with --data-parallel";
     return failure();
   }
+  if (options.attentionLayout != "bhsd" && options.attentionLayout != "bshd") {
+    error = "unknown --attention-layout '" + options.attentionLayout + "' (bhsd or bshd)";
+    return failure();
+  }
   if (options.rematBudget != "none" && until == "forward") {
     error = "--remat-budget needs a backward pass (--emit=grads-mlir or step-mlir)";
     return failure();

@@ -107,6 +107,9 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     remat.symbols = options.rematSymbols;
     pm.addNestedPass<func::FuncOp>(createRematerializePass(remat));
   }
+  // After remat: its clones of an attention fold their transposes too.
+  if (options.attentionLayout == "bshd")
+    pm.addNestedPass<func::FuncOp>(createAttentionLayoutPass());
   // Every later stage sizes things from the dims: none may be unknown.
   pm.addNestedPass<func::FuncOp>(createVerifyShapesPass());
   ShapeGuardsPassOptions guards;

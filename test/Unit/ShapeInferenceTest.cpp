@@ -306,12 +306,21 @@ TEST_F(ShapeInferenceTest, AttentionOutput) {
   Value k = arg("tensor<?x8x?x128xbf16, #kiln.dims<[batch, past]>>");
   Value v = arg("tensor<?x8x?x64xbf16, #kiln.dims<[batch, past]>>");
   // Grouped-query heads; the output takes v's head_dim and q's rows.
-  auto attn = builder.create<AttentionOp>(loc, q, k, v, Value(), true, FloatAttr());
+  auto attn = builder.create<AttentionOp>(loc, q, k, v, Value(), true, FloatAttr(),
+                                          DenseBoolArrayAttr());
   EXPECT_EQ(attn.getType(), type("tensor<?x32x?x64xbf16, #kiln.dims<[batch, seq]>>"));
   Value mask = arg("tensor<?x1x1x?xi1, #kiln.dims<[batch, past]>>");
   auto masked =
-      builder.create<AttentionOp>(loc, q, k, v, mask, false, builder.getF64FloatAttr(0.125));
+      builder.create<AttentionOp>(loc, q, k, v, mask, false, builder.getF64FloatAttr(0.125),
+                                  DenseBoolArrayAttr());
   EXPECT_EQ(masked.getType(), attn.getType());
+  // seq_major: v is [B, L, Hkv, Dv] and the output [B, S, Hq, Dv]; the rules
+  // apply to the [B, H, S, D] views.
+  Value vSeq = arg("tensor<?x?x8x64xbf16, #kiln.dims<[batch, past]>>");
+  auto seqMajor = builder.create<AttentionOp>(
+      loc, q, k, vSeq, Value(), true, FloatAttr(),
+      builder.getDenseBoolArrayAttr({false, false, true, true}));
+  EXPECT_EQ(seqMajor.getType(), type("tensor<?x?x32x64xbf16, #kiln.dims<[batch, seq]>>"));
   EXPECT_TRUE(succeeded(verify(*module))) << diagnostics;
 
   expectFailure(infer<AttentionOp>({arg("tensor<1x6x4x8xf32>"), arg("tensor<1x4x4x8xf32>"),

@@ -165,6 +165,14 @@ cl::opt<bool> loraKConcat(
              "columns, [x | t] [W ; s B^T] and [dy | dT] [W | A^T]^T (kiln-lora-k-concat; "
              "the concatenations are copies until the lowering writes them in place)"),
     cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> attentionLayout(
+    "attention-layout",
+    cl::desc("Layout of attention's q/k/v, output and gradients: bhsd (default; "
+             "[B, H, S, D], transposes around it) or bshd (kiln-attention-layout: the "
+             "op reads and writes the projections' [B, S, H, D]; no CUDA kernel yet, "
+             "so up to --emit=step-mlir)"),
+    cl::value_desc("bhsd|bshd"), cl::init("bhsd"), cl::sub(compileCommand()),
+    cl::cat(category()));
 cl::opt<std::string>
     quant("quant",
           cl::desc("Store frozen linear weights quantized: nf4 (QLoRA's NormalFloat4, "
@@ -370,6 +378,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.lora = loraSpec.getValue();
   options.loraSkip = loraSkip.getValue();
   options.loraKConcat = loraKConcat.getValue();
+  options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());
   options.quant = quant.getValue();

@@ -53,6 +53,7 @@ std::set<std::string> compilePassNames() {
   all.staticSymbols = "batch=1";
   all.lora = "r=8";
   all.loraKConcat = true;
+  all.attentionLayout = "bshd";
   all.precision = "bf16";
   all.quant = "nf4";
   all.rematBudget = "auto";

@@ -88,6 +88,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                            "@main__accum, @main__apply and @main__eval "
                                            "(kiln-loop-programs), and the gradient norm as a "
                                            "result of the step and of apply")};
+  Option<std::string> attentionLayout{
+      *this, "attention-layout",
+      llvm::cl::desc("Layout attention reads and writes: bhsd ([B, H, S, D], with the "
+                     "transposes) or bshd (kiln-attention-layout folds them into the op)"),
+      llvm::cl::init("bhsd")};
   Option<std::string> rematBudget{*this, "remat-budget",
                                   llvm::cl::desc("kiln-remat's budget: none, pointwise, "
                                                  "auto, min or GiB (kiln compile: pointwise)"),

@@ -36,17 +36,30 @@ LogicalResult LayerNormGradOp::verify() { return verifyNormGrad(*this); }
 LogicalResult RmsNormGradOp::verify() { return verifyNormGrad(*this); }
 
 LogicalResult AttentionGradOp::verify() {
-  if (getQueryGrad().getType() != getQuery().getType() ||
-      getKeyGrad().getType() != getKey().getType() ||
-      getValueGrad().getType() != getValue().getType())
+  std::optional<ArrayRef<bool>> seqMajor = getSeqMajor();
+  if (seqMajor && seqMajor->size() != kGradRoles)
+    return emitOpError("seq_major has ")
+           << seqMajor->size()
+           << " entries, expected 8 (query, key, value, grad, out, query_grad, key_grad, "
+              "value_grad)";
+  // Every rule below compares [B, H, S, D] views, whatever each is stored as.
+  auto view = [&](Value v, unsigned role) {
+    return headMajorType(v.getType(), isSeqMajor(seqMajor, role));
+  };
+  if (view(getQueryGrad(), kGradQueryGrad) != view(getQuery(), kGradQuery) ||
+      view(getKeyGrad(), kGradKeyGrad) != view(getKey(), kGradKey) ||
+      view(getValueGrad(), kGradValueGrad) != view(getValue(), kGradValue))
     return emitOpError("gradients must have the types of query, key and value");
   // The forward op's rules (ranks, heads, mask) apply to the same operands.
   SmallVector<Type> forward;
-  if (failed(inferAttentionResult(getLoc(), getQuery(), getKey(), getValue(), getMask(), forward)))
+  if (failed(inferAttentionResult(getLoc(), view(getQuery(), kGradQuery),
+                                  view(getKey(), kGradKey), view(getValue(), kGradValue),
+                                  getMask(), forward)))
     return failure();
-  if (!areCompatibleReturnTypes(forward, {getGrad().getType()}))
+  RankedTensorType grad = view(getGrad(), kGradDout);
+  if (!areCompatibleReturnTypes(forward, {grad}))
     return emitOpError("grad must have the attention output's type");
-  if (getOut() && getOut().getType() != getGrad().getType())
+  if (getOut() && view(getOut(), kGradOut) != grad)
     return emitOpError("out must have the attention output's type");
   return success();
 }

@@ -118,15 +118,56 @@ LogicalResult kiln::inferCrossEntropyResult(std::optional<Location> loc, Value l
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &results) {
-  return inferAttentionResult(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
-                              adaptor.getMask(), results);
+  std::optional<ArrayRef<bool>> seqMajor = adaptor.getSeqMajor();
+  if (seqMajor && seqMajor->size() != kAttnRoles)
+    return emitOptionalError(loc, "attention seq_major has ", seqMajor->size(),
+                             " entries, expected 4 (query, key, value, result)");
+  auto view = [&](Value v, unsigned role) {
+    return headMajorType(v.getType(), isSeqMajor(seqMajor, role));
+  };
+  if (failed(inferAttentionResult(loc, view(adaptor.getQuery(), kAttnQuery),
+                                  view(adaptor.getKey(), kAttnKey),
+                                  view(adaptor.getValue(), kAttnValue), adaptor.getMask(),
+                                  results)))
+    return failure();
+  if (isSeqMajor(seqMajor, kAttnResult))
+    results[0] = swapSeqAndHeads(llvm::cast<RankedTensorType>(results[0]));
+  return success();
+}
+
+bool kiln::isSeqMajor(std::optional<ArrayRef<bool>> seqMajor, unsigned role) {
+  return seqMajor && role < seqMajor->size() && (*seqMajor)[role];
+}
+
+bool kiln::isSeqMajor(Operation *op, unsigned role) {
+  auto flags = op->getAttrOfType<DenseBoolArrayAttr>("seq_major");
+  return flags && isSeqMajor(flags.asArrayRef(), role);
+}
+
+bool kiln::hasSeqMajorRole(Operation *op) {
+  auto flags = op->getAttrOfType<DenseBoolArrayAttr>("seq_major");
+  return flags && llvm::is_contained(flags.asArrayRef(), true);
+}
+
+RankedTensorType kiln::swapSeqAndHeads(RankedTensorType type) {
+  DimList dims = getDims(type);
+  std::swap(dims[1], dims[2]);
+  return makeTensorType(dims, type.getElementType());
+}
+
+RankedTensorType kiln::headMajorType(Type type, bool seqMajor) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  return seqMajor && tensor.getRank() == 4 ? swapSeqAndHeads(tensor) : tensor;
 }
 
 LogicalResult kiln::inferAttentionResult(std::optional<Location> loc, Value query, Value key,
                                          Value value, Value mask, SmallVectorImpl<Type> &results) {
-  RankedTensorType q = asTensor(query);
-  RankedTensorType k = asTensor(key);
-  RankedTensorType v = asTensor(value);
+  return inferAttentionResult(loc, asTensor(query), asTensor(key), asTensor(value), mask, results);
+}
+
+LogicalResult kiln::inferAttentionResult(std::optional<Location> loc, RankedTensorType q,
+                                         RankedTensorType k, RankedTensorType v, Value mask,
+                                         SmallVectorImpl<Type> &results) {
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "attention takes rank-4 [batch, heads, seq, "
                                   "head_dim] query/key/value");

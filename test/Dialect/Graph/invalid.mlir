@@ -1322,3 +1322,21 @@ func.func @dequantize_8bit_blocks(%c: tensor<300xui8>, %s: tensor<1xf32>) {
   %0 = kiln.dequantize_blockwise_8bit %c, %s : tensor<300xui8>, tensor<1xf32> -> tensor<300xf32>
   return
 }
+
+// -----
+
+func.func @attention_seq_major_count(%q: tensor<1x8x16x64xf32>) {
+  // expected-error @+2 {{attention seq_major has 3 entries, expected 4 (query, key, value, result)}}
+  // expected-error @+1 {{'kiln.attention' op failed to infer returned types}}
+  %0 = kiln.attention %q, %q, %q {seq_major = array<i1: false, false, true>} : (tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>) -> tensor<1x8x16x64xf32>
+  return
+}
+
+// -----
+
+// A seq-major value gradient must be the [B, S, H, D] of v's [B, H, S, D].
+func.func @attention_grad_seq_major_type(%q: tensor<1x8x16x64xf32>) {
+  // expected-error @+1 {{gradients must have the types of query, key and value}}
+  %dq, %dk, %dv = kiln.attention_grad %q, %q, %q grad %q {seq_major = array<i1: false, false, false, false, false, false, false, true>} : (tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>) -> (tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>)
+  return
+}

@@ -41,6 +41,38 @@ namespace kiln {
 llvm::LogicalResult inferAttentionResult(std::optional<mlir::Location> loc, mlir::Value query,
                                          mlir::Value key, mlir::Value value, mlir::Value mask,
                                          llvm::SmallVectorImpl<mlir::Type> &results);
+/// The same rules on the [B, H, S, D] types of the operands (see
+/// headMajorType).
+llvm::LogicalResult inferAttentionResult(std::optional<mlir::Location> loc,
+                                         mlir::RankedTensorType query, mlir::RankedTensorType key,
+                                         mlir::RankedTensorType value, mlir::Value mask,
+                                         llvm::SmallVectorImpl<mlir::Type> &results);
+/// Positions in kiln.attention's `seq_major`.
+enum AttentionRole : unsigned { kAttnQuery, kAttnKey, kAttnValue, kAttnResult, kAttnRoles };
+/// Positions in kiln.attention_grad's `seq_major`.
+enum AttentionGradRole : unsigned {
+  kGradQuery,
+  kGradKey,
+  kGradValue,
+  kGradDout,
+  kGradOut,
+  kGradQueryGrad,
+  kGradKeyGrad,
+  kGradValueGrad,
+  kGradRoles
+};
+/// Whether role `role` of an attention or attention_grad op is stored
+/// [B, S, H, D]; false for ops without `seq_major`.
+bool isSeqMajor(mlir::Operation *op, unsigned role);
+bool isSeqMajor(std::optional<llvm::ArrayRef<bool>> seqMajor, unsigned role);
+/// Whether any role of the op is stored [B, S, H, D].
+bool hasSeqMajorRole(mlir::Operation *op);
+/// `type` with dims 1 and 2 swapped: [B, S, H, D] <-> [B, H, S, D].
+mlir::RankedTensorType swapSeqAndHeads(mlir::RankedTensorType type);
+/// The [B, H, S, D] view of a rank-4 type stored seq-major or not.
+mlir::RankedTensorType headMajorType(mlir::Type type, bool seqMajor);
+/// The dim that holds the sequence in a rank-4 attention tensor.
+inline int64_t attentionSeqDim(bool seqMajor) { return seqMajor ? 1 : 2; }
 llvm::LogicalResult inferCrossEntropyResult(std::optional<mlir::Location> loc, mlir::Value logits,
                                             mlir::Value labels, Reduction reduction,
                                             llvm::SmallVectorImpl<mlir::Type> &results);

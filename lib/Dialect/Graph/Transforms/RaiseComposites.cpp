@@ -403,7 +403,8 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
     if (causal || kind == MaskKind::All)
       mask = {};
     Value result = rewriter.create<AttentionOp>(pv.getLoc(), pv.getType(), query, key, value, mask,
-                                                causal, rewriter.getF64FloatAttr(scale));
+                                                causal, rewriter.getF64FloatAttr(scale),
+                                                DenseBoolArrayAttr());
     // The guard turns a fully masked row (NaN) into 0. Without a mask, or
     // with the causal one, every row keeps a key: the guard is a no-op.
     if (guarded && mask) {

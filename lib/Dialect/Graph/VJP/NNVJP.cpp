@@ -119,7 +119,14 @@ struct AttentionVJP : VJPModel<AttentionVJP, AttentionOp> {
     auto g = b.create<AttentionGradOp>(op.getLoc(), op.getQuery().getType(), op.getKey().getType(),
                                        op.getValue().getType(), op.getQuery(), op.getKey(),
                                        op.getValue(), op.getMask(), dys[0], out, op.getCausalAttr(),
-                                       op.getScaleAttr());
+                                       op.getScaleAttr(), DenseBoolArrayAttr());
+    // Each gradient in its operand's layout; dO and out in the output's.
+    if (hasSeqMajorRole(op)) {
+      bool o = isSeqMajor(op, kAttnResult);
+      g.setSeqMajorAttr(b.getDenseBoolArrayAttr(
+          {isSeqMajor(op, kAttnQuery), isSeqMajor(op, kAttnKey), isSeqMajor(op, kAttnValue), o, o,
+           isSeqMajor(op, kAttnQuery), isSeqMajor(op, kAttnKey), isSeqMajor(op, kAttnValue)}));
+    }
     grads.push_back(want[0] ? g.getQueryGrad() : Value());
     grads.push_back(want[1] ? g.getKeyGrad() : Value());
     grads.push_back(want[2] ? g.getValueGrad() : Value());
