@@ -43,7 +43,16 @@
 # Environment: KILN (build/bin/kiln), SFT_STEPS (100), SFT_LR (2e-4),
 # SFT_WARMUP (10), SFT_EVAL_EVERY (20), SFT_EVAL_BATCHES (8), SFT_BATCH (4),
 # SFT_SEQ (256), SFT_TOLERANCE (0.01), SFT_SCHEDULE (cosine | constant),
-# SFT_COMPILE_FLAGS (--loop-programs), SFT_LOOP_FLAGS (the flags above).
+# SFT_COMPILE_FLAGS (--loop-programs), SFT_LOOP_FLAGS (the flags above),
+# SFT_HIDDEN/SFT_INTERMEDIATE/SFT_LAYERS/SFT_HEADS/SFT_KV_HEADS (256/688/4/8/4),
+# SFT_ATTENTION (kiln-run train --attention: sm90 runs the packed documents'
+# masked attention on Kiln's sm_90a kernel; it needs head dim 64 or 128),
+# KILN_RUN (run: a prebuilt kiln-run instead of building runtime/).
+#
+# Where the compiler machine has no torch: `export [OUT]` on the GPU
+# machine writes OUT/config and OUT/export; carry OUT/export/model.onnx and
+# OUT/config back, `prepare` keeps them, and `run` remakes the weights
+# (model.safetensors: the same config and seed give the same bytes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -58,20 +67,49 @@ batch=${SFT_BATCH:-4}
 seq=${SFT_SEQ:-256}
 tolerance=${SFT_TOLERANCE:-0.01}
 schedule=${SFT_SCHEDULE:-cosine}
-case "$mode" in
-prepare)
-  kiln=${KILN:-build/bin/kiln}
-  rm -rf "$out" && mkdir -p "$out/config"
-  python3 - "$out/config" <<'PY'
+# The model: a random Llama (SFT_HIDDEN etc.; the default head dim 32, SFT_HIDDEN=512
+# gives 64, which Kiln's sm_90a attention takes) exported with position ids.
+export_model() {
+  mkdir -p "$out/config"
+  python3 - "$out/config" "${SFT_HIDDEN:-256}" "${SFT_INTERMEDIATE:-688}" "${SFT_LAYERS:-4}" \
+    "${SFT_HEADS:-8}" "${SFT_KV_HEADS:-4}" <<'PY'
 import sys
 import transformers
-transformers.LlamaConfig(vocab_size=2048, hidden_size=256, intermediate_size=688,
-                         num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-                         max_position_embeddings=1024,
+hidden, inter, layers, heads, kv = (int(a) for a in sys.argv[2:])
+transformers.LlamaConfig(vocab_size=2048, hidden_size=hidden, intermediate_size=inter,
+                         num_hidden_layers=layers, num_attention_heads=heads,
+                         num_key_value_heads=kv, max_position_embeddings=1024,
                          tie_word_embeddings=False).save_pretrained(sys.argv[1])
 PY
   python3 scripts/export_hf.py "$out/config/config.json" --out "$out/export" --position-ids
   cp "$out/config/config.json" "$out/export/config.json"
+  # Big initializers beside the graph: model.onnx alone (shapes, small
+  # constants) is what kiln compile needs, and small enough to carry.
+  python3 - "$out/export/model.onnx" <<'PY'
+import os, sys, onnx
+path = sys.argv[1]
+graph = onnx.load(path)
+for f in os.listdir(os.path.dirname(path)):
+    if f.startswith("model.onnx") and f != "model.onnx":
+        os.remove(os.path.join(os.path.dirname(path), f))
+onnx.save(graph, path, save_as_external_data=True, all_tensors_to_one_file=True,
+          location="model.onnx.data", size_threshold=4096)
+PY
+}
+attention=()
+[ -n "${SFT_ATTENTION:-}" ] && attention=(--attention "$SFT_ATTENTION")
+case "$mode" in
+export)
+  export_model
+  ;;
+prepare)
+  kiln=${KILN:-build/bin/kiln}
+  if [ -f "$out/export/model.onnx" ] && [ -f "$out/config/config.json" ]; then
+    # An export made where torch is (`export`): keep it, redo the rest.
+    find "$out" -mindepth 1 -maxdepth 1 ! -name export ! -name config -exec rm -rf {} +
+  else
+    rm -rf "$out" && export_model
+  fi
   python3 scripts/sft_reference.py make-data --out "$out/data" --vocab 2048
   python3 scripts/kiln_dataset.py "$out/data/train.jsonl" -o "$out/train.kdocs" --vocab-size 2048
   python3 scripts/kiln_dataset.py "$out/data/eval.jsonl" -o "$out/eval.kdocs" --vocab-size 2048
@@ -103,11 +141,21 @@ PY
   du -sh "$out"
   ;;
 run)
-  build=$out/runtime
-  [ -f "$build/build.ninja" ] ||
-    cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build" kiln-run >/dev/null
-  kiln_run=$build/tools/kiln-run/kiln-run
+  kiln_run=${KILN_RUN:-}
+  if [ -z "$kiln_run" ]; then
+    build=$out/runtime
+    [ -f "$build/build.ninja" ] ||
+      cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    ninja -C "$build" kiln-run >/dev/null
+    kiln_run=$build/tools/kiln-run/kiln-run
+  fi
+  # The weights stay where they were made (too big to carry): the same
+  # config and seed make them again, byte for byte.
+  if [ ! -f "$out/export/model.safetensors" ]; then
+    python3 scripts/export_hf.py "$out/config/config.json" --out "$out/export.weights" \
+      --position-ids >/dev/null
+    cp "$out/export.weights/model.safetensors" "$out/export/"
+  fi
   results=$out/results
   rm -rf "$results" && mkdir -p "$results/batches" "$results/eval_batches"
   shape=(--batch "$batch" --seq "$seq")
@@ -119,10 +167,10 @@ run)
   common=(--weights "$out/export/model.safetensors" --data "$out/train.kdocs" --batching pack
           "${shape[@]}" --seed 0)
   echo "== Kiln's initial adapters"
-  "$kiln_run" train "$out/step.kiln" "${common[@]}" --steps 0 \
+  "$kiln_run" train "$out/step.kiln" "${common[@]}" "${attention[@]}" --steps 0 \
     --save-adapters "$results/init_adapters" | tee "$results/kiln-init.log"
   echo "== Step 1 on micro-batch 0, like with like (the same batch and adapters everywhere)"
-  "$kiln_run" train "$out/step.kiln" --weights "$out/export/model.safetensors" "${shape[@]}" \
+  "$kiln_run" train "$out/step.kiln" --weights "$out/export/model.safetensors" "${shape[@]}" "${attention[@]}" \
     --seed 0 --steps 1 --lr "$lr" --log-every 1 --progress off --adapters "$results/init_adapters" \
     --input input_ids="$results/batches/0.input_ids.bin" \
     --input position_ids="$results/batches/0.position_ids.bin" \
@@ -146,7 +194,7 @@ run)
   echo "== Kiln, $steps steps ($loop_flags)"
   set +e
   # shellcheck disable=SC2086
-  "$kiln_run" train "$out/step.kiln" "${common[@]}" --steps "$steps" --lr "$lr" \
+  "$kiln_run" train "$out/step.kiln" "${common[@]}" "${attention[@]}" --steps "$steps" --lr "$lr" \
     --log-every 1 --progress off $loop_flags 2>&1 | tee "$results/kiln.log"
   kiln_rc=${PIPESTATUS[0]}
   python3 scripts/sft_reference.py compare --kiln "$results/kiln.log" \
@@ -162,7 +210,7 @@ run)
   exit $((compare_rc != 0 || kiln_rc != 0))
   ;;
 *)
-  echo "usage: scripts/gpu-sft-check.sh prepare|run [OUT]" >&2
+  echo "usage: scripts/gpu-sft-check.sh export|prepare|run [OUT]" >&2
   exit 2
   ;;
 esac

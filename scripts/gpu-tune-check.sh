@@ -11,7 +11,8 @@
 #     1b: >= 5%), and the first losses of both (the numerics policy: same
 #     loss to 1e-2 relative).
 #
-#   scripts/gpu-tune-check.sh [OUTDIR]    (TUNE_FLAGS="--tune-extra 0": the heuristic only)
+#   scripts/gpu-tune-check.sh [OUTDIR]    (TUNE_FLAGS="--tune-extra 0": the heuristic only;
+#                                         TUNE_RUNS=1: tune once, no database comparison)
 #
 # Artifacts: $KILN_ARTIFACTS/<config>/step.kiln (default bench/out, compiled
 # on the compiler machine as docs/benchmarks.md says), with the config's
@@ -23,6 +24,8 @@ out=${1:-${OUT:-/tmp/kiln-tune-check}}
 kiln_run=${KILN_RUN:-build-rt/tools/kiln-run/kiln-run}
 configs=${TUNE_CONFIGS:-small 1b}
 steps=${TUNE_TRAIN_STEPS:-25}
+runs=${TUNE_RUNS:-2}
+case $runs in 1|2) ;; *) echo "TUNE_RUNS must be 1 or 2"; exit 2 ;; esac
 if [ ! -x "$kiln_run" ]; then
   cmake -S runtime -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   ninja -C build-rt kiln-run
@@ -60,7 +63,7 @@ for config in $configs; do
   echo "== $config: $artifact ${inputs[*]}"
 
   # 1. Tune twice.
-  for run in 1 2; do
+  for run in $(seq 1 "$runs"); do
     db=$out/$config-$run.db
     rm -f "$db"
     begin=$(date +%s.%N)
@@ -75,6 +78,7 @@ for config in $configs; do
   done
 
   # 2. The two databases' choices.
+  if [ "$runs" = 2 ]; then
   python3 - "$out/$config-1.db" "$out/$config-2.db" <<'PY' || status=1
 import json, sys
 # The tie rule of kiln/runtime/TuningDb.h, widened by the close-call band:
@@ -130,6 +134,7 @@ for k in diff:
         print(f"      the defaults differ: run 1 {da}, run 2 {db}")
 sys.exit(1 if bad else 0)
 PY
+  fi
 
   # 3. train with the database off and on, alternately.
   for round in 1 2; do
