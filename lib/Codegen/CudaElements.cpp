@@ -158,7 +158,21 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         // Row-major data: an input is read at the same flat offset.
         if (auto arg = dyn_cast<BlockArgument>(r.getInput()); arg && !related("D", flat, dims(arg)))
           return let(v, idx, load(arg, flat));
-        return value(r.getInput(), delinearize(flat, dims(r.getInput())));
+        // Leading dims both shapes share keep their indices: only the
+        // trailing ones are re-split ([B, S, H*D] -> [B, S, H, D] divides by
+        // the constant D, not by the symbolic S).
+        SmallVector<std::string> outDims = dims(v), inDims = dims(r.getInput());
+        size_t shared = 0;
+        while (shared + 1 < outDims.size() && shared + 1 < inDims.size() &&
+               outDims[shared] == inDims[shared])
+          ++shared;
+        if (shared == 0 || related("D", flat, inDims))
+          return value(r.getInput(), delinearize(flat, inDims));
+        Index in(idx.begin(), idx.begin() + shared);
+        std::string rest = linear(ArrayRef(idx).drop_front(shared), ArrayRef(outDims).drop_front(shared));
+        for (std::string &i : delinearize(rest, ArrayRef(inDims).drop_front(shared)))
+          in.push_back(std::move(i));
+        return value(r.getInput(), in);
       })
       .Case<SqueezeOp>([&](SqueezeOp s) {
         Index in;

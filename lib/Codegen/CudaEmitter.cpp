@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaPrinter.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -203,6 +204,22 @@ Index Printer::delinearize(const std::string &flat, ArrayRef<std::string> sizes)
     for (auto [i, part] : llvm::enumerate(parts))
       idx[i] = part.str();
     return idx;
+  }
+  // In a vector loop's lanes (flat = base + lane, base a multiple of the
+  // width): where the innermost size is a constant multiple of the width,
+  // the lanes share every index but the innermost, which is base's plus
+  // lane. Splitting `base` is lane-invariant (the unrolled lanes share one
+  // division chain) where splitting `flat` divides per lane, and a 64-bit
+  // division by a symbolic size costs more than the lane's own math.
+  if (laneWidth > 1 && flat == "flat") {
+    const std::string &inner = sizes.back();
+    bool constant = !inner.empty() && llvm::all_of(inner, llvm::isDigit);
+    if (constant && std::stoll(inner) % laneWidth == 0) {
+      Index shared = delinearize("base", sizes);
+      shared.back() = "(" + shared.back() + " + lane)";
+      relate(flat, shared, sizes);
+      return shared;
+    }
   }
   std::string rest = fresh("r");
   line("int64_t " + rest + " = " + flat + ";");

@@ -122,6 +122,9 @@ struct Printer {
   /// at `flat` read the 16-byte chunk loaded before the loop.
   bool vectorLanes = false;
   llvm::SetVector<Value> vectorInputs;
+  /// The lane loop's `flat` is `base + lane` with `base` a multiple of this
+  /// width (0 outside it): delinearize uses that to split `base` alone.
+  int64_t laneWidth = 0;
 
   /// A vectorized row kernel (rowLayout: width > 1): while its lanes print,
   /// loads at `flat` / `col` read the registers every thread loaded before

@@ -76,20 +76,20 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   // (64-bit division by a symbolic size costs more than the lane's math).
   SmallVector<std::string> firstDims = dims(first);
   std::optional<Index> chunkIndex;
+  line("const int64_t base = chunk * " + w + ";");
   if (firstDims.size() >= 2) {
     int64_t inner = typeOf(first).getShape().back();
-    if (!ShapedType::isDynamic(inner) && inner % width == 0) {
-      line("const int64_t base = chunk * " + w + ";");
+    if (!ShapedType::isDynamic(inner) && inner % width == 0)
       chunkIndex = delinearize("base", firstDims);
-    }
   }
   // Print the lane body first: it tells which inputs are read at `flat`.
   std::string outer = std::move(body);
   body.clear();
   vectorLanes = true;
+  laneWidth = width;
   line("#pragma unroll");
   open("for (int lane = 0; lane < " + w + "; ++lane)");
-  line("const int64_t flat = chunk * " + w + " + lane;");
+  line("const int64_t flat = base + lane;");
   Index idx;
   if (chunkIndex) {
     idx = *chunkIndex;
@@ -101,6 +101,7 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   storeOutputs("flat", first, idx, segment);
   close();
   vectorLanes = false;
+  laneWidth = 0;
   std::string lanes = std::move(body);
   body = std::move(outer);
   auto vectorType = [&](Value v) {

@@ -35,7 +35,7 @@
 // LOOP: const int64_t [[COL:ix[0-9]+]] = {{r[0-9]+}} % 32;
 // LOOP: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
 // LOOP: for (int lane = 0; lane < 4; ++lane) {
-// LOOP-NEXT: const int64_t flat = chunk * 4 + lane;
+// LOOP-NEXT: const int64_t flat = base + lane;
 // LOOP-NOT: %
 // LOOP: const float [[X:v[0-9]+]] = in0_v[lane];
 // LOOP: const float [[B:v[0-9]+]] = in1[([[COL]] + lane)];

@@ -1,0 +1,25 @@
+// A vectorized loop kernel's lanes share every index but the innermost:
+// the symbolic divisions happen once per chunk, and a reshape that only
+// splits trailing dims ([B, S, H*D] <- [B, S, H, D]) keeps the shared
+// leading indices instead of re-splitting the flat offset by S.
+// RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
+// RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
+// RUN: cat %t/heads_k0_*.cu | FileCheck %s
+
+// CHECK: 8 elements per thread, moved with vector accesses
+// CHECK: const int64_t base = chunk * 8;
+// CHECK: % [[S:sym_s|s]];
+// CHECK: for (int lane = 0; lane < 8; ++lane) {
+// CHECK-NEXT: const int64_t flat = base + lane;
+// The lane body divides only by the constant head dim.
+// CHECK-NOT: [[S]];
+// CHECK: % 64;
+// CHECK-NOT: % [[S]]
+// CHECK-NOT: /= [[S]]
+// CHECK: out0_v[lane] =
+// CHECK: reinterpret_cast<uint4 *>(out0)[chunk]
+func.func @heads(%x: tensor<?x4x?x64xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x256xbf16, #kiln.dims<[b, s]>> {
+  %0 = kiln.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x?x64xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x4x64xbf16, #kiln.dims<[b, s]>>
+  %1 = kiln.reshape %0 : tensor<?x?x4x64xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x256xbf16, #kiln.dims<[b, s]>>
+  return %1 : tensor<?x?x256xbf16, #kiln.dims<[b, s]>>
+}
