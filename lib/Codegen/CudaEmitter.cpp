@@ -205,17 +205,25 @@ Index Printer::delinearize(const std::string &flat, ArrayRef<std::string> sizes)
       idx[i] = part.str();
     return idx;
   }
-  // In a vector loop's lanes (flat = base + lane, base a multiple of the
-  // width): where the innermost size is a constant multiple of the width,
-  // the lanes share every index but the innermost, which is base's plus
-  // lane. Splitting `base` is lane-invariant (the unrolled lanes share one
-  // division chain) where splitting `flat` divides per lane, and a 64-bit
-  // division by a symbolic size costs more than the lane's own math.
-  if (laneWidth > 1 && flat == "flat") {
-    const std::string &inner = sizes.back();
-    bool constant = !inner.empty() && llvm::all_of(inner, llvm::isDigit);
-    if (constant && std::stoll(inner) % laneWidth == 0) {
-      Index shared = delinearize("base", sizes);
+  // In a vector loop's lanes an offset `X + lane` with X a multiple of the
+  // width (`flat` is `base + lane`; an innermost index split from such an
+  // X is one too): where the innermost size is a constant multiple of the
+  // width, the lanes share every index but the innermost, which is X's
+  // plus lane. Splitting X is lane-invariant (the unrolled lanes share one
+  // division chain) where splitting the offset divides per lane, and a
+  // 64-bit division by a symbolic size costs more than the lane's math.
+  const std::string &inner = sizes.back();
+  bool innerAligned = laneWidth > 1 && !inner.empty() && llvm::all_of(inner, llvm::isDigit) &&
+                      std::stoll(inner) % laneWidth == 0;
+  if (vectorLanes && innerAligned) {
+    std::string aligned;
+    if (flat == "flat")
+      aligned = "base";
+    else if (StringRef f(flat); f.consume_front("(") && f.consume_back(" + lane)") &&
+                                laneAligned.contains(f))
+      aligned = f.str();
+    if (!aligned.empty()) {
+      Index shared = delinearize(aligned, sizes);
       shared.back() = "(" + shared.back() + " + lane)";
       relate(flat, shared, sizes);
       return shared;
@@ -233,6 +241,8 @@ Index Printer::delinearize(const std::string &flat, ArrayRef<std::string> sizes)
     }
     idx[i] = name;
   }
+  if (innerAligned && laneAligned.contains(flat))
+    laneAligned.insert(idx.back());
   relate(flat, idx, sizes);
   return idx;
 }

@@ -31,6 +31,7 @@
 #include "kiln/Dialect/Kernel/FusionPolicy.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 
@@ -122,9 +123,12 @@ struct Printer {
   /// at `flat` read the 16-byte chunk loaded before the loop.
   bool vectorLanes = false;
   llvm::SetVector<Value> vectorInputs;
-  /// The lane loop's `flat` is `base + lane` with `base` a multiple of this
-  /// width (0 outside it): delinearize uses that to split `base` alone.
+  /// The vector loop's width (0 outside one): its lanes' `flat` is `base +
+  /// lane`, base a multiple of it; delinearize splits `base` alone.
   int64_t laneWidth = 0;
+  /// Names known to be multiples of laneWidth: `base` and innermost indices
+  /// split from one over a size that is a multiple of it.
+  llvm::StringSet<> laneAligned;
 
   /// A vectorized row kernel (rowLayout: width > 1): while its lanes print,
   /// loads at `flat` / `col` read the registers every thread loaded before

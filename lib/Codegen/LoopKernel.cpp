@@ -77,6 +77,9 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   SmallVector<std::string> firstDims = dims(first);
   std::optional<Index> chunkIndex;
   line("const int64_t base = chunk * " + w + ";");
+  laneWidth = width;
+  laneAligned = {};
+  laneAligned.insert("base");
   if (firstDims.size() >= 2) {
     int64_t inner = typeOf(first).getShape().back();
     if (!ShapedType::isDynamic(inner) && inner % width == 0)
@@ -86,7 +89,6 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   std::string outer = std::move(body);
   body.clear();
   vectorLanes = true;
-  laneWidth = width;
   line("#pragma unroll");
   open("for (int lane = 0; lane < " + w + "; ++lane)");
   line("const int64_t flat = base + lane;");
@@ -102,6 +104,7 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   close();
   vectorLanes = false;
   laneWidth = 0;
+  laneAligned = {};
   std::string lanes = std::move(body);
   body = std::move(outer);
   auto vectorType = [&](Value v) {

@@ -11,9 +11,12 @@
 // CHECK: % [[S:sym_s|s]];
 // CHECK: for (int lane = 0; lane < 8; ++lane) {
 // CHECK-NEXT: const int64_t flat = base + lane;
-// The lane body divides only by the constant head dim.
+// The lane body splits only the chunk's lane-invariant index, by the
+// constant head dim; the lane is added to the innermost index after.
 // CHECK-NOT: [[S]];
-// CHECK: % 64;
+// CHECK: int64_t [[R:r[0-9]+]] = ix{{[0-9]+}};
+// CHECK-NEXT: const int64_t [[D:ix[0-9]+]] = [[R]] % 64;
+// CHECK: in0[{{.*}} * 64 + (([[D]] + lane))]
 // CHECK-NOT: % [[S]]
 // CHECK-NOT: /= [[S]]
 // CHECK: out0_v[lane] =
