@@ -583,7 +583,8 @@ class Kiln_LinearCrossEntropyBase<string mnemonic, dag extraIns, dag outs>
                             Kiln_IndexTensor:$labels), extraIns,
                        (ins UnitAttr:$transpose_weight,
                             DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
-                            OptionalAttr<F64Attr>:$softcap, I64Attr:$chunk_tokens));
+                            OptionalAttr<F64Attr>:$softcap, I64Attr:$chunk_tokens,
+                            UnitAttr:$bf16_logits));
   let results = outs;
   let hasVerifier = 1;
 }
@@ -598,7 +599,10 @@ def Kiln_LinearCrossEntropyOp : Kiln_LinearCrossEntropyBase<"linear_cross_entrop
     (`softcap` c: c · tanh(logits / c)); the loss is the mean over the rows
     whose label is not `ignore_index` of logsumexp(logits) − logits[label]
     (a scalar of `loss`'s type, fp32). It is evaluated `chunk_tokens` rows at
-    a time, so at most [chunk_tokens, V] fp32 logits exist at once.
+    a time, so at most [chunk_tokens, V] logits exist at once: fp32, or bf16
+    with `bf16_logits` (bf16 hidden and weight only: the logits are rounded
+    to bf16 after the fp32-accumulated matmul, as the unfused bf16 graph
+    rounds them; the row statistics stay fp32).
   }];
   let assemblyFormat = "$hidden `,` $weight `,` $labels attr-dict `:` "
                        "functional-type(operands, results)";

@@ -256,7 +256,11 @@ def FuseLinearCrossEntropyPass
     the train step computes the loss and the gradients in one pass over
     chunks of `chunk-tokens` rows: no [tokens × vocab] tensor exists, only
     one [chunk × vocab] fp32 chunk. The logits are accumulated in fp32 from
-    bf16 operands without the bf16 rounding the unfused graph applies.
+    bf16 operands without the bf16 rounding the unfused graph applies;
+    with `bf16-logits` and a matmul whose result is bf16, the op gets
+    `bf16_logits`: the chunk is bf16, rounded where the unfused graph
+    rounds (PyTorch autocast's bf16 logits), the statistics stay fp32, and
+    the chunk's bytes halve. An fp32 matmul keeps fp32 logits either way.
 
     Anything else stays as it is (still correct): a logits value used twice,
     a sum/none reduction, a LoRA adapter on the head (an add after the
@@ -264,7 +268,7 @@ def FuseLinearCrossEntropyPass
 
     `chunk-tokens=0` (default) picks the largest power of two up to 4096
     whose fp32 chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256,
-    4096 at V = 256).
+    4096 at V = 256), bf16 logits or not.
 
     Before:
     ```mlir
@@ -288,7 +292,10 @@ def FuseLinearCrossEntropyPass
   }];
   let options = [
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
-           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">
+           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">,
+    Option<"bf16Logits", "bf16-logits", "bool", /*default=*/"false",
+           "where the head matmul yields bf16 logits, keep the fused op's logits chunk in bf16 "
+           "(bf16_logits: half the chunk's bytes, fp32 statistics) instead of fp32">
   ];
   let dependentDialects = ["::kiln::GraphDialect"];
 }

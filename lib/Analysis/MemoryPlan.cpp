@@ -218,13 +218,17 @@ private:
     return false;
   }
 
-  /// The fp32 [chunk, vocab] logits chunk the fused LM head computes in.
+  /// The [chunk, vocab] logits chunk the fused LM head computes in: fp32,
+  /// or bf16 under bf16_logits (kiln-lower-to-step allocates the same).
   static RankedTensorType scratchOf(Operation *op) {
     auto chunk = [](auto fused) {
       auto weight = llvm::cast<RankedTensorType>(fused.getWeight().getType());
       int64_t vocab = weight.getDimSize(fused.getTransposeWeight() ? 0 : 1);
       int64_t rows = static_cast<int64_t>(fused.getChunkTokens());
-      return RankedTensorType::get({rows, vocab}, Float32Type::get(fused.getContext()));
+      MLIRContext *ctx = fused.getContext();
+      Type element = fused.getBf16Logits() ? Type(BFloat16Type::get(ctx))
+                                           : Type(Float32Type::get(ctx));
+      return RankedTensorType::get({rows, vocab}, element);
     };
     if (auto fused = llvm::dyn_cast<LinearCrossEntropyOp>(op))
       return chunk(fused);

@@ -3,7 +3,8 @@
 // The reference for kiln.linear_cross_entropy(_grad): the same chunked
 // order the runtime uses (logits of `chunk_tokens` rows, their statistics,
 // the gradient over the same chunk), in fp64. Only one chunk of logits is
-// ever held, as on the device.
+// ever held, as on the device; under bf16_logits its logits are rounded to
+// bf16 as the device's bf16 chunk rounds them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +52,7 @@ absl::StatusOr<Tensors> runFused(OpT op, const HostTensor &hidden, const HostTen
     return transpose ? weight.floats[v * width + h] : weight.floats[h * vocab + v];
   };
   int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(op.getChunkTokens()));
+  bool bf16 = op.getBf16Logits();
   double scale = grad && counted ? grad->floats[0] / static_cast<double>(counted) : 0;
   std::vector<double> hiddenGrad, weightGrad;
   if (grad) {
@@ -69,6 +71,9 @@ absl::StatusOr<Tensors> runFused(OpT op, const HostTensor &hidden, const HostTen
       for (int64_t h = 0; h < width; ++h)
         for (int64_t v = 0; v < vocab; ++v)
           z[v] += x[h] * w(h, v);
+      if (bf16) // the device's bf16 chunk holds the rounded logits
+        for (int64_t v = 0; v < vocab; ++v)
+          z[v] = roundToFloat(DType::BF16, z[v]);
       if (cap)
         for (int64_t v = 0; v < vocab; ++v)
           z[v] = *cap * std::tanh(z[v] / *cap);

@@ -71,6 +71,7 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (backward && options.fuseLinearCe) {
     FuseLinearCrossEntropyPassOptions fused;
     fused.chunkTokens = options.ceChunkTokens;
+    fused.bf16Logits = options.ceBf16Logits;
     pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass(fused));
   }
   if (backward) {

@@ -17,9 +17,9 @@ Expected<HeadKernels> loadHeadKernels(const KernelModule &support) {
   HeadKernels k;
   const char *names[] = {"kiln_head_count",     "kiln_head_loss",     "kiln_head_rows_f32",
                          "kiln_head_rows_bf16", "kiln_head_rows_f16", "kiln_head_narrow_bf16",
-                         "kiln_head_narrow_f16"};
-  CUfunction *slots[] = {&k.count,   &k.loss,      &k.rows[0],  &k.rows[1],
-                         &k.rows[2], &k.narrow[0], &k.narrow[1]};
+                         "kiln_head_narrow_f16", "kiln_head_rows_bf16_logits"};
+  CUfunction *slots[] = {&k.count,     &k.loss,      &k.rows[0],  &k.rows[1],        &k.rows[2],
+                         &k.narrow[0], &k.narrow[1], &k.rowsBf16Logits};
   for (size_t i = 0; i < std::size(names); ++i) {
     Expected<CUfunction> f = support.getFunction(names[i]);
     if (!f)
@@ -81,8 +81,16 @@ expandLinearCrossEntropy(const StepProgram &p, const LinearCrossEntropy &h,
   DType element = p.buffers[h.hidden].dtype;
   int64_t elementBytes = element == DType::F32 ? 4 : 2;
   int elementIndex = element == DType::F32 ? 0 : element == DType::BF16 ? 1 : 2;
-  // A 16-bit gradient row sits at the start of its fp32 row: stride 2·vocab.
-  int64_t gradLd = element == DType::F32 ? vocab : 2 * vocab;
+  // A bf16 chunk (bf16 logits, compiled with bf16_logits) holds its bf16
+  // gradient element for element; in an fp32 chunk a 16-bit gradient row
+  // sits at the start of its fp32 row: stride 2·vocab.
+  DType chunkType = p.buffers[h.chunk].dtype;
+  if (chunkType != DType::F32 && !(chunkType == DType::BF16 && element == DType::BF16))
+    return Error{"the chunk of a " + std::string(element == DType::F32 ? "F32" : "16-bit") +
+                 " head must be F32 (BF16 only for a BF16 head)"};
+  bool bf16Chunk = chunkType == DType::BF16;
+  int64_t gradLd = element == DType::F32 || bf16Chunk ? vocab : 2 * vocab;
+  CUfunction rowsKernel = bf16Chunk ? kernels.rowsBf16Logits : kernels.rows[elementIndex];
   bool gradient = h.grad >= 0;
   int64_t labels32 = p.buffers[h.labels].dtype == DType::I32;
   int64_t capBits;
@@ -111,20 +119,21 @@ expandLinearCrossEntropy(const StepProgram &p, const LinearCrossEntropy &h,
   for (int64_t first = 0; first < rows; first += h.chunkTokens) {
     int64_t count = std::min(h.chunkTokens, rows - first);
     CUdeviceptr hiddenRows = pointers[h.hidden] + first * width * elementBytes;
-    // logits [count, V] = hidden rows · W (or · Wᵀ), fp32 out.
+    // logits [count, V] = hidden rows · W (or · Wᵀ), fp32 accumulation,
+    // out in the chunk's type.
     HeadGemm logits;
     logits.a = hiddenRows;
     logits.b = pointers[h.weight];
     logits.c = chunk;
     logits.ab = element;
-    logits.ct = DType::F32;
+    logits.ct = chunkType;
     logits.m = count, logits.n = vocab, logits.k = width;
     logits.lda = width;
     logits.transB = h.transposeWeight;
     logits.ldb = h.transposeWeight ? width : vocab;
     logits.ldc = vocab;
     gemm(logits, "logits");
-    launch("kiln_head_rows", kernels.rows[elementIndex], static_cast<unsigned>(count), 1024,
+    launch("kiln_head_rows", rowsKernel, static_cast<unsigned>(count), 1024,
            {chunk, pointers[h.labels], gradient ? pointers[h.grad] : stats, stats},
            {first, vocab, rows, labels32, h.ignoreIndex, capBits, gradient ? 1 : 0});
     if (!gradient)

@@ -28,7 +28,8 @@ namespace kiln::runtime {
 /// The support fatbin's head kernels (kernels/CrossEntropyKernels.cuh).
 struct HeadKernels {
   CUfunction count = nullptr, loss = nullptr;
-  CUfunction rows[3] = {};   ///< F32, BF16, F16 gradients
+  CUfunction rows[3] = {};   ///< fp32 chunk: F32, BF16, F16 gradients
+  CUfunction rowsBf16Logits = nullptr; ///< bf16 chunk, bf16 gradients
   CUfunction narrow[2] = {}; ///< BF16, F16
 };
 Expected<HeadKernels> loadHeadKernels(const KernelModule &support);

@@ -670,6 +670,21 @@ static void testLinearCrossEntropy() {
       for (int b : {4, 5, 6, 7, 8, 9})
         CHECK(a == b || !overlaps(*plan, a, b));
   }
+  // A bf16 head's chunk may be bf16 (bf16 logits): half the bytes.
+  {
+    std::string bf16 = program;
+    std::string from = R"({"dtype": "F32", "shape": ["16", "256"]})";
+    size_t at = bf16.find(from);
+    CHECK(at != std::string::npos);
+    if (at != std::string::npos)
+      bf16.replace(at, from.size(), R"({"dtype": "BF16", "shape": ["16", "256"]})");
+    Expected<StepProgram> half = StepProgram::decode(bf16, "step");
+    CHECK(half);
+    if (half) {
+      Expected<ArenaPlan> halfPlan = half->planArena({{"n", 100}}, 256);
+      CHECK(halfPlan && halfPlan->bytes[7] == 16 * 256 * 2);
+    }
+  }
   struct Case {
     std::string from, to, error;
   } cases[] = {
@@ -685,9 +700,9 @@ static void testLinearCrossEntropy() {
        "'weight_grad' only with them"},
       {"\"labels\": 2", "\"labels\": 3",
        "step: op 6 (linear_cross_entropy): labels must be 1-D I64 or I32"},
-      {"\"chunk\": 7", "\"chunk\": 5",
+      {"\"chunk\": 7", "\"chunk\": 4",
        "step: op 6 (linear_cross_entropy): chunk, stats and weight_accum must be F32 (2-D, 1-D, "
-       "2-D)"},
+       "2-D); a BF16 head's chunk may be BF16"},
       {"\"stats\": 8", "\"stats\": 12",
        "step: op 6 (linear_cross_entropy): buffer id 12 out of range"},
       {"\"transpose_weight\": false", "\"transpose_weight\": 0",

@@ -110,6 +110,12 @@ cl::opt<int64_t> ceChunkTokens(
     cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
              "largest power of two up to 4096 whose fp32 [chunk x vocab] fits 256 MiB)"),
     cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> ceBf16Logits(
+    "ce-bf16-logits",
+    cl::desc("With --precision=bf16: the fused LM head keeps its [chunk x vocab] logits in "
+             "bf16, as the unfused bf16 graph does (fp32 accumulation and statistics; half "
+             "the chunk's bytes); fp32 steps keep fp32 logits (default false: fp32 chunk)"),
+    cl::init(false), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -387,6 +393,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.gradAccum = gradAccum.getValue();
   options.fuseLinearCe = fuseLinearCe.getValue();
   options.ceChunkTokens = ceChunkTokens.getValue();
+  options.ceBf16Logits = ceBf16Logits.getValue();
   options.optimizer = optimizerSpec.getValue();
   options.clipGradNorm = clipGradNorm.getValue();
   if (dataParallel.getNumOccurrences()) {

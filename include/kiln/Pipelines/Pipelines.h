@@ -70,6 +70,10 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                                "largest power of two up to 4096 whose fp32 "
                                                "chunk fits 256 MiB)"),
                                 llvm::cl::init(0)};
+  Option<bool> ceBf16Logits{*this, "ce-bf16-logits",
+                            llvm::cl::desc("The fused LM head's logits chunk in bf16 where the "
+                                           "head matmul yields bf16 (fp32 statistics)"),
+                            llvm::cl::init(false)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw[:lr=,weight_decay=,betas=B1/B2,eps=] or "
                                                "sgd[:lr=,momentum=,dampening=,nesterov=0|1,"

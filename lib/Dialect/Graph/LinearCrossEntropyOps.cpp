@@ -29,6 +29,9 @@ template <typename OpT> LogicalResult verifyLinearCrossEntropy(OpT op) {
     return op.emitOpError("loss must be an f32 scalar");
   if (op.getChunkTokens() <= 0)
     return op.emitOpError("chunk_tokens must be positive, got ") << op.getChunkTokens();
+  if (op.getBf16Logits() && !hidden.getElementType().isBF16())
+    return op.emitOpError("bf16_logits needs bf16 hidden states and weight, got ")
+           << hidden.getElementType();
   if (std::optional<APFloat> cap = op.getSoftcap(); cap && !(cap->convertToDouble() > 0))
     return op.emitOpError("softcap must be positive");
   Dim h = getDim(weight, op.getTransposeWeight() ? 1 : 0);

@@ -140,8 +140,13 @@ bool decodeLinearCrossEntropy(Decoder &d, const Json &o, const std::string &wher
   if (!is(h.loss, {DType::F32}, 0) || !is(h.grad, {DType::F32}, 0))
     return d.fail(where + ": loss and grad must be F32 scalars");
   if (!is(h.chunk, {DType::F32}, 2) || !is(h.stats, {DType::F32}, 1) ||
-      !is(h.weightAccum, {DType::F32}, 2))
-    return d.fail(where + ": chunk, stats and weight_accum must be F32 (2-D, 1-D, 2-D)");
+      !is(h.weightAccum, {DType::F32}, 2)) {
+    // A bf16 head's chunk may be bf16 too (bf16 logits, fp32 statistics).
+    if (element != DType::BF16 || !is(h.chunk, {DType::BF16}, 2) || !is(h.stats, {DType::F32}, 1) ||
+        !is(h.weightAccum, {DType::F32}, 2))
+      return d.fail(where + ": chunk, stats and weight_accum must be F32 (2-D, 1-D, 2-D); "
+                            "a BF16 head's chunk may be BF16");
+  }
   if (!is(h.hiddenGrad, {element}, 2) || !is(h.weightGrad, {element}, 2))
     return d.fail(where + ": hidden_grad and weight_grad must have hidden's dtype");
   if ((h.grad < 0) != (h.hiddenGrad < 0) || (h.weightGrad >= 0 && h.grad < 0))

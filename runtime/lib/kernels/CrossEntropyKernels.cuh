@@ -17,6 +17,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace {
 
 constexpr int kHeadBlock = 1024;
@@ -58,32 +60,66 @@ template <> __device__ float headStore<float>(float v) { return v; }
 template <> __device__ __nv_bfloat16 headStore<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __half headStore<__half>(float v) { return __float2half(v); }
 
+/// A 16-byte vector of logits: four fp32 or eight bf16, as floats.
+template <typename L> struct HeadVector;
+template <> struct HeadVector<float> {
+  static constexpr int kLanes = 4;
+  __device__ static void unpack(const uint4 &q, float *f) {
+    f[0] = __uint_as_float(q.x), f[1] = __uint_as_float(q.y);
+    f[2] = __uint_as_float(q.z), f[3] = __uint_as_float(q.w);
+  }
+};
+template <> struct HeadVector<__nv_bfloat16> {
+  static constexpr int kLanes = 8;
+  __device__ static void unpack(const uint4 &q, float *f) {
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { // bf16 is the top half of an fp32
+      f[2 * i] = __uint_as_float(words[i] << 16);
+      f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+
+__device__ float headLoad(const float *z, int64_t v) { return z[v]; }
+__device__ float headLoad(const __nv_bfloat16 *z, int64_t v) { return __bfloat162float(z[v]); }
+
 /// The row's log-sum-exp, one pass: each thread keeps a running max and a
 /// sum rescaled whenever its max grows (online softmax), then the block
-/// combines them. `Vector`: the row is float4-aligned (vocab % 4 == 0, the
-/// chunk 16-byte aligned), read 16 bytes per access, four in flight per
-/// thread.
-template <bool Vector> __device__ float headLse(const float *z, int64_t vocab, float cap,
-                                                float *scratch) {
+/// combines them. `Vector`: the row is 16-byte aligned (vocab a multiple of
+/// the lanes, the chunk 16-byte aligned), read 16 bytes per access, four in
+/// flight per thread. L: the chunk's logits type (fp32 or bf16); the
+/// statistics are fp32 either way.
+template <typename L, bool Vector>
+__device__ float headLse(const L *z, int64_t vocab, float cap, float *scratch) {
   float m = -INFINITY, s = 0.f;
   if constexpr (Vector) {
-    const float4 *z4 = reinterpret_cast<const float4 *>(z);
-    int64_t n4 = vocab / 4;
+    constexpr int kLanes = HeadVector<L>::kLanes;
+    const uint4 *zv = reinterpret_cast<const uint4 *>(z);
+    int64_t nv = vocab / kLanes;
 #pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
-      float4 q = z4[i];
-      float a = headCap(q.x, cap), b = headCap(q.y, cap), c = headCap(q.z, cap),
-            d = headCap(q.w, cap);
-      float mx = fmaxf(fmaxf(a, b), fmaxf(c, d));
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float f[kLanes];
+      HeadVector<L>::unpack(zv[i], f);
+      float mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) {
+        f[k] = headCap(f[k], cap);
+        mx = fmaxf(mx, f[k]);
+      }
       if (mx > m) {
         s *= __expf(m - mx); // 0 while m is -inf (s is 0 then)
         m = mx;
       }
-      s += __expf(a - m) + __expf(b - m) + __expf(c - m) + __expf(d - m);
+      float t = 0.f;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k)
+        t += __expf(f[k] - m);
+      s += t;
     }
   } else {
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      float c = headCap(z[v], cap);
+      float c = headCap(headLoad(z, v), cap);
       if (c > m) {
         s *= __expf(m - c);
         m = c;
@@ -96,20 +132,31 @@ template <bool Vector> __device__ float headLse(const float *z, int64_t vocab, f
   return max + logf(sum);
 }
 
+/// kLanes gradient elements of type T as one store (16 or 8 bytes).
+template <typename T, int kLanes> struct HeadPack {
+  using Word = typename std::conditional<kLanes * sizeof(T) == 16, uint4, uint2>::type;
+  __align__(16) T lane[kLanes];
+};
+
 /// One block per row of the chunk: logsumexp and the row's loss into
 /// stats[first + row]; with a gradient, the row becomes
 /// (softmax − onehot) · grad / counted (times 1 − tanh² under the cap), as T
-/// at the start of the row's own fp32 storage (16-bit T: leading dimension
-/// 2·vocab). Ignored rows become zeros. The logits are read twice (the
-/// log-sum-exp, the gradient) and the gradient written once.
-template <typename T, bool Vector>
-__device__ void headRows(float *chunk, const void *labels, const float *grad, float *stats,
+/// over the row's own storage: an fp32 chunk (L = float) takes fp32
+/// gradients element for element and 16-bit ones at the start of each row
+/// (leading dimension 2·vocab); a bf16 chunk (L = bf16) takes bf16
+/// gradients element for element. Ignored rows become zeros. The logits are
+/// read twice (the log-sum-exp, the gradient) and the gradient written once.
+template <typename L, typename T, bool Vector>
+__device__ void headRows(L *chunk, const void *labels, const float *grad, float *stats,
                          int64_t first, int64_t vocab, int64_t rows, int64_t labels32,
                          int64_t ignore, int64_t capBits, int64_t gradient) {
+  static_assert(sizeof(T) <= sizeof(L), "the gradient overwrites its logits");
+  // A narrower T lands on bytes of earlier logits: readers first, tile by tile.
+  constexpr bool kNarrower = sizeof(T) < sizeof(L);
   __shared__ float scratch[32];
   float cap = static_cast<float>(__longlong_as_double(capBits));
   int64_t row = blockIdx.x;
-  float *z = chunk + row * vocab;
+  L *z = chunk + row * vocab;
   T *out = reinterpret_cast<T *>(z);
   int64_t label = headLabel(labels, labels32, first + row);
   if (!headCounts(label, ignore, vocab)) {
@@ -122,8 +169,8 @@ __device__ void headRows(float *chunk, const void *labels, const float *grad, fl
   }
   // z[label] is read before any thread overwrites it: the reductions in
   // headLse synchronize the block.
-  float target = headCap(z[label], cap);
-  float lse = headLse<Vector>(z, vocab, cap, scratch);
+  float target = headCap(headLoad(z, label), cap);
+  float lse = headLse<L, Vector>(z, vocab, cap, scratch);
   if (threadIdx.x == 0)
     stats[first + row] = lse - target;
   if (!gradient)
@@ -139,51 +186,52 @@ __device__ void headRows(float *chunk, const void *labels, const float *grad, fl
     return d;
   };
   if constexpr (Vector) {
-    // Tiles of kPer float4 per thread: every thread reads its part of the
-    // tile before any thread writes it (a 16-bit element v lands on bytes of
-    // fp32 element v/2, inside this tile or an earlier one, never a later
-    // one); fp32 gradients overwrite only their own element.
-    constexpr int kPer = 4;
-    const float4 *z4 = reinterpret_cast<const float4 *>(z);
-    int64_t n4 = vocab / 4;
-    for (int64_t base = 0; base < n4; base += int64_t(blockDim.x) * kPer) {
-      float4 q[kPer];
+    // Tiles of kPer vectors per thread: every thread reads its part of the
+    // tile before any thread writes it (a narrower element v lands on bytes
+    // of logit v/2, inside this tile or an earlier one, never a later one);
+    // same-size gradients overwrite only their own element.
+    constexpr int kPer = 4, kLanes = HeadVector<L>::kLanes;
+    using Pack = HeadPack<T, kLanes>;
+    const uint4 *zv = reinterpret_cast<const uint4 *>(z);
+    int64_t nv = vocab / kLanes;
+    for (int64_t base = 0; base < nv; base += int64_t(blockDim.x) * kPer) {
+      uint4 q[kPer];
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         int64_t i = base + int64_t(k) * blockDim.x + threadIdx.x;
-        if (i < n4)
-          q[k] = z4[i];
+        if (i < nv)
+          q[k] = zv[i];
       }
-      if (sizeof(T) < 4)
+      if (kNarrower)
         __syncthreads();
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         int64_t i = base + int64_t(k) * blockDim.x + threadIdx.x;
-        if (i >= n4)
+        if (i >= nv)
           continue;
-        __align__(16) T d[4] = {headStore<T>(dlogit(q[k].x, 4 * i)),
-                                headStore<T>(dlogit(q[k].y, 4 * i + 1)),
-                                headStore<T>(dlogit(q[k].z, 4 * i + 2)),
-                                headStore<T>(dlogit(q[k].w, 4 * i + 3))};
-        if (sizeof(T) == 4)
-          reinterpret_cast<uint4 *>(out)[i] = *reinterpret_cast<const uint4 *>(d);
-        else
-          reinterpret_cast<uint2 *>(out)[i] = *reinterpret_cast<const uint2 *>(d);
+        float f[kLanes];
+        HeadVector<L>::unpack(q[k], f);
+        Pack d;
+#pragma unroll
+        for (int j = 0; j < kLanes; ++j)
+          d.lane[j] = headStore<T>(dlogit(f[j], kLanes * i + j));
+        reinterpret_cast<typename Pack::Word *>(out)[i] =
+            *reinterpret_cast<const typename Pack::Word *>(d.lane);
       }
     }
   } else {
-    // A 16-bit element v lands on bytes of fp32 element v/2: tile by tile,
-    // every thread reads its fp32 element before any thread writes the tile.
+    // A narrower element v lands on bytes of logit v/2: tile by tile, every
+    // thread reads its logit before any thread writes the tile.
     for (int64_t base = 0; base < vocab; base += blockDim.x) {
       int64_t v = base + threadIdx.x;
       float d = 0.f;
       if (v < vocab)
-        d = dlogit(z[v], v);
-      if (sizeof(T) < 4)
+        d = dlogit(headLoad(z, v), v);
+      if (kNarrower)
         __syncthreads();
       if (v < vocab)
         out[v] = headStore<T>(d);
-      if (sizeof(T) < 4)
+      if (kNarrower)
         __syncthreads();
     }
   }
@@ -203,21 +251,22 @@ extern "C" __global__ void kiln_head_count(const void *labels, float *stats, int
     stats[rows] = count;
 }
 
-#define KILN_HEAD_ROWS(name, T)                                                                   \
-  extern "C" __global__ void name(float *chunk, const void *labels, const float *grad,           \
-                                  float *stats, int64_t first, int64_t vocab, int64_t rows,      \
-                                  int64_t labels32, int64_t ignore, int64_t capBits,             \
-                                  int64_t gradient) {                                            \
-    if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(chunk) % 16 == 0)                         \
-      headRows<T, true>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,         \
-                        capBits, gradient);                                                      \
+#define KILN_HEAD_ROWS(name, L, T)                                                                \
+  extern "C" __global__ void name(L *chunk, const void *labels, const float *grad, float *stats, \
+                                  int64_t first, int64_t vocab, int64_t rows, int64_t labels32,  \
+                                  int64_t ignore, int64_t capBits, int64_t gradient) {           \
+    if (vocab % HeadVector<L>::kLanes == 0 && reinterpret_cast<uintptr_t>(chunk) % 16 == 0)     \
+      headRows<L, T, true>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,     \
+                           capBits, gradient);                                                   \
     else                                                                                         \
-      headRows<T, false>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,        \
-                         capBits, gradient);                                                     \
+      headRows<L, T, false>(chunk, labels, grad, stats, first, vocab, rows, labels32, ignore,    \
+                            capBits, gradient);                                                  \
   }
-KILN_HEAD_ROWS(kiln_head_rows_f32, float)
-KILN_HEAD_ROWS(kiln_head_rows_bf16, __nv_bfloat16)
-KILN_HEAD_ROWS(kiln_head_rows_f16, __half)
+// fp32 chunks: fp32, bf16 or f16 gradients; a bf16 chunk (bf16 logits): bf16.
+KILN_HEAD_ROWS(kiln_head_rows_f32, float, float)
+KILN_HEAD_ROWS(kiln_head_rows_bf16, float, __nv_bfloat16)
+KILN_HEAD_ROWS(kiln_head_rows_f16, float, __half)
+KILN_HEAD_ROWS(kiln_head_rows_bf16_logits, __nv_bfloat16, __nv_bfloat16)
 #undef KILN_HEAD_ROWS
 
 /// loss = sum of the row losses / counted rows, in a fixed order (one

@@ -2,6 +2,7 @@
 // RUN: kiln-opt %s '--kiln-fuse-linear-cross-entropy=chunk-tokens=16' | FileCheck %s --check-prefix=CHUNK
 // RUN: kiln-opt %s --kiln-fuse-linear-cross-entropy --kiln-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
 // RUN: not kiln-opt %s '--kiln-fuse-linear-cross-entropy=chunk-tokens=-1' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: kiln-opt %s '--kiln-fuse-linear-cross-entropy=bf16-logits=true' --kiln-autodiff --canonicalize | FileCheck %s --check-prefix=BF16
 
 // The folded [H, V] head of a bf16 step: matmul, reshape, cast, loss.
 // CHECK-LABEL: func.func @head_bf16
@@ -20,6 +21,10 @@
 // GRAD: %[[L:[^,]+]], %{{[^,]+}}, %{{[^ ]+}} = kiln.linear_cross_entropy_grad
 // GRAD-SAME: -> (tensor<f32>, tensor<?x64xbf16, #kiln.dims<[batch*seq]>>, tensor<64x256xbf16>)
 // GRAD: return %[[L]],
+// bf16-logits: the bf16 matmul's logits stay bf16 in the chunk, on the
+// gradient op too (autodiff copies the attribute).
+// BF16-LABEL: func.func @head_bf16
+// BF16: kiln.linear_cross_entropy_grad {{.+}} {bf16_logits, chunk_tokens = 4096 : i64}
 func.func @head_bf16(%h: tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>,
                      %y: tensor<?xi64, #kiln.dims<[batch*seq]>>)
     -> (tensor<f32> {kiln.name = "loss"}) {
@@ -63,6 +68,12 @@ func.func @float_casts(%h: tensor<?x?x64xbf16, #kiln.dims<[batch, seq]>>,
 // GRAD-LABEL: func.func @tied_softcap
 // GRAD: kiln.linear_cross_entropy_grad
 // GRAD-SAME: -> (tensor<f32>, tensor<?x64xf32, #kiln.dims<[n]>>)
+// An fp32 head keeps fp32 logits under bf16-logits.
+// BF16-LABEL: func.func @tied_softcap
+// BF16-NOT: bf16_logits
+// BF16: kiln.linear_cross_entropy_grad
+// BF16-NOT: bf16_logits
+// BF16-LABEL: func.func @refused
 func.func @tied_softcap(%h: tensor<?x64xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.dims<[n]>>)
     -> (tensor<f32> {kiln.name = "loss"}) {
   %e = kiln.parameter "embed.weight" : tensor<256x64xf32>

@@ -1340,3 +1340,12 @@ func.func @attention_grad_seq_major_type(%q: tensor<1x8x16x64xf32>) {
   %dq, %dk, %dv = kiln.attention_grad %q, %q, %q grad %q {seq_major = array<i1: false, false, false, false, false, false, false, true>} : (tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>) -> (tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>)
   return
 }
+
+// -----
+
+// bf16 logits are the rounding of a bf16 head's matmul: not for fp32.
+func.func @linear_cross_entropy_bf16_logits_f32(%h: tensor<8x64xf32>, %w: tensor<64x256xf32>, %y: tensor<8xi64>) {
+  // expected-error @+1 {{bf16_logits needs bf16 hidden states and weight, got 'f32'}}
+  %l = kiln.linear_cross_entropy %h, %w, %y {bf16_logits, chunk_tokens = 8 : i64} : (tensor<8x64xf32>, tensor<64x256xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}

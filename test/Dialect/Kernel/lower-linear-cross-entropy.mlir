@@ -24,6 +24,24 @@ func.func @head_bf16(%h: tensor<?x64xbf16, #kiln.dims<[n]>>, %w: tensor<64x256xb
 
 // -----
 
+// bf16_logits: the chunk is bf16 (the gradient overwrites it element for
+// element); stats and the accumulator stay fp32.
+// CHECK-LABEL: func.func @head_bf16_logits
+// CHECK-DAG: %[[ACC:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<64x256xf32>>
+// CHECK-DAG: %[[C:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<16x256xbf16>>
+// CHECK-DAG: %[[S:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?xf32, #kiln.dims<[n + 1]>>>
+// CHECK: kiln_kernel.linear_cross_entropy {{.+}} chunk %[[C]] stats %[[S]] weight_accum %[[ACC]]
+func.func @head_bf16_logits(%h: tensor<?x64xbf16, #kiln.dims<[n]>>, %w: tensor<64x256xbf16>,
+                            %y: tensor<?xi64, #kiln.dims<[n]>>, %g: tensor<f32>)
+    -> (tensor<f32>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x256xbf16>) {
+  %r:3 = kiln.linear_cross_entropy_grad %h, %w, %y, %g {bf16_logits, chunk_tokens = 16 : i64}
+      : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x256xbf16>, tensor<?xi64, #kiln.dims<[n]>>, tensor<f32>)
+      -> (tensor<f32>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x256xbf16>)
+  return %r#0, %r#1, %r#2 : tensor<f32>, tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x256xbf16>
+}
+
+// -----
+
 // A frozen tied head [V, H] with a soft-cap: no weight gradient, no
 // accumulator; the forward-only op has no grad.
 // CHECK-LABEL: func.func @frozen_tied

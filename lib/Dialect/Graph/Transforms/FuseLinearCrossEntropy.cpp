@@ -186,9 +186,15 @@ struct FuseLinearCrossEntropyPass final
         chunk *= 2;
     }
     FloatAttr softcap = chain->softcap ? b.getF64FloatAttr(*chain->softcap) : FloatAttr();
+    // The graph rounds its logits to bf16 here: the chunk may too.
+    bool bf16 =
+        bf16Logits &&
+        cast<RankedTensorType>(mm.getResult().getType()).getElementType().isBF16() &&
+        hiddenType.getElementType().isBF16();
     Value fused = b.create<LinearCrossEntropyOp>(
         loc, loss, hidden, weight, ce.getLabels(), transpose ? b.getUnitAttr() : UnitAttr(),
-        ce.getIgnoreIndexAttr(), softcap, b.getI64IntegerAttr(chunk));
+        ce.getIgnoreIndexAttr(), softcap, b.getI64IntegerAttr(chunk),
+        bf16 ? b.getUnitAttr() : UnitAttr());
     ce.getResult().replaceAllUsesWith(fused);
     ce.erase();
     for (Operation *op : chain->ops)

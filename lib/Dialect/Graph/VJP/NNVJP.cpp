@@ -163,7 +163,8 @@ struct LinearCrossEntropyVJP : VJPModel<LinearCrossEntropyVJP, LinearCrossEntrop
     auto g = b.create<LinearCrossEntropyGradOp>(
         op.getLoc(), op.getLoss().getType(), op.getHidden().getType(), weightGrad, op.getHidden(),
         op.getWeight(), op.getLabels(), dys[0], op.getTransposeWeightAttr(),
-        op.getIgnoreIndexAttr(), op.getSoftcapAttr(), op.getChunkTokensAttr());
+        op.getIgnoreIndexAttr(), op.getSoftcapAttr(), op.getChunkTokensAttr(),
+        op.getBf16LogitsAttr());
     grads.push_back(want[0] ? g.getHiddenGrad() : Value());
     grads.push_back(want[1] ? g.getWeightGrad() : Value());
     grads.push_back(Value()); // Labels are integers.

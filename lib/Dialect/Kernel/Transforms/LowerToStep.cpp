@@ -608,8 +608,8 @@ struct Lowering {
     }
   }
 
-  /// The fused LM head: its buffers, the scratch it runs in (one fp32
-  /// chunk of logits, per-row losses + the counted rows, and an fp32
+  /// The fused LM head: its buffers, the scratch it runs in (one fp32 or
+  /// bf16 chunk of logits, per-row losses + the counted rows, and an fp32
   /// weight-gradient accumulator for 16-bit weights) and one op the runtime
   /// expands into per-chunk GEMMs and row kernels.
   template <typename OpT> LogicalResult lowerLinearCrossEntropy(OpT op, Value grad) {
@@ -634,8 +634,11 @@ struct Lowering {
           accum = alloc(loc, RankedTensorType::get(weightType.getShape(), f32));
       }
     }
-    Value chunk =
-        alloc(loc, RankedTensorType::get({static_cast<int64_t>(op.getChunkTokens()), vocab}, f32));
+    // bf16_logits: the chunk is bf16 and its gradient overwrites it element
+    // for element (the runtime reads the chunk's dtype).
+    Type chunkElement = op.getBf16Logits() ? Type(BFloat16Type::get(ctx)) : f32;
+    Value chunk = alloc(
+        loc, RankedTensorType::get({static_cast<int64_t>(op.getChunkTokens()), vocab}, chunkElement));
     Dim rows = getDim(hiddenType, 0);
     Value stats = alloc(loc, makeTensorType({dimAdd(rows, dimConst(ctx, 1))}, f32));
     builder.create<kernel::LinearCrossEntropyOp>(
