@@ -40,11 +40,11 @@ python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.versio
 for v in "${FWD[@]}"; do
   name=${v%%:*}
   echo "== forward $name" | tee -a $log
-  FA90_ONLY=${FA90_ONLY:-tail64,full64,tail128,full128,1b,8b,small,8b-full} timeout 40 "$dir/fa90_$name" 2>&1 | tee -a $log
+  FA90_ONLY=${FA90_ONLY:-tail64,full64,tail128,full128,1b,8b,small,8b-full} timeout ${FWD_TIMEOUT:-30} "$dir/fa90_$name" 2>&1 | tee -a $log
 done
 bins=()
 for v in "${BWD[@]}"; do bins+=(--bin "${v%%:*}=$dir/fa90bwd_${v%%:*}"); done
 echo "== backward" | tee -a $log
-timeout ${BWD_TIMEOUT:-170} python3 bwd_check.py "${bins[@]}" --iters ${ITERS:-10} \
-  --shapes ${SHAPES:-tail64,full64,tail128,full128,small,1b,8b} \
-  --masked ${MASKED:-elem64,elem128-causal,pad128-causal,doc128,1b-doc} 2>&1 | grep -v Warning | tee -a $log
+timeout ${BWD_TIMEOUT:-165} python3 bwd_check.py "${bins[@]}" --iters ${ITERS:-10} \
+  --shapes ${SHAPES:-tail64,full64,tail128,full128,1b,8b,small} \
+  --masked ${MASKED:-elem64,elem128-causal,doc128,pad128-causal,1b-doc} 2>&1 | grep -v Warning | tee -a $log
