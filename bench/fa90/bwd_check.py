@@ -3,7 +3,11 @@
 through its harness (fa90bwd, bench/fa90/backward.cu) beside PyTorch's flash
 and cuDNN backends, on the same fresh random bf16 inputs (GPU machine):
 
-  python3 bwd_check.py [--bin ./fa90bwd] [--shapes ...] [--iters 20]
+  python3 bwd_check.py [--bin [LABEL=]./fa90bwd ...] [--shapes ...] [--iters 20]
+
+--bin may be given several times (variants of the kernels built with
+different -D switches): each runs on the same inputs against the same
+reference, one "kiln LABEL" row each.
 
 Per shape: a float64 reference (O, dQ, dK, dV), each implementation's
 ||x - ref|| / ||ref|| and Kiln's ratio to the flash backend's error (the
@@ -152,13 +156,18 @@ def rel(x, ref):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bin", default=str(pathlib.Path(__file__).resolve().parent / "fa90bwd"))
+    p.add_argument("--bin", action="append", default=None,
+                   help="[LABEL=]PATH of a harness build; repeatable (default ./fa90bwd)")
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--masked", default=",".join(MASKED),
                    help="masked shapes (comma-separated; 'none' for none)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    bins = []
+    for spec in args.bin or [str(pathlib.Path(__file__).resolve().parent / "fa90bwd")]:
+        label, _, path = spec.rpartition("=")
+        bins.append((label or ("sm90a" if len(args.bin or [1]) == 1 else pathlib.Path(path).name), path))
     failed = False
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"cuDNN {torch.backends.cudnn.version()}", flush=True)
@@ -198,6 +207,8 @@ def main():
                     rows[label] = ("nonfinite outputs (errors %s)" % ", ".join(f"{e:.2e}" for e in errs),)
                     continue
                 rows[label] = (errs, ms if timed else None)
+        nonfinite = {}
+        stdout = []
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for n, t in (("q", q), ("k", k), ("v", v), ("do", do)):
@@ -209,22 +220,30 @@ def main():
                 mpath = pathlib.Path(tmp) / "mask.bin"
                 mask_data.contiguous().cpu().numpy().tofile(mpath)
                 extra = [f"{form}:{mpath}"]
-            done = subprocess.run([args.bin, str(b), str(h), str(kv), str(sq), str(l), str(d),
-                                   str(int(causal))] + paths + [tmp, str(args.iters if timed else 0)] + extra,
-                                  capture_output=True, text=True, timeout=40)
-            if done.returncode != 0:
-                print(f"{name}: fa90bwd failed ({done.returncode}): {done.stdout}{done.stderr}")
-                failed = True
-                continue
-            import numpy as np
-            def load(n, shape):
-                raw = np.fromfile(pathlib.Path(tmp) / f"{n}.bin", dtype=np.int16)
-                return torch.from_numpy(raw).view(torch.bfloat16).reshape(shape).cuda()
-            outs = [load("o", q.shape), load("dq", q.shape), load("dk", k.shape), load("dv", v.shape)]
-            words = done.stdout.split()
-            kiln_ms = float(words[4]) if timed else None
-            nonfinite = sum(int((~torch.isfinite(x.float())).sum()) for x in outs)
-            rows["kiln sm90a"] = ([rel(x, r) for x, r in zip(outs, ref)], kiln_ms)
+            for label, binary in bins:
+                try:
+                    done = subprocess.run([binary, str(b), str(h), str(kv), str(sq), str(l), str(d),
+                                           str(int(causal))] + paths +
+                                          [tmp, str(args.iters if timed else 0)] + extra,
+                                          capture_output=True, text=True, timeout=40)
+                except subprocess.TimeoutExpired:
+                    print(f"{name}: {label}: fa90bwd timed out")
+                    failed = True
+                    continue
+                if done.returncode != 0:
+                    print(f"{name}: {label}: fa90bwd failed ({done.returncode}): {done.stdout}{done.stderr}")
+                    failed = True
+                    continue
+                import numpy as np
+                def load(n, shape):
+                    raw = np.fromfile(pathlib.Path(tmp) / f"{n}.bin", dtype=np.int16)
+                    return torch.from_numpy(raw).view(torch.bfloat16).reshape(shape).cuda()
+                outs = [load("o", q.shape), load("dq", q.shape), load("dk", k.shape), load("dv", v.shape)]
+                words = done.stdout.split()
+                kiln_ms = float(words[4]) if timed else None
+                nonfinite["kiln " + label] = sum(int((~torch.isfinite(x.float())).sum()) for x in outs)
+                rows["kiln " + label] = ([rel(x, r) for x, r in zip(outs, ref)], kiln_ms)
+                stdout.append(f"{label}: {done.stdout.strip()}")
         # The baseline: PyTorch's flash backend, or with a mask the better
         # of PyTorch's masked backends (per output).
         bases = [r[0] for lbl, r in rows.items() if not lbl.startswith("kiln") and len(r) == 2 and
@@ -233,12 +252,12 @@ def main():
         f = flops(b, h, sq, l, d, causal)
         print(f"\n{name}: b{b} h{h} kv{kv} sq{sq} l{l} d{d} {'causal' if causal else 'full'}"
               f"{' mask ' + form if masked else ''}"
-              f"  ({done.stdout.strip()})")
-        print(f"{'':12} {'bwd ms':>8} {'TFLOP/s':>8}   {'err O':>8} {'err dQ':>8} {'err dK':>8} "
+              f"  ({'; '.join(stdout)})")
+        print(f"{'':16} {'bwd ms':>8} {'TFLOP/s':>8}   {'err O':>8} {'err dQ':>8} {'err dK':>8} "
               f"{'err dV':>8}  ratio to {'torch masked' if masked else 'flash'} (max)")
         for label, row in rows.items():
             if len(row) == 1:
-                print(f"{label:12} {row[0]}")
+                print(f"{label:16} {row[0]}")
                 continue
             errs, ms = row
             t = f"{ms:8.3f} {f / ms / 1e9:8.1f}" if ms else f"{'-':>8} {'-':>8}"
@@ -247,11 +266,12 @@ def main():
             if label.startswith("kiln"):
                 # Without flash on these inputs: the flash errors of bf16
                 # attention are ~4e-3; 1e-2 is far above a right kernel.
-                ok = nonfinite == 0 and (ratio <= POLICY if ratio is not None else max(errs) < 1e-2)
+                bad = nonfinite[label]
+                ok = bad == 0 and (ratio <= POLICY if ratio is not None else max(errs) < 1e-2)
                 failed |= not ok
-                verdict = ("PASS" if ok else "FAIL") + (f" nonfinite {nonfinite}" if nonfinite else "")
+                verdict = ("PASS" if ok else "FAIL") + (f" nonfinite {bad}" if bad else "")
             rtext = f"{ratio:5.2f}" if ratio is not None else "    -"
-            print(f"{label:12} {t}   " + " ".join(f"{e:8.2e}" for e in errs) + f"  {rtext} {verdict}",
+            print(f"{label:16} {t}   " + " ".join(f"{e:8.2e}" for e in errs) + f"  {rtext} {verdict}",
                   flush=True)
         del ref
         torch.cuda.empty_cache()

@@ -28,7 +28,7 @@ if sys.argv[1:] == ["bwd"]:
     out = []
     for ty in TYPES:
         out.append(ss(64, ty, "mmaSSK"))
-        for n in (64, 128):
+        for n in (32, 64, 128):
             out.append(ss(n, ty, "mmaSST", "1, 1"))
     print("".join(out), end="")
     sys.exit(0)

@@ -97,6 +97,50 @@ TEST(FlashAttention90Backward, CompilesTheMaskedFormsForSm90a) {
   EXPECT_FALSE(cubin->empty());
 }
 
+/// The -D switch sets bench/fa90/variants.sh builds (FlashAttention90*.cuh:
+/// the forward's overlap at head dim 128, the backward's dQ split, merged
+/// waits, pipelining and ring depth) still compile through NVRTC, whichever
+/// of them the headers' defaults pick: bf16, both head dims, unmasked (the
+/// test above compiles the mask forms with the defaults).
+TEST(FlashAttention90Backward, CompilesEverySwitchSetForSm90a) {
+  const char *sets[] = {
+      "#define KILN_FA90_OVERLAP128 1\n",
+      "#define KILN_FA90_BWD_SPLIT 1\n",
+      "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_MERGE 1\n",
+      "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_PIPE 1\n#define KILN_FA90_BWD_STAGES 3\n",
+      ("#define KILN_FA90_BWD_SPLIT 0\n#define KILN_FA90_BWD_MERGE 0\n#define KILN_FA90_BWD_PIPE 0\n"
+       "#define KILN_FA90_OVERLAP128 0\n#define KILN_FA90_BWD_STAGES 2\n")};
+  for (const char *defines : sets) {
+    std::string text = std::string(defines) + flashAttention90Prelude() +
+                       flashAttention90BackwardPrelude();
+    for (int d : {64, 128}) {
+      std::string D = std::to_string(d);
+      {
+        const char *mask = "kiln_fa90::NoMask()";
+        std::string name = D;
+        std::string params =
+            "(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, "
+            "__nv_bfloat16 *o, const __nv_bfloat16 *dO, float *lse, const float *dd, float *acc, "
+            "__nv_bfloat16 *dK, __nv_bfloat16 *dV, const unsigned char *keep, int64_t B, "
+            "int64_t H, int64_t Hkv, int64_t S) {\n"
+            "  extern __shared__ __align__(1024) unsigned char smem[];\n  auto mask = " +
+            std::string(mask) + ";\n";
+        text += "extern \"C\" __global__ void __launch_bounds__(" +
+                std::to_string(artifact::hopperAttentionThreads(d)) + ", 1) fwd_" + name + params +
+                "  kiln_fa90::forward<__nv_bfloat16, " + D + ", kiln_fa90::defaultConsumers<" + D +
+                ">()>(q, k, v, o, lse, B, H, Hkv, S, S, 0.125f, true, smem, mask);\n}\n";
+        text += "extern \"C\" __global__ void __launch_bounds__(384, 1) bwd_" + name + params +
+                "  kiln_fa90::bwd::backward<__nv_bfloat16, " + D +
+                ">(q, k, v, dO, lse, dd, acc, dK, dV, B, H, Hkv, S, S, 0.125f, true, smem, mask);\n}\n";
+      }
+    }
+    NvrtcOptions options;
+    llvm::Expected<std::string> cubin = compileKernel({"fa90sw", text}, "sm_90a", options);
+    ASSERT_TRUE(static_cast<bool>(cubin)) << defines << llvm::toString(cubin.takeError());
+    EXPECT_FALSE(cubin->empty()) << defines;
+  }
+}
+
 TEST(FlashAttention90Backward, NvrtcRefusesAnotherSize) {
   NvrtcOptions options;
   llvm::Expected<std::string> cubin =

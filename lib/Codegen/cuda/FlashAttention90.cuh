@@ -45,7 +45,13 @@ template <int NC> __host__ __device__ constexpr int threads() { return 128 * (NC
 // Whether tile t's S = Q K^T overlaps tile t-1's O += P V within a
 // warpgroup. Measured on the H200 (docs/benchmarks.md): +8% at head dim 64;
 // at 128 the second live accumulator set costs more than it hides (-22%).
-template <int D> constexpr bool kOverlap = D == 64;
+// (-DKILN_FA90_OVERLAP128=1 builds the overlap at 128 too, for bench/fa90's
+// A/B runs.)
+#ifndef KILN_FA90_OVERLAP128
+#define KILN_FA90_OVERLAP128 0
+#endif
+template <int D> constexpr bool kOverlap = D == 64 || KILN_FA90_OVERLAP128 != 0;
+
 // Without kOverlap (two consumer warpgroups, which then walk the same key
 // tiles: 128 rows, tiles of 128 keys), whether the two warpgroups issue their
 // products by turns (FlashAttention-3's pingpong): named barriers 3 and 4

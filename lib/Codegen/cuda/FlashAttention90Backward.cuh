@@ -26,7 +26,10 @@
 // writes); causal is top-left aligned (key j visible to query i iff j <= i).
 namespace kiln_fa90 {
 namespace bwd {
-constexpr int BN = 128, BM = 64, kStages = 2;
+#ifndef KILN_FA90_BWD_STAGES
+#define KILN_FA90_BWD_STAGES 2
+#endif
+constexpr int BN = 128, BM = 64, kStages = KILN_FA90_BWD_STAGES;
 // How dQ += dS K is shared between the two consumer warpgroups. By turns
 // (kAlternateDq): warpgroup t % 2 computes query tile t's whole dQ over all
 // 128 keys and adds it to the fp32 accumulator: half the atomics of one
@@ -38,6 +41,31 @@ constexpr int BN = 128, BM = 64, kStages = 2;
 #define KILN_FA90_BWD_ALTERNATE 1
 #endif
 template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
+// How dQ's product is scheduled (bench/fa90 builds the variants to compare:
+// -DKILN_FA90_BWD_SPLIT, _MERGE, _PIPE = 0/1).
+// kSplitDq: both warpgroups compute every query tile's dQ over all 128 keys,
+// each half of the head dim's columns (m64n32 at head dim 64, m64n64 at
+// 128): the same atomics as kAlternateDq, the same work for both on every
+// tile, and no warpgroup-dependent branch around the products (such a
+// branch with a product in flight makes ptxas serialize every wgmma, C7518,
+// which is why the two below need it).
+#ifndef KILN_FA90_BWD_SPLIT
+#define KILN_FA90_BWD_SPLIT 0
+#endif
+#ifndef KILN_FA90_BWD_MERGE
+#define KILN_FA90_BWD_MERGE 0
+#endif
+#ifndef KILN_FA90_BWD_PIPE
+#define KILN_FA90_BWD_PIPE 0
+#endif
+template <int D> constexpr bool kSplitDq = KILN_FA90_BWD_SPLIT != 0 && kAlternateDq<D>;
+// kMergedDkDq: dQ's product is issued right behind dK += dS^T Q, one wait
+// for both instead of one per product.
+template <int D> constexpr bool kMergedDkDq = KILN_FA90_BWD_MERGE != 0 && kSplitDq<D>;
+// kPipelined (implies kMergedDkDq): the next query tile's S^T and dP^T are
+// issued before this tile's dQ atomics, which run under those products.
+// Head dim 64 only: at 128 the extra live accumulators spill (ptxas).
+template <int D> constexpr bool kPipelined = KILN_FA90_BWD_PIPE != 0 && kSplitDq<D> && D == 64;
 
 // Dynamic shared memory: K, V (BN rows), the two warpgroups' dS^T tiles
 // (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO
@@ -91,6 +119,19 @@ template <> __device__ __forceinline__ void mmaSST<128, __half>(float (&d)[64], 
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 1, 1;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+
+template <> __device__ __forceinline__ void mmaSST<32, __nv_bfloat16>(float (&d)[16], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+               : "l"(a), "l"(b), "r"(scaleD));
+}
+template <> __device__ __forceinline__ void mmaSST<32, __half>(float (&d)[16], uint64_t a, uint64_t b, int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                : "l"(a), "l"(b), "r"(scaleD));
 }
 
@@ -265,29 +306,45 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   // This warpgroup's keys, for the mask's class (keys past L are never
   // stored, and the mask is not read there).
   const int64_t myKeys = j0 + 64 * cg, myKeysEnd = min(myKeys + 64, L);
-  int n = 0; // iterations taken: the ring's stage and phase, the dS^T buffer's turn
-  for (int t = 0; t < nIter; ++t) {
-    if (blockDrops(t))
-      continue;
+  // The next iteration at or after t the block takes (the producer's walk).
+  auto nextIter = [&](int t) {
+    if constexpr (!Mask::kNone)
+      while (t < nIter && blockDrops(t))
+        ++t;
+    return t;
+  };
+  // S^T = K Q^T and dP^T = V dO^T of the n-th iteration taken (stage n % 2).
+  float st[BM / 2], dp[BM / 2];
+  auto scores = [&](int n) {
     const int s = n % kStages;
-    const int64_t h = headOf(t), i0 = rowsOf(t);
     const uint32_t qS = qAddr + s * (BM * D * 2), doS = doAddr + s * (BM * D * 2);
-    // dS^T of all 128 keys (this warpgroup's rows 64 cg ...), and its rows.
-    const uint32_t dsTile = dsAddr + (alternate ? (n & 1) : 0) * (2 * 64 * BM * 2),
-                   myDs = dsTile + cg * (64 * BM * 2);
-    const bool myDq = !alternate || (n & 1) == cg;
-    const unsigned char *lseS = smem + S::lse + s * BM * 4, *ddS = smem + S::dd + s * BM * 4;
     barrierWait(full(s), (n / kStages) & 1);
-    float st[BM / 2], dp[BM / 2];
     mmaFence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) { // S^T = K Q^T, dP^T = V dO^T
+    for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t a = (kk / 4) * BN * 128 + 64 * cg * 128 + (kk % 4) * 32,
                      bo = (kk / 4) * BM * 128 + (kk % 4) * 32;
       mmaSSK<BM, T>(st, descriptor(kAddr + a, 16, 1024), descriptor(qS + bo, 16, 1024), kk > 0);
       mmaSSK<BM, T>(dp, descriptor(vAddr + a, 16, 1024), descriptor(doS + bo, 16, 1024), kk > 0);
     }
     mmaCommit();
+  };
+  constexpr bool pipelined = kPipelined<D>, merged = kMergedDkDq<D> || pipelined;
+  int t = nextIter(0);
+  if (pipelined && t < nIter)
+    scores(0);
+  for (int n = 0; t < nIter; ++n) { // n: iterations taken: the ring's stage and phase, the dS^T buffer's turn
+    const int tNext = nextIter(t + 1);
+    const int s = n % kStages;
+    const int64_t h = headOf(t), i0 = rowsOf(t);
+    const uint32_t qS = qAddr + s * (BM * D * 2), doS = doAddr + s * (BM * D * 2);
+    // dS^T of all 128 keys (this warpgroup's rows 64 cg ...), and its rows.
+    const uint32_t dsTile = dsAddr + (alternate ? (n & 1) : 0) * (2 * 64 * BM * 2),
+                   myDs = dsTile + cg * (64 * BM * 2);
+    const bool myDq = kSplitDq<D> || !alternate || (n & 1) == cg;
+    const unsigned char *lseS = smem + S::lse + s * BM * 4, *ddS = smem + S::dd + s * BM * 4;
+    if (!pipelined)
+      scores(n);
     mmaWait<0>();
     pin(st);
     pin(dp);
@@ -299,6 +356,9 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     if constexpr (!Mask::kNone)
       if (myKeys < L)
         cls = mask.tile(mask.rows(b, h, i0, min(i0 + BM, Sq)), b, myKeys, myKeysEnd);
+    // Into pt, not in place: S^T's registers are defined by products only
+    // (kPipelined keeps them in flight across the loop's back edge).
+    float pt[BM / 2];
 #pragma unroll
     for (int x = 0; x < BM / 2; x += 2) {
       const int col = 8 * (x / 4) + 2 * (lane % 4);
@@ -311,16 +371,16 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
         if (key < L && qry + 1 < Sq)
           l1 = fmaf(-mask(b, h, qry + 1, key), log2e, l1);
       }
-      st[x] = exp2Approx(fmaf(st[x], scaleLog2, -l0));
-      st[x + 1] = exp2Approx(fmaf(st[x + 1], scaleLog2, -l1));
+      pt[x] = exp2Approx(fmaf(st[x], scaleLog2, -l0));
+      pt[x + 1] = exp2Approx(fmaf(st[x + 1], scaleLog2, -l1));
       if (!Mask::kNone && cls == kDrop)
-        st[x] = st[x + 1] = 0.f;
+        pt[x] = pt[x + 1] = 0.f;
       if (diagonal) {
         const int64_t key = j0 + keyA + ((x & 2) ? 8 : 0), qry = i0 + col;
         if (key > qry)
-          st[x] = 0.f;
+          pt[x] = 0.f;
         if (key > qry + 1)
-          st[x + 1] = 0.f;
+          pt[x + 1] = 0.f;
       }
     }
     uint32_t pp[BM / 16][4], ps[BM / 16][4];
@@ -328,7 +388,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
       for (int g = 0; g < 4; ++g)
-        pp[kk][g] = pack<T>(st[8 * kk + 2 * g], st[8 * kk + 2 * g + 1]);
+        pp[kk][g] = pack<T>(pt[8 * kk + 2 * g], pt[8 * kk + 2 * g + 1]);
     mmaFence();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) // dV += P^T dO (dO N-major)
@@ -340,7 +400,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     for (int x = 0; x < BM / 2; x += 2) {
       const int col = 8 * (x / 4) + 2 * (lane % 4);
       const float2 dcol = lds2(ddS + 4 * col);
-      const uint32_t packed = pack<T>(st[x] * (dp[x] - dcol.x), st[x + 1] * (dp[x + 1] - dcol.y));
+      const uint32_t packed = pack<T>(pt[x] * (dp[x] - dcol.x), pt[x + 1] * (dp[x + 1] - dcol.y));
       ps[x / 8][(x % 8) / 2] = packed;
       const int r = 16 * warp + lane / 4 + ((x & 2) ? 8 : 0);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(myDs + swizzled(64, r, col / 8) +
@@ -361,48 +421,90 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     for (int kk = 0; kk < BM / 16; ++kk) // dK += dS^T Q (Q N-major)
       mmaRS<D, T>(dk, ps[kk], descriptor(qS + kk * 16 * 128, BM * 128, 1024), 1);
     mmaCommit();
-    mmaWait<0>();
-    pin(dk);
-    pinU(ps);
-    __syncwarp();
-    if (lane == 0)
-      barrierArrive(empty(s)); // Q and dO of this stage are no longer read
     // dQ = dS K in blocks of 64 head-dim columns (32 accumulator registers),
     // added to the fp32 accumulator: rows i0 + 16 warp + lane / 4 (+ 8),
     // column pairs 64 hb + 8 (x / 4) + 2 (lane % 4).
     float *dqBase = dqAcc + ((b * H + h) * Sq + i0) * D;
-    if (myDq) {
+    // Columns of one dQ product: 64 (a block of them), or with kSplitDq half
+    // the head dim, this warpgroup's half.
+    constexpr int DQN = kSplitDq<D> ? D / 2 : 64, dqBlocks = kSplitDq<D> ? 1 : D / 64;
+    float dq[DQN / 2];
+    auto dqProducts = [&](int hb) {
+      const int col0 = kSplitDq<D> ? cg * DQN : 64 * hb; // first head-dim column
+      const uint32_t kCols = kAddr + (col0 / 64) * BN * 128 + (col0 % 64) * 2;
+      mmaFence();
+      if constexpr (alternate) {
 #pragma unroll
-      for (int hb = 0; hb < D / 64; ++hb) {
-        float dq[32];
-        mmaFence();
-        if constexpr (alternate) {
+        for (int kk = 0; kk < BN / 16; ++kk) // over all 128 keys
+          mmaSST<DQN, T>(dq, descriptor(dsTile + kk * 16 * 128, 64 * 128, 1024),
+                         descriptor(kCols + 16 * kk * 128, BN * 128, 1024), kk > 0);
+      } else {
 #pragma unroll
-          for (int kk = 0; kk < BN / 16; ++kk) // over all 128 keys
-            mmaSST<64, T>(dq, descriptor(dsTile + kk * 16 * 128, 64 * 128, 1024),
-                          descriptor(kAddr + hb * BN * 128 + 16 * kk * 128, BN * 128, 1024),
-                          kk > 0);
-        } else {
+        for (int kk = 0; kk < 64 / 16; ++kk) // over this warpgroup's 64 keys
+          mmaSST<DQN, T>(dq, descriptor(myDs + kk * 16 * 128, 64 * 128, 1024),
+                         descriptor(kCols + (64 * cg + 16 * kk) * 128, BN * 128, 1024),
+                         kk > 0);
+      }
+      mmaCommit();
+    };
+    auto dqAdd = [&](int hb) {
+      const int col0 = kSplitDq<D> ? cg * DQN : 64 * hb;
 #pragma unroll
-          for (int kk = 0; kk < 64 / 16; ++kk) // over this warpgroup's 64 keys
-            mmaSST<64, T>(dq, descriptor(myDs + kk * 16 * 128, 64 * 128, 1024),
-                          descriptor(kAddr + hb * BN * 128 + (64 * cg + 16 * kk) * 128,
-                                     BN * 128, 1024),
-                          kk > 0);
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = 16 * warp + lane / 4 + 8 * rr;
+        if (i0 + r < Sq) {
+#pragma unroll
+          for (int jb = 0; jb < DQN / 8; ++jb)
+            atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + col0 + 8 * jb +
+                                                 2 * (lane % 4)),
+                      make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
         }
-        mmaCommit();
+      }
+    };
+    auto release = [&] {
+      pin(dk);
+      pinU(ps);
+      __syncwarp();
+      if (lane == 0)
+        barrierArrive(empty(s)); // Q and dO of this stage are no longer read
+    };
+    if constexpr (merged) {
+      // dQ's first block is issued behind dK's product (kMergedDkDq), and
+      // with kPipelined the next iteration's S^T, dP^T behind that: the
+      // atomics run while the tensor cores work.
+      const bool ahead = pipelined && tNext < nIter;
+      if (myDq) {
+        dqProducts(0);
+        mmaWait<1>();
+      } else {
         mmaWait<0>();
-        pin(dq);
+      }
+      release();
+      if (ahead)
+        scores(n + 1);
+      if (myDq) {
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int r = 16 * warp + lane / 4 + 8 * rr;
-          if (i0 + r < Sq) {
+        for (int hb = 0; hb < dqBlocks; ++hb) {
+          if (hb > 0)
+            dqProducts(hb);
+          if (ahead && hb == 0)
+            mmaWait<1>();
+          else
+            mmaWait<0>();
+          pin(dq);
+          dqAdd(hb);
+        }
+      }
+    } else {
+      mmaWait<0>();
+      release();
+      if (myDq) {
 #pragma unroll
-            for (int jb = 0; jb < 8; ++jb)
-              atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + 64 * hb + 8 * jb +
-                                                   2 * (lane % 4)),
-                        make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
-          }
+        for (int hb = 0; hb < dqBlocks; ++hb) {
+          dqProducts(hb);
+          mmaWait<0>();
+          pin(dq);
+          dqAdd(hb);
         }
       }
     }
@@ -412,7 +514,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     // waits at the barrier this tile's dQ warpgroup reaches after its product.)
     if (!alternate)
       groupSync(1 + cg);
-    ++n;
+    t = tNext;
   }
   // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
   const int64_t kvRow = (b * Hkv + hk) * L + j0;
