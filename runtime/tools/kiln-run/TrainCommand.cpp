@@ -131,7 +131,7 @@ constexpr const char *kTrainUsage =
     "                          kernels; cuDNN or fail; Kiln's sm_90a attention\n"
     "                          where it fits and the generated kernels\n"
     "                          elsewhere (sm90; masked attention runs on it\n"
-    "                          only then)\n"
+    "                          under auto too)\n"
     "  --tuning on|off         use the tuning database's choices where its key\n"
     "                          matches this machine (default: on when the database\n"
     "                          exists; written by 'kiln-run tune')\n"
