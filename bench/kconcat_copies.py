@@ -63,11 +63,13 @@ def kernel_classes(lines):
                 kind = "columns"
             elif name.endswith("_adapter_block"):
                 kind = "adapter block"
-            elif ops and "kiln.concat" in ops[-1] and all(
-                    re.search(r"kiln\.(concat|transpose|cast|mul)\b", l) for l in ops):
+            elif any("kiln.concat" in l for l in ops):
                 # A frozen weight's is told apart at its launch (it reads a
-                # kiln_kernel.weight).
-                kind = "concat"
+                # kiln_kernel.weight); an activation's only concatenates
+                # (casts, transposes, scales of its inputs at most).
+                only = ops and "kiln.concat" in ops[-1] and all(
+                    re.search(r"kiln\.(concat|transpose|cast|mul)\b", l) for l in ops)
+                kind = "concat" if only else "other concat"
             classes[name] = kind
             name = None
             continue
@@ -102,9 +104,14 @@ def main(argv=None):
         kind = classes.get(m.group(1))
         if kind is None:
             continue
-        if kind == "concat":
+        if kind in ("concat", "other concat"):
             names = m.group(2).split(" : ", 1)[0].replace(" ", "").split(",")
-            kind = "weight concat" if weights.intersection(names) else "activation concat"
+            if weights.intersection(names):
+                kind = "weight concat"
+            elif kind == "concat":
+                kind = "activation concat"
+            else:
+                continue
         total = 0
         for group in (m.group(2), m.group(3)):
             types = group.split(" : ", 1)[1] if " : " in group else ""
