@@ -297,10 +297,15 @@ struct Lowering {
         int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
         bool here = width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
                     writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
+        // A GEMM reading the input after the concat's last use keeps the
+        // whole buffer alive: worth it for the wide part (the forward's x,
+        // which the backward's dA reads: + t's columns), not for a narrow
+        // one (t, which dB reads: it would keep all of [x | t]).
+        bool wide = 2 * width >= stride;
         for (Operation *user : input.getUsers()) {
           auto mm = dyn_cast<MatmulOp>(user);
           here = here && (user == fusion || (mm && readsAsColumns(mm, input) &&
-                                             position.lookup(user) < lastUse));
+                                             (wide || position.lookup(user) < lastUse)));
         }
         (here ? inPlace : copied).push_back({input, column});
         column += width;
