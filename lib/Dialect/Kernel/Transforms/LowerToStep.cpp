@@ -302,10 +302,19 @@ struct Lowering {
         // which the backward's dA reads: + t's columns), not for a narrow
         // one (t, which dB reads: it would keep all of [x | t]).
         bool wide = 2 * width >= stride;
-        for (Operation *user : input.getUsers()) {
+        auto gemmReads = [&](Operation *user, Value v) {
           auto mm = dyn_cast<MatmulOp>(user);
-          here = here && (user == fusion || (mm && readsAsColumns(mm, input) &&
-                                             (wide || position.lookup(user) < lastUse)));
+          return mm && readsAsColumns(mm, v) && (wide || position.lookup(user) < lastUse);
+        };
+        for (Operation *user : input.getUsers()) {
+          // A scale folded into the alpha of the GEMMs reading it (the
+          // backward's dy · s): those GEMMs read the input itself.
+          bool scaled = scales.count(user) && scales.lookup(user).first == input &&
+                        !user->use_empty() &&
+                        llvm::all_of(user->getUsers(), [&](Operation *reader) {
+                          return gemmReads(reader, user->getResult(0));
+                        });
+          here = here && (user == fusion || scaled || gemmReads(user, input));
         }
         (here ? inPlace : copied).push_back({input, column});
         column += width;
