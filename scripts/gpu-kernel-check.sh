@@ -27,6 +27,11 @@ prepare)
         -o "$out/data/${fixture}_$precision"
     done
   done
+  # K-concatenated LoRA (padded frozen weights): the adapter_block kernels
+  # and the prologue casts writing into the padded weights at a row stride.
+  "$kiln" compile test/fixtures/onnx/llama_dynamo/model.onnx --precision=bf16 \
+    --lora r=8,alpha=16,dropout=0 --optimizer adamw:lr=1e-4 --lora-k-concat \
+    --emit=cuda --arch=sm_90,sm_80 --kernel-check="$sizes" -o "$out/data/llama_dynamo_bf16_lora_kconcat"
   # The row kernels' vectorized layouts at the bench's row lengths (2048
   # columns: a block per row; 768: a warp per row; ragged, cross entropy,
   # scalar fallbacks), 37 rows (a last block of 5 warps' rows).

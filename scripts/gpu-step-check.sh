@@ -7,7 +7,8 @@
 #
 # `prepare` compiles the Llama fixture's step into .kiln artifacts (fp32 SGD
 # lr=1 to expose gradients, fp32 AdamW, the same with --dynamic and a
-# --buckets copy, bf16 + LoRA, the same with --lora-k-concat, bf16 + QLoRA,
+# --buckets copy, bf16 + LoRA, the same with --lora-k-concat, fp32 and bf16
+# LoRA with SGD lr=1 plain and K-concatenated (gradients), bf16 + QLoRA,
 # the same with --double-quant), writes
 # its initializers as safetensors and its test_data_set_0 inputs as raw
 # files and a token file, and runs `kiln interp --steps 3` for the AdamW
@@ -51,6 +52,16 @@ prepare)
   # views, kernels writing at a row stride) against the plain LoRA step.
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --lora-k-concat \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_lora_kconcat.kiln"
+  # Gradients through the padded frozen weights: SGD lr=1 exposes them as
+  # old - new adapters, the plain and the K-concatenated step from the
+  # same nonzero adapters (fp32 and bf16).
+  for precision in fp32 bf16; do
+    "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
+      --optimizer=sgd:lr=1 --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_${precision}_lora_sgd.kiln"
+    "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
+      --optimizer=sgd:lr=1 --lora-k-concat --emit=artifact --arch=sm_90,sm_80 \
+      -o "$out/llama_${precision}_lora_kconcat_sgd.kiln"
+  done
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_qlora.kiln"
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 --double-quant \

@@ -195,9 +195,23 @@ def Kernel_ViewOp : Kernel_Op<"view", [Pure]> {
 
 def Kernel_WeightOp : Kernel_Op<"weight", [Pure]> {
   let summary = "A frozen model weight, read from the weight source by name";
-  let arguments = (ins StrAttr:$name);
+  let description = [{
+    With `padded_from = [R, C]` the buffer is larger than the weight: the
+    weight's `[R, C]` elements sit in its top-left block (row stride: the
+    buffer's width), the rest starts as zeros. K-concatenation's padded
+    frozen weights (docs/design/lora-k-concat.md): the step writes the
+    adapter's `s B^T` into the rows below and `A^T` into the columns beside,
+    and one GEMM reads the weight with either.
+
+    ```mlir
+    %w = kiln_kernel.weight "l.up_proj.weight" {padded_from = array<i64: 64, 176>}
+        : !kiln_kernel.buffer<tensor<80x192xbf16>>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$padded_from);
   let results = (outs Kernel_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` qualified(type($result))";
+  let hasVerifier = 1;
 }
 
 def Kernel_ConstantOp : Kernel_Op<"constant", [Pure]> {

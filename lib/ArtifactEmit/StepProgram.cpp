@@ -187,7 +187,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
-  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld
+  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld, 4 with a padded weight
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -214,17 +214,26 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       // Version 3: a block of the source at an offset and row stride.
       if (SymExprAttr offset = view.getOffsetAttr()) {
         entry.set("offset", expr(offset));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
       if (SymExprAttr stride = view.getRowStrideAttr()) {
         entry.set("row_stride", expr(stride));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
     } else if (auto weight = dyn_cast<kernel::WeightOp>(op)) {
       entry.set("op", Json::string("weight"));
       entry.set("name", Json::string(weight.getName().str()));
       if (failed(result()))
         return failure();
+      // Version 4: a padded frozen weight (K-concatenation), the weight's own
+      // [rows, cols] in the buffer's top-left block.
+      if (std::optional<ArrayRef<int64_t>> from = weight.getPaddedFrom()) {
+        Json dims = Json::array();
+        for (int64_t d : *from)
+          dims.push(Json::integer(d));
+        entry.set("padded_from", std::move(dims));
+        version = std::max<int64_t>(version, 4);
+      }
     } else if (auto constant = dyn_cast<kernel::ConstantOp>(op)) {
       FailureOr<std::string> hex = literalHex(&op, constant.getValue());
       if (failed(hex))
@@ -265,7 +274,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         for (int64_t stride : strides.asArrayRef())
           rowStrides.push(Json::integer(stride));
         entry.set("row_strides", std::move(rowStrides));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
       Json symbols = Json::array();
       for (Attribute sym : kernelOp.getSymbols())
@@ -329,7 +338,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         for (Dim d : lds.getDims())
           ld.push(expr(d));
         entry.set("ld", std::move(ld));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
     } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
       // docs/artifact.md, "The fused LM head"; -1: absent.

@@ -70,7 +70,7 @@ kiln::runtime::persistentTensorBytes(const std::vector<const StepProgram *> &pro
           return s.takeError();
     for (const ProgramOp &op : program->ops)
       if (op.kind == ProgramOp::Kind::Weight)
-        if (Status s = add(*program, op.name, op.result); !s)
+        if (Status s = add(*program, weightKey(*program, op), op.result); !s)
           return s.takeError();
   }
   return bytes;

@@ -407,8 +407,13 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
             static_cast<CUdeviceptr>(*op.offset->evaluate(sizes)) * dtypeSize(p.buffers[op.result].dtype);
       break;
     case ProgramOp::Kind::Weight: {
-      Expected<NamedTensor *> weight =
-          loadWeight(op.name, p.buffers[op.result].dtype, shapes[op.result]);
+      if (!op.paddedFrom.empty() &&
+          (shapes[op.result].size() != 2 || op.paddedFrom[0] > shapes[op.result][0] ||
+           op.paddedFrom[1] > shapes[op.result][1]))
+        return Error{origin + ": " + where + ": weight '" + op.name +
+                     "' is padded from a shape larger than its buffer"};
+      Expected<NamedTensor *> weight = loadWeight(weightKey(p, op), p.buffers[op.result].dtype,
+                                                  shapes[op.result], op.name, op.paddedFrom);
       if (!weight)
         return Error{origin + ": " + weight.getError()};
       if ((*weight)->dtype != p.buffers[op.result].dtype ||

@@ -63,17 +63,16 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
   for (const ParamSpec &param : artifact->getParams())
     specs[param.name] = &param;
   // --init random: a splitmix64 stream per tensor (seeded by the name), so
-  // a tensor's values do not depend on load order.
-  auto randomTensor = [this](const std::string &name, DType dtype,
-                             const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
-    const Device &device = *this->device;
-    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
-    if (!tensor)
-      return tensor.takeError();
+  // a tensor's values do not depend on load order (nor on its padding).
+  auto randomBytes = [this](const std::string &name, DType dtype,
+                            const std::vector<int64_t> &shape) -> Expected<std::string> {
     uint64_t state = *options.randomInitSeed ^ 0x9E3779B97F4A7C15ull;
     for (char c : name)
       state = (state ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
-    std::vector<float> values(static_cast<size_t>(tensor->count));
+    int64_t count = 1;
+    for (int64_t d : shape)
+      count *= d;
+    std::vector<float> values(static_cast<size_t>(count));
     bool isNorm = name.find("norm") != std::string::npos;
     for (float &v : values) {
       if (shape.size() < 2) {
@@ -88,39 +87,32 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
       float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f); // [0, 1)
       v = (2.0f * unit - 1.0f) * 0.034641016f;                         // std 0.02
     }
-    Expected<std::string> bytes = convertElements(values.data(), DType::F32, dtype, tensor->count);
+    Expected<std::string> bytes = convertElements(values.data(), DType::F32, dtype, count);
     if (!bytes)
       return Error{"--init random: '" + name + "': " + bytes.getError()};
-    if (Status s = uploadTo(device, *tensor, *bytes); !s)
-      return s.takeError();
-    return &(store[name] = std::move(*tensor));
+    return bytes;
   };
-  return [this, weights, specs,
-          randomTensor](const std::string &name, DType dtype,
-                        const std::vector<int64_t> &shape) -> Expected<NamedTensor *> {
-    const Device &device = *this->device;
+  // The weight's elements as `dtype`, row-major in `shape`.
+  auto weightBytes = [this, weights, specs, randomBytes](
+                         const std::string &name, DType dtype,
+                         const std::vector<int64_t> &shape) -> Expected<std::string> {
     const StepArtifact &artifact = *this->artifact;
-    auto existing = store.find(name);
-    if (existing != store.end())
-      return &existing->second;
+    int64_t count = 1;
+    for (int64_t d : shape)
+      count *= d;
     auto spec = specs.find(name);
     // The model file's own small values (RoPE frequencies, norm weights),
     // when the weights lack the tensor: never random.
-    auto inlineValue = [&]() -> Expected<NamedTensor *> {
-      Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
-      if (!tensor)
-        return tensor.takeError();
+    auto inlineValue = [&]() -> Expected<std::string> {
       Expected<std::string> bytes =
-          convertElements(spec->second->value.data(), spec->second->dtype, dtype, tensor->count);
-      if (!bytes || bytes->size() != tensor->count * dtypeSize(dtype))
+          convertElements(spec->second->value.data(), spec->second->dtype, dtype, count);
+      if (!bytes || bytes->size() != static_cast<size_t>(count) * dtypeSize(dtype))
         return Error{"artifact value of '" + name + "' does not fit its buffer"};
-      if (Status s = uploadTo(device, *tensor, *bytes); !s)
-        return s.takeError();
-      return &(store[name] = std::move(*tensor));
+      return bytes;
     };
     bool hasValue = spec != specs.end() && !spec->second->value.empty();
     if (!weights && options.randomInitSeed)
-      return hasValue ? inlineValue() : randomTensor(name, dtype, shape);
+      return hasValue ? inlineValue() : randomBytes(name, dtype, shape);
     if (!weights || spec == specs.end())
       return Error{"no weights for '" + name + "'" +
                    (weights ? " (not in the artifact's params)" : " (no --weights)")};
@@ -143,19 +135,38 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
           std::memcpy(&transposed[(j * rows + i) * size], data + (i * cols + j) * size, size);
       data = reinterpret_cast<const unsigned char *>(transposed.data());
     }
-    Expected<NamedTensor> tensor = makeTensor(device, dtype, shape, pool.get(), name);
-    if (!tensor)
-      return tensor.takeError();
-    if (static_cast<int64_t>(info.getElementCount()) != tensor->count)
+    if (static_cast<int64_t>(info.getElementCount()) != count)
       return Error{file.getPath() + ": weight '" + info.name + "' has " +
                    std::to_string(info.getElementCount()) + " elements; '" + name + "' needs " +
-                   std::to_string(tensor->count)};
-    Expected<std::string> bytes = convertElements(data, info.dtype, dtype, tensor->count);
+                   std::to_string(count)};
+    Expected<std::string> bytes = convertElements(data, info.dtype, dtype, count);
     if (!bytes)
       return Error{file.getPath() + ": weight '" + info.name + "': " + bytes.getError()};
-    if (Status s = uploadTo(device, *tensor, *bytes); !s)
+    return bytes;
+  };
+  return [this, weightBytes](const std::string &key, DType dtype, const std::vector<int64_t> &shape,
+                             const std::string &source,
+                             const std::vector<int64_t> &paddedFrom) -> Expected<NamedTensor *> {
+    auto existing = store.find(key);
+    if (existing != store.end())
+      return &existing->second;
+    // A padded weight (K-concatenation): its own values in the top-left
+    // block, zeros in the rows and columns the step writes its adapter into.
+    bool padded = !paddedFrom.empty();
+    Expected<std::string> bytes = weightBytes(padded ? source : key, dtype, padded ? paddedFrom : shape);
+    if (!bytes)
+      return bytes.takeError();
+    if (padded)
+      *bytes = padWeightImage(*bytes, dtypeSize(dtype), paddedFrom[0], paddedFrom[1], shape[0],
+                              shape[1]);
+    Expected<NamedTensor> tensor = makeTensor(*device, dtype, shape, pool.get(), key);
+    if (!tensor)
+      return tensor.takeError();
+    if (bytes->size() != static_cast<size_t>(tensor->count) * dtypeSize(dtype))
+      return Error{"weight '" + key + "' does not fit its buffer"};
+    if (Status s = uploadTo(*device, *tensor, *bytes); !s)
       return s.takeError();
-    return &(store[name] = std::move(*tensor));
+    return &(store[key] = std::move(*tensor));
   };
 }
 
@@ -214,7 +225,7 @@ Status StepExecutor::runInitProgram(const StepProgram &init, const StepProgram &
       needed.insert(persistentKey(arg));
     for (const ProgramOp &op : p->ops)
       if (op.kind == ProgramOp::Kind::Weight)
-        needed.insert(op.name);
+        needed.insert(weightKey(*p, op));
   }
   for (auto it = store.begin(); it != store.end();)
     it = needed.count(it->first) ? std::next(it) : store.erase(it);

@@ -14,6 +14,7 @@
 
 #include "kiln/runtime/StepExecutor.h"
 #include "kiln/runtime/StepProgram.h"
+#include "kiln/artifact/MemoryPlanSection.h"
 
 #include <cstring>
 #include <tuple>
@@ -112,8 +113,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":4})",
-       "step: not a version 1, 2 or 3 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":5})",
+       "step: not a version 1, 2, 3 or 4 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -722,6 +723,65 @@ static void testLinearCrossEntropy() {
   }
 }
 
+// Version 4: a padded frozen weight (K-concatenation). Buffer 0 is W
+// [64, 176] padded to [80, 192]; view 1 its first 176 columns (W with the
+// adapter's 16 rows below, read by the forward GEMM at ldb 192), view 2
+// the adapter's rows, which a kernel writes at row stride 192.
+static std::string paddedProgram(int version, const std::string &paddedFrom) {
+  return R"({"format":"kiln-step-program","version":)" + std::to_string(version) +
+         R"(,"buffers":[{"dtype":"BF16","shape":["80","192"]},{"dtype":"BF16","shape":["80","176"]},)"
+         R"({"dtype":"BF16","shape":["16","176"]},{"dtype":"BF16","shape":["n","80"]},)"
+         R"({"dtype":"BF16","shape":["n","176"]}],)"
+         R"("args":[{"role":"input","name":"x","buffer":3}],"results":[],"ops":[)"
+         R"({"op":"weight","name":"w","result":0)" +
+         paddedFrom +
+         R"(},{"op":"view","source":0,"result":1,"offset":"0","row_stride":"192"},)"
+         R"({"op":"view","source":0,"result":2,"offset":"12288","row_stride":"192"},)"
+         R"({"op":"launch","kernel":"k","module":"m","items":"16","shared":"0","per":1,"block":32,)"
+         R"("args":[2],"symbols":[],"row_strides":[192]},{"op":"alloc","result":4},)"
+         R"({"op":"gemm","a":3,"b":1,"c":4,"trans_a":false,"trans_b":false,"m":"n","n":"176",)"
+         R"("k":"80","batch":"1","strides":["0","0","0"],"epilogue":"none","compute":"F32",)"
+         R"("ld":["80","192","176"]}]})";
+}
+
+static void testPaddedWeights() {
+  SymbolBindings sizes{{"n", 5}};
+  Expected<StepProgram> good =
+      StepProgram::decode(paddedProgram(4, R"(,"padded_from":[64,176])"), "step");
+  CHECK(good);
+  if (good) {
+    CHECK(good->ops[0].paddedFrom == (std::vector<int64_t>{64, 176}));
+    // Its own tensor: a program reading "w" packed gets another.
+    CHECK_EQ(weightKey(*good, good->ops[0]), "w#padded:80x192");
+    Expected<std::vector<int64_t>> elements = reachableElements(*good, sizes);
+    CHECK(elements && checkStridedViews(*good, sizes, *elements));
+    if (elements)
+      CHECK(gemmMatrices(*good, good->ops[5], sizes, *elements));
+    // The persistent bytes count the padding: [80, 192] bf16 and the input.
+    Expected<size_t> persistent = persistentBytes(*good, sizes);
+    CHECK(persistent && *persistent == size_t(80 * 192 * 2 + 5 * 80 * 2));
+  }
+  Expected<StepProgram> packed = StepProgram::decode(paddedProgram(4, ""), "step");
+  CHECK(packed && packed->ops[0].paddedFrom.empty() && weightKey(*packed, packed->ops[0]) == "w");
+  for (auto [version, from, error] :
+       {std::tuple<int, std::string, std::string>{
+            3, R"(,"padded_from":[64,176])", "step: op 0 (weight): 'padded_from' needs a version 4 program"},
+        {4, R"(,"padded_from":[64])", "step: op 0 (weight): 'padded_from' needs two dims"},
+        {4, R"(,"padded_from":[0,176])", "step: op 0 (weight): 'padded_from' dims are positive integers"},
+        {4, R"(,"padded_from":"64")", "step: op 0 (weight): missing or non-array 'padded_from'"}}) {
+    Expected<StepProgram> bad = StepProgram::decode(paddedProgram(version, from), "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), error);
+  }
+  // The loader's image: W's rows at the padded row stride, zeros around.
+  std::string w = "abcdef"; // 2 x 3 elements of 1 byte
+  CHECK_EQ(padWeightImage(w, 1, 2, 3, 3, 4), std::string("abc\0def\0\0\0\0\0", 12));
+  std::string w16 = "aAbBcCdDeEfF"; // 2 x 3 elements of 2 bytes
+  CHECK_EQ(padWeightImage(w16, 2, 2, 3, 2, 5),
+           std::string("aAbBcC\0\0\0\0dDeEfF\0\0\0\0", 20));
+}
+
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
@@ -729,6 +789,7 @@ int main() {
   testGemmAlphaBeta();
   testGemmLeadingDims();
   testStridedViews();
+  testPaddedWeights();
   testAttentionRoles();
   testLinearCrossEntropy();
   testConvert();

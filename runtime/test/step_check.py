@@ -21,6 +21,13 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
               row stride), the same 100 steps: step 1's loss within 2e-3
               relative of bf16-lora's (B = 0: only bf16 rounding differs),
               every loss within 5e-2 and the last ten's mean within 2e-2.
+  lora-k-concat-grads  fp32 and bf16 LoRA with SGD lr=1 from the same
+              nonzero adapters (the init's A, random B), one step on the
+              fixture's inputs, plain against --lora-k-concat (padded frozen
+              weights): the losses within 1e-5 (fp32) / 2e-3 (bf16) relative,
+              every adapter gradient (old - new, --save-adapters) nonzero and
+              within 1e-4 of its norm in fp32; in bf16 no farther from the
+              fp32 plain gradient than 1.5x the plain bf16 one + 1e-3.
   qlora       The same with NF4-quantized frozen weights (init program).
   qlora-dq    The same with --double-quant (the absmax as 8-bit codes, the
               8-bit decode fused into the NF4 dequantize); its first loss
@@ -78,6 +85,45 @@ def train(artifact, *extra, seq="16", keep=None):
         if m:
             losses[int(m.group(1))] = float(m.group(2))
     return losses
+
+
+def read_safetensors(path):
+    """name -> float32 array (F32, F16, BF16) of a safetensors file."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    body = raw[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        chunk = body[a:b]
+        if info["dtype"] == "F32":
+            v = np.frombuffer(chunk, dtype="<f4").astype(np.float32)
+        elif info["dtype"] == "F16":
+            v = np.frombuffer(chunk, dtype="<f2").astype(np.float32)
+        elif info["dtype"] == "BF16":
+            v = (np.frombuffer(chunk, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            sys.exit(f"FAIL {path}: dtype {info['dtype']} of '{name}'")
+        out[name] = v.reshape(info["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    """float32 tensors as an F32 safetensors file."""
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def fixed_inputs():
@@ -213,6 +259,67 @@ elif case in ("bf16-lora", "lora-k-concat", "qlora", "qlora-dq"):
             rel = abs(losses[1] - nf4[1]) / abs(nf4[1])
             check(rel <= 1e-2, f"step 1: double-quantized {losses[1]:.6f} vs fp32 absmax "
                                f"{nf4[1]:.6f} (rel {rel:.2e})")
+elif case == "lora-k-concat-grads":
+    # The K-concatenated step (padded frozen weights, adapter blocks written
+    # into them, in-place concatenations) against the plain LoRA step from
+    # the same nonzero adapters: SGD lr=1, one step on fixed inputs, the
+    # gradient of every adapter tensor is old - new (--save-adapters).
+    import shutil
+    rng = np.random.default_rng(7)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        init = os.path.join(work, f"init_{precision}")
+        train(f"llama_{precision}_lora_sgd.kiln", "--steps", "0", "--save-adapters", init)
+        start = os.path.join(work, f"start_{precision}")
+        os.makedirs(start, exist_ok=True)
+        shutil.copy(os.path.join(init, "adapter_config.json"), start)
+        tensors = read_safetensors(os.path.join(init, "adapter_model.safetensors"))
+        # B starts at zero in PEFT's init: nonzero B makes every adapter
+        # product and its input gradient (the padded weights' columns) count.
+        for name in sorted(tensors):
+            if "lora_B" in name:
+                tensors[name] = (0.05 * rng.standard_normal(tensors[name].shape)).astype(np.float32)
+        write_safetensors(os.path.join(start, "adapter_model.safetensors"), tensors)
+        for kind in ("plain", "kconcat"):
+            artifact = (f"llama_{precision}_lora_sgd.kiln" if kind == "plain"
+                        else f"llama_{precision}_lora_kconcat_sgd.kiln")
+            after = os.path.join(work, f"after_{precision}_{kind}")
+            losses = train(artifact, "--steps", "1", "--lr", "1", "--adapters", start,
+                           "--save-adapters", after,
+                           *fixed_inputs())
+            new = read_safetensors(os.path.join(after, "adapter_model.safetensors"))
+            grads = {n: tensors[n].astype(np.float64) - new[n].astype(np.float64) for n in tensors}
+            results[precision, kind] = (losses.get(1), grads)
+    for precision, tol in (("fp32", 1e-4), ("bf16", None)):
+        (lp, gp), (lk, gk) = results[precision, "plain"], results[precision, "kconcat"]
+        check(lp is not None and lk is not None, f"{precision}: both steps logged a loss")
+        if lp is None or lk is None:
+            continue
+        rel = abs(lk - lp) / abs(lp)
+        check(rel <= (1e-5 if precision == "fp32" else 2e-3),
+              f"{precision}: loss k-concat {lk:.7f} vs plain {lp:.7f} (rel {rel:.2e})")
+        check(sorted(gp) == sorted(gk) and len(gp) > 0, f"{precision}: {len(gp)} adapter tensors")
+        worst = 0.0
+        for name in sorted(gp):
+            norm = np.linalg.norm(gp[name])
+            check(norm > 0, f"{precision}: {name} has a nonzero gradient")
+            if precision == "fp32":
+                err = np.linalg.norm(gk[name] - gp[name]) / max(norm, 1e-30)
+                worst = max(worst, err)
+                if err > tol:
+                    check(False, f"fp32: {name}: k-concat gradient differs by {err:.2e} of its norm")
+            else:
+                # bf16: no farther from the fp32 plain step's gradient than the
+                # plain bf16 step is (1.5x + 1e-3), the numerics policy.
+                ref = results["fp32", "plain"][1][name]
+                rn = max(np.linalg.norm(ref), 1e-30)
+                plain, kcat = np.linalg.norm(gp[name] - ref) / rn, np.linalg.norm(gk[name] - ref) / rn
+                worst = max(worst, kcat / max(plain, 1e-12))
+                if kcat > 1.5 * plain + 1e-3:
+                    check(False, f"bf16: {name}: k-concat {kcat:.2e} from fp32, plain bf16 {plain:.2e}")
+        print(f"{precision}: worst gradient " +
+              (f"difference {worst:.2e} of the norm" if precision == "fp32"
+               else f"error ratio k-concat / plain {worst:.2f}"))
 elif case == "shapes":
     tokens = ["--data", os.path.join(data, "inputs", "tokens.bin"), "--seed", "3"]
     schedule = ["8", "16", "24", "8"]

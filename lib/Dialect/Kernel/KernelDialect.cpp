@@ -62,6 +62,20 @@ LogicalResult FusionOp::verify() {
   return success();
 }
 
+LogicalResult WeightOp::verify() {
+  std::optional<ArrayRef<int64_t>> from = getPaddedFrom();
+  if (!from)
+    return success();
+  RankedTensorType type = getResult().getType().getTensor();
+  if (from->size() != 2 || type.getRank() != 2 || !type.hasStaticShape())
+    return emitOpError("padded_from needs a static 2-D buffer and two dims");
+  for (int i = 0; i < 2; ++i)
+    if ((*from)[i] <= 0 || (*from)[i] > type.getDimSize(i))
+      return emitOpError("padded_from dim ") << i << " (" << (*from)[i]
+                                             << ") is outside the buffer's " << type.getDimSize(i);
+  return success();
+}
+
 LogicalResult ViewOp::verify() {
   RankedTensorType from = getSource().getType().getTensor();
   RankedTensorType to = getResult().getType().getTensor();

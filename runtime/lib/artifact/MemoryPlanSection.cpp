@@ -38,7 +38,7 @@ Expected<size_t> kiln::artifact::persistentBytes(const StepProgram &program,
     if ((arg.role != "param" && arg.role != "state") || named.insert(arg.name).second)
       ids.push_back(arg.buffer);
   for (const ProgramOp &op : program.ops)
-    if ((op.kind == ProgramOp::Kind::Weight && named.insert(op.name).second) ||
+    if ((op.kind == ProgramOp::Kind::Weight && named.insert(weightKey(program, op)).second) ||
         op.kind == ProgramOp::Kind::Constant)
       ids.push_back(op.result);
   size_t total = 0;

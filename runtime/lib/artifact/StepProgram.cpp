@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <set>
@@ -395,8 +396,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      version < 1 || version > 3)
-    return Error{origin + ": not a version 1, 2 or 3 kiln-step-program"};
+      version < 1 || version > 4)
+    return Error{origin + ": not a version 1, 2, 3 or 4 kiln-step-program"};
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
 
@@ -475,6 +476,22 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
     } else if (kind == "weight") {
       op.kind = ProgramOp::Kind::Weight;
       ok = d.string(o, "name", op.name, where) && d.buffer(o, "result", op.result, where);
+      // Version 4: the weight in the top-left block of a larger buffer.
+      if (ok && o.get("padded_from")) {
+        const Json *dims = d.member(o, "padded_from", Json::Kind::Array, where);
+        ok = dims != nullptr;
+        if (ok && version < 4)
+          ok = d.fail(where + ": 'padded_from' needs a version 4 program");
+        if (ok && dims->getElements().size() != 2)
+          ok = d.fail(where + ": 'padded_from' needs two dims");
+        for (size_t i = 0; ok && i < 2; ++i) {
+          const Json &dim = dims->getElements()[i];
+          if (!dim.isInteger() || dim.getInteger() <= 0)
+            ok = d.fail(where + ": 'padded_from' dims are positive integers");
+          else
+            op.paddedFrom.push_back(dim.getInteger());
+        }
+      }
     } else if (kind == "constant") {
       op.kind = ProgramOp::Kind::Constant;
       std::string hex;
@@ -851,6 +868,27 @@ Expected<std::vector<int64_t>> kiln::artifact::reachableElements(const StepProgr
     elements[op.result] = std::max<int64_t>(0, elements[op.source] - offset);
   }
   return elements;
+}
+
+std::string kiln::artifact::weightKey(const StepProgram &program, const ProgramOp &op) {
+  if (op.paddedFrom.empty() || op.result < 0 ||
+      static_cast<size_t>(op.result) >= program.buffers.size())
+    return op.name;
+  std::string key = op.name + "#padded:";
+  const std::vector<SizeExpr> &shape = program.buffers[op.result].shape;
+  for (size_t i = 0; i < shape.size(); ++i)
+    key += (i ? "x" : "") + shape[i].getText();
+  return key;
+}
+
+std::string kiln::artifact::padWeightImage(const std::string &packed, size_t elementSize,
+                                           int64_t rows, int64_t cols, int64_t paddedRows,
+                                           int64_t paddedCols) {
+  std::string padded(static_cast<size_t>(paddedRows * paddedCols) * elementSize, '\0');
+  size_t row = static_cast<size_t>(cols) * elementSize;
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(&padded[static_cast<size_t>(i * paddedCols) * elementSize], &packed[i * row], row);
+  return padded;
 }
 
 Status kiln::artifact::checkStridedViews(const StepProgram &program, const SymbolBindings &sizes,

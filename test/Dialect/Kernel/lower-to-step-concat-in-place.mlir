@@ -99,3 +99,51 @@ func.func @plain(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf
   %y = kiln.matmul %c, %w : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
   return %y : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
 }
+
+// -----
+
+// x is read again after the concat's last use too (the backward's dA =
+// dT^T x): x is the wide part, so it stays in place (the whole [x | t]
+// lives on, t's columns more than x alone) and the late GEMM reads it
+// through its view (ldb 72); t, narrow, is still copied beside it.
+// CHECK-LABEL: func.func @late_x
+// CHECK: %[[C:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x72xbf16, #kiln.dims<[n, s]>>>
+// CHECK: %[[X:.+]] = kiln_kernel.view %[[C]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>}
+// CHECK: kiln_kernel.launch @late_x_k0_silu ins(%{{.+}} : {{.*}}) outs(%[[X]] : {{.*}})
+// CHECK: kiln_kernel.launch @late_x_k{{[0-9]+}}_columns
+// CHECK: kiln_kernel.gemm %[[C]]
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[X]] -> %{{.+}} m = #kiln.expr<8> n = #kiln.expr<64> k = #kiln.expr<n*s> {{.*}} {lds = #kiln.dims<[8, 72, 64]>, trans_a}
+func.func @late_x(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x32xbf16>, %dy: tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, %dt: tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<32x8xbf16>, tensor<8x64xbf16>) attributes {kiln.lora_k_concat} {
+  %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %t = kiln.matmul %h, %a {transpose_b} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<8x64xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %h, %t {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
+  %y = kiln.matmul %c, %w : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<72x32xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  %g = kiln.matmul %dy, %t {transpose_a} : (tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x32x8xbf16, #kiln.dims<[n]>>
+  %db = kiln.reduce_sum %g {axes = array<i64: 0>} : (tensor<?x32x8xbf16, #kiln.dims<[n]>>) -> tensor<32x8xbf16>
+  %ga = kiln.matmul %dt, %h {transpose_a} : (tensor<?x?x8xbf16, #kiln.dims<[n, s]>>, tensor<?x?x64xbf16, #kiln.dims<[n, s]>>) -> tensor<?x8x64xbf16, #kiln.dims<[n]>>
+  %da = kiln.reduce_sum %ga {axes = array<i64: 0>} : (tensor<?x8x64xbf16, #kiln.dims<[n]>>) -> tensor<8x64xbf16>
+  return %y, %db, %da : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>, tensor<32x8xbf16>, tensor<8x64xbf16>
+}
+
+// -----
+
+// dy read through a scale folded into the dT GEMM's alpha (the LoRA
+// backward's dy · s): the GEMM reads dy in place (lda 72, alpha 2) and
+// writes dT beside it; no copy kernel.
+// CHECK-LABEL: func.func @scaled
+// CHECK: %[[C:.+]] = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x?x72xbf16, #kiln.dims<[n, s]>>>
+// CHECK: %[[DY:.+]] = kiln_kernel.view %[[C]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>}
+// CHECK: kiln_kernel.launch @scaled_k0_silu ins(%{{.+}} : {{.*}}) outs(%[[DY]] : {{.*}})
+// CHECK: %[[DT:.+]] = kiln_kernel.view %[[C]] {offset = #kiln.expr<64>, row_stride = #kiln.expr<72>}
+// CHECK: kiln_kernel.gemm %[[DY]], %{{.+}} -> %[[DT]] {{.*}} {alpha = 2.000000e+00 : f64, lds = #kiln.dims<[72, 8, 72]>}
+// CHECK-NOT: kiln_kernel.launch
+// CHECK: kiln_kernel.gemm %[[C]]
+func.func @scaled(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %b: tensor<64x8xbf16>, %w: tensor<32x72xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>> attributes {kiln.lora_k_concat} {
+  %dy = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %two = kiln.constant dense<2.0> : tensor<bf16>
+  %dys = kiln.mul %dy, %two : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<bf16>) -> tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
+  %dt = kiln.matmul %dys, %b : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<64x8xbf16>) -> tensor<?x?x8xbf16, #kiln.dims<[n, s]>>
+  %c = kiln.concat %dy, %dt {axis = 2 : i64} : (tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, tensor<?x?x8xbf16, #kiln.dims<[n, s]>>) -> tensor<?x?x72xbf16, #kiln.dims<[n, s]>>
+  %dx = kiln.matmul %c, %w {transpose_b} : (tensor<?x?x72xbf16, #kiln.dims<[n, s]>>, tensor<32x72xbf16>) -> tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+  return %dx : tensor<?x?x32xbf16, #kiln.dims<[n, s]>>
+}

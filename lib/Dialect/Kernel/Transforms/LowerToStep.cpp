@@ -10,6 +10,7 @@
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/SymbolicShape.h"
 #include "kiln/Dialect/Kernel/FusionPolicy.h"
+#include "kiln/Dialect/Kernel/PaddedWeights.h"
 #include "kiln/Dialect/Kernel/Passes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -179,6 +180,23 @@ struct Lowering {
   /// them after the concat's last use (the LoRA t the backward's dB reads:
   /// in place, it would keep the whole [x | t] alive).
   DenseMap<Operation *, SmallVector<std::pair<Value, int64_t>>> copiedColumns;
+  /// Padded frozen weights (docs/design/lora-k-concat.md, piece 4): per
+  /// weight name, one persistent [R + rows, C + cols] buffer holding W in
+  /// its top-left block, the forward's adapter block (`s B^T`, when W is
+  /// [in, out]) in the rows below and the input gradient's (`A^T`) in the
+  /// columns beside; each concatenation is a view of it.
+  struct PaddedWeight {
+    int64_t r = 0, c = 0, rows = 0, cols = 0;
+    SmallVector<WeightConcat, 2> concats;
+    std::string name;
+    Type element;
+    Value buffer; // the weight op, made where the first reader lowers
+  };
+  std::map<std::string, PaddedWeight> paddedWeights;
+  DenseMap<Operation *, std::string> paddedConcats; // concat fusion -> weight
+  /// Adapter blocks whose producer writes them into their padded weight
+  /// (the concat fusion's other input, read by nothing else).
+  DenseMap<Value, Operation *> weightBlockOf; // value -> its concat fusion
 
   /// The concat's inputs (block arguments in order, each once) when `op`
   /// is a loop fusion that only concatenates them along the last axis.
@@ -258,7 +276,8 @@ struct Lowering {
     llvm::SmallPtrSet<Operation *, 16> concats;
     for (Operation *op : ops) {
       auto fusion = dyn_cast<FusionOp>(op);
-      std::optional<SmallVector<Value>> inputs = fusion ? concatInputs(fusion) : std::nullopt;
+      std::optional<SmallVector<Value>> inputs =
+          fusion && !paddedConcats.count(fusion) ? concatInputs(fusion) : std::nullopt;
       if (!inputs)
         continue;
       int64_t stride = tensorOf(fusion->getResult(0)).getShape().back();
@@ -273,14 +292,29 @@ struct Lowering {
         RankedTensorType type = tensorOf(input);
         int64_t width = type.getShape().back();
         // Copied inputs go through a vectorized copy kernel: 8 elements.
-        ok = ok && width % 8 == 0 && column % 8 == 0 && !columnsOf.count(input);
+        ok = ok && width % 8 == 0 && column % 8 == 0 && !columnsOf.count(input) &&
+             !weightBlockOf.count(input);
         int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
         bool here = width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
                     writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
-        for (Operation *user : input.getUsers()) {
+        // A GEMM reading the input after the concat's last use keeps the
+        // whole buffer alive: worth it for the wide part (the forward's x,
+        // which the backward's dA reads: + t's columns), not for a narrow
+        // one (t, which dB reads: it would keep all of [x | t]).
+        bool wide = 2 * width >= stride;
+        auto gemmReads = [&](Operation *user, Value v) {
           auto mm = dyn_cast<MatmulOp>(user);
-          here = here && (user == fusion || (mm && readsAsColumns(mm, input) &&
-                                             position.lookup(user) < lastUse));
+          return mm && readsAsColumns(mm, v) && (wide || position.lookup(user) < lastUse);
+        };
+        for (Operation *user : input.getUsers()) {
+          // A scale folded into the alpha of the GEMMs reading it (the
+          // backward's dy · s): those GEMMs read the input itself.
+          bool scaled = scales.count(user) && scales.lookup(user).first == input &&
+                        !user->use_empty() &&
+                        llvm::all_of(user->getUsers(), [&](Operation *reader) {
+                          return gemmReads(reader, user->getResult(0));
+                        });
+          here = here && (user == fusion || scaled || gemmReads(user, input));
         }
         (here ? inPlace : copied).push_back({input, column});
         column += width;
@@ -295,8 +329,99 @@ struct Lowering {
     }
   }
 
+  /// Decides which frozen weights get a padded buffer: every concatenation
+  /// of one is a WeightConcat (at most one per axis), every other reader a
+  /// GEMM taking it as a 2-D right operand (it reads the top-left block
+  /// at the padded row stride), and the padded width and every block's
+  /// first column and width are multiples of 8 elements (vector stores,
+  /// cuBLASLt's 16-byte alignment).
+  void planPaddedWeights(ArrayRef<Operation *> ops) {
+    std::map<std::string, SmallVector<ParameterOp>> params;
+    for (Operation *op : ops) {
+      if (auto param = dyn_cast<ParameterOp>(op))
+        params[param.getName().str()].push_back(param);
+      auto fusion = dyn_cast<FusionOp>(op);
+      if (std::optional<WeightConcat> w = fusion ? weightConcatOf(fusion) : std::nullopt)
+        paddedWeights[w->weight.getName().str()].concats.push_back(*w);
+    }
+    for (auto it = paddedWeights.begin(); it != paddedWeights.end();) {
+      PaddedWeight &p = it->second;
+      auto type = tensorOf(p.concats.front().weight.getResult());
+      p.name = it->first;
+      p.element = type.getElementType();
+      p.r = type.getDimSize(0);
+      p.c = type.getDimSize(1);
+      bool ok = type.hasStaticShape();
+      llvm::SmallPtrSet<Operation *, 4> concatOps;
+      for (WeightConcat w : p.concats) {
+        int64_t &extra = w.axis == 0 ? p.rows : p.cols;
+        int64_t size = tensorOf(w.concat.getResult()).getDimSize(w.axis) -
+                       type.getDimSize(w.axis);
+        ok = ok && extra == 0 && tensorOf(w.weight.getResult()) == type;
+        extra = size;
+        concatOps.insert(w.fusion);
+      }
+      ok = ok && p.c % 8 == 0 && p.cols % 8 == 0;
+      for (ParameterOp param : params[it->first])
+        for (Operation *user : param->getUsers()) {
+          auto mm = dyn_cast<MatmulOp>(user);
+          ok = ok && (concatOps.contains(user) ||
+                      (mm && mm.getRhs() == param.getResult() && mm.getLhs() != param.getResult() &&
+                       (!mm.getTransposeA() || tensorOf(mm.getLhs()).getRank() == 2)));
+        }
+      if (!ok) {
+        it = paddedWeights.erase(it);
+        continue;
+      }
+      for (WeightConcat w : p.concats) {
+        paddedConcats[w.fusion] = it->first;
+        // The adapter block's producer writes it in place when nothing
+        // else reads it and it stores at the block's alignment.
+        auto arg = dyn_cast<BlockArgument>(w.concat->getOperand(1));
+        if (!arg)
+          continue;
+        Value block = w.fusion.getInputs()[arg.getArgNumber()];
+        int64_t vector = std::max<int64_t>(8, vectorWidthOf(block));
+        int64_t width = w.axis == 0 ? p.c : p.cols, first = w.axis == 0 ? 0 : p.c;
+        llvm::SmallPtrSet<Operation *, 1> none;
+        if (block.hasOneUse() && writesAsColumns(block, none) && !weightBlockOf.count(block) &&
+            block.getParentBlock() == w.fusion->getBlock() && width % vector == 0 &&
+            first % vector == 0 && (p.c + p.cols) % vector == 0)
+          weightBlockOf[block] = w.fusion;
+      }
+      ++it;
+    }
+  }
+
+  /// A view of `p`'s buffer: `shape` at `offset`, rows at the padded stride.
+  Value paddedView(Location loc, PaddedWeight &p, ArrayRef<int64_t> shape, int64_t offset,
+                   Type element) {
+    MLIRContext *ctx = builder.getContext();
+    // The weight op where its first reader or adapter-block writer lowers:
+    // before every use.
+    if (!p.buffer) {
+      auto full = RankedTensorType::get({p.r + p.rows, p.c + p.cols}, p.element);
+      p.buffer = builder.create<WeightOp>(loc, bufferOf(full), p.name,
+                                          builder.getDenseI64ArrayAttr({p.r, p.c}));
+    }
+    auto type = RankedTensorType::get(shape, element);
+    int64_t stride = p.c + p.cols;
+    return builder.create<ViewOp>(loc, BufferType::get(ctx, type), p.buffer, dimConst(ctx, offset),
+                                  stride != shape.back() ? dimConst(ctx, stride) : Dim());
+  }
+
+  /// The adapter's block of a weight concatenation: rows below W (axis 0)
+  /// or columns beside it (axis 1).
+  Value adapterBlock(Location loc, WeightConcat w) {
+    PaddedWeight &p = paddedWeights.at(paddedConcats.lookup(w.fusion));
+    Type element = tensorOf(w.weight.getResult()).getElementType();
+    if (w.axis == 0)
+      return paddedView(loc, p, {p.rows, p.c}, p.r * (p.c + p.cols), element);
+    return paddedView(loc, p, {p.r, p.cols}, p.c, element);
+  }
+
   /// Copies the packed `input` into `columns` (a block-of-columns view at
-  /// `stride`): a loop kernel that yields its argument.
+  /// `stride`; 0: a packed block): a loop kernel that yields its argument.
   void copyIntoColumns(Location loc, Value input, Value columns, int64_t stride) {
     OpBuilder top(func);
     std::string name = (func.getName() + "_k" + Twine(kernels++) + "_columns").str();
@@ -308,7 +433,8 @@ struct Lowering {
     SmallVector<std::string> symbols = bodySymbols(*body);
     SmallVector<StringRef> refs(symbols.begin(), symbols.end());
     kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
-    kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+    if (stride)
+      kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
     LaunchShape shape = launchShape(FusionKind::loop, *body);
     builder.create<LaunchOp>(loc, kernel.getSymName(), ValueRange{lookup(input)},
                              ValueRange{columns}, shape.items, shape.itemsPerBlock, shape.block,
@@ -320,6 +446,10 @@ struct Lowering {
   /// place (the concat's buffer allocated here, before its first
   /// producer), else null.
   Value columnsFor(Value v, Location loc) {
+    if (auto block = weightBlockOf.find(v); block != weightBlockOf.end()) {
+      std::optional<WeightConcat> w = weightConcatOf(cast<FusionOp>(block->second));
+      return adapterBlock(loc, *w);
+    }
     auto it = columnsOf.find(v);
     if (it == columnsOf.end())
       return Value();
@@ -344,6 +474,15 @@ struct Lowering {
   }
 
   Value lookup(Value v) { return map.lookup(v); }
+
+  /// The row stride a kernel writes a block view at (0: packed).
+  static int64_t rowStrideOfColumns(Value view) {
+    Dim stride = rowStrideOf(view);
+    if (!stride)
+      return 0;
+    auto none = [](StringRef) -> std::optional<int64_t> { return std::nullopt; };
+    return evaluateDim(stride, none).value_or(0);
+  }
 
   Value alloc(Location loc, Type tensorType) {
     return builder.create<AllocOp>(loc, bufferOf(tensorType));
@@ -442,8 +581,45 @@ struct Lowering {
     return success();
   }
 
+  /// A weight concatenation on a padded weight: the adapter's block is
+  /// written into it (by its producer, or here by the fusion's body less
+  /// W), and the concatenation is a view of the buffer.
+  LogicalResult lowerPaddedConcat(FusionOp fusion, PaddedWeight &p) {
+    Location loc = fusion.getLoc();
+    std::optional<WeightConcat> w = weightConcatOf(fusion);
+    Type element = tensorOf(w->weight.getResult()).getElementType();
+    auto arg = dyn_cast<BlockArgument>(w->concat->getOperand(1));
+    if (!arg || !weightBlockOf.count(fusion.getInputs()[arg.getArgNumber()])) {
+      OpBuilder top(func);
+      std::string name = (func.getName() + "_k" + Twine(kernels++) + "_adapter_block").str();
+      auto kernel = top.create<KernelOp>(loc, name, FusionKind::loop, top.getStrArrayAttr({}));
+      Block *body = new Block();
+      kernel.getBody().push_back(body);
+      SmallVector<Value> inputs = buildAdapterBlockBody(*w, *body);
+      SmallVector<std::string> symbols = bodySymbols(*body);
+      SmallVector<StringRef> refs(symbols.begin(), symbols.end());
+      kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
+      Value out = adapterBlock(loc, *w);
+      if (int64_t stride = rowStrideOfColumns(out))
+        kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+      SmallVector<Value> ins;
+      for (Value v : inputs)
+        ins.push_back(lookup(v));
+      LaunchShape shape = launchShape(FusionKind::loop, *body);
+      builder.create<LaunchOp>(loc, kernel.getSymName(), ins, ValueRange{out}, shape.items,
+                               shape.itemsPerBlock, shape.block, shape.shared);
+      ++launches;
+    }
+    SmallVector<int64_t> shape{p.r, p.c};
+    shape[w->axis] += w->axis == 0 ? p.rows : p.cols;
+    map.map(fusion->getResult(0), paddedView(loc, p, shape, 0, element));
+    return success();
+  }
+
   LogicalResult lowerFusion(FusionOp fusion) {
     Location loc = fusion.getLoc();
+    if (auto it = paddedConcats.find(fusion); it != paddedConcats.end())
+      return lowerPaddedConcat(fusion, paddedWeights.at(it->second));
     // A concatenation in place: its producers wrote its columns.
     if (auto it = concatBuffers.find(fusion); it != concatBuffers.end()) {
       Value buffer = it->second;
@@ -484,8 +660,7 @@ struct Lowering {
     for (auto [result, yielded] :
          llvm::zip(fusion.getResults(), body.getTerminator()->getOperands())) {
       Value out = columnsFor(result, loc);
-      rowStrides.push_back(
-          out ? tensorOf(columnsOf[result].first->getResult(0)).getShape().back() : 0);
+      rowStrides.push_back(out ? rowStrideOfColumns(out) : 0);
       if (!out)
         out = alloc(loc, yielded.getType());
       Value source;
@@ -660,8 +835,17 @@ struct Lowering {
     if (auto reduce = dyn_cast<kiln::AllReduceOp>(op))
       return lowerAllReduce(reduce);
     if (auto param = dyn_cast<ParameterOp>(op)) {
-      map.map(param.getResult(),
-              builder.create<WeightOp>(loc, bufferOf(param.getType()), param.getName()));
+      auto padded = paddedWeights.find(param.getName().str());
+      if (padded == paddedWeights.end()) {
+        map.map(param.getResult(),
+                builder.create<WeightOp>(loc, bufferOf(param.getType()), param.getName(),
+                                         DenseI64ArrayAttr()));
+        return success();
+      }
+      // One buffer per name, W in its top-left block.
+      PaddedWeight &p = padded->second;
+      RankedTensorType type = tensorOf(param.getResult());
+      map.map(param.getResult(), paddedView(loc, p, type.getShape(), 0, type.getElementType()));
       return success();
     }
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {
@@ -745,8 +929,10 @@ struct Lowering {
     }
     // Only in steps kiln-lora-k-concat rewrote (its flag is off by default
     // until the GPU measures the in-place concatenations).
-    if (func->hasAttr("kiln.lora_k_concat"))
+    if (func->hasAttr("kiln.lora_k_concat")) {
+      planPaddedWeights(ops);
       planInPlaceConcats(ops);
+    }
     for (Operation *op : ops)
       if (failed(lowerOp(op)))
         return failure();

@@ -120,6 +120,9 @@ struct ProgramOp {
   int source = -1;       ///< view, copy
   int target = -1;       ///< fill, copy
   std::string name;      ///< weight: its name; launch: the kernel symbol
+  /// weight, version 4: the weight's own [rows, cols] in the top-left block
+  /// of its larger buffer (a padded frozen weight; empty: the whole buffer).
+  std::vector<int64_t> paddedFrom;
   std::string bytes;     ///< constant: raw little-endian element bytes
   double value = 0;      ///< fill
   std::string module;    ///< launch: kernels/<module>/...
@@ -235,6 +238,19 @@ Expected<std::vector<GemmMatrix>> gemmMatrices(const StepProgram &program, const
 /// is not its width (a block of columns) is read or written only by GEMMs
 /// whose leading dimension for it is that stride; nothing else may index it
 /// as packed (\p elements: reachableElements). The error names the op.
+/// The executor's key for the tensor a weight op reads: its name, or for a
+/// padded weight (paddedFrom) the name and the buffer's shape, so that a
+/// program reading the same weight packed, or padded otherwise, gets a
+/// tensor of its own.
+std::string weightKey(const StepProgram &program, const ProgramOp &op);
+
+/// The padded image of a weight: `rows x cols` elements of `elementSize`
+/// bytes (row-major, `packed`) in the top-left block of a row-major
+/// `paddedRows x paddedCols` buffer, the rest zeros; and back.
+std::string padWeightImage(const std::string &packed, size_t elementSize, int64_t rows,
+                           int64_t cols, int64_t paddedRows, int64_t paddedCols);
+
+
 Status checkStridedViews(const StepProgram &program, const SymbolBindings &sizes,
                          const std::vector<int64_t> &elements);
 

@@ -80,9 +80,13 @@ class PersistentPool;
 class CudnnAttention;
 class Communicator;
 
-/// Finds or loads the persistent tensor a program's `weight` op names.
+/// Finds or loads the persistent tensor a program's `weight` op names:
+/// `key` (artifact::weightKey), the buffer's dtype and shape, and for a
+/// padded weight the weight's own [rows, cols] (`paddedFrom`, else empty)
+/// and its name (`source`), whose values fill the buffer's top-left block.
 using WeightLoader = std::function<Expected<NamedTensor *>(
-    const std::string &name, artifact::DType dtype, const std::vector<int64_t> &shape)>;
+    const std::string &key, artifact::DType dtype, const std::vector<int64_t> &shape,
+    const std::string &source, const std::vector<int64_t> &paddedFrom)>;
 
 /// One op's device time in a profiled step: a kernel's name, "gemm MxNxK
 /// DTYPE", "memset", "memcpy" or "result copies".

@@ -1,0 +1,67 @@
+//===- PaddedWeights.cpp - Frozen weights with the adapter's blocks -------===//
+//
+// Recognizes K-concatenation's weight concatenations in the fused step and
+// builds the kernel that writes only the adapter's block of one
+// (docs/design/lora-k-concat.md, piece 4).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kernel/PaddedWeights.h"
+
+#include "kiln/Dialect/Kernel/OpClassification.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::kernel;
+
+std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
+  if (fusion.getKind() != FusionKind::loop || fusion->getNumResults() != 1)
+    return std::nullopt;
+  Block &body = fusion.getBody().front();
+  auto concat = body.getTerminator()->getOperand(0).getDefiningOp<kiln::ConcatOp>();
+  if (!concat || concat->getNumOperands() != 2 || !concat->hasOneUse())
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(concat.getType());
+  // 16- and 32-bit floats: a kernel writing them moves at most 8 elements
+  // per vector store, which the 8-element alignment below covers.
+  Type element = type.getElementType();
+  if (type.getRank() != 2 || !type.hasStaticShape() ||
+      !(element.isBF16() || element.isF16() || element.isF32()) || concat.getAxis() > 1)
+    return std::nullopt;
+  auto arg = dyn_cast<BlockArgument>(concat->getOperand(0));
+  if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
+    return std::nullopt;
+  auto weight = fusion.getInputs()[arg.getArgNumber()].getDefiningOp<kiln::ParameterOp>();
+  if (!weight || weight.getTrainable() || weight.getType() != concat->getOperand(0).getType())
+    return std::nullopt;
+  // The adapter's block is computed afresh (a pointwise body), never
+  // accumulated into.
+  if (outputInit(concat->getOperand(1)) != OutputInit::None)
+    return std::nullopt;
+  WeightConcat w;
+  w.fusion = fusion;
+  w.weight = weight;
+  w.concat = concat;
+  w.weightArg = arg.getArgNumber();
+  w.axis = static_cast<int64_t>(concat.getAxis());
+  return w;
+}
+
+SmallVector<Value> kiln::kernel::buildAdapterBlockBody(WeightConcat w, Block &body) {
+  Block &old = w.fusion.getBody().front();
+  IRMapping map;
+  SmallVector<Value> inputs;
+  for (BlockArgument arg : old.getArguments()) {
+    if (arg.getArgNumber() == w.weightArg)
+      continue;
+    map.map(arg, body.addArgument(arg.getType(), arg.getLoc()));
+    inputs.push_back(w.fusion.getInputs()[arg.getArgNumber()]);
+  }
+  OpBuilder inside = OpBuilder::atBlockEnd(&body);
+  for (Operation &op : old.without_terminator())
+    if (&op != w.concat.getOperation())
+      inside.clone(op, map);
+  inside.create<YieldOp>(w.concat.getLoc(), map.lookup(w.concat->getOperand(1)));
+  return inputs;
+}

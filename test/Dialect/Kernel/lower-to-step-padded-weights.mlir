@@ -1,0 +1,87 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-lower-to-step | FileCheck %s
+
+// Padded frozen weights (docs/design/lora-k-concat.md, piece 4): W [64, 176]
+// read as [W ; s B^T] (forward) and [W | A^T] (input gradient) gets one
+// persistent [64 + 16, 176 + 16] buffer. The forward GEMM reads its first
+// 176 columns (ldb 192), the input gradient's GEMM its first 64 rows
+// (packed: a row of 192 is its width); no kernel copies W, the adapter
+// blocks are written into the rows below (offset 64 * 192) and the
+// columns beside (offset 176).
+// CHECK: kiln_kernel.kernel @padded_k{{[0-9]+}}_adapter_block <loop> symbols [] attributes {kiln.out_row_strides = array<i64: 192>} {
+// CHECK-NEXT: ^bb0(%{{.+}}: tensor<176x16xf32>):
+// CHECK-NOT: kiln.concat
+// CHECK: kiln_kernel.yield %{{.+}} : tensor<16x176xbf16>
+// CHECK: kiln_kernel.kernel @padded_k{{[0-9]+}}_adapter_block <loop> symbols [] attributes {kiln.out_row_strides = array<i64: 192>} {
+// CHECK-NEXT: ^bb0(%{{.+}}: tensor<16x64xbf16>):
+// CHECK-NEXT: kiln.transpose
+// CHECK-NEXT: kiln_kernel.yield %{{.+}} : tensor<64x16xbf16>
+// CHECK-LABEL: func.func @padded
+// CHECK: %[[W:.+]] = kiln_kernel.weight "m.up_proj.weight" {padded_from = array<i64: 64, 176>} : !kiln_kernel.buffer<tensor<80x192xbf16>>
+// CHECK: %[[BT:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<12288>, row_stride = #kiln.expr<192>} : !kiln_kernel.buffer<tensor<80x192xbf16>> -> !kiln_kernel.buffer<tensor<16x176xbf16>>
+// CHECK: kiln_kernel.launch @padded_k{{[0-9]+}}_adapter_block ins(%arg4 : {{.*}}) outs(%[[BT]] : {{.*}})
+// CHECK: %[[WB:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<192>} : !kiln_kernel.buffer<tensor<80x192xbf16>> -> !kiln_kernel.buffer<tensor<80x176xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[WB]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<176> k = #kiln.expr<80> {{.*}} {lds = #kiln.dims<[80, 192, 176]>}
+// CHECK: %[[AT:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<176>, row_stride = #kiln.expr<192>} : !kiln_kernel.buffer<tensor<80x192xbf16>> -> !kiln_kernel.buffer<tensor<64x16xbf16>>
+// CHECK: kiln_kernel.launch @padded_k{{[0-9]+}}_adapter_block ins(%{{.+}} : {{.*}}) outs(%[[AT]] : {{.*}})
+// CHECK: %[[WA:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>} : !kiln_kernel.buffer<tensor<80x192xbf16>> -> !kiln_kernel.buffer<tensor<64x192xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[WA]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<192> {{.*}} {trans_b}
+func.func @padded(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %dy: tensor<?x176xbf16, #kiln.dims<[n]>>, %dt: tensor<?x16xbf16, #kiln.dims<[n]>>,
+                  %a: tensor<16x64xf32> {kiln.param = "m.up_proj.lora_A.weight"},
+                  %b: tensor<176x16xf32> {kiln.param = "m.up_proj.lora_B.weight"})
+    -> (tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %ab = kiln.cast %a : tensor<16x64xf32> -> tensor<16x64xbf16>
+  %bb = kiln.cast %b : tensor<176x16xf32> -> tensor<176x16xbf16>
+  %bt = kiln.transpose %bb {perm = array<i64: 1, 0>} : (tensor<176x16xbf16>) -> tensor<16x176xbf16>
+  %t = kiln.matmul %x, %ab {transpose_b} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<16x64xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %w = kiln.parameter "m.up_proj.weight" : tensor<64x176xbf16>
+  %xt = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x80xbf16, #kiln.dims<[n]>>
+  %wb = kiln.concat %w, %bt {axis = 0 : i64} : (tensor<64x176xbf16>, tensor<16x176xbf16>) -> tensor<80x176xbf16>
+  %y = kiln.matmul %xt, %wb : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<80x176xbf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
+  %at = kiln.transpose %ab {perm = array<i64: 1, 0>} : (tensor<16x64xbf16>) -> tensor<64x16xbf16>
+  %wa = kiln.concat %w, %at {axis = 1 : i64} : (tensor<64x176xbf16>, tensor<64x16xbf16>) -> tensor<64x192xbf16>
+  %dyt = kiln.concat %dy, %dt {axis = 1 : i64} : (tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x192xbf16, #kiln.dims<[n]>>
+  %dx = kiln.matmul %dyt, %wa {transpose_b} : (tensor<?x192xbf16, #kiln.dims<[n]>>, tensor<64x192xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %y, %dx : tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}
+
+// -----
+
+// A weight with adapter rows only (k of q/k/v: the group's input gradient
+// joins q's product): the rows below W are packed, and a GEMM that reads W
+// alone takes the top block.
+// CHECK-LABEL: func.func @rows_only
+// CHECK: %[[W:.+]] = kiln_kernel.weight "m.k_proj.weight" {padded_from = array<i64: 64, 32>} : !kiln_kernel.buffer<tensor<72x32xbf16>>
+// CHECK: %[[TOP:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>} : !kiln_kernel.buffer<tensor<72x32xbf16>> -> !kiln_kernel.buffer<tensor<64x32xbf16>>
+// CHECK: %[[B:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<2048>} : !kiln_kernel.buffer<tensor<72x32xbf16>> -> !kiln_kernel.buffer<tensor<8x32xbf16>>
+// CHECK: kiln_kernel.launch @rows_only_k{{[0-9]+}}_adapter_block ins(%arg2 : {{.*}}) outs(%[[B]] : {{.*}})
+// CHECK: %[[WB:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>} : !kiln_kernel.buffer<tensor<72x32xbf16>> -> !kiln_kernel.buffer<tensor<72x32xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[WB]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<32> k = #kiln.expr<72>
+// CHECK: kiln_kernel.gemm %arg3, %[[TOP]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<32> {{.*}} {trans_b}
+func.func @rows_only(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %t: tensor<?x8xbf16, #kiln.dims<[n]>>,
+                     %b: tensor<32x8xf32> {kiln.param = "m.k_proj.lora_B.weight"}, %dy: tensor<?x32xbf16, #kiln.dims<[n]>>)
+    -> (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %w = kiln.parameter "m.k_proj.weight" : tensor<64x32xbf16>
+  %bb = kiln.cast %b : tensor<32x8xf32> -> tensor<32x8xbf16>
+  %bt = kiln.transpose %bb {perm = array<i64: 1, 0>} : (tensor<32x8xbf16>) -> tensor<8x32xbf16>
+  %xt = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x72xbf16, #kiln.dims<[n]>>
+  %wb = kiln.concat %w, %bt {axis = 0 : i64} : (tensor<64x32xbf16>, tensor<8x32xbf16>) -> tensor<72x32xbf16>
+  %y = kiln.matmul %xt, %wb : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %dx = kiln.matmul %dy, %w {transpose_b} : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %y, %dx : tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}
+
+// -----
+
+// A frozen weight that a kernel also reads (here scaled and returned) is
+// not padded: the concatenation stays a copy kernel of its own buffer.
+// CHECK-LABEL: func.func @read_by_kernel
+// CHECK-NOT: padded_from
+// CHECK: kiln_kernel.launch @read_by_kernel_k{{[0-9]+}}_{{.*}}concat
+func.func @read_by_kernel(%x: tensor<?x72xbf16, #kiln.dims<[n]>>, %bt: tensor<8x32xbf16>, %s: tensor<bf16>)
+    -> (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>) attributes {kiln.lora_k_concat} {
+  %w = kiln.parameter "m.v_proj.weight" : tensor<64x32xbf16>
+  %wb = kiln.concat %w, %bt {axis = 0 : i64} : (tensor<64x32xbf16>, tensor<8x32xbf16>) -> tensor<72x32xbf16>
+  %y = kiln.matmul %x, %wb : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+  %ws = kiln.mul %w, %s : (tensor<64x32xbf16>, tensor<bf16>) -> tensor<64x32xbf16>
+  return %y, %ws : tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>
+}
