@@ -116,7 +116,12 @@ Json attentionEntry(kiln::kernel::LaunchOp launch, const llvm::DenseMap<Value, i
     StringRef name = role.getName().strref();
     if (name == "narrowed")
       continue;
-    if (auto text = dyn_cast<StringAttr>(role.getValue())) {
+    if (auto list = dyn_cast<ArrayAttr>(role.getValue())) { // seq_major: role names
+      Json names = Json::array();
+      for (Attribute element : list)
+        names.push(Json::string(cast<StringAttr>(element).str()));
+      entry.set(name.str(), std::move(names));
+    } else if (auto text = dyn_cast<StringAttr>(role.getValue())) {
       entry.set(name.str(), Json::string(text.str()));
     } else if (auto flag = dyn_cast<BoolAttr>(role.getValue())) {
       entry.set(name.str(), Json::boolean(flag.getValue()));
@@ -187,7 +192,10 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
-  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld
+  // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld, 4 with
+  // a seq-major attention operand (an older runtime would run cuDNN or
+  // kiln_fa90 on [B, H, S, D] there).
+  int64_t version = 1;
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -214,11 +222,11 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       // Version 3: a block of the source at an offset and row stride.
       if (SymExprAttr offset = view.getOffsetAttr()) {
         entry.set("offset", expr(offset));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
       if (SymExprAttr stride = view.getRowStrideAttr()) {
         entry.set("row_stride", expr(stride));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
     } else if (auto weight = dyn_cast<kernel::WeightOp>(op)) {
       entry.set("op", Json::string("weight"));
@@ -265,7 +273,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         for (int64_t stride : strides.asArrayRef())
           rowStrides.push(Json::integer(stride));
         entry.set("row_strides", std::move(rowStrides));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
       Json symbols = Json::array();
       for (Attribute sym : kernelOp.getSymbols())
@@ -289,8 +297,11 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         if (!variants.getElements().empty())
           entry.set("variants", std::move(variants));
       }
-      if (launch.getAttention())
+      if (launch.getAttention()) {
         attentionLaunches.push_back({opEntries.size(), launch});
+        if (launch.getAttention()->get("seq_major"))
+          version = std::max<int64_t>(version, 4);
+      }
       // An NF4 dequantize for GEMMs: its buffers' roles, so the runtime may
       // run a GEMM that reads the codes instead (Nf4Roles.h).
       if (std::optional<Json> nf4 = kiln::nf4RolesOf(launch, kernelOp, ids, opIndex))
@@ -329,7 +340,7 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         for (Dim d : lds.getDims())
           ld.push(expr(d));
         entry.set("ld", std::move(ld));
-        version = 3;
+        version = std::max<int64_t>(version, 3);
       }
     } else if (auto head = dyn_cast<kernel::LinearCrossEntropyOp>(op)) {
       // docs/artifact.md, "The fused LM head"; -1: absent.

@@ -112,8 +112,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":4})",
-       "step: not a version 1, 2 or 3 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":5})",
+       "step: not a version 1, 2, 3 or 4 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
