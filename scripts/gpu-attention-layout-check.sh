@@ -170,15 +170,18 @@ PY
     done
   done
   for layout in bhsd bshd; do
-    "$kiln_run" train "$out/1b_$layout.kiln" --init random:0 --data "$out/1b_tokens.bin" \
-      --token-dtype uint32 --batch 4 --seq 2048 --steps 13 --seed 0 --log-every 1 \
-      > "$work/1b_$layout.log"
+    if ! "$kiln_run" train "$out/1b_$layout.kiln" --init random:0 --data "$out/1b_tokens.bin" \
+        --token-dtype uint32 --batch 4 --seq 2048 --steps 13 --seed 0 --log-every 1 \
+        > "$work/1b_$layout.log" 2>&1; then
+      verdict 1 "1b $layout: kiln-run train ($(tail -1 "$work/1b_$layout.log"))"
+      continue
+    fi
     grep "^attention:" "$work/1b_$layout.log" || true
     echo "1b $layout: median step_ms of steps 4-13:" "$(awk '$1 == "step" && $2 > 3 \
       {print $6}' "$work/1b_$layout.log" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
     "$kiln_run" train "$out/1b_$layout.kiln" --init random:0 --data "$out/1b_tokens.bin" \
       --token-dtype uint32 --batch 4 --seq 2048 --steps 3 --profile "$work/1b_$layout.profile.tsv" \
-      > /dev/null
+      > /dev/null || verdict 1 "1b $layout: kiln-run train --profile"
     echo "1b $layout: pure transpose launches:" \
       "$(grep -cE '_(reshape_transpose|transpose_reshape)\b' "$work/1b_$layout.profile.tsv" || true)"
     echo "1b $layout: step 1 loss $(awk '$1 == "step" && $2 == 1 {print $4}' "$work/1b_$layout.log")"
