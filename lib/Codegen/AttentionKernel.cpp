@@ -21,8 +21,7 @@ namespace {
 /// Which of an attention op's tensors are stored [B, S, H, D]
 /// (kiln-attention-layout's seq_major), by role.
 struct AttentionLayout {
-  bool q = false, k = false, v = false, o = false, dout = false, dq = false, dk = false,
-       dv = false;
+  bool q = false, k = false, v = false, o = false, dout = false, dq = false, dk = false, dv = false;
   explicit AttentionLayout(Operation *op) {
     if (isa<AttentionOp>(op)) {
       q = isSeqMajor(op, kAttnQuery);
@@ -42,8 +41,8 @@ struct AttentionLayout {
   }
   /// kiln_fa90::Layout's bits (kiln/artifact/HopperAttention.h).
   unsigned bits() const {
-    return (q ? 1 : 0) | (k ? 2 : 0) | (v ? 4 : 0) | (o ? 8 : 0) | (dout ? 16 : 0) |
-           (dq ? 32 : 0) | (dk ? 64 : 0) | (dv ? 128 : 0);
+    return (q ? 1 : 0) | (k ? 2 : 0) | (v ? 4 : 0) | (o ? 8 : 0) | (dout ? 16 : 0) | (dq ? 32 : 0) |
+           (dk ? 64 : 0) | (dv ? 128 : 0);
   }
 };
 
@@ -185,16 +184,16 @@ void Printer::hopperAttentionCall(bool backward, Value mask, const std::string &
     close("};");
   }
   std::string D = std::to_string(headDim);
-  std::string shape = qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
-                      literal(scale, Float32Type::get(op->getContext())) + ", " +
-                      (causal ? "true" : "false") +
-                      ", kiln_fa90_smem, kiln_fa90::elementMask(mask)" +
-                      (layout.bits() ? ", kiln_fa90::Layout<" + std::to_string(layout.bits()) + ">()"
-                                     : std::string());
+  std::string shape =
+      qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+      literal(scale, Float32Type::get(op->getContext())) + ", " + (causal ? "true" : "false") +
+      ", kiln_fa90_smem, kiln_fa90::elementMask(mask)" +
+      (layout.bits() ? ", kiln_fa90::Layout<" + std::to_string(layout.bits()) + ">()"
+                     : std::string());
   if (!backward) {
     line("kiln_fa90::forward<" + element + ", " + D + ", kiln_fa90::defaultConsumers<" + D +
-         ">()>(" + pointers + outName(outputIndex(op->getResult(0))) + ", kiln_fa90_lse, " +
-         shape + ");");
+         ">()>(" + pointers + outName(outputIndex(op->getResult(0))) + ", kiln_fa90_lse, " + shape +
+         ");");
     return;
   }
   line("kiln_fa90::bwd::backward<" + element + ", " + D + ">(" + pointers +
@@ -335,8 +334,8 @@ void Printer::attentionKernel(bool backward) {
     open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + vd[3] + "; t += blockDim.x)");
     line("const int64_t j = t / " + vd[3] + ", e = t % " + vd[3] + ";");
     line("kiln_atomic_add(&" + outName(dv) + "[" +
-         linear(stored(layout.dv, "b", "hk", "j", "e"), dims(op->getResult(2))) +
-         "], score[j] * " + value(dout, doutAt("e")) + ");");
+         linear(stored(layout.dv, "b", "hk", "j", "e"), dims(op->getResult(2))) + "], score[j] * " +
+         value(dout, doutAt("e")) + ");");
     close();
   }
   line("__syncthreads(); // the next row reuses the shared rows");

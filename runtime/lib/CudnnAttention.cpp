@@ -41,8 +41,7 @@ std::string AttentionShape::describe() const {
 AttentionTensorLayout kiln::runtime::attentionTensorLayout(const AttentionShape &s, unsigned bit) {
   bool keySide = bit & (artifact::kSeqMajorK | artifact::kSeqMajorV | artifact::kSeqMajorDk |
                         artifact::kSeqMajorDv);
-  int64_t heads = keySide ? s.kvHeads : s.heads, rows = keySide ? s.kvSeq : s.seq,
-          d = s.headDim;
+  int64_t heads = keySide ? s.kvHeads : s.heads, rows = keySide ? s.kvSeq : s.seq, d = s.headDim;
   AttentionTensorLayout t;
   t.dims = {s.batch, heads, rows, d};
   if (s.seqMajor & bit)
@@ -80,11 +79,9 @@ std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &graph, co
                                                      int64_t uid, const AttentionShape &s,
                                                      unsigned bit) {
   AttentionTensorLayout t = attentionTensorLayout(s, bit);
-  return graph.tensor(fe::graph::Tensor_attributes()
-                          .set_name(name)
-                          .set_uid(uid)
-                          .set_dim(t.dims)
-                          .set_stride(t.strides));
+  return graph.tensor(
+      fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(t.dims).set_stride(
+          t.strides));
 }
 
 void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &out, const char *name,

@@ -157,14 +157,16 @@ void testShapeAndScratch() {
   CHECK(scratch);
   if (scratch) {
     CHECK(scratch->calls == 2 && scratch->statistics == 2 * 4 * 128 * 4);
-    CHECK(scratch->workspace == size_t(2 * 4 * 128 * 64 * 4 + 2 * 2 * 4 * 128 * 64 * 2 + 2 * 4 * 128 * 4));
+    CHECK(scratch->workspace ==
+          size_t(2 * 4 * 128 * 64 * 4 + 2 * 2 * 4 * 128 * 64 * 2 + 2 * 4 * 128 * 4));
   }
 
   // kiln_fa90's kernels, by the bits each reads.
   CHECK_EQ(hopperAttentionKernel(forward->dtype, forward->headDim, forward->seqMajor),
            "kiln_fa90_fwd_bf16_d64_bshd_v_o");
-  CHECK_EQ(hopperAttentionBackwardKernel(backward->dtype, backward->headDim, "", backward->seqMajor),
-           "kiln_fa90_bwd_bf16_d64_bshd_v_do_dv");
+  CHECK_EQ(
+      hopperAttentionBackwardKernel(backward->dtype, backward->headDim, "", backward->seqMajor),
+      "kiln_fa90_bwd_bf16_d64_bshd_v_do_dv");
   CHECK_EQ(hopperAttentionBackwardKernel(backward->dtype, backward->headDim, "prep_",
                                          backward->seqMajor),
            "kiln_fa90_bwd_prep_bf16_d64_bshd_o_do");
@@ -192,14 +194,12 @@ void testCudnnStrides() {
     unsigned bit;
     const char *dims, *strides;
   } cases[] = {
-      {kSeqMajorQ, "2 8 16 64", "8192 1024 64 1"},  // dense [B, H, S, D]
-      {kSeqMajorK, "2 2 32 64", "4096 2048 64 1"},  // dense, kv heads and rows
-      {kSeqMajorV, "2 2 32 64", "4096 64 128 1"},   // [B, L, Hkv, D]
-      {kSeqMajorO, "2 8 16 64", "8192 64 512 1"},   // [B, S, H, D]
-      {kSeqMajorDout, "2 8 16 64", "8192 64 512 1"},
-      {kSeqMajorDq, "2 8 16 64", "8192 1024 64 1"},
-      {kSeqMajorDk, "2 2 32 64", "4096 2048 64 1"},
-      {kSeqMajorDv, "2 2 32 64", "4096 64 128 1"},
+      {kSeqMajorQ, "2 8 16 64", "8192 1024 64 1"}, // dense [B, H, S, D]
+      {kSeqMajorK, "2 2 32 64", "4096 2048 64 1"}, // dense, kv heads and rows
+      {kSeqMajorV, "2 2 32 64", "4096 64 128 1"},  // [B, L, Hkv, D]
+      {kSeqMajorO, "2 8 16 64", "8192 64 512 1"},  // [B, S, H, D]
+      {kSeqMajorDout, "2 8 16 64", "8192 64 512 1"}, {kSeqMajorDq, "2 8 16 64", "8192 1024 64 1"},
+      {kSeqMajorDk, "2 2 32 64", "4096 2048 64 1"},  {kSeqMajorDv, "2 2 32 64", "4096 64 128 1"},
   };
   for (const Case &c : cases) {
     AttentionTensorLayout t = attentionTensorLayout(s, c.bit);

@@ -27,8 +27,8 @@ constexpr unsigned kAll = 255;
 // The bench's steps: v and the output (forward), v, o, dO and dV (backward).
 std::string prepare(int d, unsigned layout);
 
-constexpr unsigned kBench = artifact::kSeqMajorV | artifact::kSeqMajorO |
-                            artifact::kSeqMajorDout | artifact::kSeqMajorDv;
+constexpr unsigned kBench =
+    artifact::kSeqMajorV | artifact::kSeqMajorO | artifact::kSeqMajorDout | artifact::kSeqMajorDv;
 
 std::string forward(DType dtype, int d, unsigned layout) {
   std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
@@ -68,10 +68,11 @@ std::string prepare(int d, unsigned layout) {
   unsigned prep = layout & artifact::kHopperPrepareLayoutBits;
   return "extern \"C\" __global__ void " +
          artifact::hopperAttentionBackwardKernel(DType::BF16, d, "prep_", layout) + "(const " + T +
-         " *o, const " + T + " *dO, float *dd, float *acc, int64_t rows, int64_t H, int64_t Sq) {\n"
+         " *o, const " + T +
+         " *dO, float *dd, float *acc, int64_t rows, int64_t H, int64_t Sq) {\n"
          "  kiln_fa90::bwd::prepare<" +
-         T + ", " + D + ">(o, dO, dd, acc, rows, H, Sq, kiln_fa90::Layout<" +
-         std::to_string(prep) + ">());\n}\n";
+         T + ", " + D + ">(o, dO, dd, acc, rows, H, Sq, kiln_fa90::Layout<" + std::to_string(prep) +
+         ">());\n}\n";
 }
 
 TEST(FlashAttention90Layout, NamesSayWhichTensorsAreSeqMajor) {

@@ -140,20 +140,21 @@ static std::string hopperBackwardSource(DType dtype, int64_t d, unsigned layout,
             ");\n}\n";
   std::string main = artifact::hopperAttentionBackwardKernel(dtype, d, "", layout);
   if (done.insert(main).second)
-    text += "extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(artifact::kHopperAttentionBackwardThreads) + ", 1)\n" + main + "(" + c +
-            "q, " + c + "k, " + c + "v, " + c + "dO,\n    const float *lse, const float *dd, " +
-            "float *dqAcc, " + t + " *dK, " + t +
-            " *dV, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, int64_t "
-            "scaleBits, int64_t causal) {\n"
-            "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-            "  kiln_fa90::bwd::backward<" +
-            t + ", " + D +
-            ">(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,\n"
-            "      __int_as_float((int)scaleBits), causal != 0, smem" +
-            (mainBits ? ", kiln_fa90::NoMask(), kiln_fa90::Layout<" + std::to_string(mainBits) + ">()"
-                      : std::string()) +
-            ");\n}\n";
+    text +=
+        "extern \"C\" __global__ void __launch_bounds__(" +
+        std::to_string(artifact::kHopperAttentionBackwardThreads) + ", 1)\n" + main + "(" + c +
+        "q, " + c + "k, " + c + "v, " + c + "dO,\n    const float *lse, const float *dd, " +
+        "float *dqAcc, " + t + " *dK, " + t +
+        " *dV, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, int64_t "
+        "scaleBits, int64_t causal) {\n"
+        "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+        "  kiln_fa90::bwd::backward<" +
+        t + ", " + D +
+        ">(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,\n"
+        "      __int_as_float((int)scaleBits), causal != 0, smem" +
+        (mainBits ? ", kiln_fa90::NoMask(), kiln_fa90::Layout<" + std::to_string(mainBits) + ">()"
+                  : std::string()) +
+        ");\n}\n";
   return text;
 }
 
@@ -234,8 +235,7 @@ int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options
   // Masked attention: one kiln_fa90 kernel per launch kernel, its mask the
   // generated kernel's; the backward's prepare and finish are the shared ones.
   std::set<std::string> maskedKernels;
-  std::set<Variant> maskedForwards =
-      hopperForwards(module, false, /*masked=*/true, &maskedKernels);
+  std::set<Variant> maskedForwards = hopperForwards(module, false, /*masked=*/true, &maskedKernels);
   std::set<Variant> maskedBackwards;
   for (const auto &entry : hopperForwards(module, true, /*masked=*/true, &maskedKernels))
     if (hasShape(maskedForwards, entry))

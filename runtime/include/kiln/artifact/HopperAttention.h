@@ -55,7 +55,8 @@ inline const char *attentionRoleName(unsigned bitIndex) {
 /// writes o; the backward's prepare reads o and dO; its main kernel reads
 /// q, k, v, dO and writes dQ (its fp32 accumulator, in dQ's layout), dK,
 /// dV; finish is elementwise (no bits).
-inline constexpr unsigned kHopperForwardLayoutBits = kSeqMajorQ | kSeqMajorK | kSeqMajorV | kSeqMajorO;
+inline constexpr unsigned kHopperForwardLayoutBits =
+    kSeqMajorQ | kSeqMajorK | kSeqMajorV | kSeqMajorO;
 inline constexpr unsigned kHopperPrepareLayoutBits = kSeqMajorO | kSeqMajorDout;
 inline constexpr unsigned kHopperBackwardLayoutBits =
     kSeqMajorQ | kSeqMajorK | kSeqMajorV | kSeqMajorDout | kSeqMajorDq | kSeqMajorDk | kSeqMajorDv;
@@ -117,9 +118,10 @@ inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq, 
 /// H and Sq after rows. The fp32 dQ accumulator has dQ's layout.
 inline std::string hopperAttentionBackwardKernel(DType dtype, int64_t headDim,
                                                  const char *part = "", unsigned layout = 0) {
-  unsigned bits = std::string(part) == "prep_" ? kHopperPrepareLayoutBits : kHopperBackwardLayoutBits;
-  return std::string("kiln_fa90_bwd_") + part + (dtype == DType::BF16 ? "bf16" : "f16") +
-         "_d" + std::to_string(headDim) + hopperAttentionLayoutSuffix(layout & bits);
+  unsigned bits =
+      std::string(part) == "prep_" ? kHopperPrepareLayoutBits : kHopperBackwardLayoutBits;
+  return std::string("kiln_fa90_bwd_") + part + (dtype == DType::BF16 ? "bf16" : "f16") + "_d" +
+         std::to_string(headDim) + hopperAttentionLayoutSuffix(layout & bits);
 }
 inline std::string hopperAttentionFinishKernel(DType dtype) {
   return std::string("kiln_fa90_bwd_finish_") + (dtype == DType::BF16 ? "bf16" : "f16");
