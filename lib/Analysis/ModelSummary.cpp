@@ -79,8 +79,9 @@ std::vector<AttentionSite> findAttention(func::FuncOp func) {
       site.op = op;
       site.raised = true;
       site.causal = attention.getCausal();
-      site.heads = staticDim(attention.getQuery(), 1);
-      site.kvHeads = staticDim(attention.getKey(), 1);
+      // Heads are dim 2 of a seq-major ([B, S, H, D]) operand.
+      site.heads = staticDim(attention.getQuery(), isSeqMajor(op, kAttnQuery) ? 2 : 1);
+      site.kvHeads = staticDim(attention.getKey(), isSeqMajor(op, kAttnKey) ? 2 : 1);
       site.headDim = staticDim(attention.getQuery(), 3);
       site.element = cast<RankedTensorType>(attention.getQuery().getType()).getElementType();
       if (Value mask = attention.getMask()) {

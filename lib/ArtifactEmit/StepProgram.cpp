@@ -116,7 +116,12 @@ Json attentionEntry(kiln::kernel::LaunchOp launch, const llvm::DenseMap<Value, i
     StringRef name = role.getName().strref();
     if (name == "narrowed")
       continue;
-    if (auto text = dyn_cast<StringAttr>(role.getValue())) {
+    if (auto list = dyn_cast<ArrayAttr>(role.getValue())) { // seq_major: role names
+      Json names = Json::array();
+      for (Attribute element : list)
+        names.push(Json::string(cast<StringAttr>(element).str()));
+      entry.set(name.str(), std::move(names));
+    } else if (auto text = dyn_cast<StringAttr>(role.getValue())) {
       entry.set(name.str(), Json::string(text.str()));
     } else if (auto flag = dyn_cast<BoolAttr>(role.getValue())) {
       entry.set(name.str(), Json::boolean(flag.getValue()));
@@ -187,7 +192,10 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
   // and op indices that come after it (attentionEntry).
   std::vector<Json> opEntries;
   std::vector<std::pair<size_t, kiln::kernel::LaunchOp>> attentionLaunches;
-  int64_t version = 1; // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld, 4 with a padded weight
+  // 2 once a GEMM scales (alpha) or accumulates (beta), 3 with ld, 4 with
+  // a padded weight, 5 with a seq-major attention operand (an older runtime
+  // would run cuDNN or kiln_fa90 on [B, H, S, D] there).
+  int64_t version = 1;
   llvm::DenseMap<Operation *, int64_t> opIndex;
   for (Operation &op : func.getBody().front())
     if (!isa<func::ReturnOp>(op))
@@ -298,8 +306,11 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         if (!variants.getElements().empty())
           entry.set("variants", std::move(variants));
       }
-      if (launch.getAttention())
+      if (launch.getAttention()) {
         attentionLaunches.push_back({opEntries.size(), launch});
+        if (launch.getAttention()->get("seq_major"))
+          version = std::max<int64_t>(version, 5);
+      }
       // An NF4 dequantize for GEMMs: its buffers' roles, so the runtime may
       // run a GEMM that reads the codes instead (Nf4Roles.h).
       if (std::optional<Json> nf4 = kiln::nf4RolesOf(launch, kernelOp, ids, opIndex))

@@ -17,6 +17,51 @@ using namespace kiln::kernel;
 
 namespace kiln::codegen::detail {
 
+namespace {
+/// Which of an attention op's tensors are stored [B, S, H, D]
+/// (kiln-attention-layout's seq_major), by role.
+struct AttentionLayout {
+  bool q = false, k = false, v = false, o = false, dout = false, dq = false, dk = false, dv = false;
+  explicit AttentionLayout(Operation *op) {
+    if (isa<AttentionOp>(op)) {
+      q = isSeqMajor(op, kAttnQuery);
+      k = isSeqMajor(op, kAttnKey);
+      v = isSeqMajor(op, kAttnValue);
+      o = isSeqMajor(op, kAttnResult);
+      return;
+    }
+    q = isSeqMajor(op, kGradQuery);
+    k = isSeqMajor(op, kGradKey);
+    v = isSeqMajor(op, kGradValue);
+    o = isSeqMajor(op, kGradOut);
+    dout = isSeqMajor(op, kGradDout);
+    dq = isSeqMajor(op, kGradQueryGrad);
+    dk = isSeqMajor(op, kGradKeyGrad);
+    dv = isSeqMajor(op, kGradValueGrad);
+  }
+  /// kiln_fa90::Layout's bits (kiln/artifact/HopperAttention.h).
+  unsigned bits() const {
+    return (q ? 1 : 0) | (k ? 2 : 0) | (v ? 4 : 0) | (o ? 8 : 0) | (dout ? 16 : 0) | (dq ? 32 : 0) |
+           (dk ? 64 : 0) | (dv ? 128 : 0);
+  }
+};
+
+/// An index of the [B, H, S, D] view in the tensor's own dim order.
+SmallVector<std::string> stored(bool seqMajor, const std::string &b, const std::string &h,
+                                const std::string &i, const std::string &d) {
+  if (seqMajor)
+    return {b, i, h, d};
+  return {b, h, i, d};
+}
+} // namespace
+
+/// The [B, H, S, D] view's dims of a tensor stored seq-major or not.
+static SmallVector<std::string> headMajor(SmallVector<std::string> dims, bool seqMajor) {
+  if (seqMajor)
+    std::swap(dims[1], dims[2]);
+  return dims;
+}
+
 void Printer::flashAttentionKernel(bool backward) {
   Operation *op = plan.anchor;
   Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
@@ -25,17 +70,27 @@ void Printer::flashAttentionKernel(bool backward) {
       backward ? cast<AttentionGradOp>(op).getCausal() : cast<AttentionOp>(op).getCausal();
   std::optional<APFloat> scaleAttr =
       backward ? cast<AttentionGradOp>(op).getScale() : cast<AttentionOp>(op).getScale();
-  SmallVector<Value> dense = {q, k, v};
+  AttentionLayout layout(op);
+  SmallVector<std::pair<Value, bool>> dense = {{q, layout.q}, {k, layout.k}, {v, layout.v}};
   if (backward)
-    dense.push_back(cast<AttentionGradOp>(op).getGrad());
-  std::string pointers;
-  for (Value operand : dense) {
+    dense.push_back({cast<AttentionGradOp>(op).getGrad(), layout.dout});
+  // kiln_fa90 takes the pointers alone (its layout is a template argument);
+  // kiln_flash each with its (batch, head, seq) strides.
+  std::string pointers, strided;
+  for (auto [operand, seqMajor] : dense) {
     auto arg = dyn_cast<BlockArgument>(operand);
     if (!arg)
       return fail(op, "tiled attention reads q, k, v and the gradient from kernel inputs");
+    DimList d = getDims(typeOf(operand));
+    MLIRContext *context = operand.getContext();
+    std::string row = dim(d[3]), plane = dim(dimMul(d[2], d[3])),
+                batch = dim(dimProduct(ArrayRef<Dim>(d).drop_front(), context));
     pointers += names.params.lookup(arg) + ", ";
+    // Stored dims 1 and 2 are (heads, seq), or (seq, heads) when seq-major.
+    strided += names.params.lookup(arg) + ", kiln_flash::Strides{" + batch + ", " +
+               (seqMajor ? row : plane) + ", " + (seqMajor ? plane : row) + "}, ";
   }
-  SmallVector<std::string> qd = dims(q), kd = dims(k);
+  SmallVector<std::string> qd = headMajor(dims(q), layout.q), kd = headMajor(dims(k), layout.k);
   int64_t headDim = typeOf(q).getDimSize(3);
   double scale = scaleAttr ? scaleAttr->convertToDouble() : 1.0 / std::sqrt((double)headDim);
   std::string element = storageType(elementOf(q));
@@ -63,16 +118,17 @@ void Printer::flashAttentionKernel(bool backward) {
     close("};");
   }
   std::string call = "kiln_flash::" + std::string(backward ? "backward" : "forward") + "<" +
-                     element + ", " + std::to_string(headDim) + ">(" + pointers + qd[0] + ", " +
+                     element + ", " + std::to_string(headDim) + ">(" + strided + qd[0] + ", " +
                      qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
                      literal(scale, Float32Type::get(q.getContext())) + ", " +
                      (causal ? "true" : "false");
-  auto at = [&](int index, Value result) {
-    return outName(index) + "[" + linear({"b", "h", "i", "d"}, dims(result)) + "]";
+  // The stores index each result in its own layout.
+  auto at = [&](int index, Value result, bool seqMajor) {
+    return outName(index) + "[" + linear(stored(seqMajor, "b", "h", "i", "d"), dims(result)) + "]";
   };
   if (!backward) {
     line("auto storeO = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
-         at(outputIndex(op->getResult(0)), op->getResult(0)) + " = " +
+         at(outputIndex(op->getResult(0)), op->getResult(0), layout.o) + " = " +
          store(elementOf(op->getResult(0)), "x") + "; };");
     line(call + ", mask, storeO, kiln_flash_smem);");
     return;
@@ -81,16 +137,17 @@ void Printer::flashAttentionKernel(bool backward) {
       dv = accumulatorIndex(op->getResult(2));
   if (dq >= 0)
     line("auto storeDQ = [&](int64_t b, int64_t h, int64_t i, int64_t d, float x) { " +
-         at(dq, op->getResult(0)) + " = " + store(elementOf(op->getResult(0)), "x") + "; };");
+         at(dq, op->getResult(0), layout.dq) + " = " + store(elementOf(op->getResult(0)), "x") +
+         "; };");
   else
     line("auto storeDQ = [&](int64_t, int64_t, int64_t, int64_t, float) {};");
   // dK and dV: four consecutive elements of an fp32 accumulator at once.
-  auto adder = [&](const char *name, int index, Value result) {
+  auto adder = [&](const char *name, int index, Value result, bool seqMajor) {
     if (index < 0) {
       line(std::string("auto ") + name + " = [&](int64_t, int64_t, int64_t, int64_t, float4) {};");
       return;
     }
-    std::string target = "&" + at(index, result);
+    std::string target = "&" + at(index, result, seqMajor);
     line(std::string("auto ") + name +
          " = [&](int64_t b, int64_t h, int64_t i, int64_t d, float4 x) { " +
          (typeOf(plan.outputs[index]).getElementType().isF32()
@@ -100,8 +157,8 @@ void Printer::flashAttentionKernel(bool backward) {
                     target + " + 3, x.w);") +
          " };");
   };
-  adder("addDK", dk, op->getResult(1));
-  adder("addDV", dv, op->getResult(2));
+  adder("addDK", dk, op->getResult(1), layout.dk);
+  adder("addDV", dv, op->getResult(2), layout.dv);
   line(call + ", mask, storeDQ, addDK, addDV, " + (dq >= 0 ? "true" : "false") + ", " +
        (dk >= 0 ? "true" : "false") + ", " + (dv >= 0 ? "true" : "false") + ", kiln_flash_smem);");
 }
@@ -112,7 +169,9 @@ void Printer::hopperAttentionCall(bool backward, Value mask, const std::string &
                                   bool causal, double scale, int64_t headDim,
                                   const std::string &element) {
   Operation *op = plan.anchor;
-  SmallVector<std::string> qd = dims(op->getOperand(0)), kd = dims(op->getOperand(1));
+  AttentionLayout layout(op);
+  SmallVector<std::string> qd = headMajor(dims(op->getOperand(0)), layout.q),
+                           kd = headMajor(dims(op->getOperand(1)), layout.k);
   line("extern __shared__ __align__(1024) unsigned char kiln_fa90_smem[];");
   if (!mask) {
     line("auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };");
@@ -125,13 +184,16 @@ void Printer::hopperAttentionCall(bool backward, Value mask, const std::string &
     close("};");
   }
   std::string D = std::to_string(headDim);
-  std::string shape = qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
-                      literal(scale, Float32Type::get(op->getContext())) + ", " +
-                      (causal ? "true" : "false") + ", kiln_fa90_smem, kiln_fa90::elementMask(mask)";
+  std::string shape =
+      qd[0] + ", " + qd[1] + ", " + kd[1] + ", " + qd[2] + ", " + kd[2] + ", " +
+      literal(scale, Float32Type::get(op->getContext())) + ", " + (causal ? "true" : "false") +
+      ", kiln_fa90_smem, kiln_fa90::elementMask(mask)" +
+      (layout.bits() ? ", kiln_fa90::Layout<" + std::to_string(layout.bits()) + ">()"
+                     : std::string());
   if (!backward) {
     line("kiln_fa90::forward<" + element + ", " + D + ", kiln_fa90::defaultConsumers<" + D +
-         ">()>(" + pointers + outName(outputIndex(op->getResult(0))) + ", kiln_fa90_lse, " +
-         shape + ");");
+         ">()>(" + pointers + outName(outputIndex(op->getResult(0))) + ", kiln_fa90_lse, " + shape +
+         ");");
     return;
   }
   line("kiln_fa90::bwd::backward<" + element + ", " + D + ">(" + pointers +
@@ -159,7 +221,15 @@ void Printer::attentionKernel(bool backward) {
     if (g.getScale())
       scaleAttr = g.getScale()->convertToDouble();
   }
-  SmallVector<std::string> qd = dims(q), kd = dims(k), vd = dims(v);
+  // Sizes of the [B, H, S, D] views; each tensor is read and written at
+  // its own layout's index (stored()).
+  AttentionLayout layout(op);
+  SmallVector<std::string> qd = headMajor(dims(q), layout.q), kd = headMajor(dims(k), layout.k),
+                           vd = headMajor(dims(v), layout.v);
+  auto qAt = [&](const char *d) { return stored(layout.q, "b", "h", "i", d); };
+  auto kAt = [&](const char *d) { return stored(layout.k, "b", "hk", "j", d); };
+  auto vAt = [&](const char *d) { return stored(layout.v, "b", "hk", "j", d); };
+  auto doutAt = [&](const char *d) { return stored(layout.dout, "b", "h", "i", d); };
   RankedTensorType qt = typeOf(q);
   double scale = scaleAttr ? *scaleAttr : 1.0 / std::sqrt((double)qt.getDimSize(3));
   line("extern __shared__ float kiln_smem[];");
@@ -177,7 +247,7 @@ void Printer::attentionKernel(bool backward) {
   open("for (int64_t j = threadIdx.x; j < " + kd[2] + "; j += blockDim.x)");
   line("float s = 0.f;");
   open("for (int64_t d = 0; d < " + qd[3] + "; ++d)");
-  line("s += " + value(q, {"b", "h", "i", "d"}) + " * " + value(k, {"b", "hk", "j", "d"}) + ";");
+  line("s += " + value(q, qAt("d")) + " * " + value(k, kAt("d")) + ";");
   close();
   line("s *= " + literal(scale, Float32Type::get(q.getContext())) + ";");
   if (mask) {
@@ -208,13 +278,14 @@ void Printer::attentionKernel(bool backward) {
   if (!backward) {
     int out = outputIndex(op->getResult(0));
     SmallVector<std::string> od = dims(op->getResult(0));
+    bool oSeqMajor = layout.o;
     line("__syncthreads();");
     open("for (int64_t e = threadIdx.x; e < " + vd[3] + "; e += blockDim.x)");
     line("float acc = 0.f;");
     open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
-    line("acc += score[j] * " + value(v, {"b", "hk", "j", "e"}) + ";");
+    line("acc += score[j] * " + value(v, vAt("e")) + ";");
     close();
-    line(outName(out) + "[" + linear({"b", "h", "i", "e"}, od) +
+    line(outName(out) + "[" + linear(stored(oSeqMajor, "b", "h", "i", "e"), od) +
          "] = " + store(elementOf(op->getResult(0)), "acc * inv") + ";");
     close();
     line("__syncthreads(); // the next row reuses the score row");
@@ -227,8 +298,7 @@ void Printer::attentionKernel(bool backward) {
   line("score[j] *= inv;");
   line("float dp = 0.f;");
   open("for (int64_t e = 0; e < " + vd[3] + "; ++e)");
-  line("dp += " + value(dout, {"b", "h", "i", "e"}) + " * " + value(v, {"b", "hk", "j", "e"}) +
-       ";");
+  line("dp += " + value(dout, doutAt("e")) + " * " + value(v, vAt("e")) + ";");
   close();
   line("dscore[j] = dp;");
   line("pdp += score[j] * dp;");
@@ -245,9 +315,9 @@ void Printer::attentionKernel(bool backward) {
     open("for (int64_t d = threadIdx.x; d < " + qd[3] + "; d += blockDim.x)");
     line("float acc = 0.f;");
     open("for (int64_t j = 0; j < " + kd[2] + "; ++j)");
-    line("acc += dscore[j] * " + value(k, {"b", "hk", "j", "d"}) + ";");
+    line("acc += dscore[j] * " + value(k, kAt("d")) + ";");
     close();
-    line(outName(dq) + "[" + linear({"b", "h", "i", "d"}, dims(op->getResult(0))) +
+    line(outName(dq) + "[" + linear(stored(layout.dq, "b", "h", "i", "d"), dims(op->getResult(0))) +
          "] = " + store(elementOf(op->getResult(0)), "acc * " + sc) + ";");
     close();
   }
@@ -256,16 +326,16 @@ void Printer::attentionKernel(bool backward) {
     open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + qd[3] + "; t += blockDim.x)");
     line("const int64_t j = t / " + qd[3] + ", d = t % " + qd[3] + ";");
     line("kiln_atomic_add(&" + outName(dk) + "[" +
-         linear({"b", "hk", "j", "d"}, dims(op->getResult(1))) + "], dscore[j] * " +
-         value(q, {"b", "h", "i", "d"}) + " * " + sc + ");");
+         linear(stored(layout.dk, "b", "hk", "j", "d"), dims(op->getResult(1))) +
+         "], dscore[j] * " + value(q, qAt("d")) + " * " + sc + ");");
     close();
   }
   if (dv >= 0) {
     open("for (int64_t t = threadIdx.x; t < " + kd[2] + " * " + vd[3] + "; t += blockDim.x)");
     line("const int64_t j = t / " + vd[3] + ", e = t % " + vd[3] + ";");
     line("kiln_atomic_add(&" + outName(dv) + "[" +
-         linear({"b", "hk", "j", "e"}, dims(op->getResult(2))) + "], score[j] * " +
-         value(dout, {"b", "h", "i", "e"}) + ");");
+         linear(stored(layout.dv, "b", "hk", "j", "e"), dims(op->getResult(2))) + "], score[j] * " +
+         value(dout, doutAt("e")) + ");");
     close();
   }
   line("__syncthreads(); // the next row reuses the shared rows");

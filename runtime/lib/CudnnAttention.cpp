@@ -13,6 +13,8 @@
 
 #include "kiln/runtime/CudnnAttention.h"
 
+#include "kiln/artifact/HopperAttention.h"
+
 #include <cstdlib>
 #include <dlfcn.h>
 #include <vector>
@@ -27,7 +29,26 @@ std::string AttentionShape::describe() const {
   if (kvSeq != seq)
     s += " l" + std::to_string(kvSeq);
   s += " d" + std::to_string(headDim) + (causal ? " causal" : "");
+  if (seqMajor) {
+    s += " bshd";
+    for (unsigned bit = 0; bit < 8; ++bit)
+      if (seqMajor & (1u << bit))
+        s += std::string(" ") + artifact::attentionRoleName(bit);
+  }
   return s;
+}
+
+AttentionTensorLayout kiln::runtime::attentionTensorLayout(const AttentionShape &s, unsigned bit) {
+  bool keySide = bit & (artifact::kSeqMajorK | artifact::kSeqMajorV | artifact::kSeqMajorDk |
+                        artifact::kSeqMajorDv);
+  int64_t heads = keySide ? s.kvHeads : s.heads, rows = keySide ? s.kvSeq : s.seq, d = s.headDim;
+  AttentionTensorLayout t;
+  t.dims = {s.batch, heads, rows, d};
+  if (s.seqMajor & bit)
+    t.strides = {rows * heads * d, d, heads * d, 1};
+  else
+    t.strides = {heads * rows * d, rows * d, d, 1};
+  return t;
 }
 
 #ifdef KILN_HAVE_CUDNN_FRONTEND
@@ -52,27 +73,21 @@ namespace {
 // Tensor uids of the variant pack.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDout, kDq, kDk, kDv };
 
-std::vector<int64_t> denseStrides(int64_t heads, int64_t rows, int64_t dim) {
-  return {heads * rows * dim, rows * dim, dim, 1};
-}
-
+// Dims and strides from attentionTensorLayout: cuDNN reads each tensor at
+// its own layout.
 std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &graph, const char *name,
-                                                     int64_t uid, int64_t batch, int64_t heads,
-                                                     int64_t rows, int64_t dim) {
-  return graph.tensor(fe::graph::Tensor_attributes()
-                          .set_name(name)
-                          .set_uid(uid)
-                          .set_dim({batch, heads, rows, dim})
-                          .set_stride(denseStrides(heads, rows, dim)));
+                                                     int64_t uid, const AttentionShape &s,
+                                                     unsigned bit) {
+  AttentionTensorLayout t = attentionTensorLayout(s, bit);
+  return graph.tensor(
+      fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(t.dims).set_stride(
+          t.strides));
 }
 
-void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &t, const char *name,
-               int64_t uid, int64_t batch, int64_t heads, int64_t rows, int64_t dim) {
-  t->set_output(true)
-      .set_name(name)
-      .set_uid(uid)
-      .set_dim({batch, heads, rows, dim})
-      .set_stride(denseStrides(heads, rows, dim));
+void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &out, const char *name,
+               int64_t uid, const AttentionShape &s, unsigned bit) {
+  AttentionTensorLayout t = attentionTensorLayout(s, bit);
+  out->set_output(true).set_name(name).set_uid(uid).set_dim(t.dims).set_stride(t.strides);
 }
 
 std::string dlopenReason() {
@@ -151,9 +166,9 @@ CudnnAttention::build(const AttentionShape &s) const {
   graph.set_io_data_type(s.dtype == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = tensor(graph, "Q", kQ, s.batch, s.heads, s.seq, s.headDim);
-  auto k = tensor(graph, "K", kK, s.batch, s.kvHeads, s.kvSeq, s.headDim);
-  auto v = tensor(graph, "V", kV, s.batch, s.kvHeads, s.kvSeq, s.headDim);
+  auto q = tensor(graph, "Q", kQ, s, artifact::kSeqMajorQ);
+  auto k = tensor(graph, "K", kK, s, artifact::kSeqMajorK);
+  auto v = tensor(graph, "V", kV, s, artifact::kSeqMajorV);
   float scale = static_cast<float>(s.scale);
   try {
     if (!s.backward) {
@@ -164,11 +179,11 @@ CudnnAttention::build(const AttentionShape &s) const {
       if (s.causal)
         options.set_causal_mask(true);
       auto [o, stats] = graph.sdpa(q, k, v, options);
-      setOutput(o, "O", kO, s.batch, s.heads, s.seq, s.headDim);
+      setOutput(o, "O", kO, s, artifact::kSeqMajorO);
       stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT);
     } else {
-      auto o = tensor(graph, "O", kO, s.batch, s.heads, s.seq, s.headDim);
-      auto dout = tensor(graph, "dO", kDout, s.batch, s.heads, s.seq, s.headDim);
+      auto o = tensor(graph, "O", kO, s, artifact::kSeqMajorO);
+      auto dout = tensor(graph, "dO", kDout, s, artifact::kSeqMajorDout);
       auto stats = graph.tensor(fe::graph::Tensor_attributes()
                                     .set_name("Stats")
                                     .set_uid(kStats)
@@ -180,9 +195,9 @@ CudnnAttention::build(const AttentionShape &s) const {
       if (s.causal)
         options.set_causal_mask(true);
       auto [dq, dk, dv] = graph.sdpa_backward(q, k, v, o, dout, stats, options);
-      setOutput(dq, "dQ", kDq, s.batch, s.heads, s.seq, s.headDim);
-      setOutput(dk, "dK", kDk, s.batch, s.kvHeads, s.kvSeq, s.headDim);
-      setOutput(dv, "dV", kDv, s.batch, s.kvHeads, s.kvSeq, s.headDim);
+      setOutput(dq, "dQ", kDq, s, artifact::kSeqMajorDq);
+      setOutput(dk, "dK", kDk, s, artifact::kSeqMajorDk);
+      setOutput(dv, "dV", kDv, s, artifact::kSeqMajorDv);
     }
     auto h = static_cast<cudnnHandle_t>(handle);
     auto check = [&](fe::error_t e, const char *stage) -> Status {

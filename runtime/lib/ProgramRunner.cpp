@@ -19,10 +19,14 @@ using namespace kiln::artifact;
 Expected<AttentionShape>
 kiln::runtime::attentionShape(const StepProgram &p, const AttentionRoles &a,
                               const std::vector<std::vector<int64_t>> &shapes) {
-  const std::vector<int64_t> &q = shapes[a.q], &k = shapes[a.k];
-  if (q.size() != 4 || k.size() != 4)
+  if (shapes[a.q].size() != 4 || shapes[a.k].size() != 4)
     return Error{"attention operands are not rank 4"};
+  // Compared and read as [B, H, S, D] views; seqMajor says which are
+  // stored [B, S, H, D].
+  auto view = [&](int id, unsigned bit) { return headMajorShape(shapes[id], a.isSeqMajor(bit)); };
+  const std::vector<int64_t> q = view(a.q, kSeqMajorQ), k = view(a.k, kSeqMajorK);
   AttentionShape s;
+  s.seqMajor = a.seqMajor;
   s.backward = a.backward;
   s.dtype = p.buffers[a.q].dtype;
   s.batch = q[0];
@@ -33,16 +37,16 @@ kiln::runtime::attentionShape(const StepProgram &p, const AttentionRoles &a,
   s.kvSeq = k[2];
   s.causal = a.causal;
   s.scale = a.scale;
-  std::vector<int> likeQ = {a.o}, likeK = {a.v};
+  std::vector<std::pair<int, unsigned>> likeQ = {{a.o, kSeqMajorO}}, likeK = {{a.v, kSeqMajorV}};
   if (a.backward) {
-    likeQ.insert(likeQ.end(), {a.dout, a.dq});
-    likeK.insert(likeK.end(), {a.dk, a.dv});
+    likeQ.insert(likeQ.end(), {{a.dout, kSeqMajorDout}, {a.dq, kSeqMajorDq}});
+    likeK.insert(likeK.end(), {{a.dk, kSeqMajorDk}, {a.dv, kSeqMajorDv}});
   }
-  for (int id : likeQ)
-    if (shapes[id] != q || p.buffers[id].dtype != s.dtype)
+  for (auto [id, bit] : likeQ)
+    if (view(id, bit) != q || p.buffers[id].dtype != s.dtype)
       return Error{"attention buffer " + std::to_string(id) + " does not match the query"};
-  for (int id : likeK)
-    if (shapes[id] != k || p.buffers[id].dtype != s.dtype)
+  for (auto [id, bit] : likeK)
+    if (view(id, bit) != k || p.buffers[id].dtype != s.dtype)
       return Error{"attention buffer " + std::to_string(id) + " does not match the key"};
   if (k[0] != s.batch || k[3] != s.headDim || p.buffers[a.k].dtype != s.dtype)
     return Error{"attention key does not match the query"};
@@ -167,8 +171,8 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   // mask inside; HopperAttentionOutput.cpp), an unmasked one the shared one.
   auto hopperMain = [&](const ProgramOp &op, const AttentionShape &s) {
     return op.attention->masked ? "kiln_fa90_" + op.name
-           : s.backward         ? artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim)
-                                : artifact::hopperAttentionKernel(s.dtype, s.headDim);
+           : s.backward ? artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim, "", s.seqMajor)
+                        : artifact::hopperAttentionKernel(s.dtype, s.headDim, s.seqMajor);
   };
   // Masked variants run wherever their image loads (cuDNN never takes the
   // kernel's mask): checked standalone by bench/fa90/bwd_check.py and in a
@@ -180,8 +184,20 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   auto hopperMay = [&](const ProgramOp &op, const AttentionShape &s) {
     return hopperHas(hopperMain(op, s));
   };
-  auto hopperBackwardIn = [&](const AttentionShape &s) {
-    return hopperHas(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim));
+  // Whether a backward that reads forward \p f's output (they pair by o)
+  // has its kiln_fa90 kernel, in its own layout: then the forward writes
+  // the row statistics that backward reads.
+  auto hopperBackwardIn = [&](size_t f) {
+    for (size_t j = f + 1; j < p.ops.size(); ++j) {
+      const ProgramOp &g = p.ops[j];
+      if (g.kind != ProgramOp::Kind::Launch || !g.attention || !g.attention->backward ||
+          g.attention->o != p.ops[f].attention->o)
+        continue;
+      Expected<AttentionShape> s = attentionShape(p, *g.attention, shapes);
+      if (s && hopperMay(g, *s))
+        return true;
+    }
+    return false;
   };
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
@@ -200,7 +216,7 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         artifact::hopperAttentionFits(shape->dtype, shape->headDim) && shape->kvHeads > 0 &&
         shape->heads % shape->kvHeads == 0 && hopperMay(op, *shape)) {
       hopperShape[i] = *shape;
-      if (hopperBackwardIn(*shape) && artifact::hopperAttentionBackwardFits(shape->seq)) {
+      if (hopperBackwardIn(i) && artifact::hopperAttentionBackwardFits(shape->seq)) {
         Expected<DeviceBuffer> stats = DeviceBuffer::allocate(
             device, static_cast<size_t>(shape->batch * shape->heads * shape->seq) * 4);
         if (!stats)
@@ -355,10 +371,14 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         auto strided = [](int64_t threads) {
           return std::max<int64_t>(1, std::min<int64_t>((threads + 255) / 256, 4096));
         };
-        added = add(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim, "prep_"),
+        // A seq-major o or dO: the prepare kernel finds rows by H and Sq.
+        std::vector<int64_t> prepSymbols = {rows};
+        if (s.seqMajor & artifact::kHopperPrepareLayoutBits)
+          prepSymbols.insert(prepSymbols.end(), {s.heads, s.seq});
+        added = add(artifact::hopperAttentionBackwardKernel(s.dtype, s.headDim, "prep_", s.seqMajor),
                     "kiln_fa90 attention prepare " + s.describe(),
                     strided(rows * (s.headDim / 8)), 256, 0,
-                    {ptr(a.o), ptr(a.dout), hopperDd, hopperDqAcc}, {rows});
+                    {ptr(a.o), ptr(a.dout), hopperDd, hopperDqAcc}, prepSymbols);
         if (added)
           added = add(hopperMain(op, s), "kiln_fa90 attention " + s.describe(),
                       artifact::hopperAttentionBackwardBlocks(s.batch, s.kvHeads, s.kvSeq),

@@ -113,8 +113,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":5})",
-       "step: not a version 1, 2, 3 or 4 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":6})",
+       "step: not a version 1 to 5 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",

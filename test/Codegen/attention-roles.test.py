@@ -28,7 +28,8 @@ for op in ops:
     line = (f"launch {op['kernel']} {a['direction']}{' causal' if a['causal'] else ''}"
             f"{' masked' if a.get('masked') else ''} "
             f"scale {a['scale']:g} roles {' '.join(roles)} replaces {len(a['replaces'])}"
-            + (f" ({kinds})" if kinds else ""))
+            + (f" ({kinds})" if kinds else "")
+            + (f" seq_major {' '.join(a['seq_major'])}" if "seq_major" in a else ""))
     if a["direction"] == "backward":
         # Another implementation writes dk/dv at this launch: their memory
         # must be live from here on.
@@ -42,3 +43,4 @@ for op in ops:
     elif a["o"] in forward_outputs:
         pairs += 1
 print(f"forward/backward pairs by o: {pairs}")
+print(f"program version {program['version']}")

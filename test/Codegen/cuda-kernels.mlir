@@ -90,11 +90,11 @@ func.func @xent(%l: tensor<?x256xf32, #kiln.dims<[n]>>, %y: tensor<?xi64, #kiln.
 }
 
 // bf16 grouped-query attention: the tiled tensor-core kernel, a block of 128
-// threads per 64 query rows, reading the dense inputs.
+// threads per 64 query rows, reading the dense inputs (rows D apart).
 // LAUNCH: kiln_kernel.launch @attn_k0_attention {{.*}} items = #kiln.expr<4*b*s> per 64 block 128 shared #kiln.expr<35840>
 // ATTN: extern __shared__ __align__(128) unsigned char kiln_flash_smem[];
 // ATTN: auto mask = [&](int64_t, int64_t, int64_t, int64_t) { return 0.f; };
-// ATTN: kiln_flash::forward<__nv_bfloat16, 16>(in0, in1, in2, sym_b, 4, 2, sym_s, sym_s, 2.500000000e-01f, true, mask, storeO, kiln_flash_smem);
+// ATTN: kiln_flash::forward<__nv_bfloat16, 16>(in0, kiln_flash::Strides{64*sym_s, 16*sym_s, 16}, in1, kiln_flash::Strides{32*sym_s, 16*sym_s, 16}, in2, kiln_flash::Strides{32*sym_s, 16*sym_s, 16}, sym_b, 4, 2, sym_s, sym_s, 2.500000000e-01f, true, mask, storeO, kiln_flash_smem);
 func.func @attn(%q: tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>> {
   %0 = kiln.attention %q, %k, %v {causal} : (tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>, tensor<?x2x?x16xbf16, #kiln.dims<[b, s]>>) -> tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
   return %0 : tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>
@@ -104,7 +104,7 @@ func.func @attn(%q: tensor<?x4x?x16xbf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x
 // tiled backward; dK and dV accumulate in fp32 with float4 atomics.
 // GRAD16: auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> float {
 // GRAD16: auto addDK = [&](int64_t b, int64_t h, int64_t i, int64_t d, float4 x) { kiln_flash::atomicAdd4(&out1[
-// GRAD16: kiln_flash::backward<__half, 32>(in0, in1, in2, in4, sym_b, 2, 2, sym_s, sym_s, 1.767766953e-01f, false, mask, storeDQ, addDK, addDV, true, true, true, kiln_flash_smem);
+// GRAD16: kiln_flash::backward<__half, 32>(in0, kiln_flash::Strides{64*sym_s, 32*sym_s, 32}, in1, kiln_flash::Strides{64*sym_s, 32*sym_s, 32}, in2, kiln_flash::Strides{64*sym_s, 32*sym_s, 32}, in4, kiln_flash::Strides{64*sym_s, 32*sym_s, 32}, sym_b, 2, 2, sym_s, sym_s, 1.767766953e-01f, false, mask, storeDQ, addDK, addDV, true, true, true, kiln_flash_smem);
 func.func @attn_grad16(%q: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %k: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %v: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, %m: tensor<?x1x1x?xi1, #kiln.dims<[b, s]>>, %dy: tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) -> (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) {
   %0:3 = kiln.attention_grad %q, %k, %v mask %m grad %dy : (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x1x1x?xi1, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>) -> (tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>)
   return %0#0, %0#1, %0#2 : tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>, tensor<?x2x?x32xf16, #kiln.dims<[b, s]>>

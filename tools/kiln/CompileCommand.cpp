@@ -175,8 +175,8 @@ cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bhsd (default; "
              "[B, H, S, D], transposes around it) or bshd (kiln-attention-layout: the "
-             "op reads and writes the projections' [B, S, H, D]; no CUDA kernel yet, "
-             "so up to --emit=step-mlir)"),
+             "op reads and writes the projections' [B, S, H, D] in place: generated "
+             "kernels, kiln_fa90 and cuDNN alike; step program version 4)"),
     cl::value_desc("bhsd|bshd"), cl::init("bhsd"), cl::sub(compileCommand()),
     cl::cat(category()));
 cl::opt<std::string>

@@ -26,6 +26,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <set>
+#include <tuple>
 
 using namespace llvm;
 using namespace mlir;
@@ -34,14 +35,33 @@ namespace kiln::driver {
 
 namespace {
 using artifact::DType;
+/// (dtype, head dim, layout bits: kiln/artifact/HopperAttention.h).
+using Variant = std::tuple<DType, int64_t, unsigned>;
 
-/// (dtype, head dim) of every tiled attention forward (or, with
+/// The layout bits of a launch's `seq_major` roles.
+unsigned layoutBits(DictionaryAttr roles) {
+  unsigned bits = 0;
+  if (auto seqMajor = roles.getAs<ArrayAttr>("seq_major"))
+    for (Attribute role : seqMajor)
+      for (unsigned bit = 0; bit < 8; ++bit)
+        if (cast<StringAttr>(role).getValue() == artifact::attentionRoleName(bit))
+          bits |= 1u << bit;
+  return bits;
+}
+
+/// Whether \p variants has \p v's dtype and head dim (in any layout).
+bool hasShape(const std::set<Variant> &variants, const Variant &v) {
+  return llvm::any_of(variants, [&](const Variant &w) {
+    return std::get<0>(w) == std::get<0>(v) && std::get<1>(w) == std::get<1>(v);
+  });
+}
+
+/// (dtype, head dim, layout) of every tiled attention forward (or, with
 /// \p backward, backward) the runtime may replace; with \p masked, of the
 /// masked ones, whose kernels (one per launch kernel) go to \p maskedKernels.
-std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backward = false,
-                                                   bool masked = false,
-                                                   std::set<std::string> *maskedKernels = nullptr) {
-  std::set<std::pair<DType, int64_t>> needed;
+std::set<Variant> hopperForwards(ModuleOp module, bool backward = false, bool masked = false,
+                                 std::set<std::string> *maskedKernels = nullptr) {
+  std::set<Variant> needed;
   module.walk([&](kernel::LaunchOp launch) {
     std::optional<DictionaryAttr> roles = launch.getAttention();
     if (!roles || !*roles)
@@ -62,7 +82,7 @@ std::set<std::pair<DType, int64_t>> hopperForwards(ModuleOp module, bool backwar
     DType dtype = element.isBF16() ? DType::BF16 : element.isF16() ? DType::F16 : DType::F32;
     if (type.getRank() == 4 && !type.isDynamicDim(3) &&
         artifact::hopperAttentionFits(dtype, type.getDimSize(3))) {
-      needed.insert({dtype, type.getDimSize(3)});
+      needed.insert({dtype, type.getDimSize(3), layoutBits(*roles)});
       if (maskedKernels)
         maskedKernels->insert(launch.getKernel().str());
     }
@@ -89,40 +109,57 @@ std::optional<std::string> maskedSources(ModuleOp module, const std::set<std::st
 }
 } // namespace
 
-/// The backward's three kernels for \p dtype at head dim \p d
-/// (kiln/artifact/HopperAttention.h has their parameters).
-static std::string hopperBackwardSource(DType dtype, int64_t d) {
+/// The backward's prepare and main kernels for \p dtype at head dim \p d
+/// in \p layout (kiln/artifact/HopperAttention.h has their parameters),
+/// those of \p done left out (kernels of layouts that differ only in bits
+/// the kernel ignores are one).
+static std::string hopperBackwardSource(DType dtype, int64_t d, unsigned layout,
+                                        std::set<std::string> &done) {
   std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
   std::string c = "const " + t + " *";
-  return "\n// The runtime's launch geometry of the backward.\n"
-         "static_assert(kiln_fa90::bwd::Smem<" +
-         D + ">::bytes == " + std::to_string(artifact::hopperAttentionBackwardSharedBytes(d)) +
-         " && kiln_fa90::bwd::kThreads == " +
-         std::to_string(artifact::kHopperAttentionBackwardThreads) +
-         " && kiln_fa90::bwd::BN == " + std::to_string(artifact::kHopperAttentionBackwardKeys) +
-         ", \"kiln_fa90's backward layout is not the runtime's\");\n"
-         "extern \"C\" __global__ void " +
-         artifact::hopperAttentionBackwardKernel(dtype, d, "prep_") + "(" + c + "o, " + c +
-         "dO, float *dd,\n    float *dqAcc, int64_t rows) {\n"
-         "  kiln_fa90::bwd::prepare<" +
-         t + ", " + D +
-         ">(o, dO, dd, dqAcc, rows);\n}\n"
-         "extern \"C\" __global__ void __launch_bounds__(" +
-         std::to_string(artifact::kHopperAttentionBackwardThreads) + ", 1)\n" +
-         artifact::hopperAttentionBackwardKernel(dtype, d) + "(" + c + "q, " + c + "k, " + c +
-         "v, " + c + "dO,\n    const float *lse, const float *dd, float *dqAcc, " + t + " *dK, " +
-         t +
-         " *dV, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, int64_t scaleBits, "
-         "int64_t causal) {\n"
-         "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-         "  kiln_fa90::bwd::backward<" +
-         t + ", " + D +
-         ">(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,\n"
-         "      __int_as_float((int)scaleBits), causal != 0, smem);\n}\n";
+  std::string text;
+  if (done.insert("geometry " + D).second)
+    text += "\n// The runtime's launch geometry of the backward.\n"
+            "static_assert(kiln_fa90::bwd::Smem<" +
+            D + ">::bytes == " + std::to_string(artifact::hopperAttentionBackwardSharedBytes(d)) +
+            " && kiln_fa90::bwd::kThreads == " +
+            std::to_string(artifact::kHopperAttentionBackwardThreads) +
+            " && kiln_fa90::bwd::BN == " + std::to_string(artifact::kHopperAttentionBackwardKeys) +
+            ", \"kiln_fa90's backward layout is not the runtime's\");\n";
+  unsigned prepBits = layout & artifact::kHopperPrepareLayoutBits,
+           mainBits = layout & artifact::kHopperBackwardLayoutBits;
+  std::string prep = artifact::hopperAttentionBackwardKernel(dtype, d, "prep_", layout);
+  if (done.insert(prep).second)
+    text += "extern \"C\" __global__ void " + prep + "(" + c + "o, " + c +
+            "dO, float *dd,\n    float *dqAcc, int64_t rows" +
+            (prepBits ? ", int64_t H, int64_t Sq" : "") +
+            ") {\n"
+            "  kiln_fa90::bwd::prepare<" +
+            t + ", " + D + ">(o, dO, dd, dqAcc, rows" +
+            (prepBits ? ", H, Sq, kiln_fa90::Layout<" + std::to_string(prepBits) + ">()" : "") +
+            ");\n}\n";
+  std::string main = artifact::hopperAttentionBackwardKernel(dtype, d, "", layout);
+  if (done.insert(main).second)
+    text +=
+        "extern \"C\" __global__ void __launch_bounds__(" +
+        std::to_string(artifact::kHopperAttentionBackwardThreads) + ", 1)\n" + main + "(" + c +
+        "q, " + c + "k, " + c + "v, " + c + "dO,\n    const float *lse, const float *dd, " +
+        "float *dqAcc, " + t + " *dK, " + t +
+        " *dV, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, int64_t "
+        "scaleBits, int64_t causal) {\n"
+        "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+        "  kiln_fa90::bwd::backward<" +
+        t + ", " + D +
+        ">(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,\n"
+        "      __int_as_float((int)scaleBits), causal != 0, smem" +
+        (mainBits ? ", kiln_fa90::NoMask(), kiln_fa90::Layout<" + std::to_string(mainBits) + ">()"
+                  : std::string()) +
+        ");\n}\n";
+  return text;
 }
 
-std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &forwards,
-                                  const std::set<std::pair<DType, int64_t>> &backwards,
+std::string hopperAttentionSource(const std::set<Variant> &forwards,
+                                  const std::set<Variant> &backwards,
                                   const std::string &masked = "") {
   std::string text = "// kiln: Kiln's sm_90a attention forward (kernels/kiln_fa90)\n";
   // The masked variants compute their masks with the generated kernels'
@@ -130,16 +167,32 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
   if (!masked.empty())
     text += codegen::cudaPrelude(true, false);
   text += codegen::flashAttention90Prelude();
-  for (auto [dtype, d] : forwards) {
+  // The layout bits the runtime names kernels by are kiln_fa90's.
+  text += "static_assert(kiln_fa90::kSeqQ == " + std::to_string(artifact::kSeqMajorQ) +
+          " && kiln_fa90::kSeqK == " + std::to_string(artifact::kSeqMajorK) +
+          " && kiln_fa90::kSeqV == " + std::to_string(artifact::kSeqMajorV) +
+          " && kiln_fa90::kSeqO == " + std::to_string(artifact::kSeqMajorO) +
+          " && kiln_fa90::kSeqDout == " + std::to_string(artifact::kSeqMajorDout) +
+          " && kiln_fa90::kSeqDq == " + std::to_string(artifact::kSeqMajorDq) +
+          " && kiln_fa90::kSeqDk == " + std::to_string(artifact::kSeqMajorDk) +
+          " && kiln_fa90::kSeqDv == " + std::to_string(artifact::kSeqMajorDv) +
+          ", \"kiln_fa90's layout bits are not the runtime's\");\n";
+  std::set<std::string> geometry;
+  for (auto [dtype, d, layout] : forwards) {
     std::string t = dtype == DType::BF16 ? "__nv_bfloat16" : "__half", D = std::to_string(d);
-    std::string name = artifact::hopperAttentionKernel(dtype, d);
-    text += "\n// The runtime's launch geometry (kiln/artifact/HopperAttention.h).\n"
-            "static_assert(kiln_fa90::defaultConsumers<" +
-            D + ">() == " + std::to_string(artifact::hopperAttentionConsumers(d)) +
-            " && kiln_fa90::Smem<" + D +
-            ">::bytes == " + std::to_string(artifact::hopperAttentionSharedBytes(d)) +
-            ", \"kiln_fa90's layout is not the runtime's\");\n"
-            "extern \"C\" __global__ void __launch_bounds__(" +
+    std::string name = artifact::hopperAttentionKernel(dtype, d, layout);
+    unsigned bits = layout & artifact::kHopperForwardLayoutBits;
+    if (!geometry.insert(name).second)
+      continue;
+    bool first = geometry.insert("geometry " + D).second;
+    if (first)
+      text += "\n// The runtime's launch geometry (kiln/artifact/HopperAttention.h).\n"
+              "static_assert(kiln_fa90::defaultConsumers<" +
+              D + ">() == " + std::to_string(artifact::hopperAttentionConsumers(d)) +
+              " && kiln_fa90::Smem<" + D +
+              ">::bytes == " + std::to_string(artifact::hopperAttentionSharedBytes(d)) +
+              ", \"kiln_fa90's layout is not the runtime's\");\n";
+    text += "extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(artifact::hopperAttentionThreads(d)) + ", 1)\n" + name + "(const " + t +
             " *q, const " + t + " *k, const " + t + " *v, " + t +
             " *o, float *lse, int64_t B, int64_t H,\n    int64_t Hkv, int64_t Sq, int64_t L, "
@@ -148,15 +201,19 @@ std::string hopperAttentionSource(const std::set<std::pair<DType, int64_t>> &for
             "  kiln_fa90::forward<" +
             t + ", " + D +
             ">(q, k, v, o, lse, B, H, Hkv, Sq, L, __int_as_float((int)scaleBits), causal != 0,\n"
-            "                               smem);\n}\n";
+            "                               smem" +
+            (bits ? ", kiln_fa90::NoMask(), kiln_fa90::Layout<" + std::to_string(bits) + ">()"
+                  : std::string()) +
+            ");\n}\n";
   }
   if (backwards.empty())
     return masked.empty() ? text : text + "\n// kiln: masked attention\n" + masked;
   text += "\n// kiln: its backward\n";
   text += codegen::flashAttention90BackwardPrelude();
   std::set<DType> finishes;
-  for (auto [dtype, d] : backwards) {
-    text += hopperBackwardSource(dtype, d);
+  std::set<std::string> done;
+  for (auto [dtype, d, layout] : backwards) {
+    text += hopperBackwardSource(dtype, d, layout, done);
     finishes.insert(dtype);
   }
   for (DType dtype : finishes) {
@@ -174,23 +231,22 @@ int addHopperAttentionSections(ModuleOp module, const CudaOutputOptions &options
                                std::vector<std::pair<std::string, std::string>> &sections) {
   if (!llvm::is_contained(options.archs, "sm_90"))
     return 0;
-  std::set<std::pair<DType, int64_t>> forwards = hopperForwards(module);
+  std::set<Variant> forwards = hopperForwards(module);
   // Masked attention: one kiln_fa90 kernel per launch kernel, its mask the
   // generated kernel's; the backward's prepare and finish are the shared ones.
   std::set<std::string> maskedKernels;
-  std::set<std::pair<DType, int64_t>> maskedForwards =
-      hopperForwards(module, false, /*masked=*/true, &maskedKernels);
-  std::set<std::pair<DType, int64_t>> maskedBackwards;
+  std::set<Variant> maskedForwards = hopperForwards(module, false, /*masked=*/true, &maskedKernels);
+  std::set<Variant> maskedBackwards;
   for (const auto &entry : hopperForwards(module, true, /*masked=*/true, &maskedKernels))
-    if (maskedForwards.count(entry))
+    if (hasShape(maskedForwards, entry))
       maskedBackwards.insert(entry);
   if (forwards.empty() && maskedForwards.empty())
     return 0;
   // A backward whose forward runs elsewhere never runs here: the runtime
   // reads the row statistics kiln_fa90's forward writes.
-  std::set<std::pair<DType, int64_t>> backwards = maskedBackwards;
+  std::set<Variant> backwards = maskedBackwards;
   for (const auto &entry : hopperForwards(module, /*backward=*/true))
-    if (forwards.count(entry))
+    if (hasShape(forwards, entry))
       backwards.insert(entry);
   std::optional<std::string> masked = maskedSources(module, maskedKernels);
   if (!masked)

@@ -10,8 +10,10 @@
 // the numerics policy of docs/codegen.md (relative L2 error within 1.5x of
 // PyTorch's flash backend) holds, and the products cost one MMA each.
 //
-// The generated kernel passes q, k, v (and dout): dense [B, H, S, D] and
-// [B, Hkv, L, D] buffers, loaded 16 bytes at a time; the mask (possibly a
+// The generated kernel passes q, k, v (and dout) with their Strides: the
+// head dim contiguous, rows of a (batch, head) at a seq stride (D in dense
+// [B, H, S, D], H D in kiln-attention-layout's [B, S, H, D]), loaded 16
+// bytes at a time; the mask (possibly a
 // fused producer) and the stores of the results as lambdas; and calls
 // kiln_flash::forward / backward from this prelude. The backward is query-
 // tile parallel: a first pass over the keys recomputes each row's max, sum
@@ -31,6 +33,13 @@ using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, Layout>;
 template <typename T, typename Layout>
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
 
+// Element strides of one tensor's [B, H, S, D] view (the head dim
+// contiguous): dense [B, H, S, D] is {H S D, S D, D}, [B, S, H, D] (a
+// seq_major operand) {S H D, D, H D}.
+struct Strides {
+  int64_t batch, head, seq;
+};
+
 // dK / dV partial sums: four fp32 atomics in one on sm_90.
 __device__ __forceinline__ void atomicAdd4(float *p, float4 v) {
 #if __CUDA_ARCH__ >= 900
@@ -43,17 +52,17 @@ __device__ __forceinline__ void atomicAdd4(float *p, float4 v) {
 #endif
 }
 
-// 64 rows of D elements from a dense source (row 0 at src, rows past
-// `rows` read as zero) into shared memory with row stride LD, 16 bytes per
-// access.
+// 64 rows of D elements (row 0 at src, the next `stride` elements on; rows
+// past `rows` read as zero) into shared memory with row stride LD, 16 bytes
+// per access.
 template <typename T, int D, int LD>
-__device__ __forceinline__ void loadTile(T *dst, const T *src, int64_t rows) {
+__device__ __forceinline__ void loadTile(T *dst, const T *src, int64_t rows, int64_t stride) {
   constexpr int V = D / 8;
   for (int t = threadIdx.x; t < 64 * V; t += blockDim.x) {
     const int r = t / V, c = (t % V) * 8;
     uint4 x = make_uint4(0u, 0u, 0u, 0u);
     if (r < rows)
-      x = *reinterpret_cast<const uint4 *>(src + (int64_t)r * D + c);
+      x = *reinterpret_cast<const uint4 *>(src + (int64_t)r * stride + c);
     *reinterpret_cast<uint4 *>(dst + r * LD + c) = x;
   }
 }
@@ -104,11 +113,11 @@ template <typename T, int D>
 struct TilePrefetch {
   static constexpr int V = D / 8, PER = 64 * V / 128;
   uint4 regs[PER];
-  __device__ __forceinline__ void load(const T *src, int64_t rows) {
+  __device__ __forceinline__ void load(const T *src, int64_t rows, int64_t stride) {
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
       const int e = threadIdx.x + 128 * u, r = e / V, c = (e % V) * 8;
-      regs[u] = r < rows ? *reinterpret_cast<const uint4 *>(src + (int64_t)r * D + c)
+      regs[u] = r < rows ? *reinterpret_cast<const uint4 *>(src + (int64_t)r * stride + c)
                          : make_uint4(0u, 0u, 0u, 0u);
     }
   }
@@ -157,9 +166,9 @@ template <typename T, int D> struct BackwardSmem {
 constexpr float kRescaleMargin = 8.f;
 
 template <typename T, int D, typename Mask, typename StoreO>
-__device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H, int64_t Hkv,
-                        int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
-                        StoreO storeO, unsigned char *smem) {
+__device__ void forward(const T *q, Strides qs, const T *k, Strides ks, const T *v, Strides vs,
+                        int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale,
+                        bool causal, Mask mask, StoreO storeO, unsigned char *smem) {
   using Smem = ForwardSmem<T, D>;
   constexpr int LD = Smem::LD, LDS = Smem::LDS, LDP = Smem::LDP, LDO = Smem::LDO;
   T *Qs = reinterpret_cast<T *>(smem + Smem::q);
@@ -177,9 +186,9 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
-    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    const T *kBase = k + b * ks.batch + hk * ks.head, *vBase = v + b * vs.batch + hk * vs.head;
     __syncthreads(); // the previous tile is done with shared memory
-    loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
+    loadTile<T, D, LD>(Qs, q + b * qs.batch + h * qs.head + i0 * qs.seq, Sq - i0, qs.seq);
     Acc o[D / 16];
 #pragma unroll
     for (int n = 0; n < D / 16; ++n)
@@ -187,16 +196,16 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
     float m = -KILN_INF, l = 0.f; // this lane's row (both lanes of a pair agree)
     bool empty = true;            // o holds nothing yet (warp-uniform)
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
-    nextK.load(kBase, L);
-    nextV.load(vBase, L);
+    nextK.load(kBase, L, ks.seq);
+    nextV.load(vBase, L, vs.seq);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
       nextK.template store<LD>(Ks);
       nextV.template store<LD>(Vs);
       __syncthreads();
       if (j0 + BN < jEnd) {
-        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
-        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+        nextK.load(kBase + (j0 + BN) * ks.seq, L - j0 - BN, ks.seq);
+        nextV.load(vBase + (j0 + BN) * vs.seq, L - j0 - BN, vs.seq);
       }
       for (int n = 0; n < BN / 16; ++n) // S = Q K^T
         product<T, wmma::row_major, wmma::col_major>(myS + n * 16, LDS, false,
@@ -262,8 +271,9 @@ __device__ void forward(const T *q, const T *k, const T *v, int64_t B, int64_t H
 }
 
 template <typename T, int D, typename Mask, typename StoreDQ, typename AddDK, typename AddDV>
-__device__ void backward(const T *q, const T *k, const T *v, const T *dout, int64_t B, int64_t H,
-                         int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
+__device__ void backward(const T *q, Strides qs, const T *k, Strides ks, const T *v, Strides vs,
+                         const T *dout, Strides dos, int64_t B, int64_t H, int64_t Hkv,
+                         int64_t Sq, int64_t L, float scale, bool causal, Mask mask,
                          StoreDQ storeDQ, AddDK addDK, AddDV addDV, bool wantDQ, bool wantDK,
                          bool wantDV, unsigned char *smem) {
   using Smem = BackwardSmem<T, D>;
@@ -286,23 +296,24 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t i0 = (tile % qTiles) * BM, h = (tile / qTiles) % H, b = tile / (qTiles * H);
     const int64_t hk = h / group, i = i0 + r;
-    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    const T *kBase = k + b * ks.batch + hk * ks.head, *vBase = v + b * vs.batch + hk * vs.head;
     __syncthreads();
-    loadTile<T, D, LD>(Qs, q + ((b * H + h) * Sq + i0) * D, Sq - i0);
-    loadTile<T, D, LD>(dOs, dout + ((b * H + h) * Sq + i0) * D, Sq - i0);
+    loadTile<T, D, LD>(Qs, q + b * qs.batch + h * qs.head + i0 * qs.seq, Sq - i0, qs.seq);
+    loadTile<T, D, LD>(dOs, dout + b * dos.batch + h * dos.head + i0 * dos.seq, Sq - i0,
+                       dos.seq);
     const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
     // Pass 1: each row's max, sum and sum of p * dP, online.
     float m = -KILN_INF, l = 0.f, pdp = 0.f;
-    nextK.load(kBase, L);
-    nextV.load(vBase, L);
+    nextK.load(kBase, L, ks.seq);
+    nextV.load(vBase, L, vs.seq);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
       nextK.template store<LD>(Ks);
       nextV.template store<LD>(Vs);
       __syncthreads();
       if (j0 + BN < jEnd) {
-        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
-        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+        nextK.load(kBase + (j0 + BN) * ks.seq, L - j0 - BN, ks.seq);
+        nextV.load(vBase + (j0 + BN) * vs.seq, L - j0 - BN, vs.seq);
       }
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,
@@ -343,16 +354,16 @@ __device__ void backward(const T *q, const T *k, const T *v, const T *dout, int6
 #pragma unroll
     for (int n = 0; n < D / 16; ++n)
       wmma::fill_fragment(dq[n], 0.f);
-    nextK.load(kBase, L);
-    nextV.load(vBase, L);
+    nextK.load(kBase, L, ks.seq);
+    nextV.load(vBase, L, vs.seq);
     for (int64_t j0 = 0; j0 < jEnd; j0 += BN) {
       __syncthreads();
       nextK.template store<LD>(Ks);
       nextV.template store<LD>(Vs);
       __syncthreads();
       if (j0 + BN < jEnd) {
-        nextK.load(kBase + (j0 + BN) * D, L - j0 - BN);
-        nextV.load(vBase + (j0 + BN) * D, L - j0 - BN);
+        nextK.load(kBase + (j0 + BN) * ks.seq, L - j0 - BN, ks.seq);
+        nextV.load(vBase + (j0 + BN) * vs.seq, L - j0 - BN, vs.seq);
       }
       for (int n = 0; n < BN / 16; ++n) {
         product<T, wmma::row_major, wmma::col_major>(Ss + warp * 16 * LDS + n * 16, LDS, false,

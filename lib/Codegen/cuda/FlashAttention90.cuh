@@ -203,6 +203,30 @@ template <> __device__ __forceinline__ void mmaRS<128, __half>(float (&d)[64], c
 }
 
 
+// Which tensors are stored [B, S, H, D] (kiln-attention-layout's seq_major
+// operands: the heads of a token side by side) rather than dense
+// [B, H, S, D]: the bits of a Layout, in the order of the step program's
+// attention roles (kiln/artifact/HopperAttention.h names the kernels by
+// them). A compile-time Layout: the dense tensors' row stride stays the
+// constant D, and only a seq-major one reads its rows H D apart.
+enum LayoutBit : unsigned {
+  kSeqQ = 1, kSeqK = 2, kSeqV = 4, kSeqO = 8, kSeqDout = 16, kSeqDq = 32, kSeqDk = 64, kSeqDv = 128
+};
+template <unsigned Bits> struct Layout {
+  static constexpr unsigned bits = Bits;
+};
+// Element strides of a tensor's [B, H, S, D] view (the head dim contiguous).
+struct Strides {
+  int64_t batch, head, seq;
+};
+template <bool SeqMajor, int D>
+__device__ __forceinline__ Strides stridesOf(int64_t heads, int64_t rows) {
+  if constexpr (SeqMajor)
+    return {rows * heads * D, D, heads * D};
+  else
+    return {heads * rows * D, rows * D, D};
+}
+
 // The mask operand. A mask adds a term to each scaled score (0 keeps it,
 // -inf drops it, anything else is a bias): mask(b, h, i, j), evaluated only
 // for i < Sq and j < L, as kiln_flash's rowScores does. rows(b, h, iLo, iHi)
@@ -280,14 +304,16 @@ struct KeyPaddingMask {
 };
 
 // The forward of one block: 64 NC query rows of one (batch, head). q, o:
-// dense [B, H, Sq, D]; k, v: [B, Hkv, L, D]; lse: [B, H, Sq] or null.
+// [B, H, Sq, D]; k, v: [B, Hkv, L, D], each dense or, where Layout says
+// so, [B, Sq, H, D] / [B, L, Hkv, D]; lse: [B, H, Sq] or null.
 // Blocks take the query tiles longest first (causal rows near the end see
 // the most keys), so the last wave is made of short tiles.
-template <typename T, int D, int NC = defaultConsumers<D>(), typename Mask = NoMask>
+template <typename T, int D, int NC = defaultConsumers<D>(), typename Mask = NoMask,
+          unsigned Bits = 0>
 __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *out, float *lse,
                                         int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t L,
                                         float scale, bool causal, unsigned char *smemRaw,
-                                        Mask mask = Mask()) {
+                                        Mask mask = Mask(), Layout<Bits> = Layout<Bits>()) {
   static_assert(D == 64 || D == 128, "kiln_fa90 handles head dims 64 and 128");
   using S = Smem<D, NC>;
   constexpr int BM = 64 * NC, QROWS = BM;
@@ -304,6 +330,10 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   const int64_t jEnd = causal ? (L < i0 + BM ? L : i0 + BM) : L;
   const int nTiles = jEnd > 0 ? (int)((jEnd + BN - 1) / BN) : 0;
   const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const Strides qs = stridesOf<(Bits & kSeqQ) != 0, D>(H, Sq),
+                ks = stridesOf<(Bits & kSeqK) != 0, D>(Hkv, L),
+                vs = stridesOf<(Bits & kSeqV) != 0, D>(Hkv, L),
+                os = stridesOf<(Bits & kSeqO) != 0, D>(H, Sq);
   // Key tiles the mask drops for every row of the block: neither loaded nor
   // multiplied (producer and consumers skip the same ones, and number the
   // ring's stages by the tiles they do take).
@@ -327,7 +357,7 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     else
       asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    const T *kBase = k + b * ks.batch + hk * ks.head, *vBase = v + b * vs.batch + hk * vs.head;
     int n = 0; // tiles loaded
     for (int t = 0; t < nTiles; ++t) {
       if (blockDrops(t))
@@ -342,8 +372,8 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
         const bool valid = j0 + r < L;
         const int64_t row = valid ? j0 + r : 0;
         const uint32_t at = swizzled(BN, r, c) + s * S::tile;
-        cpAsync16(kAddr + at, kBase + row * D + c * 8, valid);
-        cpAsync16(vAddr + at, vBase + row * D + c * 8, valid);
+        cpAsync16(kAddr + at, kBase + row * ks.seq + c * 8, valid);
+        cpAsync16(vAddr + at, vBase + row * vs.seq + c * 8, valid);
       }
       cpAsyncCommit();
       if (n > 0) { // the previous tile has landed: hand it over
@@ -367,12 +397,12 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
     asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
   const int cg = group - 1, warp = tid / 32, lane = tid % 32;
   const int64_t r0 = i0 + 64 * cg;
-  const T *qBase = q + (b * H + h) * Sq * D;
+  const T *qBase = q + b * qs.batch + h * qs.head;
   for (int e = tid; e < 64 * C; e += 128) {
     const int r = e / C, c = e % C;
     const bool valid = r0 + r < Sq;
-    cpAsync16(qAddr + swizzled(BM, 64 * cg + r, c), qBase + (valid ? r0 + r : 0) * D + c * 8,
-              valid);
+    cpAsync16(qAddr + swizzled(BM, 64 * cg + r, c),
+              qBase + (valid ? r0 + r : 0) * qs.seq + c * 8, valid);
   }
   cpAsyncCommit();
   cpAsyncWait<0>();
@@ -585,11 +615,11 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
           pack<T>(o[4 * jb + 2 * rr] * inv[rr], o[4 * jb + 2 * rr + 1] * inv[rr]);
     }
   groupSync(1 + cg);
-  T *oBase = out + (b * H + h) * Sq * D;
+  T *oBase = out + b * os.batch + h * os.head;
   for (int e = tid; e < 64 * C; e += 128) {
     const int r = e / C, c = e % C;
     if (r0 + r < Sq)
-      *reinterpret_cast<uint4 *>(oBase + (r0 + r) * D + c * 8) =
+      *reinterpret_cast<uint4 *>(oBase + (r0 + r) * os.seq + c * 8) =
           *reinterpret_cast<const uint4 *>(stage + swizzled(BM, 64 * cg + r, c));
   }
   if (lse && lane % 4 == 0) {

@@ -21,9 +21,12 @@
 //   3. finish: dQ = scale * accumulator, rounded to bf16/f16.
 // Plain FlashAttention numerics: P and dS rounded once before their
 // products (the policy of docs/codegen.md). Layouts: q, o, dO, dQ
-// [B, H, Sq, D]; k, v, dK, dV [B, Hkv, L, D]; lse, D [B, H, Sq] (lse the
-// natural log-sum-exp of the scaled scores, what kiln_fa90::forward
-// writes); causal is top-left aligned (key j visible to query i iff j <= i).
+// [B, H, Sq, D]; k, v, dK, dV [B, Hkv, L, D], each dense or, where the
+// Layout's bit says so (FlashAttention90.cuh), [B, Sq, H, D] /
+// [B, L, Hkv, D]; the fp32 dQ accumulator in dQ's layout (so that finish
+// is elementwise); lse, D [B, H, Sq] (lse the natural log-sum-exp of the
+// scaled scores, what kiln_fa90::forward writes); causal is top-left
+// aligned (key j visible to query i iff j <= i).
 namespace kiln_fa90 {
 namespace bwd {
 #ifndef KILN_FA90_BWD_STAGES
@@ -141,18 +144,39 @@ __device__ __forceinline__ float2 lds2(const unsigned char *p) {
 }
 
 // 1. D = rowsum(dO * O), zeroes the dQ accumulator. rows = B H Sq; D / 8
-// threads per row, 16-byte loads.
-template <typename T, int D>
+// threads per row, 16-byte loads. A seq-major o or dO (Layout bits kSeqO,
+// kSeqDout) needs H and Sq to find row (b, h, i): rows are taken in o's
+// storage order then, so that its loads stay consecutive.
+template <typename T, int D, unsigned Bits = 0>
 __device__ __forceinline__ void prepare(const T *o, const T *dO, float *dd, float *dqAcc,
-                                        int64_t rows) {
+                                        int64_t rows, int64_t H = 0, int64_t Sq = 0,
+                                        Layout<Bits> = Layout<Bits>()) {
   constexpr int per = D / 8;
+  constexpr bool seqO = (Bits & kSeqO) != 0, seqDout = (Bits & kSeqDout) != 0;
   const int64_t threadsAll = (int64_t)gridDim.x * blockDim.x;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * per;
        e += threadsAll) {
-    const int64_t row = e / per;
+    const int64_t stored = e / per; // the row's place in o's storage order
     const int c = (int)(e % per);
-    const uint4 a = *reinterpret_cast<const uint4 *>(o + row * D + c * 8);
-    const uint4 g = *reinterpret_cast<const uint4 *>(dO + row * D + c * 8);
+    int64_t row = stored, oRow = stored, gRow = stored; // [B, H, Sq] index; o's, dO's rows
+    if constexpr (seqO || seqDout) {
+      int64_t b, h, i;
+      if constexpr (seqO) { // stored = (b Sq + i) H + h
+        h = stored % H;
+        i = (stored / H) % Sq;
+        b = stored / (H * Sq);
+      } else { // stored = (b H + h) Sq + i
+        i = stored % Sq;
+        h = (stored / Sq) % H;
+        b = stored / (Sq * H);
+      }
+      row = (b * H + h) * Sq + i;
+      const int64_t seqRow = (b * Sq + i) * H + h;
+      oRow = seqO ? seqRow : row;
+      gRow = seqDout ? seqRow : row;
+    }
+    const uint4 a = *reinterpret_cast<const uint4 *>(o + oRow * D + c * 8);
+    const uint4 g = *reinterpret_cast<const uint4 *>(dO + gRow * D + c * 8);
     const T *ae = reinterpret_cast<const T *>(&a), *ge = reinterpret_cast<const T *>(&g);
     float sum = 0.f;
 #pragma unroll
@@ -165,7 +189,8 @@ __device__ __forceinline__ void prepare(const T *o, const T *dO, float *dd, floa
       sum += __shfl_xor_sync(0xffffffffu, sum, w, per);
     if (c == 0)
       dd[row] = sum;
-    float4 *z = reinterpret_cast<float4 *>(dqAcc + row * D + c * 8);
+    // Every element of the accumulator once, whatever its layout.
+    float4 *z = reinterpret_cast<float4 *>(dqAcc + stored * D + c * 8);
     z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
     z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -192,12 +217,13 @@ __device__ __forceinline__ void finish(const float *dqAcc, T *dq, float scale, i
 // DocumentMask, KeyPaddingMask), applied to S^T before the exponential; a
 // query tile the mask drops for all 128 keys is skipped by the producer and
 // both consumers alike.
-template <typename T, int D, typename Mask = NoMask>
+template <typename T, int D, typename Mask = NoMask, unsigned Bits = 0>
 __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, const T *dO,
                                          const float *lse, const float *dd, float *dqAcc, T *dK,
                                          T *dV, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
                                          int64_t L, float scale, bool causal,
-                                         unsigned char *smemRaw, Mask mask = Mask()) {
+                                         unsigned char *smemRaw, Mask mask = Mask(),
+                                         Layout<Bits> = Layout<Bits>()) {
   static_assert(D == 64 || D == 128, "kiln_fa90 backward handles head dims 64 and 128");
   using S = Smem<D>;
   constexpr int C = D / 8; // 16-byte chunks per row
@@ -217,6 +243,13 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   const int64_t qStart = causal ? (j0 / BM < qTiles ? j0 / BM : qTiles) : 0;
   const int perHead = (int)(qTiles - qStart), nIter = (int)(G * perHead);
   const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const Strides qs = stridesOf<(Bits & kSeqQ) != 0, D>(H, Sq),
+                ks = stridesOf<(Bits & kSeqK) != 0, D>(Hkv, L),
+                vs = stridesOf<(Bits & kSeqV) != 0, D>(Hkv, L),
+                gs = stridesOf<(Bits & kSeqDout) != 0, D>(H, Sq),
+                dqs = stridesOf<(Bits & kSeqDq) != 0, D>(H, Sq),
+                dks = stridesOf<(Bits & kSeqDk) != 0, D>(Hkv, L),
+                dvs = stridesOf<(Bits & kSeqDv) != 0, D>(Hkv, L);
   // Iteration t: query tile (qStart + t % perHead) of head hk G + t / perHead.
   auto headOf = [&](int t) { return hk * G + t / perHead; };
   auto rowsOf = [&](int t) { return (qStart + t % perHead) * BM; };
@@ -238,13 +271,13 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   __syncthreads();
   if (group == 0) { // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-    const T *kBase = k + (b * Hkv + hk) * L * D, *vBase = v + (b * Hkv + hk) * L * D;
+    const T *kBase = k + b * ks.batch + hk * ks.head, *vBase = v + b * vs.batch + hk * vs.head;
     for (int e = tid; e < BN * C; e += 128) {
       const int r = e / C, c = e % C;
       const bool valid = j0 + r < L;
       const int64_t row = valid ? j0 + r : 0;
-      cpAsync16(kAddr + swizzled(BN, r, c), kBase + row * D + c * 8, valid);
-      cpAsync16(vAddr + swizzled(BN, r, c), vBase + row * D + c * 8, valid);
+      cpAsync16(kAddr + swizzled(BN, r, c), kBase + row * ks.seq + c * 8, valid);
+      cpAsync16(vAddr + swizzled(BN, r, c), vBase + row * vs.seq + c * 8, valid);
     }
     cpAsyncCommit();
     cpAsyncWait<0>();
@@ -258,16 +291,16 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
       if (n >= kStages)
         barrierWait(empty(s), ((n / kStages) - 1) & 1);
       const int64_t h = headOf(t), i0 = rowsOf(t);
-      const int64_t rowBase = (b * H + h) * Sq;
-      const T *qBase = q + rowBase * D, *gBase = dO + rowBase * D;
+      const int64_t rowBase = (b * H + h) * Sq; // lse's and D's
+      const T *qBase = q + b * qs.batch + h * qs.head, *gBase = dO + b * gs.batch + h * gs.head;
 #pragma unroll
       for (int u = 0; u < BM * C / 128; ++u) {
         const int e = tid + 128 * u, r = e / C, c = e % C;
         const bool valid = i0 + r < Sq;
         const int64_t row = valid ? i0 + r : 0;
         const uint32_t at = swizzled(BM, r, c) + s * (BM * D * 2);
-        cpAsync16(qAddr + at, qBase + row * D + c * 8, valid);
-        cpAsync16(doAddr + at, gBase + row * D + c * 8, valid);
+        cpAsync16(qAddr + at, qBase + row * qs.seq + c * 8, valid);
+        cpAsync16(doAddr + at, gBase + row * gs.seq + c * 8, valid);
       }
       if (tid < 2 * BM / 4) { // lse and D: 16 chunks of 4 floats each
         const int which = tid / (BM / 4), c = tid % (BM / 4);
@@ -424,7 +457,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     // dQ = dS K in blocks of 64 head-dim columns (32 accumulator registers),
     // added to the fp32 accumulator: rows i0 + 16 warp + lane / 4 (+ 8),
     // column pairs 64 hb + 8 (x / 4) + 2 (lane % 4).
-    float *dqBase = dqAcc + ((b * H + h) * Sq + i0) * D;
+    float *dqBase = dqAcc + b * dqs.batch + h * dqs.head + i0 * dqs.seq;
     // Columns of one dQ product: 64 (a block of them), or with kSplitDq half
     // the head dim, this warpgroup's half.
     constexpr int DQN = kSplitDq<D> ? D / 2 : 64, dqBlocks = kSplitDq<D> ? 1 : D / 64;
@@ -455,7 +488,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
         if (i0 + r < Sq) {
 #pragma unroll
           for (int jb = 0; jb < DQN / 8; ++jb)
-            atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * D + col0 + 8 * jb +
+            atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * dqs.seq + col0 + 8 * jb +
                                                  2 * (lane % 4)),
                       make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
         }
@@ -517,17 +550,18 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     t = tNext;
   }
   // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
-  const int64_t kvRow = (b * Hkv + hk) * L + j0;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = keyA + 8 * rr;
     if (j0 + r < L) {
+      T *dkRow = dK + b * dks.batch + hk * dks.head + (j0 + r) * dks.seq,
+        *dvRow = dV + b * dvs.batch + hk * dvs.head + (j0 + r) * dvs.seq;
 #pragma unroll
       for (int jb = 0; jb < D / 8; ++jb) {
-        const int64_t at = (kvRow + r) * D + 8 * jb + 2 * (lane % 4);
-        *reinterpret_cast<uint32_t *>(dK + at) =
+        const int at = 8 * jb + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t *>(dkRow + at) =
             pack<T>(dk[4 * jb + 2 * rr] * scale, dk[4 * jb + 2 * rr + 1] * scale);
-        *reinterpret_cast<uint32_t *>(dV + at) = pack<T>(dv[4 * jb + 2 * rr], dv[4 * jb + 2 * rr + 1]);
+        *reinterpret_cast<uint32_t *>(dvRow + at) = pack<T>(dv[4 * jb + 2 * rr], dv[4 * jb + 2 * rr + 1]);
       }
     }
   }

@@ -265,8 +265,10 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
     shape.itemsPerBlock = 1;
     shape.block = 128;
     // One score row (and its gradient) in shared memory: no S x S buffer.
+    // (The key's role is 1 in both ops' seq_major.)
     int64_t rows = kind == FusionKind::attention ? 1 : 2;
-    shape.shared = dimMul(getDim(type(key), 2), dimConst(context, 4 * rows));
+    shape.shared = dimMul(getDim(type(key), attentionSeqDim(isSeqMajor(anchor, kAttnKey))),
+                          dimConst(context, 4 * rows));
     break;
   }
   }

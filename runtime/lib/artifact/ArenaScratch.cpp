@@ -7,6 +7,7 @@
 #include "kiln/artifact/ArenaScratch.h"
 
 #include "kiln/artifact/DType.h"
+#include "kiln/artifact/HopperAttention.h"
 #include "kiln/artifact/MemoryPlanSection.h"
 
 #include <algorithm>
@@ -91,6 +92,8 @@ kiln::artifact::estimateAttentionScratch(const StepProgram &program, const Arena
       return k.takeError();
     if (q->size() != 4 || k->size() != 4)
       return Error{"attention operands are not rank 4"};
+    *q = headMajorShape(*q, a->isSeqMajor(kSeqMajorQ));
+    *k = headMajorShape(*k, a->isSeqMajor(kSeqMajorK));
     size_t b = (*q)[0], h = (*q)[1], s = (*q)[2], d = (*q)[3], hkv = (*k)[1], l = (*k)[2];
     ++estimate.calls;
     if (!a->backward) {

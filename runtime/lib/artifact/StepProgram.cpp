@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "kiln/artifact/HopperAttention.h"
 #include "kiln/artifact/Json.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@ struct Decoder {
   std::string origin;
   std::string error;
   size_t bufferCount = 0;
+  int64_t version = 0; ///< the program's
 
   bool fail(const std::string &what) {
     if (error.empty())
@@ -215,6 +217,25 @@ bool decodeAttention(Decoder &d, const Json &a, const std::string &where, Progra
          d.buffer(a, "dk", roles.dk, at) && d.buffer(a, "dv", roles.dv, at);
   if (!ok)
     return false;
+  if (const Json *seqMajor = a.get("seq_major")) {
+    if (d.version < 5)
+      return d.fail(at + ": 'seq_major' needs a version 5 program");
+    if (!seqMajor->isArray())
+      return d.fail(at + ": 'seq_major' is not an array of role names");
+    for (const Json &r : seqMajor->getElements()) {
+      unsigned bit = 0;
+      for (unsigned b = 0; b < (roles.backward ? 8u : 4u) && !bit; ++b)
+        if (r.isString() && r.getString() == attentionRoleName(b))
+          bit = 1u << b;
+      if (!bit)
+        return d.fail(at + ": 'seq_major' entry " +
+                      (r.isString() ? "'" + r.getString() + "'" : std::string("(not a string)")) +
+                      " is not a role of this " + direction);
+      if (roles.seqMajor & bit)
+        return d.fail(at + ": 'seq_major' repeats '" + r.getString() + "'");
+      roles.seqMajor |= bit;
+    }
+  }
   if (const Json *replaces = a.get("replaces")) {
     if (!replaces->isArray())
       return d.fail(at + ": 'replaces' is not an array");
@@ -396,8 +417,9 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      version < 1 || version > 4)
-    return Error{origin + ": not a version 1, 2, 3 or 4 kiln-step-program"};
+      version < 1 || version > 5)
+    return Error{origin + ": not a version 1 to 5 kiln-step-program"};
+  d.version = version;
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
 

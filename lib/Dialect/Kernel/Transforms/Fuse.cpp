@@ -826,14 +826,6 @@ struct FusePass final : kiln::kernel::impl::FusePassBase<FusePass> {
     if (func.isExternal())
       return;
     Block &block = func.getBody().front();
-    // kiln-attention-layout's [B, S, H, D] operands: the attention kernels,
-    // cuDNN's graph and kiln_fa90 index [B, H, S, D] only (so far).
-    for (Operation &op : block)
-      if (isa<AttentionOp, AttentionGradOp>(op) && hasSeqMajorRole(&op)) {
-        op.emitError("attention with [B, S, H, D] operands (--attention-layout=bshd) has no "
-                     "CUDA kernel yet; compile up to --emit=step-mlir or without the flag");
-        return signalPassFailure();
-      }
     splitToSlices(block);
     for (Operation &op : block) {
       if (op.hasTrait<OpTrait::IsTerminator>())

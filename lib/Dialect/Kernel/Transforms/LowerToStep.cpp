@@ -89,7 +89,8 @@ std::string kernelName(StringRef func, unsigned index, FusionKind kind, Block &b
 /// whose kernel inputs and outputs are the op's own operands and results
 /// qualifies; anything else stays the generated kernel alone. A masked one
 /// says `masked`: only an implementation built from the kernel's own mask
-/// (kiln_fa90's per-kernel variants) may replace it.
+/// (kiln_fa90's per-kernel variants) may replace it. `seq_major` lists the
+/// roles stored [B, S, H, D] (kiln-attention-layout), absent when none is.
 DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
                               ArrayRef<unsigned> widened, Builder &b) {
   if (kind != FusionKind::attention && kind != FusionKind::attention_grad)
@@ -149,6 +150,18 @@ DictionaryAttr attentionRoles(FusionKind kind, Block &body, unsigned numIns,
          output("dv", grad.getValueGrad());
   if (!ok)
     return nullptr;
+  // Role name -> its position in the op's seq_major.
+  const std::pair<StringRef, unsigned> forwardLayout[] = {
+      {"q", kAttnQuery}, {"k", kAttnKey}, {"v", kAttnValue}, {"o", kAttnResult}};
+  const std::pair<StringRef, unsigned> backwardLayout[] = {
+      {"q", kGradQuery},  {"k", kGradKey},       {"v", kGradValue},    {"o", kGradOut},
+      {"do", kGradDout},  {"dq", kGradQueryGrad}, {"dk", kGradKeyGrad}, {"dv", kGradValueGrad}};
+  SmallVector<Attribute> seqMajor;
+  for (auto [role, position] : attention ? ArrayRef(forwardLayout) : ArrayRef(backwardLayout))
+    if (isSeqMajor(anchor, position))
+      seqMajor.push_back(b.getStringAttr(role));
+  if (!seqMajor.empty())
+    roles.push_back(b.getNamedAttr("seq_major", b.getArrayAttr(seqMajor)));
   roles.push_back(b.getNamedAttr("narrowed", b.getArrayAttr(narrowed)));
   return b.getDictionaryAttr(roles);
 }

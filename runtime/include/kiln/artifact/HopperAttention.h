@@ -12,8 +12,11 @@
 // forward launch (docs/codegen.md, "Attention on Hopper").
 //
 // Kernel parameters: q, k, v, o, lse (fp32 [B, H, Sq] or 0), then int64 B,
-// H, Hkv, Sq, L, the scale's float bits, causal (0/1). Dense row-major
-// [B, H, Sq, D] and [B, Hkv, L, D] tensors, 16-byte aligned.
+// H, Hkv, Sq, L, the scale's float bits, causal (0/1). Row-major
+// [B, H, Sq, D] and [B, Hkv, L, D] tensors, 16-byte aligned, or, for the
+// tensors a kernel's layout names (kiln-attention-layout's seq_major
+// operands), [B, Sq, H, D] and [B, L, Hkv, D]: one kernel per layout the
+// step has, named by it (hopperAttentionLayoutSuffix).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,16 +32,57 @@ namespace kiln::artifact {
 
 inline constexpr const char *kHopperAttentionModule = "kiln_fa90";
 
+/// The tensors of an attention op stored [B, S, H, D] rather than
+/// [B, H, S, D]: bits of a layout, as kiln_fa90::LayoutBit (the module's
+/// source static_asserts the two agree) and the step program's `seq_major`
+/// roles (docs/artifact.md).
+enum AttentionLayoutBit : unsigned {
+  kSeqMajorQ = 1,
+  kSeqMajorK = 2,
+  kSeqMajorV = 4,
+  kSeqMajorO = 8,
+  kSeqMajorDout = 16,
+  kSeqMajorDq = 32,
+  kSeqMajorDk = 64,
+  kSeqMajorDv = 128,
+};
+/// The roles' names in bit order ("q", "k", "v", "o", "do", "dq", "dk", "dv").
+inline const char *attentionRoleName(unsigned bitIndex) {
+  static const char *const names[] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+  return bitIndex < 8 ? names[bitIndex] : "";
+}
+/// The layout bits each kernel depends on: the forward reads q, k, v and
+/// writes o; the backward's prepare reads o and dO; its main kernel reads
+/// q, k, v, dO and writes dQ (its fp32 accumulator, in dQ's layout), dK,
+/// dV; finish is elementwise (no bits).
+inline constexpr unsigned kHopperForwardLayoutBits =
+    kSeqMajorQ | kSeqMajorK | kSeqMajorV | kSeqMajorO;
+inline constexpr unsigned kHopperPrepareLayoutBits = kSeqMajorO | kSeqMajorDout;
+inline constexpr unsigned kHopperBackwardLayoutBits =
+    kSeqMajorQ | kSeqMajorK | kSeqMajorV | kSeqMajorDout | kSeqMajorDq | kSeqMajorDk | kSeqMajorDv;
+/// "" for dense tensors, else "_bshd" and the seq-major roles:
+/// "_bshd_v_o" (layout kSeqMajorV | kSeqMajorO).
+inline std::string hopperAttentionLayoutSuffix(unsigned layout) {
+  if (!layout)
+    return "";
+  std::string suffix = "_bshd";
+  for (unsigned bit = 0; bit < 8; ++bit)
+    if (layout & (1u << bit))
+      suffix += std::string("_") + attentionRoleName(bit);
+  return suffix;
+}
+
 /// Whether the module has a forward for \p dtype at head dim \p headDim.
 /// bf16 only: the template compiles for f16 too (FlashAttention90Test), but
 /// its numerics are checked on the GPU for bf16 alone so far.
 inline bool hopperAttentionFits(DType dtype, int64_t headDim) {
   return dtype == DType::BF16 && (headDim == 64 || headDim == 128);
 }
-/// "kiln_fa90_fwd_bf16_d64".
-inline std::string hopperAttentionKernel(DType dtype, int64_t headDim) {
+/// "kiln_fa90_fwd_bf16_d64"; with seq-major tensors (\p layout, of which
+/// the forward's bits count) "kiln_fa90_fwd_bf16_d64_bshd_v_o".
+inline std::string hopperAttentionKernel(DType dtype, int64_t headDim, unsigned layout = 0) {
   return std::string("kiln_fa90_fwd_") + (dtype == DType::BF16 ? "bf16" : "f16") + "_d" +
-         std::to_string(headDim);
+         std::to_string(headDim) + hopperAttentionLayoutSuffix(layout & kHopperForwardLayoutBits);
 }
 /// Consumer warpgroups of a block (kiln_fa90::defaultConsumers): each owns
 /// 64 query rows; one producer warpgroup more.
@@ -68,11 +112,16 @@ inline int64_t hopperAttentionBlocks(int64_t batch, int64_t heads, int64_t seq, 
 /// D, dQacc, dK, dV, then int64 B, H, Hkv, Sq, L, the scale's float bits,
 /// causal) and "kiln_fa90_bwd_finish_bf16" (dQacc, dQ, the scale's float
 /// bits, int64 n = B H Sq D). lse is the forward's row log-sum-exp; Sq a
-/// multiple of 4.
+/// multiple of 4. With seq-major tensors (\p layout) prepare and main are
+/// named by the bits each reads ("kiln_fa90_bwd_prep_bf16_d64_bshd_o_do",
+/// "kiln_fa90_bwd_bf16_d64_bshd_v_do_dv"); a seq-major prepare takes int64
+/// H and Sq after rows. The fp32 dQ accumulator has dQ's layout.
 inline std::string hopperAttentionBackwardKernel(DType dtype, int64_t headDim,
-                                                 const char *part = "") {
-  return std::string("kiln_fa90_bwd_") + part + (dtype == DType::BF16 ? "bf16" : "f16") +
-         "_d" + std::to_string(headDim);
+                                                 const char *part = "", unsigned layout = 0) {
+  unsigned bits =
+      std::string(part) == "prep_" ? kHopperPrepareLayoutBits : kHopperBackwardLayoutBits;
+  return std::string("kiln_fa90_bwd_") + part + (dtype == DType::BF16 ? "bf16" : "f16") + "_d" +
+         std::to_string(headDim) + hopperAttentionLayoutSuffix(layout & bits);
 }
 inline std::string hopperAttentionFinishKernel(DType dtype) {
   return std::string("kiln_fa90_bwd_finish_") + (dtype == DType::BF16 ? "bf16" : "f16");

@@ -52,8 +52,21 @@ struct AttentionRoles {
   double scale = 1;
   int q = -1, k = -1, v = -1, o = -1;
   int dout = -1, dq = -1, dk = -1, dv = -1; ///< backward only
+  /// The roles stored [B, S, H, D] rather than [B, H, S, D] (`seq_major`,
+  /// version 5): bits of kiln/artifact/HopperAttention.h's
+  /// AttentionLayoutBit (q 1, k 2, v 4, o 8, do 16, dq 32, dk 64, dv 128).
+  unsigned seqMajor = 0;
   std::vector<size_t> replaces;
+  bool isSeqMajor(unsigned bit) const { return (seqMajor & bit) != 0; }
 };
+
+/// The [B, H, S, D] view of a rank-4 attention tensor's \p shape: dims 1
+/// and 2 swapped when it is stored \p seqMajor.
+inline std::vector<int64_t> headMajorShape(std::vector<int64_t> shape, bool seqMajor) {
+  if (seqMajor && shape.size() == 4)
+    std::swap(shape[1], shape[2]);
+  return shape;
+}
 
 /// One weight of the "nf4" object of a dequantize launch (docs/artifact.md,
 /// "NF4 dequantize roles"): the launch writes `weight`, [rows, cols] = [out,

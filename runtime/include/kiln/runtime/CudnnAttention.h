@@ -23,19 +23,34 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime {
 
-/// One attention op at one shape: dense row-major [batch, heads, seq, dim]
-/// tensors (key and value with kvHeads heads of kvSeq rows).
+/// One attention op at one shape: row-major [batch, heads, seq, dim]
+/// tensors (key and value with kvHeads heads of kvSeq rows), or, for the
+/// roles in `seqMajor` (kiln/artifact/HopperAttention.h's bits),
+/// [batch, seq, heads, dim].
 struct AttentionShape {
   bool backward = false;
   artifact::DType dtype = artifact::DType::BF16;
   int64_t batch = 0, heads = 0, kvHeads = 0, seq = 0, kvSeq = 0, headDim = 0;
   bool causal = false;
   double scale = 1;
+  unsigned seqMajor = 0;
+  /// "backward b4 h32 kv8 s2048 d64 causal", then " bshd v o do dv" when
+  /// some roles are seq-major (tuning keys these apart).
   std::string describe() const;
 };
+
+/// The [batch, heads, seq, dim] dims and element strides of the tensor of
+/// role \p bit (a kiln/artifact/HopperAttention.h AttentionLayoutBit) as
+/// cuDNN's graph takes them: dense [B, H, S, D] strides {H S D, S D, D, 1},
+/// seq-major {S H D, D, H D, 1}.
+struct AttentionTensorLayout {
+  std::vector<int64_t> dims, strides;
+};
+AttentionTensorLayout attentionTensorLayout(const AttentionShape &shape, unsigned bit);
 
 /// Device pointers of one execution. `stats` is the forward's fp32
 /// [batch, heads, seq] log-sum-exp of the scaled scores, written by the
