@@ -43,7 +43,7 @@ def main():
     flags = ["--lora", args.lora, f"--precision={args.precision}"]
     failures = []
 
-    for kind, extra in (("bhsd", []), ("bshd", ["--attention-layout=bshd"])):
+    for kind, extra in (("bhsd", ["--attention-layout=bhsd"]), ("bshd", ["--attention-layout=bshd"])):
         run([kiln, "compile", model, "--emit=grads-mlir", *flags, *extra,
              "-o", f"{work}/{kind}.mlir"])
     text = {k: open(f"{work}/{k}.mlir").read() for k in ("bhsd", "bshd")}

@@ -114,8 +114,9 @@ cl::opt<bool> ceBf16Logits(
     "ce-bf16-logits",
     cl::desc("With --precision=bf16: the fused LM head keeps its [chunk x vocab] logits in "
              "bf16, as the unfused bf16 graph does (fp32 accumulation and statistics; half "
-             "the chunk's bytes); fp32 steps keep fp32 logits (default false: fp32 chunk)"),
-    cl::init(false), cl::sub(compileCommand()), cl::cat(category()));
+             "the chunk's bytes, within PyTorch's own bf16 error: docs/benchmarks.md); fp32 steps "
+             "keep fp32 logits (default true; =false: an fp32 chunk)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("Scale gradients so their global L2 norm "
                                       "is at most this (0: off)"),
@@ -168,16 +169,17 @@ cl::opt<std::string> loraSkip("lora-skip", cl::desc("Regex of weights that get n
 cl::opt<bool> loraKConcat(
     "lora-k-concat",
     cl::desc("With --lora: add each adapter's product to its frozen GEMM as extra K "
-             "columns, [x | t] [W ; s B^T] and [dy | dT] [W | A^T]^T (kiln-lora-k-concat; "
-             "the concatenations are copies until the lowering writes them in place)"),
-    cl::sub(compileCommand()), cl::cat(category()));
+             "columns, [x | t] [W ; s B^T] and [dy | dT] [W | A^T]^T, the frozen weight "
+             "padded with the adapter's blocks (kiln-lora-k-concat; default: on with "
+             "--lora unless --quant; =false: separate LoRA GEMMs)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
-    cl::desc("Layout of attention's q/k/v, output and gradients: bhsd (default; "
-             "[B, H, S, D], transposes around it) or bshd (kiln-attention-layout: the "
-             "op reads and writes the projections' [B, S, H, D] in place: generated "
-             "kernels, kiln_fa90 and cuDNN alike; step program version 4)"),
-    cl::value_desc("bhsd|bshd"), cl::init("bhsd"), cl::sub(compileCommand()),
+    cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
+             "kiln-attention-layout: the op reads and writes the projections' "
+             "[B, S, H, D] in place: generated kernels, kiln_fa90 and cuDNN alike; step "
+             "program version 5) or bhsd ([B, H, S, D], transposes around it)"),
+    cl::value_desc("bshd|bhsd"), cl::init("bshd"), cl::sub(compileCommand()),
     cl::cat(category()));
 cl::opt<std::string>
     quant("quant",
@@ -383,7 +385,15 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
                 "(without --lora every parameter trains)");
   options.lora = loraSpec.getValue();
   options.loraSkip = loraSkip.getValue();
-  options.loraKConcat = loraKConcat.getValue();
+  // On by default wherever there are adapters over plain frozen weights; asked
+  // for without adapters, an error. NF4 weights keep separate LoRA GEMMs
+  // unless asked: a padded weight would be a dequantized copy each step, and
+  // the NF4 GEMM reads the codes themselves.
+  if (loraKConcat.getNumOccurrences() && loraKConcat.getValue() && loraSpec.empty())
+    return fail("--lora-k-concat needs --lora");
+  options.loraKConcat = loraKConcat.getNumOccurrences()
+                            ? loraKConcat.getValue()
+                            : !loraSpec.empty() && quant.empty();
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

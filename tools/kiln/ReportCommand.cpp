@@ -148,6 +148,9 @@ void setStepOptions(PipelineOptions &options, StringRef until, bool withLora, bo
   }                         // else a full fine-tune: everything trains
   if (nf4)
     options.quant = quant.getValue();
+  // kiln compile's default: LoRA products as extra K columns of plain
+  // frozen weights (not of NF4 ones).
+  options.loraKConcat = withLora && !nf4;
   options.rematBudget = remat.str();
   if (remat != "none") {
     std::vector<std::string> pairs;

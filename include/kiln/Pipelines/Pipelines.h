@@ -49,7 +49,9 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                llvm::cl::desc("Regex of weights that get no adapter")};
   Option<bool> loraKConcat{*this, "lora-k-concat",
                            llvm::cl::desc("With lora: each adapter's product summed with its "
-                                          "frozen GEMM as one GEMM over concatenated K")};
+                                          "frozen GEMM as one GEMM over concatenated K "
+                                          "(kiln compile turns it on with --lora unless "
+                                          "--quant; here it is asked for)")};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
   ListOption<std::string> fp32Ops{*this, "fp32-ops",
@@ -73,7 +75,7 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
   Option<bool> ceBf16Logits{*this, "ce-bf16-logits",
                             llvm::cl::desc("The fused LM head's logits chunk in bf16 where the "
                                            "head matmul yields bf16 (fp32 statistics)"),
-                            llvm::cl::init(false)};
+                            llvm::cl::init(true)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw[:lr=,weight_decay=,betas=B1/B2,eps=] or "
                                                "sgd[:lr=,momentum=,dampening=,nesterov=0|1,"
@@ -95,8 +97,9 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
   Option<std::string> attentionLayout{
       *this, "attention-layout",
       llvm::cl::desc("Layout attention reads and writes: bhsd ([B, H, S, D], with the "
-                     "transposes) or bshd (kiln-attention-layout folds them into the op)"),
-      llvm::cl::init("bhsd")};
+                     "transposes) or bshd (kiln-attention-layout folds them into the op; "
+                     "default)"),
+      llvm::cl::init("bshd")};
   Option<std::string> rematBudget{*this, "remat-budget",
                                   llvm::cl::desc("kiln-remat's budget: none, pointwise, "
                                                  "auto, min or GiB (kiln compile: pointwise)"),
