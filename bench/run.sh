@@ -29,7 +29,10 @@
 # Kiln's column needs an artifact per config compiled on the compiler machine
 # (kiln compile needs MLIR, which the GPU machine lacks): set
 # KILN_ARTIFACTS=DIR with DIR/<config>/step.kiln and, optionally,
-# DIR/<config>/compile_seconds. Without it the column reads "n/a".
+# DIR/<config>/compile_seconds (and tokens.bin, used when the export's are
+# not here: bench/compile.sh writes that layout). Without it the column
+# reads "n/a". KILN_RUN=path/to/kiln-run uses a prebuilt runtime (a kiln-run
+# built on the compiler machine runs here: docs/gpu-validation.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${BENCH_OUT:-bench/out}
@@ -61,7 +64,7 @@ from configs import CONFIGS; c = CONFIGS['$config']; print(c.batch, c.seq)")
   exit 0
 fi
 
-kiln_run=build-rt/tools/kiln-run/kiln-run
+kiln_run=${KILN_RUN:-build-rt/tools/kiln-run/kiln-run}
 if [ ! -x "$kiln_run" ]; then
   cmake -S runtime -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   ninja -C build-rt kiln-run
@@ -83,7 +86,12 @@ for model in ${BENCH_MODELS:-hand}; do
         python3 bench/hf_peft.py weights --config "$config" --seed 0 --out "$out/$name"
       fi
       [ -f "$out/$name/weights.safetensors" ] && kiln+=(--kiln-weights "$out/$name/weights.safetensors")
-      [ -f "$out/$name/tokens.bin" ] && kiln+=(--kiln-data "$out/$name/tokens.bin")
+      # The export's tokens, else those bench/compile.sh put beside the artifact.
+      if [ -f "$out/$name/tokens.bin" ]; then
+        kiln+=(--kiln-data "$out/$name/tokens.bin")
+      elif [ -f "$(dirname "$artifact")/tokens.bin" ]; then
+        kiln+=(--kiln-data "$(dirname "$artifact")/tokens.bin")
+      fi
       seconds=$(dirname "$artifact")/compile_seconds
       [ -f "$seconds" ] && kiln+=(--kiln-compile-seconds "$(cat "$seconds")")
     fi
@@ -100,7 +108,11 @@ for model in ${BENCH_MODELS:-hand}; do
       if [ -f "$qartifact" ]; then
         qkiln+=(--kiln-artifact "$qartifact")
         [ -f "$out/$config/weights.safetensors" ] && qkiln+=(--kiln-weights "$out/$config/weights.safetensors")
-        [ -f "$out/$config/tokens.bin" ] && qkiln+=(--kiln-data "$out/$config/tokens.bin")
+        if [ -f "$out/$config/tokens.bin" ]; then
+          qkiln+=(--kiln-data "$out/$config/tokens.bin")
+        elif [ -f "$(dirname "$qartifact")/tokens.bin" ]; then
+          qkiln+=(--kiln-data "$(dirname "$qartifact")/tokens.bin")
+        fi
       fi
       python3 bench/bench.py --config "$config" --quant nf4 --modes eager,compile \
         --json "$out/${config}q.json" "${qkiln[@]}" "$@"

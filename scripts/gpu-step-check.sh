@@ -46,7 +46,8 @@ prepare)
   "$kiln" interp "$out/interp/step.mlir" --steps 3 --inputs "$fixture/test_data_set_0" \
     --outputs "$out/interp" > "$out/interp/log.txt"
   rm "$out/interp/step.mlir"
-  "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 \
+  # The plain LoRA step: separate LoRA GEMMs (--lora-k-concat is the default).
+  "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --lora-k-concat=false \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_lora.kiln"
   # The K-concatenated LoRA GEMMs (in-place concatenations: ld, column
   # views, kernels writing at a row stride) against the plain LoRA step.
@@ -57,7 +58,8 @@ prepare)
   # same nonzero adapters (fp32 and bf16).
   for precision in fp32 bf16; do
     "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
-      --optimizer=sgd:lr=1 --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_${precision}_lora_sgd.kiln"
+      --optimizer=sgd:lr=1 --lora-k-concat=false --emit=artifact --arch=sm_90,sm_80 \
+      -o "$out/llama_${precision}_lora_sgd.kiln"
     "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
       --optimizer=sgd:lr=1 --lora-k-concat --emit=artifact --arch=sm_90,sm_80 \
       -o "$out/llama_${precision}_lora_kconcat_sgd.kiln"

@@ -269,7 +269,8 @@ elif case == "lora-k-concat-grads":
     results = {}
     for precision in ("fp32", "bf16"):
         init = os.path.join(work, f"init_{precision}")
-        train(f"llama_{precision}_lora_sgd.kiln", "--steps", "0", "--save-adapters", init)
+        train(f"llama_{precision}_lora_sgd.kiln", "--steps", "0", "--save-adapters", init,
+              *fixed_inputs())
         start = os.path.join(work, f"start_{precision}")
         os.makedirs(start, exist_ok=True)
         shutil.copy(os.path.join(init, "adapter_config.json"), start)
