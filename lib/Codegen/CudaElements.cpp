@@ -35,13 +35,19 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
     return let(v, idx, "(" + a + " " + infix.str() + " " + b + ")");
   };
   auto unary = [&](auto make) { return let(v, idx, make(operandAt(0))); };
+  // A quotient whose result is rounded to 16 bits next: the fast full-range
+  // division (2 ulp of fp32 vanish in the rounding; docs/codegen.md).
+  const bool narrow = isNarrowFloat(element);
+  auto quotient = [&](const std::string &a, const std::string &b) {
+    return narrow ? "kiln_div16(" + a + ", " + b + ")" : "(" + a + " / " + b + ")";
+  };
   Type inElement = op->getNumOperands() ? typeOf(op->getOperand(0)).getElementType() : element;
   return llvm::TypeSwitch<Operation *, std::string>(op)
       .Case<kiln::ConstantOp>([&](kiln::ConstantOp k) { return constant(k, idx); })
       .Case<AddOp>([&](auto) { return binary("+"); })
       .Case<SubOp>([&](auto) { return binary("-"); })
       .Case<MulOp>([&](auto) { return binary("*"); })
-      .Case<DivOp>([&](auto) { return binary("/"); })
+      .Case<DivOp>([&](auto) { return let(v, idx, quotient(operandAt(0), operandAt(1))); })
       .Case<EqOp>([&](auto) { return binary("=="); })
       .Case<NeOp>([&](auto) { return binary("!="); })
       .Case<LtOp>([&](auto) { return binary("<"); })
@@ -91,18 +97,18 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         return unary([&](std::string x) { return fn("cos", element) + "(" + x + ")"; });
       })
       .Case<ReciprocalOp>([&](auto) {
-        return unary([&](std::string x) { return "(" + literal(1, element) + " / " + x + ")"; });
+        return unary([&](std::string x) { return quotient(literal(1, element), x); });
       })
       .Case<SigmoidOp>([&](auto) {
         return unary([&](std::string x) {
-          return "(" + literal(1, element) + " / (" + literal(1, element) + " + " +
-                 fn("exp", element) + "(-" + x + ")))";
+          return quotient(literal(1, element),
+                          "(" + literal(1, element) + " + " + fn("exp", element) + "(-" + x + "))");
         });
       })
       .Case<SiluOp>([&](auto) {
         return unary([&](std::string x) {
-          return "(" + x + " / (" + literal(1, element) + " + " + fn("exp", element) + "(-" + x +
-                 ")))";
+          return quotient(x,
+                          "(" + literal(1, element) + " + " + fn("exp", element) + "(-" + x + "))");
         });
       })
       .Case<ReluOp>([&](auto) {

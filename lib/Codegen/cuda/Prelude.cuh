@@ -2,6 +2,16 @@
 typedef long long int64_t;
 #define KILN_INF __int_as_float(0x7f800000)
 
+// a / b for a result rounded to bf16/f16 next: PTX's full-range division
+// (at most 2 ulp of fp32, subnormals flushed) instead of IEEE's div.rn,
+// whose slow path dominated the SiLU gradient kernel (docs/codegen.md,
+// "Division in 16-bit kernels"). Never used for an fp32 or fp64 result.
+__device__ __forceinline__ float kiln_div16(float a, float b) {
+  float r;
+  asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // Sum (or max) over the block; every thread gets the result. blockDim.x is a
 // multiple of 32 and every thread of the block must call it.
 __device__ __forceinline__ float kiln_block_reduce(float v, float *red, bool is_max) {
