@@ -23,7 +23,7 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
   if (const std::string *known = recall(v, idx))
     return *known;
   if (auto arg = dyn_cast<BlockArgument>(v))
-    return let(v, idx, load(arg, linear(idx, dims(v))));
+    return let(v, idx, loadAt(arg, idx, dims(v)));
   Operation *op = v.getDefiningOp();
   Type element = typeOf(v).getElementType();
   std::string c = computeType(element);
@@ -163,7 +163,7 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
         std::string flat = linear(idx, dims(v));
         // Row-major data: an input is read at the same flat offset.
         if (auto arg = dyn_cast<BlockArgument>(r.getInput()); arg && !related("D", flat, dims(arg)))
-          return let(v, idx, load(arg, flat));
+          return let(v, idx, flat == "flat" ? load(arg, flat) : loadAt(arg, idx, dims(v)));
         // Leading dims both shapes share keep their indices: only the
         // trailing ones are re-split ([B, S, H*D] -> [B, S, H, D] divides by
         // the constant D, not by the symbolic S).
@@ -205,7 +205,13 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
           int64_t step = s.getSteps()[i];
           std::string scaled = step == 1 ? idx[i] : idx[i] + " * " + std::to_string(step);
           std::string st = dim(start);
-          in.push_back(st == "0" ? scaled : "(" + st + " + " + scaled + ")");
+          // A lane index stays one past an aligned start.
+          int64_t first;
+          std::optional<std::string> x = step == 1 ? laneBase(idx[i]) : std::nullopt;
+          if (x && !StringRef(st).getAsInteger(10, first) && first % laneWidth == 0)
+            in.push_back(first == 0 ? idx[i] : laneIndex("(" + st + " + " + *x + ")"));
+          else
+            in.push_back(st == "0" ? scaled : "(" + st + " + " + scaled + ")");
         }
         return value(s.getInput(), in);
       })
@@ -325,17 +331,30 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
   line(computeType(element) + " " + out + ";");
   Dim offset = dimConst(cat.getContext(), 0);
   unsigned n = cat.getInputs().size();
+  // On an aligned lane index (X + lane) with every boundary a multiple of
+  // the width, the lanes pick the same input: branch on X, lane-uniform.
+  std::optional<std::string> x = laneBase(idx[axis]);
+  auto aligned = [&](Dim d) {
+    std::optional<int64_t> c = d.getConstantValue();
+    return c && *c % laneWidth == 0;
+  };
+  bool uniform = x.has_value();
+  Dim end = offset;
+  for (Value input : cat.getInputs())
+    uniform = uniform && aligned(end = dimAdd(end, getDim(typeOf(input), axis)));
   for (unsigned i = 0; i < n; ++i) {
     Value input = cat.getInputs()[i];
     Dim next = dimAdd(offset, getDim(typeOf(input), axis));
-    std::string cond = idx[axis] + " < " + dim(next);
+    std::string cond = (uniform ? *x : idx[axis]) + " < " + dim(next);
     open(i == 0       ? "if (" + cond + ")"
          : i + 1 == n ? std::string("else")
-                      : "else if (" + cond + ")");
+                      : "else if (" + cond + ")",
+         uniform);
     Index in(idx.begin(), idx.end());
     std::string off = dim(offset);
     if (off != "0")
-      in[axis] = "(" + idx[axis] + " - " + off + ")";
+      in[axis] = uniform ? laneIndex("(" + *x + " - " + off + ")")
+                         : "(" + idx[axis] + " - " + off + ")";
     line(out + " = " + value(input, in) + ";");
     close();
     offset = next;

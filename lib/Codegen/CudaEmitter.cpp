@@ -77,15 +77,17 @@ void Printer::line(const Twine &text) {
   body += '\n';
 }
 
-void Printer::open(const Twine &header) {
+void Printer::open(const Twine &header, bool laneUniform) {
   line(header + " {");
   ++indent;
   scopes.emplace_back();
+  uniformScopes.push_back(laneUniform);
 }
 
 void Printer::close(StringRef tail) {
   --indent;
   scopes.pop_back();
+  uniformScopes.pop_back();
   line(tail);
 }
 
@@ -267,12 +269,65 @@ std::string Printer::load(Value arg, const std::string &offset) {
     (offset == "flat" ? rowFlatInputs : rowColInputs).insert(arg);
     ptr = names.params.lookup(arg) + (offset == "flat" ? "_v" : "_w") + "[c][lane]";
   }
+  return widened(element, ptr);
+}
+
+std::string Printer::widened(Type element, const std::string &ptr) {
   if (element.isBF16())
     return "__bfloat162float(" + ptr + ")";
   if (element.isF16())
     return "__half2float(" + ptr + ")";
   std::string c = computeType(element);
   return storageType(element) == c ? ptr : "(" + c + ")" + ptr;
+}
+
+std::optional<std::string> Printer::laneBase(const std::string &i) {
+  StringRef s(i);
+  if (!vectorLanes || !s.consume_front("(") || !s.consume_back(" + lane)") ||
+      !laneAligned.contains(s))
+    return std::nullopt;
+  return s.str();
+}
+
+std::string Printer::laneIndex(const std::string &x) {
+  laneAligned.insert(x);
+  return "(" + x + " + lane)";
+}
+
+std::optional<std::string> Printer::laneChunk(Value arg, ArrayRef<std::string> idx,
+                                              ArrayRef<std::string> sizes) {
+  if (!vectorLanes || !laneLoopDepth || idx.empty() || sizes.size() != idx.size())
+    return std::nullopt;
+  std::optional<std::string> x = laneBase(idx.back());
+  int64_t inner;
+  if (!x || StringRef(sizes.back()).getAsInteger(10, inner) || inner % laneWidth)
+    return std::nullopt;
+  // Lane 0 loads for all: every block opened in the lane loop must be taken
+  // by all lanes alike, and none may be a loop (its iterations would
+  // overwrite the registers before the next lane reads them).
+  for (size_t s = laneLoopDepth; s < uniformScopes.size(); ++s)
+    if (!uniformScopes[s])
+      return std::nullopt;
+  Index at(idx.begin(), idx.end());
+  at.back() = *x;
+  // X and the row's start are multiples of the width; the buffer starts
+  // 16-byte aligned (as the `[chunk]` vector loads assume).
+  std::string offset = linear(at, sizes);
+  Type element = typeOf(arg).getElementType();
+  std::string param = names.params.lookup(arg), reg = fresh(param + "_c");
+  laneChunks.push_back({reg, element});
+  std::string type = vectorType(element, laneWidth);
+  line("if (lane == 0) *reinterpret_cast<" + type + " *>(" + reg + ") = *reinterpret_cast<const " +
+       type + " *>(" + param + " + (" + offset + "));");
+  return widened(element, reg + "[lane]");
+}
+
+std::string Printer::loadAt(Value arg, ArrayRef<std::string> idx, ArrayRef<std::string> sizes) {
+  std::string offset = linear(idx, sizes);
+  if (offset != "flat")
+    if (std::optional<std::string> chunk = laneChunk(arg, idx, sizes))
+      return *chunk;
+  return load(arg, offset);
 }
 
 std::string Printer::store(Type element, const std::string &value) {

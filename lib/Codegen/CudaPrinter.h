@@ -34,6 +34,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <map>
+#include <optional>
 
 namespace kiln::codegen::detail {
 
@@ -87,7 +88,9 @@ struct Printer {
 
   std::string fresh(StringRef prefix) { return (prefix + Twine(counter++)).str(); }
   void line(const Twine &text);
-  void open(const Twine &header);
+  /// \p laneUniform: a vector loop's lanes all take this block or none
+  /// (a concat branch on an aligned lane index); see laneChunk.
+  void open(const Twine &header, bool laneUniform = false);
   void close(StringRef tail = "}");
   std::string key(ArrayRef<std::string> idx) { return llvm::join(idx, ","); }
   std::string valueKey(Value v, ArrayRef<std::string> idx);
@@ -129,6 +132,28 @@ struct Printer {
   /// Names known to be multiples of laneWidth: `base` and innermost indices
   /// split from one over a size that is a multiple of it.
   llvm::StringSet<> laneAligned;
+  /// Per open C scope (parallel to `scopes`): whether it is lane-uniform.
+  std::vector<bool> uniformScopes{true};
+  /// `scopes.size()` inside the lane loop (0 outside one).
+  size_t laneLoopDepth = 0;
+  /// Registers of the lane-contiguous loads (name, element), declared
+  /// before the lane loop.
+  SmallVector<std::pair<std::string, Type>> laneChunks;
+  /// X when \p i is `(X + lane)` with X a multiple of laneWidth.
+  std::optional<std::string> laneBase(const std::string &i);
+  /// `(X + lane)` for an aligned X (recorded as aligned).
+  std::string laneIndex(const std::string &x);
+  /// Inside the lane loop, where every block opened in it is lane-uniform,
+  /// an input read at idx whose innermost index is `(X + lane)` (X aligned,
+  /// the innermost size a constant multiple of the width): the lanes read
+  /// one aligned vector, loaded once by lane 0 into registers every lane
+  /// reads (`<in>_cN[lane]`). Null where the read stays scalar.
+  std::optional<std::string> laneChunk(Value arg, ArrayRef<std::string> idx,
+                                       ArrayRef<std::string> sizes);
+  /// load() at linear(idx, sizes), through laneChunk where it applies.
+  std::string loadAt(Value arg, ArrayRef<std::string> idx, ArrayRef<std::string> sizes);
+  /// An element read through `ptr` (an lvalue of the storage type), widened.
+  std::string widened(Type element, const std::string &ptr);
 
   /// A vectorized row kernel (rowLayout: width > 1): while its lanes print,
   /// loads at `flat` / `col` read the registers every thread loaded before

@@ -91,6 +91,8 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   vectorLanes = true;
   line("#pragma unroll");
   open("for (int lane = 0; lane < " + w + "; ++lane)");
+  laneLoopDepth = scopes.size();
+  laneChunks.clear();
   line("const int64_t flat = base + lane;");
   Index idx;
   if (chunkIndex) {
@@ -103,6 +105,7 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   storeOutputs("flat", first, idx, segment);
   close();
   vectorLanes = false;
+  laneLoopDepth = 0;
   laneWidth = 0;
   laneAligned = {};
   std::string lanes = std::move(body);
@@ -123,6 +126,8 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
          "reinterpret_cast<const " +
          vectorType(arg) + " *>(" + name + ")[chunk];");
   }
+  for (auto [name, element] : laneChunks)
+    line("__align__(16) " + storageType(element) + " " + name + "[" + w + "];");
   for (auto [i, out] : llvm::enumerate(plan.outputs))
     line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
          w + "];");

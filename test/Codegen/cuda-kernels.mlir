@@ -38,7 +38,9 @@
 // LOOP-NEXT: const int64_t flat = base + lane;
 // LOOP-NOT: %
 // LOOP: const float [[X:v[0-9]+]] = in0_v[lane];
-// LOOP: const float [[B:v[0-9]+]] = in1[([[COL]] + lane)];
+// The bias row's 4 lanes: one aligned vector, loaded by lane 0.
+// LOOP: if (lane == 0) *reinterpret_cast<uint4 *>([[BC:in1_c[0-9]+]]) = *reinterpret_cast<const uint4 *>(in1 + ([[COL]]));
+// LOOP-NEXT: const float [[B:v[0-9]+]] = [[BC]][lane];
 // LOOP: out0_v[lane] = __float2bfloat16(
 // LOOP: reinterpret_cast<uint2 *>(out0)[chunk] = *reinterpret_cast<const uint2 *>(out0_v);
 

@@ -16,7 +16,10 @@
 // CHECK-NOT: [[S]];
 // CHECK: int64_t [[R:r[0-9]+]] = ix{{[0-9]+}};
 // CHECK-NEXT: const int64_t [[D:ix[0-9]+]] = [[R]] % 64;
-// CHECK: in0[{{.*}} * 64 + (([[D]] + lane))]
+// The lanes read 8 consecutive elements of a row (64 is a multiple of 8)
+// from an aligned start: lane 0 loads them as one vector for all.
+// CHECK: if (lane == 0) *reinterpret_cast<uint4 *>([[C:in0_c[0-9]+]]) = *reinterpret_cast<const uint4 *>(in0 + ({{.*}} * 64 + [[D]]));
+// CHECK-NEXT: const float {{v[0-9]+}} = __bfloat162float([[C]][lane]);
 // CHECK-NOT: % [[S]]
 // CHECK-NOT: /= [[S]]
 // CHECK: out0_v[lane] =

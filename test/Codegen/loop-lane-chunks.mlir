@@ -1,0 +1,49 @@
+// A vectorized loop kernel's lanes read consecutive elements of an input
+// as one aligned vector: lane 0 loads it into registers every lane reads.
+// A concatenation whose boundaries are multiples of the vector width
+// branches on the chunk's aligned index (every lane takes the same input),
+// and a slice at an aligned start keeps the lane index aligned: the
+// rotate-half RoPE reads x, cos and sin as 16-byte vectors. A boundary
+// inside a chunk keeps the per-lane branch and scalar reads.
+// RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
+// RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
+// RUN: cat %t/rope_k0_*.cu | FileCheck %s --check-prefix=ROPE
+// RUN: cat %t/ragged_k0_*.cu | FileCheck %s --check-prefix=RAGGED
+
+// ROPE: 8 elements per thread, moved with vector accesses
+// ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64;
+// ROPE: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
+// ROPE: __align__(16) __nv_bfloat16 {{in1_c[0-9]+}}[8];
+// ROPE: for (int lane = 0; lane < 8; ++lane) {
+// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in1_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in1 + ({{.*}} * 64 + [[D]]));
+// ROPE: if ([[D]] < 32) {
+// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in0_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in0 + ({{.*}} * 64 + ((32 + [[D]]))));
+// ROPE: else {
+// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in0_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in0 + ({{.*}} * 64 + (([[D]] - 32))));
+// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in2_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in2 + ({{.*}} * 64 + [[D]]));
+// ROPE-NOT: in0[
+// ROPE-NOT: in1[
+// ROPE-NOT: in2[
+// ROPE: reinterpret_cast<uint4 *>(out0)[chunk]
+func.func @rope(%x: tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, %cos: tensor<?x64xbf16, #kiln.dims<[s]>>,
+                %sin: tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>> {
+  %lo = kiln.slice %x {starts = #kiln.dims<[0, 0, 0]>, steps = array<i64: 1, 1, 1>} : tensor<?x?x64xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %hi = kiln.slice %x {starts = #kiln.dims<[0, 0, 32]>, steps = array<i64: 1, 1, 1>} : tensor<?x?x64xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %neg = kiln.neg %hi : tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %rot = kiln.concat %neg, %lo {axis = 2 : i64} : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+  %a = kiln.mul %x, %cos : (tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+  %b = kiln.mul %rot, %sin : (tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+  %y = kiln.add %a, %b : (tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, tensor<?x?x64xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+  return %y : tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+}
+
+// RAGGED: 8 elements per thread, moved with vector accesses
+// RAGGED: for (int lane = 0; lane < 8; ++lane) {
+// RAGGED: if (([[I:ix[0-9]+]] + lane) < 4) {
+// RAGGED-NOT: lane == 0
+// RAGGED: in0[
+// RAGGED: in1[
+func.func @ragged(%a: tensor<?x4xbf16, #kiln.dims<[n]>>, %b: tensor<?x12xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>> {
+  %y = kiln.concat %a, %b {axis = 1 : i64} : (tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x12xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  return %y : tensor<?x16xbf16, #kiln.dims<[n]>>
+}
