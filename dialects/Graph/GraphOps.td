@@ -285,6 +285,20 @@ def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure, Kiln_InferType]> {
                        "functional-type(operands, results)";
 }
 
+def Kiln_RmsNormWithRstdOp : Kiln_Op<"rms_norm_with_rstd", [Pure, Kiln_InferType]> {
+  let summary = "rms_norm that also returns rstd = 1 / sqrt(mean(x^2) + epsilon) per row";
+  let description = [{
+    `result` is `kiln.rms_norm`'s; `rstd` (f32, the input's dims [0, axis))
+    is the row statistic, kept for `kiln.rms_norm_grad_from_output`
+    (`kiln-norm-grad-from-output` makes both).
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result, Kiln_FloatTensor:$rstd);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 def Kiln_CumsumOp : Kiln_Op<"cumsum",
     [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "running sum along `axis` (optionally exclusive / reversed)";
@@ -524,6 +538,27 @@ def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [Pure]> {
                        Kiln_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_FloatTensor:$weight_grad);
   let assemblyFormat = "$input `,` $weight `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_RmsNormGradFromOutputOp : Kiln_Op<"rms_norm_grad_from_output", [Pure]> {
+  let summary = "gradients of rms_norm(x, weight) given dy, from a scaled normalized output";
+  let description = [{
+    The input x is not read: with xhat = output / divisor (`output` is the
+    normalized x * rstd times the per-column `divisor`, possibly rounded
+    to a narrower type, e.g. the product of the bf16-cast norm and a
+    frozen scale that the backward keeps anyway) and g = dy * weight:
+    dx = rstd * (g - xhat * mean(g * xhat)); dweight = sum over leading
+    dims of dy * xhat. `rstd` is `kiln.rms_norm_with_rstd`'s. A zero
+    divisor element leaves xhat unknown there: `kiln-norm-grad-from-output`
+    only picks frozen divisors, which the runtime checks when weights load.
+  }];
+  let arguments = (ins Kiln_FloatTensor:$output, Kiln_FloatTensor:$divisor,
+                       Kiln_FloatTensor:$weight, Kiln_FloatTensor:$rstd,
+                       Kiln_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$input_grad, Kiln_FloatTensor:$weight_grad);
+  let assemblyFormat = "$output `,` $divisor `,` $weight `,` $rstd `,` $grad attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -783,6 +783,45 @@ def RecomputeDequantizedPass : Pass<"kiln-recompute-dequantized", "::mlir::func:
   }];
 }
 
+def NormGradFromOutputPass : Pass<"kiln-norm-grad-from-output", "::mlir::func::FuncOp"> {
+  let summary = "RMSNorm gradients from the kept normalized output and a row "
+                "statistic instead of the norm's input";
+  let description = [{
+    Runs on the joint function after `kiln-autodiff` (and `kiln-train-step`),
+    before `kiln-remat`. `kiln.rms_norm_grad` reads the norm's input x (the
+    residual stream, [tokens x hidden] per norm) only to recompute
+    xhat = x * rstd. When the norm's output, optionally cast and multiplied
+    by a frozen per-column scale (Hugging Face's `weight * x.to(dtype)`),
+    is read by the backward pass anyway (the next projection's weight or
+    LoRA gradient keeps it), xhat is that value divided by the scale:
+    the forward norm becomes `kiln.rms_norm_with_rstd` (one f32 per row
+    more) and the gradient `kiln.rms_norm_grad_from_output`, so x is no
+    longer kept for it. The divisor is the frozen scale (the norm's own
+    weight when there is no multiply) or a constant; it must have no zero
+    element: a parameter gets `kiln.nonzero`, which the runtime checks when
+    weights load, a constant with a zero is left alone, and trained weights
+    (arguments) are never divisors.
+
+    The rounding of the kept value (bf16) enters only the xhat * mean(g *
+    xhat) term of dx (about 1/sqrt(hidden) of |dx|) and dweight.
+
+    Before (bf16 step; `%h` feeds the next matmul and its LoRA gradient):
+    ```mlir
+    %y = kiln.rms_norm %x, %ones {axis = 2 : i64, epsilon = 1.0E-5 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %yb = kiln.cast %y : tensor<2x8x64xf32> -> tensor<2x8x64xbf16>
+    %h = kiln.mul %gamma, %yb : (tensor<64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x8x64xbf16>
+    ...
+    %dx, %dw = kiln.rms_norm_grad %x, %ones, %dy {axis = 2 : i64, epsilon = 1.0E-5 : f64} : (...) -> (...)
+    ```
+    After (`%x` is no longer read by the backward pass):
+    ```mlir
+    %y, %rstd = kiln.rms_norm_with_rstd %x, %ones {axis = 2 : i64, epsilon = 1.0E-5 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8xf32>)
+    ...
+    %dx, %dw = kiln.rms_norm_grad_from_output %h, %gamma, %ones, %rstd, %dy {axis = 2 : i64} : (...) -> (...)
+    ```
+  }];
+}
+
 def RematerializePass : Pass<"kiln-remat", "::mlir::func::FuncOp"> {
   let summary = "Recompute forward values in the backward pass instead of "
                 "keeping them (activation checkpointing by min-cut)";

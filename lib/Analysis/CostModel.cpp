@@ -70,7 +70,8 @@ int64_t estimateFlops(Operation *op, const SymbolValues &symbols) {
                 ExpandOp, PadOp, GatherOp, GatherElementsOp, GatherNdOp, ParameterOp, ConstantOp,
                 CastOp, IotaOp>(op))
     return 0; // Data movement only.
-  if (llvm::isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp>(op))
+  if (llvm::isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, RmsNormWithRstdOp,
+                CrossEntropyOp>(op))
     return 5 * elements(op->getOperand(0), symbols);
   if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, CumsumOp>(op))
     return elements(op->getOperand(0), symbols);

@@ -24,7 +24,7 @@ namespace {
 FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool trainable,
                            bool fromInit, StringRef foldedFrom = {},
                            std::optional<bool> foldedTransposed = std::nullopt,
-                           ArrayAttr aliases = {}) {
+                           ArrayAttr aliases = {}, bool nonzero = false) {
   auto tensor = llvm::dyn_cast<RankedTensorType>(type);
   const char *dtype = tensor ? kiln::artifactDTypeName(tensor.getElementType()) : nullptr;
   if (!dtype)
@@ -43,6 +43,9 @@ FailureOr<Json> paramEntry(Operation *where, StringRef name, Type type, bool tra
   entry.set("trainable", Json::boolean(trainable));
   if (fromInit)
     entry.set("init", Json::boolean(true));
+  // The step divides by it (kiln-norm-grad-from-output): loading checks.
+  if (nonzero)
+    entry.set("nonzero", Json::boolean(true));
   // The exporter folded this initializer from a named weight (typically its
   // transpose); weights files keyed by PyTorch names hold that one.
   // For a 2-D one, whether it is that weight's transpose: a square matrix
@@ -70,6 +73,11 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp ste
       if (auto name = init.getResultAttrOfType<StringAttr>(i, "kiln.param"))
         initialized.insert(name.getValue());
 
+  llvm::StringSet<> nonzero;
+  step.walk([&](ParameterOp op) {
+    if (op->hasAttr(kiln::kNonzeroAttr))
+      nonzero.insert(op.getName());
+  });
   Json params = Json::array();
   llvm::StringSet<> seen;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -101,7 +109,8 @@ FailureOr<std::string> kiln::emitParamsSection(ModuleOp module, func::FuncOp ste
     FailureOr<Json> entry = paramEntry(op, op.getName(), op.getType(), /*trainable=*/false,
                                        initialized.contains(op.getName()),
                                        foldedFrom ? foldedFrom.getValue() : StringRef(), transposed,
-                                       op->getAttrOfType<ArrayAttr>(kiln::kSourceAliasesAttr));
+                                       op->getAttrOfType<ArrayAttr>(kiln::kSourceAliasesAttr),
+                                       nonzero.contains(op.getName()));
     if (failed(entry))
       return WalkResult::interrupt();
     params.push(std::move(*entry));

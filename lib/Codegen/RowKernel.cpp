@@ -12,6 +12,8 @@
 #include "CudaPrinter.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::kernel;
@@ -262,7 +264,7 @@ void Printer::rowKernel() {
           return let(ln.getResult(), idx, e);
         });
       })
-      .Case<RmsNormOp>([&](RmsNormOp rn) {
+      .Case<RmsNormOp, RmsNormWithRstdOp>([&](auto rn) {
         meanOf(
             [&](const Index &idx) {
               std::string v = value(x, idx);
@@ -271,10 +273,41 @@ void Printer::rowKernel() {
             "ms");
         line("const float rstd = rsqrtf(ms + " +
              literal(rn.getEpsilon().convertToDouble(), Float32Type::get(ctx)) + ");");
+        // The row statistic for the gradient from the output: one store per
+        // row (the row's buffer is contiguous over the leading dims).
+        if constexpr (std::is_same_v<decltype(rn), RmsNormWithRstdOp>) {
+          if (int i = accumulatorIndex(rn.getRstd()); i >= 0) {
+            open(rowVec.width > 1 ? "if (tr == 0)" : "if (threadIdx.x == 0)");
+            line(outName(i) + "[row] = " + store(elementOf(rn.getRstd()), "rstd") + ";");
+            close();
+          }
+        }
         finalLoop(rn.getResult(), [&](const Index &idx) {
           return let(rn.getResult(), idx,
                      value(x, idx) + " * rstd * " + weightAt(rn.getWeight(), idx));
         });
+      })
+      .Case<RmsNormGradFromOutputOp>([&](RmsNormGradFromOutputOp g) {
+        Value w = g.getWeight(), dy = g.getGrad(), divisor = g.getDivisor();
+        line("const float rstd = " + value(g.getRstd(), lead) + ";");
+        auto xhatAt = [&](const Index &idx) {
+          return "(" + value(x, idx) + " / " + weightAt(divisor, idx) + ")";
+        };
+        meanOf(
+            [&](const Index &idx) {
+              return value(dy, idx) + " * " + weightAt(w, idx) + " * " + xhatAt(idx);
+            },
+            "mgx");
+        finalLoop(
+            g.getInputGrad(),
+            [&](const Index &idx) {
+              std::string xhat = fresh("xhat"), d = value(dy, idx);
+              line("const float " + xhat + " = " + xhatAt(idx) + ";");
+              accumulateTo(g.getWeightGrad(), idx, d + " * " + xhat);
+              return let(g.getInputGrad(), idx,
+                         "rstd * (" + d + " * " + weightAt(w, idx) + " - " + xhat + " * mgx)");
+            },
+            [&](unsigned i) { return isAccumulator(i); });
       })
       .Case<LayerNormGradOp>([&](LayerNormGradOp g) {
         Value w = g.getWeight(), dy = g.getGrad();

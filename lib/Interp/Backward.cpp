@@ -121,6 +121,54 @@ absl::StatusOr<Tensors> runNormGrad(Operation *op, const HostTensor &x, const Ho
   return results;
 }
 
+/// rms_norm's gradients from xhat = output / divisor and the kept rstd.
+absl::StatusOr<Tensors> runNormGradFromOutput(RmsNormGradFromOutputOp op, Operands args) {
+  const HostTensor &out = *args[0], &divisor = *args[1], &weight = *args[2], &rstd = *args[3],
+                   &dy = *args[4];
+  int64_t axis = op.getAxis();
+  if (absl::Status s = checkNormParam(out, axis, divisor, "divisor"); !s.ok())
+    return s;
+  if (absl::Status s = checkNormParam(out, axis, weight, "weight"); !s.ok())
+    return s;
+  if (absl::Status s = checkSameShape(out, "output", dy, "grad"); !s.ok())
+    return s;
+  if (rstd.shape != Shape(out.shape.begin(), out.shape.begin() + axis))
+    return absl::InvalidArgumentError(absl::StrCat("rstd ", rstd.shapeString(),
+                                                   " is not the output's leading dims"));
+  int64_t cols = divisor.numel();
+  for (int64_t c = 0; c < cols; ++c)
+    if (divisor.floats[c] == 0.0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "divisor element ", c,
+          " is zero: the normalized input cannot be recovered from the output there "
+          "(compile with --norm-grad-from-output=false)"));
+  absl::StatusOr<HostTensor> dx = makeResult(op.getInputGrad(), out.shape);
+  if (!dx.ok())
+    return dx.status();
+  int64_t rows = cols ? out.numel() / cols : 0;
+  std::vector<double> dweight(cols, 0.0), xhat(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *o = out.floats.data() + r * cols, *g = dy.floats.data() + r * cols;
+    double meanGXhat = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      xhat[c] = o[c] / divisor.floats[c];
+      meanGXhat += g[c] * weight.floats[c] * xhat[c];
+      dweight[c] += g[c] * xhat[c];
+    }
+    meanGXhat /= cols;
+    for (int64_t c = 0; c < cols; ++c)
+      dx->set(r * cols + c, rstd.floats[r] * (g[c] * weight.floats[c] - xhat[c] * meanGXhat));
+  }
+  absl::StatusOr<HostTensor> dw = makeResult(op.getWeightGrad(), weight.shape);
+  if (!dw.ok())
+    return dw.status();
+  for (int64_t c = 0; c < cols; ++c)
+    dw->set(c, dweight[c]);
+  Tensors results{std::move(*dx)};
+  results.push_back(std::move(*dw));
+  return results;
+}
+
 absl::StatusOr<Tensors> runAttentionGrad(AttentionGradOp op, Operands args) {
   const HostTensor *mask = op.getMask() ? args[3] : nullptr;
   const HostTensor &q = *args[0], &k = *args[1], &v = *args[2];
@@ -268,6 +316,7 @@ MaybeResults runBackward(Operation *op, Operands args) {
                            n.getEpsilon().convertToDouble(),
                            /*centered=*/false);
       })
+      .Case([&](RmsNormGradFromOutputOp n) { return runNormGradFromOutput(n, args); })
       .Case([&](AttentionGradOp a) -> absl::StatusOr<Tensors> {
         if (!hasSeqMajorRole(a))
           return runAttentionGrad(a, args);

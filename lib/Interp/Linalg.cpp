@@ -113,6 +113,15 @@ absl::StatusOr<Tensors> runNorm(Operation *op, const HostTensor &in, const HostT
     return out.status();
   int64_t cols = weight.numel();
   int64_t rows = cols ? in.numel() / cols : 0;
+  // rms_norm_with_rstd also returns each row's 1 / sqrt(mean(x^2) + eps).
+  std::optional<HostTensor> rstd;
+  if (op->getNumResults() > 1) {
+    absl::StatusOr<HostTensor> t =
+        makeResult(op->getResult(1), Shape(in.shape.begin(), in.shape.begin() + axis));
+    if (!t.ok())
+      return t.status();
+    rstd = std::move(*t);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const double *x = in.floats.data() + r * cols;
     double mean = 0;
@@ -130,8 +139,13 @@ absl::StatusOr<Tensors> runNorm(Operation *op, const HostTensor &in, const HostT
       double y = (x[c] - mean) * invStd * weight.floats[c];
       out->set(r * cols + c, bias ? y + bias->floats[c] : y);
     }
+    if (rstd)
+      rstd->set(r, invStd);
   }
-  return Tensors{std::move(*out)};
+  Tensors results{std::move(*out)};
+  if (rstd)
+    results.push_back(std::move(*rstd));
+  return results;
 }
 
 absl::StatusOr<Tensors> runTrilu(TriluOp op, const HostTensor &in) {
@@ -167,6 +181,10 @@ MaybeResults runLinalg(Operation *op, Operands args) {
                        /*centered=*/true);
       })
       .Case([&](RmsNormOp n) {
+        return runNorm(op, *args[0], *args[1], nullptr, n.getAxis(),
+                       n.getEpsilon().convertToDouble(), /*centered=*/false);
+      })
+      .Case([&](RmsNormWithRstdOp n) {
         return runNorm(op, *args[0], *args[1], nullptr, n.getAxis(),
                        n.getEpsilon().convertToDouble(), /*centered=*/false);
       })

@@ -101,6 +101,9 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     // After CSE, which would merge the clones back.
     if (!options.quant.empty())
       pm.addNestedPass<func::FuncOp>(createRecomputeDequantizedPass());
+    // Before remat, which then no longer keeps the norms' inputs for them.
+    if (options.normGradFromOutput)
+      pm.addNestedPass<func::FuncOp>(createNormGradFromOutputPass());
   }
   if (options.rematBudget != "none") {
     RematerializePassOptions remat;

@@ -196,6 +196,7 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::strin
           const Json *init = optional("init", Json::Kind::Bool);
           const Json *folded = optional("folded_from", Json::Kind::String);
           const Json *foldedTransposed = optional("folded_transposed", Json::Kind::Bool);
+          const Json *nonzero = optional("nonzero", Json::Kind::Bool);
           if (!wrongType.empty())
             return fail(where + wrongType);
           spec.source = source ? source->getString() : spec.name;
@@ -219,6 +220,9 @@ Expected<StepArtifact> StepArtifact::decode(Artifact container, const std::strin
                           " holds more bytes than int64 counts");
           spec.trainable = trainable && trainable->getBool();
           spec.fromInit = init && init->getBool();
+          spec.nonzero = nonzero && nonzero->getBool();
+          if (spec.nonzero && spec.trainable)
+            return fail(where + "'nonzero' is for frozen weights only");
           if (folded)
             spec.foldedFrom = folded->getString();
           if (const Json *aliases = entry.get("aliases")) {
@@ -419,17 +423,63 @@ Expected<WeightMatch> StepArtifact::matchWeight(const ParamSpec &param,
                " weights files)"};
 }
 
+std::optional<int64_t> kiln::runtime::firstZeroElement(const std::string &bytes, DType dtype) {
+  if (dtype != DType::F64 && dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    return std::nullopt;
+  // A float is zero when every bit but the sign (the top one) is clear.
+  size_t size = dtypeSize(dtype);
+  for (size_t i = 0; i + size <= bytes.size(); i += size) {
+    bool zero = (static_cast<unsigned char>(bytes[i + size - 1]) & 0x7f) == 0;
+    for (size_t b = 0; zero && b + 1 < size; ++b)
+      zero = bytes[i + b] == 0;
+    if (zero)
+      return static_cast<int64_t>(i / size);
+  }
+  return std::nullopt;
+}
+
+Status kiln::runtime::checkNonzeroWeight(const ParamSpec &param, const std::string &bytes,
+                                         DType dtype) {
+  if (!param.nonzero)
+    return Status::success();
+  if (std::optional<int64_t> zero = firstZeroElement(bytes, dtype))
+    return Error{"weight '" + param.source + "': element " + std::to_string(*zero) +
+                 " is zero, but the step divides by it (the RMSNorm gradient from the norm's "
+                 "output); recompile with --norm-grad-from-output=false"};
+  return Status::success();
+}
+
+/// A nonzero parameter's values, as the file (or the artifact) holds them.
+static Status checkNonzeroMatch(const ParamSpec &param, const WeightMatch &match) {
+  if (!param.nonzero)
+    return Status::success();
+  if (!match.tensor)
+    return checkNonzeroWeight(param, param.value, param.dtype);
+  const unsigned char *data = match.file->data(*match.tensor);
+  size_t bytes = match.tensor->getElementCount() * dtypeSize(match.tensor->dtype);
+  return checkNonzeroWeight(param, std::string(reinterpret_cast<const char *>(data), bytes),
+                            match.tensor->dtype);
+}
+
 Status StepArtifact::checkWeights(const std::vector<SafetensorsFile> &shards) const {
-  for (const ParamSpec &param : params)
-    if (Expected<WeightMatch> match = matchWeight(param, shards); !match)
+  for (const ParamSpec &param : params) {
+    Expected<WeightMatch> match = matchWeight(param, shards);
+    if (!match)
       return match.takeError();
+    if (Status s = checkNonzeroMatch(param, *match); !s)
+      return s;
+  }
   return Status::success();
 }
 
 Status StepArtifact::checkWeights(const SafetensorsFile &weights) const {
-  for (const ParamSpec &param : params)
-    if (Expected<WeightMatch> match = matchWeight(param, weights); !match)
+  for (const ParamSpec &param : params) {
+    Expected<WeightMatch> match = matchWeight(param, weights);
+    if (!match)
       return match.takeError();
+    if (Status s = checkNonzeroMatch(param, *match); !s)
+      return s;
+  }
   return Status::success();
 }
 

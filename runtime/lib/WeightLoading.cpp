@@ -93,9 +93,9 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
     return bytes;
   };
   // The weight's elements as `dtype`, row-major in `shape`.
-  auto weightBytes = [this, weights, specs, randomBytes](
-                         const std::string &name, DType dtype,
-                         const std::vector<int64_t> &shape) -> Expected<std::string> {
+  auto elementBytes = [this, weights, specs, randomBytes](
+                          const std::string &name, DType dtype,
+                          const std::vector<int64_t> &shape) -> Expected<std::string> {
     const StepArtifact &artifact = *this->artifact;
     int64_t count = 1;
     for (int64_t d : shape)
@@ -142,6 +142,19 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
     Expected<std::string> bytes = convertElements(data, info.dtype, dtype, count);
     if (!bytes)
       return Error{file.getPath() + ": weight '" + info.name + "': " + bytes.getError()};
+    return bytes;
+  };
+  // A weight the step divides by must have no zero element (wherever its
+  // values came from: file, model or --init random).
+  auto weightBytes = [specs, elementBytes](const std::string &name, DType dtype,
+                                           const std::vector<int64_t> &shape)
+      -> Expected<std::string> {
+    Expected<std::string> bytes = elementBytes(name, dtype, shape);
+    auto spec = specs.find(name);
+    if (!bytes || spec == specs.end() || !spec->second->nonzero)
+      return bytes;
+    if (Status s = checkNonzeroWeight(*spec->second, *bytes, dtype); !s)
+      return s.takeError();
     return bytes;
   };
   return [this, weightBytes](const std::string &key, DType dtype, const std::vector<int64_t> &shape,

@@ -375,6 +375,45 @@ static void testSquareFoldedWeights() {
   std::filesystem::remove_all(dir);
 }
 
+// A frozen weight the step divides by (kiln-norm-grad-from-output): a zero
+// element in the file or in the artifact's own value is refused in one line.
+static void testNonzeroWeights() {
+  Expected<StepArtifact> step =
+      decode({{"meta", kBareMeta},
+              {"params", R"([{"name":"norm.weight","dtype":"BF16","shape":[3],"nonzero":true},)"
+                         R"({"name":"inline","dtype":"F32","shape":[2],"nonzero":true,)"
+                         R"("value":"0000803f00000080"}])"}});
+  CHECK(step && step->getParams().size() == 2 && step->getParams()[0].nonzero);
+  if (!step)
+    return;
+  char dir[] = "/tmp/kiln-step-artifact-test-XXXXXX";
+  CHECK(::mkdtemp(dir));
+  std::string path = std::string(dir) + "/w.safetensors";
+  std::vector<float> good = {1.f, 0.5f, -2.f}, bad = {1.f, 0.f, -2.f};
+  for (const std::vector<float> *values : {&good, &bad}) {
+    CHECK(writeSafetensors(path, {{"norm.weight", DType::F32, {3}, values->data()}}));
+    Expected<SafetensorsFile> file = SafetensorsFile::open(path);
+    CHECK(file);
+    if (!file)
+      continue;
+    // The file's tensor is checked (F32 here), then the inline value (-0).
+    CHECK_EQ(step->checkWeights(*file).getError(),
+             std::string("weight '") + (values == &bad ? "norm.weight': element 1" :
+                                        "inline': element 1") +
+                 " is zero, but the step divides by it (the RMSNorm gradient from the norm's "
+                 "output); recompile with --norm-grad-from-output=false");
+  }
+  std::string bf16 = {'\x80', '\x3f', '\x00', '\x80'}; // 1.0, -0.0
+  CHECK(firstZeroElement(bf16, DType::BF16) == std::optional<int64_t>(1));
+  CHECK(!firstZeroElement(bf16.substr(0, 2), DType::BF16));
+  Expected<StepArtifact> trained = decode(
+      {{"meta", kBareMeta},
+       {"params", R"([{"name":"n","dtype":"F32","shape":[3],"trainable":true,"nonzero":true}])"}});
+  CHECK(!trained &&
+        trained.getError().find("'nonzero' is for frozen weights only") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 // Tied weights: one tensor under several names, of which a checkpoint keeps
 // one. The parameter's aliases stand in for the name it is read by (its
 // source, or its folded_from), and the missing-weight error lists them.
@@ -432,6 +471,7 @@ int main() {
   testDecodeErrors();
   testWeightMatching();
   testSquareFoldedWeights();
+  testNonzeroWeights();
   testTiedAliases();
   return finishChecks();
 }

@@ -105,6 +105,12 @@ cl::opt<bool>
                           "chunks of tokens: no [tokens x vocab] logits or gradient "
                           "(default true; =false keeps them)"),
                  cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> normGradFromOutput(
+    "norm-grad-from-output",
+    cl::desc("RMSNorm gradients from the normalized output the backward keeps anyway (divided "
+             "by its frozen scale) and a saved rstd per row, so the norms' inputs are not "
+             "kept (default true; frozen scales with a zero element are refused at load)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<int64_t> ceChunkTokens(
     "ce-chunk-tokens",
     cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
@@ -402,6 +408,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.quantSkip = quantSkip.getValue();
   options.gradAccum = gradAccum.getValue();
   options.fuseLinearCe = fuseLinearCe.getValue();
+  options.normGradFromOutput = normGradFromOutput.getValue();
   options.ceChunkTokens = ceChunkTokens.getValue();
   options.ceBf16Logits = ceBf16Logits.getValue();
   options.optimizer = optimizerSpec.getValue();

@@ -67,6 +67,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                             llvm::cl::desc("LM head matmul + cross entropy as one op chunked over "
                                            "tokens (kiln-fuse-linear-cross-entropy)"),
                             llvm::cl::init(true)};
+  Option<bool> normGradFromOutput{
+      *this, "norm-grad-from-output",
+      llvm::cl::desc("RMSNorm gradients from the kept scaled output and a saved rstd, not the "
+                     "norm's input (kiln-norm-grad-from-output)"),
+      llvm::cl::init(true)};
   Option<int64_t> ceChunkTokens{*this, "ce-chunk-tokens",
                                 llvm::cl::desc("Tokens per chunk of the fused LM head (0: the "
                                                "largest power of two up to 4096 whose fp32 "

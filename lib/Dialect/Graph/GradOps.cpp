@@ -35,6 +35,23 @@ template <typename OpT> static LogicalResult verifyNormGrad(OpT op) {
 LogicalResult LayerNormGradOp::verify() { return verifyNormGrad(*this); }
 LogicalResult RmsNormGradOp::verify() { return verifyNormGrad(*this); }
 
+LogicalResult RmsNormGradFromOutputOp::verify() {
+  RankedTensorType output = getOutput().getType(), grad = getGrad().getType();
+  if (failed(verifyAxis(getLoc(), output, getAxis(), "axis")))
+    return failure();
+  DimList dims = getDims(output);
+  if (getDims(grad) != dims || getInputGrad().getType() != grad)
+    return emitOpError("grad and input_grad must have the output's shape and one type");
+  DimList cols(dims.begin() + getAxis(), dims.end()), rows(dims.begin(), dims.begin() + getAxis());
+  if (getDims(getDivisor().getType()) != cols || getDims(getWeight().getType()) != cols)
+    return emitOpError("divisor and weight must have the normalized dims");
+  if (getWeightGrad().getType() != getWeight().getType())
+    return emitOpError("weight_grad must have the weight's type");
+  if (getDims(getRstd().getType()) != rows || !getRstd().getType().getElementType().isF32())
+    return emitOpError("rstd must be f32 over the leading dims");
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   std::optional<ArrayRef<bool>> seqMajor = getSeqMajor();
   if (seqMajor && seqMajor->size() != kGradRoles)

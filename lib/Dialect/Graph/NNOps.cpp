@@ -80,6 +80,21 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   return success();
 }
 
+LogicalResult RmsNormWithRstdOp::inferReturnTypes(MLIRContext *context,
+                                                  std::optional<Location> loc, Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &results) {
+  RankedTensorType input = asTensor(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyAxis(loc, input, axis, "rms_norm_with_rstd axis")) ||
+      failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")))
+    return failure();
+  results.push_back(input);
+  DimList rows = getDims(input);
+  rows.resize(axis);
+  results.push_back(makeTensorType(rows, Float32Type::get(context)));
+  return success();
+}
+
 LogicalResult CumsumOp::verify() {
   return verifyAxis(getLoc(), getInput().getType(), getAxis(), "cumsum axis");
 }

@@ -22,8 +22,9 @@ OpClass classifyOp(Operation *op) {
             TriluOp, GatherOp, GatherElementsOp, GatherNdOp, DropoutOp, RandomUniformOp,
             Nf4DequantizeOp, DequantizeBlockwise8bitOp>([](auto) { return OpClass::Elementwise; })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto) { return OpClass::Reduce; })
-      .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
-            LayerNormGradOp, RmsNormGradOp, CrossEntropyOp, CrossEntropyGradOp>(
+      .Case<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, RmsNormWithRstdOp, SoftmaxGradOp,
+            LogSoftmaxGradOp, LayerNormGradOp, RmsNormGradOp, RmsNormGradFromOutputOp,
+            CrossEntropyOp, CrossEntropyGradOp>(
           [](Operation *row) { return rowAxis(row) >= 0 ? OpClass::Row : OpClass::Unsupported; })
       .Case<CumsumOp>([](auto) { return OpClass::Scan; })
       .Case<ScatterAddOp>([](auto) { return OpClass::Scatter; })
@@ -51,9 +52,14 @@ int64_t rowAxis(Operation *op) {
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) { return last(o.getAxis(), o.getInput()); })
       .Case<SoftmaxGradOp, LogSoftmaxGradOp>(
           [&](auto o) { return last(o.getAxis(), o.getOutput()); })
-      .Case<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>([&](auto o) {
+      .Case<LayerNormOp, RmsNormOp, RmsNormWithRstdOp, LayerNormGradOp, RmsNormGradOp>(
+          [&](auto o) {
+            int64_t axis = o.getAxis();
+            return axis < 0 ? axis + rank(o.getInput()) : axis;
+          })
+      .Case<RmsNormGradFromOutputOp>([&](auto o) {
         int64_t axis = o.getAxis();
-        return axis < 0 ? axis + rank(o.getInput()) : axis;
+        return axis < 0 ? axis + rank(o.getOutput()) : axis;
       })
       .Case<CrossEntropyOp, CrossEntropyGradOp>(
           [&](auto o) { return rank(o.getLogits()) == 2 ? int64_t(1) : int64_t(-1); })
@@ -75,7 +81,7 @@ OutputInit outputInit(Value yielded, Value *copyFrom) {
         outputInit(cast.getInput()) == OutputInit::Zero)
       return OutputInit::Zero;
   unsigned index = cast<OpResult>(yielded).getResultNumber();
-  if (isa<LayerNormGradOp, RmsNormGradOp, AttentionGradOp>(def))
+  if (isa<LayerNormGradOp, RmsNormGradOp, RmsNormGradFromOutputOp, AttentionGradOp>(def))
     return index > 0 ? OutputInit::Zero : OutputInit::None;
   if (auto ce = dyn_cast<CrossEntropyOp>(def))
     return ce.getReduction() == Reduction::none ? OutputInit::None : OutputInit::Zero;

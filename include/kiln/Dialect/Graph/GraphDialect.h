@@ -30,6 +30,10 @@ inline constexpr llvm::StringLiteral kInitAttr = "kiln.init";
 /// On a function argument: the seed of counter-based random numbers
 /// (dropout masks, initializers); a step input, so replays reproduce.
 inline constexpr llvm::StringLiteral kRngSeedAttr = "kiln.rng_seed";
+/// On a frozen kiln.parameter: a gradient divides by its elements
+/// (kiln-norm-grad-from-output), so the runtime and the interpreter refuse
+/// weights with a zero element when they load them.
+inline constexpr llvm::StringLiteral kNonzeroAttr = "kiln.nonzero";
 } // namespace kiln
 
 #endif // KILN_DIALECT_GRAPH_GRAPHDIALECT_H

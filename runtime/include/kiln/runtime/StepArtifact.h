@@ -41,6 +41,10 @@ struct ParamSpec {
   /// Produced by the init program (adapters, NF4 codes): the weights file
   /// need not hold it.
   bool fromInit = false;
+  /// A frozen weight the step divides by (an RMSNorm gradient computed
+  /// from the norm's output, kiln-norm-grad-from-output): loading refuses
+  /// one with a zero element.
+  bool nonzero = false;
   /// The weight the exporter folded this one from (ONNX metadata
   /// pkg.onnxscript.optimizer.folded_from), e.g. "model.x.q_proj.weight"
   /// for its transpose "val_95"; empty if none.
@@ -67,6 +71,14 @@ struct WeightMatch {
   bool transpose = false;                          ///< A 2-D folded_from weight, stored transposed.
   const artifact::SafetensorsFile *file = nullptr; ///< The shard holding it.
 };
+
+/// The index of the first element of \p bytes (elements of the float dtype
+/// \p dtype) that is zero (either sign); none if there is none.
+std::optional<int64_t> firstZeroElement(const std::string &bytes, artifact::DType dtype);
+
+/// For a `nonzero` \p param: the one-line error if \p bytes (its elements
+/// as \p dtype) hold a zero; success otherwise.
+Status checkNonzeroWeight(const ParamSpec &param, const std::string &bytes, artifact::DType dtype);
 
 /// One compiled image: "sm_90.cubin", "sm_90a.cubin", "compute_90.ptx".
 struct KernelImage {
@@ -125,8 +137,9 @@ public:
   const BucketSpec *selectBucket(const artifact::SymbolBindings &sizes) const;
 
   /// Checks \p weights against the parameters (by source name): present,
-  /// same dtype and shape. Trainable ones and those the init program makes
-  /// may be absent, but must match when present.
+  /// same dtype and shape, and no zero element in a `nonzero` one (or in its
+  /// inline value). Trainable ones and those the init program makes may be
+  /// absent, but must match when present.
   Status checkWeights(const artifact::SafetensorsFile &weights) const;
 
   /// Finds \p param in \p weights: by source name, else by its folded_from
