@@ -44,8 +44,10 @@ namespace {
 constexpr int64_t kSampleSymbolValue = 1024;
 
 /// `auto` lets contractions be recomputed while the estimated step time
-/// (StepTime.h) grows by at most this fraction.
-constexpr double kAutoTimeBound = 0.10;
+/// (StepTime.h) grows by at most this fraction: 9%, so that the measured
+/// step stays within +10% (on the H200 the bench 1b step's auto plans ran up
+/// to 0.3 points above the estimate's growth, docs/memory.md).
+constexpr double kAutoTimeBound = 0.09;
 
 /// What one recomputed op must save, as a fraction of the bytes the
 /// backward pass reads without remat: the cut's price of a recomputation
