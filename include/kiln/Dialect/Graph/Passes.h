@@ -7,11 +7,19 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
 
 namespace kiln {
 
 #define GEN_PASS_DECL
 #include "kiln/Dialect/Graph/Passes.h.inc"
+
+/// The forward part of a joint (forward + backward) function: the ops of
+/// its one block that the loss, its first result, depends on; none for a
+/// function without a body or results.
+std::optional<llvm::DenseSet<mlir::Operation *>> forwardPart(mlir::func::FuncOp func);
 
 /// The rewrites of --kiln-raise-composites, for pipelines that want them.
 void populateRaiseCompositesPatterns(mlir::RewritePatternSet &patterns);

@@ -108,20 +108,11 @@ struct NormGradFromOutputPass final
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (func.isExternal() || !func.getBody().hasOneBlock())
+    std::optional<llvm::DenseSet<Operation *>> forwardOps = forwardPart(func);
+    if (!forwardOps)
       return;
+    forward = std::move(*forwardOps);
     Block &body = func.getBody().front();
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    if (!ret || ret.getNumOperands() == 0)
-      return;
-    // The forward part: what the loss (the first result) depends on.
-    SmallVector<Value> work = {ret.getOperand(0)};
-    while (!work.empty()) {
-      Operation *def = work.pop_back_val().getDefiningOp();
-      if (!def || def->getBlock() != &body || !forward.insert(def).second)
-        continue;
-      llvm::append_range(work, def->getOperands());
-    }
 
     SmallVector<RmsNormGradOp> grads;
     for (Operation &op : body)
