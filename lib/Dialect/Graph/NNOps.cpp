@@ -69,30 +69,35 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
-LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &results) {
+/// rms_norm's result (the input's type), and for rms_norm_with_rstd also
+/// the f32 rstd over the leading dims.
+template <typename AdaptorT>
+static LogicalResult inferRmsNorm(MLIRContext *context, std::optional<Location> loc,
+                                  AdaptorT adaptor, bool withRstd,
+                                  SmallVectorImpl<Type> &results) {
   RankedTensorType input = asTensor(adaptor.getInput());
   int64_t axis = adaptor.getAxis();
-  if (failed(verifyAxis(loc, input, axis, "rms_norm axis")) ||
+  if (failed(verifyAxis(loc, input, axis, withRstd ? "rms_norm_with_rstd axis" : "rms_norm axis")) ||
       failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")))
     return failure();
   results.push_back(input);
+  if (withRstd) {
+    DimList rows = getDims(input);
+    rows.resize(axis);
+    results.push_back(makeTensorType(rows, Float32Type::get(context)));
+  }
   return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  return inferRmsNorm(context, loc, adaptor, /*withRstd=*/false, results);
 }
 
 LogicalResult RmsNormWithRstdOp::inferReturnTypes(MLIRContext *context,
                                                   std::optional<Location> loc, Adaptor adaptor,
                                                   SmallVectorImpl<Type> &results) {
-  RankedTensorType input = asTensor(adaptor.getInput());
-  int64_t axis = adaptor.getAxis();
-  if (failed(verifyAxis(loc, input, axis, "rms_norm_with_rstd axis")) ||
-      failed(verifyNormParam(loc, input, axis, adaptor.getWeight(), "weight")))
-    return failure();
-  results.push_back(input);
-  DimList rows = getDims(input);
-  rows.resize(axis);
-  results.push_back(makeTensorType(rows, Float32Type::get(context)));
-  return success();
+  return inferRmsNorm(context, loc, adaptor, /*withRstd=*/true, results);
 }
 
 LogicalResult CumsumOp::verify() {
