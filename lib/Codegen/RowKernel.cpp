@@ -290,8 +290,11 @@ void Printer::rowKernel() {
       .Case<RmsNormGradFromOutputOp>([&](RmsNormGradFromOutputOp g) {
         Value w = g.getWeight(), dy = g.getGrad(), divisor = g.getDivisor();
         line("const float rstd = " + value(g.getRstd(), lead) + ";");
+        // Times the divisor's reciprocal: one division per column and
+        // thread (the weights sit in registers across the rows, so the
+        // compiler hoists it), not two per element.
         auto xhatAt = [&](const Index &idx) {
-          return "(" + value(x, idx) + " / " + weightAt(divisor, idx) + ")";
+          return "(" + value(x, idx) + " * (1.0f / " + weightAt(divisor, idx) + "))";
         };
         meanOf(
             [&](const Index &idx) {

@@ -1,6 +1,7 @@
 // The row kernels of kiln-norm-grad-from-output: the forward stores each
 // row's rstd once (lane 0 of the row's warp) besides the normalized output;
-// the gradient reads rstd per row and xhat = output / divisor per element,
+// the gradient reads rstd per row and xhat = output * (1 / divisor) per
+// element (the reciprocal hoisted out of the row loop),
 // never the norm's input. Both compile with NVRTC.
 // RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
 // RUN: kiln compile %t.mlir --emit=cuda -o %t
@@ -21,8 +22,8 @@ func.func @fwd(%x: tensor<?x64xf32, #kiln.dims<[n]>>) -> (tensor<?x64xbf16, #kil
 
 // BWD: const __nv_bfloat16 *__restrict__ in0,
 // BWD: const float rstd = {{v[0-9]+}};
-// BWD: mgx += {{v[0-9]+}} * 1.000000000e+00f * ({{v[0-9]+}} / {{v[0-9]+}});
-// BWD: const float xhat{{[0-9]+}} = ({{v[0-9]+}} / {{v[0-9]+}});
+// BWD: mgx += {{v[0-9]+}} * 1.000000000e+00f * ({{v[0-9]+}} * (1.0f / {{v[0-9]+}}));
+// BWD: const float xhat{{[0-9]+}} = ({{v[0-9]+}} * (1.0f / {{v[0-9]+}}));
 // BWD: rstd * ({{v[0-9]+}} * 1.000000000e+00f - xhat{{[0-9]+}} * mgx)
 func.func @bwd(%h: tensor<?x64xbf16, #kiln.dims<[n]>>, %gamma: tensor<64xbf16>, %r: tensor<?xf32, #kiln.dims<[n]>>, %dy: tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>> {
   %w = kiln.constant dense<1.0> : tensor<64xf32>
