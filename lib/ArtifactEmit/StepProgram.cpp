@@ -274,13 +274,18 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
       for (Value v : launch.getOuts())
         operands.push(use(v));
       entry.set("args", std::move(operands));
-      // Version 3: outputs the kernel writes as columns of a wider buffer.
-      if (auto strides = kernelOp->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides")) {
+      // Version 3: inputs the kernel reads and outputs it writes as columns
+      // of a wider buffer, one stride per arg (0: packed).
+      auto inStrides = kernelOp->getAttrOfType<DenseI64ArrayAttr>("kiln.in_row_strides");
+      auto outStrides = kernelOp->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides");
+      if (inStrides || outStrides) {
         Json rowStrides = Json::array();
-        for (size_t i = 0; i < launch.getIns().size(); ++i)
-          rowStrides.push(Json::integer(0));
-        for (int64_t stride : strides.asArrayRef())
-          rowStrides.push(Json::integer(stride));
+        auto push = [&](DenseI64ArrayAttr strides, size_t count) {
+          for (size_t i = 0; i < count; ++i)
+            rowStrides.push(Json::integer(strides && static_cast<int64_t>(i) < strides.size() ? strides[i] : 0));
+        };
+        push(inStrides, launch.getIns().size());
+        push(outStrides, launch.getOuts().size());
         entry.set("row_strides", std::move(rowStrides));
         version = std::max<int64_t>(version, 3);
       }

@@ -260,7 +260,7 @@ Index Printer::broadcastIndex(Value operand, ArrayRef<std::string> idx) {
 
 std::string Printer::load(Value arg, const std::string &offset) {
   Type element = typeOf(arg).getElementType();
-  std::string ptr = names.params.lookup(arg) + "[" + offset + "]";
+  std::string ptr = names.params.lookup(arg) + "[" + inIndex(arg, offset) + "]";
   if (vectorLanes && offset == "flat") {
     vectorInputs.insert(arg);
     ptr = names.params.lookup(arg) + "_v[lane]";
@@ -312,7 +312,7 @@ std::optional<std::string> Printer::laneChunk(Value arg, ArrayRef<std::string> i
   at.back() = *x;
   // X and the row's start are multiples of the width; the buffer starts
   // 16-byte aligned (as the `[chunk]` vector loads assume).
-  std::string offset = linear(at, sizes);
+  std::string offset = inIndex(arg, linear(at, sizes));
   Type element = typeOf(arg).getElementType();
   std::string param = names.params.lookup(arg), reg = fresh(param + "_c");
   laneChunks.push_back({reg, element});
@@ -418,14 +418,31 @@ int64_t Printer::outRowStride(unsigned i) {
   return strides && i < strides.size() ? strides[i] : 0;
 }
 
-std::string Printer::outIndex(unsigned i, const std::string &flat) {
-  int64_t stride = outRowStride(i);
-  if (!stride)
-    return flat;
-  // Row `flat / w` starts `stride` elements after the previous one.
-  std::string w = std::to_string(typeOf(plan.outputs[i]).getShape().back());
+/// The element at flat offset `flat` of a `width`-column block whose rows
+/// start `stride` elements apart.
+static std::string stridedIndex(const std::string &flat, int64_t width, int64_t stride) {
+  std::string w = std::to_string(width);
   return "((" + flat + ") / " + w + " * " + std::to_string(stride) + " + (" + flat + ") % " + w +
          ")";
+}
+
+std::string Printer::outIndex(unsigned i, const std::string &flat) {
+  int64_t stride = outRowStride(i);
+  return stride ? stridedIndex(flat, typeOf(plan.outputs[i]).getShape().back(), stride) : flat;
+}
+
+int64_t Printer::inRowStride(Value arg) {
+  auto strides = plan.kernel->getAttrOfType<DenseI64ArrayAttr>("kiln.in_row_strides");
+  auto block = dyn_cast<BlockArgument>(arg);
+  if (!strides || !block || block.getOwner() != &plan.kernel.getBody().front())
+    return 0;
+  unsigned i = block.getArgNumber();
+  return i < strides.size() ? strides[i] : 0;
+}
+
+std::string Printer::inIndex(Value arg, const std::string &flat) {
+  int64_t stride = inRowStride(arg);
+  return stride ? stridedIndex(flat, typeOf(arg).getShape().back(), stride) : flat;
 }
 
 } // namespace kiln::codegen::detail

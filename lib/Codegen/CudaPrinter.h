@@ -206,6 +206,16 @@ struct Printer {
   int64_t outRowStride(unsigned i);
   /// Where output \p i holds its element at flat offset \p flat.
   std::string outIndex(unsigned i, const std::string &flat);
+  /// The row stride input \p arg is read at (0: packed): the kernel's
+  /// `kiln.in_row_strides`, set by kiln-lower-to-step when the input is a
+  /// block of columns of a wider buffer (an in-place concatenation's part
+  /// that this kernel reads too).
+  int64_t inRowStride(Value arg);
+  /// Where input \p arg holds its element at flat offset \p flat.
+  std::string inIndex(Value arg, const std::string &flat);
+  /// A vectorized row kernel's chunk `chunk` of row `row` in a block of
+  /// columns of `type` whose rows are `stride` elements apart.
+  std::string rowChunkAt(RankedTensorType type, int64_t stride);
   Type elementOf(Value v) { return typeOf(v).getElementType(); }
 
   /// Stores every output whose element count is `space` at flat offset

@@ -121,10 +121,12 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   for (Value arg : vectorInputs) {
     std::string name = names.params.lookup(arg), type = storageType(typeOf(arg).getElementType());
     line("__align__(16) " + type + " " + name + "_v[" + w + "];");
+    // A block-of-columns input: as a block-of-columns output below.
     line("*reinterpret_cast<" + std::string(vectorType(arg)) + " *>(" + name +
          "_v) = "
          "reinterpret_cast<const " +
-         vectorType(arg) + " *>(" + name + ")[chunk];");
+         vectorType(arg) + " *>(" + name +
+         (inRowStride(arg) ? " + " + inIndex(arg, "chunk * " + w) + ")[0]" : ")[chunk]") + ";");
   }
   for (auto [name, element] : laneChunks)
     line("__align__(16) " + storageType(element) + " " + name + "[" + w + "];");

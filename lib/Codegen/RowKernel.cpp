@@ -67,7 +67,7 @@ void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
     // A block-of-columns output (width and row stride multiples of the
     // vector width, kiln-lower-to-step): the chunk's first element's place.
     std::string at = outRowStride(i)
-                         ? " + " + outIndex(i, "row * cols + chunk * " + w) + ")[0]"
+                         ? " + " + rowChunkAt(typeOf(plan.outputs[i]), outRowStride(i)) + ")[0]"
                          : ")[row * " + std::to_string(rowVec.cols / rowVec.width) + " + chunk]";
     line("reinterpret_cast<" + type + " *>(" + outName(i) + at + " = *reinterpret_cast<const " +
          type + " *>(" + outName(i) + "_v);");
@@ -75,6 +75,18 @@ void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
   if (rowVec.ragged)
     close();
   close();
+}
+
+std::string Printer::rowChunkAt(RankedTensorType type, int64_t stride) {
+  std::string w = std::to_string(rowVec.width);
+  // A row that is the whole last dim starts `stride` elements after the
+  // previous one; otherwise the chunk's flat offset is mapped (its width
+  // and the stride are multiples of the vector width: one row).
+  if (type.getShape().back() == rowVec.cols)
+    return "row * " + std::to_string(stride) + " + chunk * " + w;
+  std::string flat = "row * cols + chunk * " + w, width = std::to_string(type.getShape().back());
+  return "((" + flat + ") / " + width + " * " + std::to_string(stride) + " + (" + flat + ") % " +
+         width + ")";
 }
 
 std::string Printer::rowReduce(const std::string &v, bool isMax) {
@@ -115,9 +127,13 @@ std::string Printer::rowLoads(bool weights) {
   for (Value arg : inputs) {
     std::string name = names.params.lookup(arg);
     std::string type = vectorType(typeOf(arg).getElementType(), rowVec.width);
+    // A block-of-columns input (kiln-lower-to-step): the chunk's first
+    // element's place, as for such an output.
+    std::string at = weights          ? ")[chunk]"
+                     : inRowStride(arg) ? " + " + rowChunkAt(typeOf(arg), inRowStride(arg)) + ")[0]"
+                                        : ")[row * " + vectors + " + chunk]";
     line("*reinterpret_cast<" + type + " *>(" + name + suffix + "[c]) = reinterpret_cast<const " +
-         type + " *>(" + name + ")[" +
-         (weights ? std::string("chunk") : "row * " + vectors + " + chunk") + "];");
+         type + " *>(" + name + at + ";");
   }
   if (rowVec.ragged)
     close();

@@ -413,6 +413,13 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
         if (Error e = writeBytes(caseDir + "/" + file, rawBytes(t)))
           return fail(toString(std::move(e)));
       os << "in " << dtypeName(t.dtype) << " " << t.numel() << " " << file << "\n";
+      // A block-of-columns input (kiln-lower-to-step): the harness lays it
+      // in rows of `stride` elements, the gaps poisoned.
+      if (auto strides = kernel->getAttrOfType<DenseI64ArrayAttr>("kiln.in_row_strides");
+          strides && static_cast<int64_t>(i) < strides.size() && strides[i])
+        os << "instride " << i << " "
+           << cast<RankedTensorType>(body.getArgument(i).getType()).getShape().back() << " "
+           << strides[i] << "\n";
     }
     for (auto [i, role] : llvm::enumerate(roles.inputs))
       if (!role.empty())
@@ -441,7 +448,7 @@ int writeKernelChecks(ModuleOp module, StringRef dir, StringRef sizeSpec,
       // A block-of-columns output (an in-place concatenation's part): the
       // harness gives it rows of `stride` elements and checks the gaps.
       if (auto strides = kernel->getAttrOfType<DenseI64ArrayAttr>("kiln.out_row_strides");
-          strides && i < strides.size() && strides[i])
+          strides && static_cast<int64_t>(i) < strides.size() && strides[i])
         os << "stride " << i << " " << cast<RankedTensorType>(yielded.getType()).getShape().back()
            << " " << strides[i] << "\n";
     }

@@ -19,7 +19,9 @@
 // policy of docs/codegen.md. An output with a `stride K WIDTH STRIDE` line
 // (a kernel that writes a block of columns of a wider buffer, an in-place
 // concatenation's part) lives in rows of STRIDE elements: its WIDTH columns
-// are compared, and every element between them must still be poison.
+// are compared, and every element between them must still be poison. An
+// input with an `instride K WIDTH STRIDE` line (a kernel that reads such a
+// block) is uploaded in rows of STRIDE elements with NaN bytes between them.
 //
 // Harness mode (bench/attention.py): `--inputs DIR` reads in<K>.bin from
 // DIR/<kernel>/ instead of the case directory, `--dump DIR` writes each
@@ -57,7 +59,8 @@ struct Tensor {
   int64_t count = 0;
   std::string file;
   std::string init; // outputs: poison, zero, copy<K>
-  // outputs: written as `width` columns of rows `rowStride` apart (0: packed)
+  // written (outputs) or read (inputs) as `width` columns of rows
+  // `rowStride` apart (0: packed)
   int64_t width = 0, rowStride = 0;
   /// Elements of its device buffer.
   int64_t stored() const { return rowStride ? count / width * rowStride : count; }
@@ -158,6 +161,19 @@ bool parseCase(const std::string &path, Case &c, std::string &error) {
       if (!words.fail()) {
         c.outs[index].width = width;
         c.outs[index].rowStride = stride;
+      }
+    } else if (key == "instride") {
+      size_t index = 0;
+      int64_t width = 0, stride = 0;
+      words >> index >> width >> stride;
+      if (!words.fail() &&
+          (index >= c.ins.size() || width <= 0 || stride < width || c.ins[index].count % width)) {
+        error = path + ": bad line '" + line + "'";
+        return false;
+      }
+      if (!words.fail()) {
+        c.ins[index].width = width;
+        c.ins[index].rowStride = stride;
       }
     } else if (key == "symbol") {
       std::string name;
@@ -357,8 +373,19 @@ struct Checker {
         return "bad input file " + inputDir + "/" + t.file + " (want " + std::to_string(t.count) +
                " " + t.dtype + " elements)";
       }
+      if (t.rowStride) {
+        // Its rows `rowStride` apart, poison between them.
+        size_t size = elementSize(t.dtype);
+        std::string rows(t.stored() * size, '\xff');
+        for (int64_t row = 0; row < t.count / t.width; ++row)
+          std::memcpy(&rows[row * t.rowStride * size], &bytes[row * t.width * size],
+                      t.width * size);
+        bytes = std::move(rows);
+      }
+      Tensor stored = t;
+      stored.count = t.stored();
       CUdeviceptr ptr;
-      std::string e = alloc(t, ptr);
+      std::string e = alloc(stored, ptr);
       if (e.empty())
         e = check(driver.cuMemcpyHtoD_v2(ptr, bytes.data(), bytes.size()), "cuMemcpyHtoD");
       if (!e.empty()) {
@@ -385,6 +412,11 @@ struct Checker {
         e = check(driver.cuMemsetD8_v2(ptr, 0xff, bytes), "cuMemsetD8");
       if (e.empty() && t.init == "zero")
         e = check(driver.cuMemsetD8_v2(ptr, 0, bytes), "cuMemsetD8");
+      if (e.empty() && t.init.rfind("copy", 0) == 0) {
+        size_t from = std::stoul(t.init.substr(4));
+        if (from >= c.ins.size() || c.ins[from].rowStride)
+          e = "out" + std::to_string(o) + ": bad copy source " + t.init;
+      }
       if (e.empty() && t.init.rfind("copy", 0) == 0)
         e = check(driver.cuMemcpyDtoD_v2(ptr, buffers[std::stoi(t.init.substr(4))], bytes),
                   "cuMemcpyDtoD");

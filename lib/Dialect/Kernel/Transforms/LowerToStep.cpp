@@ -279,7 +279,8 @@ struct Lowering {
   }
 
   /// Decides which concatenations are written in place: every input's
-  /// producer writes its columns, and only GEMMs read an input besides.
+  /// producer writes its columns, and only GEMMs and loop or row kernels
+  /// read an input besides (through ld / a row stride).
   /// Columns and row strides are multiples of 8 elements (16 bytes of
   /// bf16), which keeps vector stores and cuBLASLt's alignment.
   void planInPlaceConcats(ArrayRef<Operation *> ops) {
@@ -319,6 +320,18 @@ struct Lowering {
           auto mm = dyn_cast<MatmulOp>(user);
           return mm && readsAsColumns(mm, v) && (wide || position.lookup(user) < lastUse);
         };
+        // A loop or row kernel reads it through its row stride
+        // (`kiln.in_row_strides`) when its vector accesses stay in a row.
+        auto kernelReads = [&](Operation *user) {
+          auto reader = dyn_cast<FusionOp>(user);
+          if (!reader || reader == fusion || concatInputs(reader) ||
+              (reader.getKind() != FusionKind::loop && reader.getKind() != FusionKind::row) ||
+              !(wide || position.lookup(user) < lastUse))
+            return false;
+          int64_t readerVector = std::max<int64_t>(8, vectorWidthOf(reader->getResult(0)));
+          return width % readerVector == 0 && column % readerVector == 0 &&
+                 stride % readerVector == 0;
+        };
         for (Operation *user : input.getUsers()) {
           // A scale folded into the alpha of the GEMMs reading it (the
           // backward's dy · s): those GEMMs read the input itself.
@@ -327,7 +340,7 @@ struct Lowering {
                         llvm::all_of(user->getUsers(), [&](Operation *reader) {
                           return gemmReads(reader, user->getResult(0));
                         });
-          here = here && (user == fusion || scaled || gemmReads(user, input));
+          here = here && (user == fusion || scaled || gemmReads(user, input) || kernelReads(user));
         }
         (here ? inPlace : copied).push_back({input, column});
         column += width;
@@ -433,6 +446,17 @@ struct Lowering {
     return paddedView(loc, p, {p.r, p.cols}, p.c, element);
   }
 
+  /// Marks the inputs `kernel` reads as blocks of columns of a wider
+  /// buffer (`kiln.in_row_strides`; kiln-dedupe-kernels keeps such a kernel
+  /// apart from the packed one).
+  static void markStridedInputs(KernelOp kernel, ValueRange ins) {
+    SmallVector<int64_t> strides;
+    for (Value v : ins)
+      strides.push_back(rowStrideOfColumns(v));
+    if (llvm::any_of(strides, [](int64_t s) { return s != 0; }))
+      kernel->setAttr("kiln.in_row_strides", DenseI64ArrayAttr::get(kernel.getContext(), strides));
+  }
+
   /// Copies the packed `input` into `columns` (a block-of-columns view at
   /// `stride`; 0: a packed block): a loop kernel that yields its argument.
   void copyIntoColumns(Location loc, Value input, Value columns, int64_t stride) {
@@ -448,6 +472,7 @@ struct Lowering {
     kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
     if (stride)
       kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+    markStridedInputs(kernel, lookup(input));
     LaunchShape shape = launchShape(FusionKind::loop, *body);
     builder.create<LaunchOp>(loc, kernel.getSymName(), ValueRange{lookup(input)},
                              ValueRange{columns}, shape.items, shape.itemsPerBlock, shape.block,
@@ -618,6 +643,7 @@ struct Lowering {
       SmallVector<Value> ins;
       for (Value v : inputs)
         ins.push_back(lookup(v));
+      markStridedInputs(kernel, ins);
       LaunchShape shape = launchShape(FusionKind::loop, *body);
       builder.create<LaunchOp>(loc, kernel.getSymName(), ins, ValueRange{out}, shape.items,
                                shape.itemsPerBlock, shape.block, shape.shared);
@@ -708,6 +734,7 @@ struct Lowering {
     // keeps such a kernel apart from the packed one).
     if (llvm::any_of(rowStrides, [](int64_t s) { return s != 0; }))
       kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr(rowStrides));
+    markStridedInputs(kernel, ins);
     SmallVector<unsigned> widenedIndices;
     for (auto [index, type] : widened)
       widenedIndices.push_back(index);
