@@ -302,23 +302,37 @@ struct Lowering {
       bool ok = stride % 8 == 0;
       SmallVector<std::pair<Value, int64_t>> inPlace, copied;
       int64_t column = 0;
+      // The columns each input takes, and whether it is the wide part (at
+      // least half the columns).
+      SmallVector<int64_t> columns;
       for (Value input : *inputs) {
-        RankedTensorType type = tensorOf(input);
-        int64_t width = type.getShape().back();
+        int64_t width = tensorOf(input).getShape().back();
         // Copied inputs go through a vectorized copy kernel: 8 elements.
         ok = ok && width % 8 == 0 && column % 8 == 0 && !columnsOf.count(input) &&
              !weightBlockOf.count(input);
+        columns.push_back(column);
+        column += width;
+      }
+      // The buffer lives until the last reader of an in-place wide part too.
+      size_t wideEnd = 0;
+      auto decide = [&](Value input, int64_t first) {
+        int64_t width = tensorOf(input).getShape().back();
         int64_t vector = std::max<int64_t>(8, vectorWidthOf(input));
-        bool here = width % vector == 0 && column % vector == 0 && stride % vector == 0 &&
+        bool here = width % vector == 0 && first % vector == 0 && stride % vector == 0 &&
                     writesAsColumns(input, concats) && input.getParentBlock() == fusion->getBlock();
         // A GEMM reading the input after the concat's last use keeps the
         // whole buffer alive: worth it for the wide part (the forward's x,
-        // which the backward's dA reads: + t's columns), not for a narrow
-        // one (t, which dB reads: it would keep all of [x | t]).
+        // which the backward's dA reads: + t's columns), and for a narrow
+        // one (t, which dB reads) only while the wide part keeps the buffer
+        // alive anyway; else t would keep all of [x | t].
         bool wide = 2 * width >= stride;
+        auto late = [&](Operation *user) {
+          size_t at = position.lookup(user);
+          return !wide && at >= lastUse && at > wideEnd;
+        };
         auto gemmReads = [&](Operation *user, Value v) {
           auto mm = dyn_cast<MatmulOp>(user);
-          return mm && readsAsColumns(mm, v) && (wide || position.lookup(user) < lastUse);
+          return mm && readsAsColumns(mm, v) && !late(user);
         };
         // A loop or row kernel reads it through its row stride
         // (`kiln.in_row_strides`) when its vector accesses stay in a row.
@@ -326,10 +340,10 @@ struct Lowering {
           auto reader = dyn_cast<FusionOp>(user);
           if (!reader || reader == fusion || concatInputs(reader) ||
               (reader.getKind() != FusionKind::loop && reader.getKind() != FusionKind::row) ||
-              !(wide || position.lookup(user) < lastUse))
+              late(user))
             return false;
           int64_t readerVector = std::max<int64_t>(8, vectorWidthOf(reader->getResult(0)));
-          return width % readerVector == 0 && column % readerVector == 0 &&
+          return width % readerVector == 0 && first % readerVector == 0 &&
                  stride % readerVector == 0;
         };
         for (Operation *user : input.getUsers()) {
@@ -342,9 +356,22 @@ struct Lowering {
                         });
           here = here && (user == fusion || scaled || gemmReads(user, input) || kernelReads(user));
         }
-        (here ? inPlace : copied).push_back({input, column});
-        column += width;
-      }
+        return here;
+      };
+      // Wide parts first: where they stay in place, their readers set how
+      // long the buffer lives for the narrow ones.
+      SmallVector<bool> here(inputs->size(), false);
+      for (bool widePass : {true, false})
+        for (auto [i, input] : llvm::enumerate(*inputs)) {
+          if ((2 * tensorOf(input).getShape().back() >= stride) != widePass)
+            continue;
+          here[i] = ok && decide(input, columns[i]);
+          if (here[i] && widePass)
+            for (Operation *user : input.getUsers())
+              wideEnd = std::max(wideEnd, position.lookup(user));
+        }
+      for (auto [i, input] : llvm::enumerate(*inputs))
+        (here[i] ? inPlace : copied).push_back({input, columns[i]});
       // Only worth it when a producer writes in place.
       if (!ok || inPlace.empty())
         continue;
