@@ -267,8 +267,9 @@ def FuseLinearCrossEntropyPass
     matmul), a scale or bias between matmul and loss.
 
     `chunk-tokens=0` (default) picks the largest power of two up to 4096
-    whose fp32 chunk [chunk, V] fits 256 MiB (512 tokens at V = 128256,
-    4096 at V = 256), bf16 logits or not.
+    whose chunk [chunk, V], in the type it keeps (bf16 under `bf16-logits`,
+    else fp32), fits 256 MiB (V = 128256: 1024 tokens in bf16, 512 in
+    fp32; V = 256: 4096).
 
     Before:
     ```mlir
@@ -292,7 +293,8 @@ def FuseLinearCrossEntropyPass
   }];
   let options = [
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
-           "tokens per chunk (0: the largest power of two up to 4096 whose fp32 chunk fits 256 MiB)">,
+           "tokens per chunk (0: the largest power of two up to 4096 whose chunk, bf16 or fp32 as "
+           "kept, fits 256 MiB)">,
     Option<"bf16Logits", "bf16-logits", "bool", /*default=*/"false",
            "where the head matmul yields bf16 logits, keep the fused op's logits chunk in bf16 "
            "(bf16_logits: half the chunk's bytes, fp32 statistics) instead of fp32">

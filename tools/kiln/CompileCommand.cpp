@@ -114,7 +114,7 @@ cl::opt<bool> normGradFromOutput(
 cl::opt<int64_t> ceChunkTokens(
     "ce-chunk-tokens",
     cl::desc("Tokens per chunk of the fused LM head and cross entropy (0: the "
-             "largest power of two up to 4096 whose fp32 [chunk x vocab] fits 256 MiB)"),
+             "largest power of two up to 4096 whose [chunk x vocab] logits, bf16 or fp32 as kept, fit 256 MiB)"),
     cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<bool> ceBf16Logits(
     "ce-bf16-logits",

@@ -74,8 +74,8 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
       llvm::cl::init(true)};
   Option<int64_t> ceChunkTokens{*this, "ce-chunk-tokens",
                                 llvm::cl::desc("Tokens per chunk of the fused LM head (0: the "
-                                               "largest power of two up to 4096 whose fp32 "
-                                               "chunk fits 256 MiB)"),
+                                               "largest power of two up to 4096 whose chunk, "
+                                               "bf16 or fp32 as kept, fits 256 MiB)"),
                                 llvm::cl::init(0)};
   Option<bool> ceBf16Logits{*this, "ce-bf16-logits",
                             llvm::cl::desc("The fused LM head's logits chunk in bf16 where the "

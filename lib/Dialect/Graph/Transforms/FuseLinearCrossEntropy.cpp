@@ -24,9 +24,13 @@ using namespace kiln;
 namespace {
 
 /// The automatic chunk: the largest power of two of at most kMaxChunkTokens
-/// rows whose fp32 logits fit kChunkBytes. The cap keeps a small vocabulary's
-/// chunk small (the chunk is allocated whole, whatever the token count);
-/// GEMMs of 4096 rows are long past their efficiency knee.
+/// rows whose logits (bf16 or fp32, as the chunk keeps them) fit
+/// kChunkBytes: bf16 logits get twice the rows of fp32 ones (on the H200
+/// the head GEMMs of a 128k vocabulary took 11.8 ms of the 1b step with 512
+/// rows, 11.3 with 1024; 2048 rows would raise the 1b plan without remat by
+/// 0.25 GiB, docs/benchmarks.md). The cap keeps a small vocabulary's chunk
+/// small (the chunk is allocated whole, whatever the token count); GEMMs of
+/// 4096 rows are long past their efficiency knee.
 constexpr int64_t kChunkBytes = int64_t(256) << 20;
 constexpr int64_t kMaxChunkTokens = 4096;
 
@@ -179,18 +183,19 @@ struct FuseLinearCrossEntropyPass final
       hidden =
           b.create<ReshapeOp>(loc, makeTensorType({rows, h}, hiddenType.getElementType()), hidden);
     }
-    int64_t chunk = chunkTokens;
-    if (chunk == 0) {
-      chunk = 1;
-      while (chunk * 2 <= kMaxChunkTokens && chunk * 2 * vocab * 4 <= kChunkBytes)
-        chunk *= 2;
-    }
     FloatAttr softcap = chain->softcap ? b.getF64FloatAttr(*chain->softcap) : FloatAttr();
     // The graph rounds its logits to bf16 here: the chunk may too.
     bool bf16 =
         bf16Logits &&
         cast<RankedTensorType>(mm.getResult().getType()).getElementType().isBF16() &&
         hiddenType.getElementType().isBF16();
+    int64_t chunk = chunkTokens;
+    if (chunk == 0) {
+      int64_t bytes = bf16 ? 2 : 4;
+      chunk = 1;
+      while (chunk * 2 <= kMaxChunkTokens && chunk * 2 * vocab * bytes <= kChunkBytes)
+        chunk *= 2;
+    }
     Value fused = b.create<LinearCrossEntropyOp>(
         loc, loss, hidden, weight, ce.getLabels(), transpose ? b.getUnitAttr() : UnitAttr(),
         ce.getIgnoreIndexAttr(), softcap, b.getI64IntegerAttr(chunk),
