@@ -164,7 +164,10 @@ class Kiln_CompareOp<string mnemonic, string semantics>
 class Kiln_LogicalOp<string mnemonic, string semantics>
     : Kiln_BinaryOp<mnemonic, Kiln_BoolTensor, semantics, "SameElement">;
 
-def Kiln_AddOp : Kiln_ArithOp<"add", "lhs + rhs", [Commutative]> { let hasFolder = 1; }
+def Kiln_AddOp : Kiln_ArithOp<"add", "lhs + rhs", [Commutative]> {
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
 def Kiln_SubOp : Kiln_ArithOp<"sub", "lhs - rhs"> { let hasFolder = 1; }
 def Kiln_MulOp : Kiln_ArithOp<"mul", "lhs * rhs", [Commutative]> { let hasFolder = 1; }
 def Kiln_DivOp : Kiln_ArithOp<"div", "lhs / rhs (integers truncate toward zero)"> {

@@ -11,7 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaPrinter.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <regex>
 
 using namespace mlir;
 using namespace kiln;
@@ -342,10 +345,15 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
   Dim end = offset;
   for (Value input : cat.getInputs())
     uniform = uniform && aligned(end = dimAdd(end, getDim(typeOf(input), axis)));
+  size_t start = body.size();
+  SmallVector<std::string> conds;
+  SmallVector<size_t> sides;
   for (unsigned i = 0; i < n; ++i) {
     Value input = cat.getInputs()[i];
     Dim next = dimAdd(offset, getDim(typeOf(input), axis));
     std::string cond = (uniform ? *x : idx[axis]) + " < " + dim(next);
+    conds.push_back(cond);
+    sides.push_back(laneChunks.size());
     open(i == 0       ? "if (" + cond + ")"
          : i + 1 == n ? std::string("else")
                       : "else if (" + cond + ")",
@@ -359,6 +367,9 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
     close();
     offset = next;
   }
+  sides.push_back(laneChunks.size());
+  if (uniform)
+    mergeSideLoads(start, conds, sides);
   remember(cat.getResult(), idx, out);
   return out;
 }
@@ -455,6 +466,81 @@ std::string Printer::reduce(Operation *r, ArrayRef<std::string> idx) {
   // The sum is a value of the result's type: a bf16 reduction rounds once
   // here, as the interpreter does (its users must not see the fp32 sum).
   return let(r->getResult(0), idx, acc);
+}
+
+} // namespace kiln::codegen::detail
+
+namespace kiln::codegen::detail {
+
+void Printer::mergeSideLoads(size_t start, ArrayRef<std::string> conds, ArrayRef<size_t> sides) {
+  size_t n = sides.size() - 1, count = sides[1] - sides[0];
+  if (n < 2 || count == 0)
+    return;
+  for (size_t s = 1; s < n; ++s) {
+    if (sides[s + 1] - sides[s] != count)
+      return;
+    for (size_t j = 0; j < count; ++j)
+      if (laneChunks[sides[s] + j].element != laneChunks[sides[0] + j].element)
+        return;
+  }
+  // The loads move before the branches: their addresses may name only what
+  // is declared there, not what a branch computes (an index split, a
+  // gathered row).
+  std::string text = body.substr(start);
+  static const std::regex declaration(
+      R"(^\s*(?:const\s+)?(?:unsigned\s+)?[A-Za-z_]\w*\s+\**([A-Za-z_]\w*)\s*(?:=|;|\[))");
+  static const std::regex identifier(R"([A-Za-z_]\w*)");
+  llvm::StringSet<> declared;
+  for (StringRef rest = text; !rest.empty();) {
+    auto [lineText, tail] = rest.split('\n');
+    rest = tail;
+    std::smatch m;
+    std::string s = lineText.str();
+    if (std::regex_search(s, m, declaration))
+      declared.insert(m[1].str());
+  }
+  for (size_t k = sides[0]; k < sides[n]; ++k) {
+    const std::string &a = laneChunks[k].address;
+    for (auto it = std::sregex_iterator(a.begin(), a.end(), identifier);
+         it != std::sregex_iterator(); ++it)
+      if (declared.contains(it->str()))
+        return;
+  }
+  for (size_t k = sides[0]; k < sides[n]; ++k)
+    if (text.find(laneChunks[k].line) == std::string::npos)
+      return;
+  auto eraseLine = [&](const std::string &l) {
+    size_t at = text.find(l);
+    if (at == std::string::npos)
+      return false;
+    size_t from = text.rfind('\n', at);
+    from = from == std::string::npos ? 0 : from + 1;
+    text.erase(from, at + l.size() + 1 - from);
+    return true;
+  };
+  std::string merged;
+  for (size_t j = 0; j < count; ++j) {
+    LaneChunk &first = laneChunks[sides[0] + j];
+    std::string address = "(" + laneChunks[sides[n - 1] + j].address + ")";
+    for (size_t s = n - 1; s-- > 0;)
+      address = "(" + conds[s] + ") ? (" + laneChunks[sides[s] + j].address + ") : " + address;
+    for (size_t s = 0; s < n; ++s) {
+      LaneChunk &c = laneChunks[sides[s] + j];
+      eraseLine(c.line);
+      if (s > 0)
+        for (size_t at; (at = text.find(c.reg + "[")) != std::string::npos;)
+          text.replace(at, c.reg.size(), first.reg);
+    }
+    std::string type = vectorType(first.element, laneWidth);
+    first.address = address;
+    first.line = "if (lane == 0) *reinterpret_cast<" + type + " *>(" + first.reg +
+                 ") = *reinterpret_cast<const " + type + " *>(" + address + ");";
+    merged.append(indent * 2, ' ');
+    merged += first.line + "\n";
+  }
+  laneChunks.erase(laneChunks.begin() + sides[1], laneChunks.begin() + sides[n]);
+  body.resize(start);
+  body += merged + text;
 }
 
 } // namespace kiln::codegen::detail

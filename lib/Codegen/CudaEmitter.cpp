@@ -315,10 +315,11 @@ std::optional<std::string> Printer::laneChunk(Value arg, ArrayRef<std::string> i
   std::string offset = inIndex(arg, linear(at, sizes));
   Type element = typeOf(arg).getElementType();
   std::string param = names.params.lookup(arg), reg = fresh(param + "_c");
-  laneChunks.push_back({reg, element});
-  std::string type = vectorType(element, laneWidth);
-  line("if (lane == 0) *reinterpret_cast<" + type + " *>(" + reg + ") = *reinterpret_cast<const " +
-       type + " *>(" + param + " + (" + offset + "));");
+  std::string type = vectorType(element, laneWidth), address = param + " + (" + offset + ")";
+  std::string text = "if (lane == 0) *reinterpret_cast<" + type + " *>(" + reg +
+                     ") = *reinterpret_cast<const " + type + " *>(" + address + ");";
+  laneChunks.push_back({reg, element, address, text});
+  line(text);
   return widened(element, reg + "[lane]");
 }
 

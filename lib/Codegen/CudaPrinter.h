@@ -136,9 +136,22 @@ struct Printer {
   std::vector<bool> uniformScopes{true};
   /// `scopes.size()` inside the lane loop (0 outside one).
   size_t laneLoopDepth = 0;
-  /// Registers of the lane-contiguous loads (name, element), declared
-  /// before the lane loop.
-  SmallVector<std::pair<std::string, Type>> laneChunks;
+  /// A lane-contiguous load: its register (declared before the lane
+  /// loop), the address it reads and the line that loads it.
+  struct LaneChunk {
+    std::string reg;
+    Type element;
+    std::string address, line;
+  };
+  SmallVector<LaneChunk> laneChunks;
+  /// Where the sides of a lane-uniform concat load alike (the same vector
+  /// types in the same order, addresses from names declared before it),
+  /// one load per position at the side's address (`c ? a : b`), before
+  /// the branches: a warp whose threads take different sides issues one
+  /// set of loads, not one per side (RoPE's rotate-half halves).
+  /// \p start: where the concat's branches begin in `body`; \p sides: the
+  /// laneChunks index where each side's loads begin, then the end.
+  void mergeSideLoads(size_t start, ArrayRef<std::string> conds, ArrayRef<size_t> sides);
   /// X when \p i is `(X + lane)` with X a multiple of laneWidth.
   std::optional<std::string> laneBase(const std::string &i);
   /// `(X + lane)` for an aligned X (recorded as aligned).

@@ -128,8 +128,8 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
          vectorType(arg) + " *>(" + name +
          (inRowStride(arg) ? " + " + inIndex(arg, "chunk * " + w) + ")[0]" : ")[chunk]") + ";");
   }
-  for (auto [name, element] : laneChunks)
-    line("__align__(16) " + storageType(element) + " " + name + "[" + w + "];");
+  for (const LaneChunk &c : laneChunks)
+    line("__align__(16) " + storageType(c.element) + " " + c.reg + "[" + w + "];");
   for (auto [i, out] : llvm::enumerate(plan.outputs))
     line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
          w + "];");

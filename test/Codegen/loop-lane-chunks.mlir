@@ -3,12 +3,18 @@
 // A concatenation whose boundaries are multiples of the vector width
 // branches on the chunk's aligned index (every lane takes the same input),
 // and a slice at an aligned start keeps the lane index aligned: the
-// rotate-half RoPE reads x, cos and sin as 16-byte vectors. A boundary
-// inside a chunk keeps the per-lane branch and scalar reads.
+// rotate-half RoPE reads x, cos and sin as 16-byte vectors. When every
+// side of such a concatenation loads the same vector types in the same
+// order, one load per position reads the side's address (`c ? a : b`)
+// before the branches, so a warp whose threads take different sides
+// issues one load, not one per side. Sides that load unalike keep their
+// own loads. A boundary inside a chunk keeps the per-lane branch and
+// scalar reads.
 // RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
 // RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
 // RUN: cat %t/rope_k0_*.cu | FileCheck %s --check-prefix=ROPE
 // RUN: cat %t/ragged_k0_*.cu | FileCheck %s --check-prefix=RAGGED
+// RUN: cat %t/unalike_k0_*.cu | FileCheck %s --check-prefix=UNALIKE
 
 // ROPE: 8 elements per thread, moved with vector accesses
 // ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64;
@@ -16,10 +22,11 @@
 // ROPE: __align__(16) __nv_bfloat16 {{in1_c[0-9]+}}[8];
 // ROPE: for (int lane = 0; lane < 8; ++lane) {
 // ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in1_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in1 + ({{.*}} * 64 + [[D]]));
-// ROPE: if ([[D]] < 32) {
-// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in0_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in0 + ({{.*}} * 64 + ((32 + [[D]]))));
+// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>([[C:in0_c[0-9]+]]) = *reinterpret_cast<const uint4 *>(([[D]] < 32) ? (in0 + ({{.*}} * 64 + ((32 + [[D]])))) : (in0 + ({{.*}} * 64 + (([[D]] - 32)))));
+// ROPE-NEXT: if ([[D]] < 32) {
+// ROPE-NEXT: [[C]][lane]
 // ROPE: else {
-// ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in0_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in0 + ({{.*}} * 64 + (([[D]] - 32))));
+// ROPE-NEXT: [[C]][lane]
 // ROPE: if (lane == 0) *reinterpret_cast<uint4 *>({{in2_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in2 + ({{.*}} * 64 + [[D]]));
 // ROPE-NOT: in0[
 // ROPE-NOT: in1[
@@ -45,5 +52,18 @@ func.func @rope(%x: tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, %cos: tensor<?x64xb
 // RAGGED: in1[
 func.func @ragged(%a: tensor<?x4xbf16, #kiln.dims<[n]>>, %b: tensor<?x12xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>> {
   %y = kiln.concat %a, %b {axis = 1 : i64} : (tensor<?x4xbf16, #kiln.dims<[n]>>, tensor<?x12xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  return %y : tensor<?x16xbf16, #kiln.dims<[n]>>
+}
+
+// UNALIKE: for (int lane = 0; lane < 4; ++lane) {
+// UNALIKE-NOT: ?
+// UNALIKE: if (ix{{[0-9]+}} < 8) {
+// UNALIKE-NEXT: if (lane == 0) *reinterpret_cast<uint2 *>({{in[0-9]_c[0-9]+}}) = *reinterpret_cast<const uint2 *>(in{{[0-9]}} + (
+// UNALIKE: else {
+// UNALIKE-NEXT: if (lane == 0) *reinterpret_cast<uint4 *>({{in[0-9]_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(in{{[0-9]}} + (
+func.func @unalike(%s: tensor<?x16xbf16, #kiln.dims<[n]>>, %a: tensor<?x8xbf16, #kiln.dims<[n]>>, %b: tensor<?x8xf32, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>> {
+  %c = kiln.cast %b : tensor<?x8xf32, #kiln.dims<[n]>> -> tensor<?x8xbf16, #kiln.dims<[n]>>
+  %cat = kiln.concat %a, %c {axis = 1 : i64} : (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %y = kiln.mul %s, %cat : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
   return %y : tensor<?x16xbf16, #kiln.dims<[n]>>
 }

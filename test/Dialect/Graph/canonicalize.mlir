@@ -274,3 +274,36 @@ func.func @squeeze_unsqueeze_refines(%x: tensor<?xf32>) -> (tensor<?xf32, #kiln.
   %1 = kiln.unsqueeze %x {axes = array<i64>} : (tensor<?xf32>) -> tensor<?xf32, #kiln.dims<[seq]>>
   return %0, %1 : tensor<?xf32, #kiln.dims<[seq]>>, tensor<?xf32, #kiln.dims<[seq]>>
 }
+
+// -----
+
+// The gradients of slices are their pieces padded with zeros; their sum is
+// the concatenation of the pieces that are not zero (RoPE's rotate-half
+// backward: concat(0, a) + concat(b, 0) -> concat(b, a)). A pair with no
+// zero, or pieces of different sizes, keeps the add.
+// CHECK-LABEL: func.func @add_zero_padded_concats(
+// CHECK-SAME: %[[A:[^:]+]]: tensor<?x32xbf16, #kiln.dims<[s]>>, %[[B:[^:]+]]: tensor<?x32xbf16, #kiln.dims<[s]>>, %[[C:[^:]+]]: tensor<?x16xbf16
+// CHECK: %[[CAT:.+]] = kiln.concat %[[B]], %[[A]] {axis = 1 : i64}
+// CHECK-NOT: kiln.add
+// CHECK: %[[L:.+]] = kiln.concat %[[A]], %[[B]]
+// CHECK: %[[R:.+]] = kiln.concat %[[B]], %[[A]]
+// CHECK: kiln.add %[[L]], %[[R]]
+// CHECK: kiln.add
+// CHECK: return %[[CAT]]
+func.func @add_zero_padded_concats(%a: tensor<?x32xbf16, #kiln.dims<[s]>>, %b: tensor<?x32xbf16, #kiln.dims<[s]>>, %c: tensor<?x16xbf16, #kiln.dims<[s]>>)
+    -> (tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) {
+  %z = kiln.constant dense<0.0> : tensor<1x32xbf16>
+  %zero = kiln.expand %z : tensor<1x32xbf16> -> tensor<?x32xbf16, #kiln.dims<[s]>>
+  %lhs = kiln.concat %zero, %a {axis = 1 : i64} : (tensor<?x32xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %rhs = kiln.concat %b, %zero {axis = 1 : i64} : (tensor<?x32xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %0 = kiln.add %lhs, %rhs : (tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %l1 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<?x32xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %r1 = kiln.concat %b, %a {axis = 1 : i64} : (tensor<?x32xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %1 = kiln.add %l1, %r1 : (tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %z16 = kiln.constant dense<0.0> : tensor<1x16xbf16>
+  %zero16 = kiln.expand %z16 : tensor<1x16xbf16> -> tensor<?x16xbf16, #kiln.dims<[s]>>
+  %l2 = kiln.concat %zero16, %c, %a {axis = 1 : i64} : (tensor<?x16xbf16, #kiln.dims<[s]>>, tensor<?x16xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %r2 = kiln.concat %b, %zero {axis = 1 : i64} : (tensor<?x32xbf16, #kiln.dims<[s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  %2 = kiln.add %l2, %r2 : (tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>) -> tensor<?x64xbf16, #kiln.dims<[s]>>
+  return %0, %1, %2 : tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>, tensor<?x64xbf16, #kiln.dims<[s]>>
+}
