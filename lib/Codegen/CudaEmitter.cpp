@@ -33,8 +33,9 @@ bool isSingleCall(StringRef expr, StringRef fn) {
 }
 
 std::string roundedToStorage(Type t, const std::string &expr) {
-  if (t.isBF16() && !isSingleCall(expr, "__bfloat162float("))
-    return "__bfloat162float(__float2bfloat16(" + expr + "))";
+  if (t.isBF16() && !isSingleCall(expr, "__bfloat162float(") &&
+      !isSingleCall(expr, "kiln_round_bf16("))
+    return "kiln_round_bf16(" + expr + ")";
   if (t.isF16() && !isSingleCall(expr, "__half2float("))
     return "__half2float(__float2half(" + expr + "))";
   return expr;
