@@ -21,6 +21,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../common/check_cuda.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -30,14 +32,6 @@
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t err_ = (x);                                                                        \
-    if (err_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));  \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr int64_t kCols = 8192, kStride1 = 8224;
 

@@ -18,6 +18,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "../common/check_cuda.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,14 +31,6 @@
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t err_ = (x);                                                                           \
-    if (err_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));      \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 #define CHECK_LT(x)                                                                                \
   do {                                                                                             \
     cublasStatus_t s = (x);                                                                        \

@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../common/check_cuda.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -27,14 +29,6 @@
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t err_ = (x);                                                                        \
-    if (err_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));  \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 __device__ __forceinline__ float rb(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
