@@ -85,3 +85,37 @@ func.func @read_by_kernel(%x: tensor<?x72xbf16, #kiln.dims<[n]>>, %bt: tensor<8x
   %ws = kiln.mul %w, %s : (tensor<64x32xbf16>, tensor<bf16>) -> tensor<64x32xbf16>
   return %y, %ws : tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>
 }
+
+// -----
+
+// Two layers' A^T blocks of one shape: one adapter_block kernel writes
+// both (one output per block, each at its weight's padded row stride), at
+// the first block's place, where both adapters exist.
+// CHECK: kiln_kernel.kernel @two_layers_k{{[0-9]+}}_adapter_block <loop> symbols [] attributes {kiln.out_row_strides = array<i64: 192, 192>} {
+// CHECK-NEXT: ^bb0(%{{.+}}: tensor<16x64xf32>, %{{.+}}: tensor<16x64xf32>):
+// CHECK: kiln_kernel.yield %{{.+}}, %{{.+}} : tensor<64x16xbf16>, tensor<64x16xbf16>
+// CHECK-LABEL: func.func @two_layers
+// CHECK: %[[W0:.+]] = kiln_kernel.weight "l0.up_proj.weight"
+// CHECK: %[[C0:.+]] = kiln_kernel.view %[[W0]] {offset = #kiln.expr<176>, row_stride = #kiln.expr<192>}
+// CHECK: %[[W1:.+]] = kiln_kernel.weight "l1.up_proj.weight"
+// CHECK: %[[C1:.+]] = kiln_kernel.view %[[W1]] {offset = #kiln.expr<176>, row_stride = #kiln.expr<192>}
+// CHECK: kiln_kernel.launch @two_layers_k{{[0-9]+}}_adapter_block ins(%{{.+}}, %{{.+}} : {{.*}}) outs(%[[C0]], %[[C1]] : {{.*}})
+// CHECK-NOT: _adapter_block
+// CHECK: return
+func.func @two_layers(%dy: tensor<?x176xbf16, #kiln.dims<[n]>>, %dt: tensor<?x16xbf16, #kiln.dims<[n]>>,
+                      %a0: tensor<16x64xf32> {kiln.param = "l0.up_proj.lora_A.weight"},
+                      %a1: tensor<16x64xf32> {kiln.param = "l1.up_proj.lora_A.weight"})
+    -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %ab0 = kiln.cast %a0 : tensor<16x64xf32> -> tensor<16x64xbf16>
+  %ab1 = kiln.cast %a1 : tensor<16x64xf32> -> tensor<16x64xbf16>
+  %dyt = kiln.concat %dy, %dt {axis = 1 : i64} : (tensor<?x176xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x192xbf16, #kiln.dims<[n]>>
+  %w0 = kiln.parameter "l0.up_proj.weight" : tensor<64x176xbf16>
+  %at0 = kiln.transpose %ab0 {perm = array<i64: 1, 0>} : (tensor<16x64xbf16>) -> tensor<64x16xbf16>
+  %wa0 = kiln.concat %w0, %at0 {axis = 1 : i64} : (tensor<64x176xbf16>, tensor<64x16xbf16>) -> tensor<64x192xbf16>
+  %dx0 = kiln.matmul %dyt, %wa0 {transpose_b} : (tensor<?x192xbf16, #kiln.dims<[n]>>, tensor<64x192xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %w1 = kiln.parameter "l1.up_proj.weight" : tensor<64x176xbf16>
+  %at1 = kiln.transpose %ab1 {perm = array<i64: 1, 0>} : (tensor<16x64xbf16>) -> tensor<64x16xbf16>
+  %wa1 = kiln.concat %w1, %at1 {axis = 1 : i64} : (tensor<64x176xbf16>, tensor<64x16xbf16>) -> tensor<64x192xbf16>
+  %dx1 = kiln.matmul %dyt, %wa1 {transpose_b} : (tensor<?x192xbf16, #kiln.dims<[n]>>, tensor<64x192xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %dx0, %dx1 : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}

@@ -30,9 +30,12 @@ struct WeightConcat {
 
 std::optional<WeightConcat> weightConcatOf(FusionOp fusion);
 
-/// Fills `body` (empty) with the fusion's body less W: X is yielded. Returns
-/// the fusion inputs its arguments stand for, in order.
-llvm::SmallVector<mlir::Value> buildAdapterBlockBody(WeightConcat concat, mlir::Block &body);
+/// Appends the fusion's body less W to `body` (new arguments for its
+/// inputs, appended to `inputs`: the fusion inputs they stand for) and
+/// returns X's value there; yields nothing, so that several adapters'
+/// blocks can share one kernel body.
+mlir::Value appendAdapterBlock(WeightConcat concat, mlir::Block &body,
+                               llvm::SmallVectorImpl<mlir::Value> &inputs);
 
 } // namespace kiln::kernel
 

@@ -210,6 +210,11 @@ struct Lowering {
   /// Adapter blocks whose producer writes them into their padded weight
   /// (the concat fusion's other input, read by nothing else).
   DenseMap<Value, Operation *> weightBlockOf; // value -> its concat fusion
+  /// Adapter blocks written by one launch: the first concat fusion of each
+  /// block shape -> every fusion its kernel writes (itself first); the
+  /// others launch nothing of their own.
+  DenseMap<Operation *, SmallVector<FusionOp>> adapterLaunches;
+  llvm::SmallPtrSet<Operation *, 32> adapterJoined;
 
   /// The concat's inputs (block arguments in order, each once) when `op`
   /// is a loop fusion that only concatenates them along the last axis.
@@ -446,6 +451,51 @@ struct Lowering {
     }
   }
 
+  /// Whether the adapter's block of `w` needs a kernel: no producer writes
+  /// it in place.
+  bool needsAdapterKernel(WeightConcat w) const {
+    auto arg = dyn_cast<BlockArgument>(w.concat->getOperand(1));
+    return !arg || !weightBlockOf.count(w.fusion.getInputs()[arg.getArgNumber()]);
+  }
+
+  /// Groups the adapter-block kernels: the blocks of one shape whose inputs
+  /// (the bf16 adapters of the step's prologue) exist where the first of
+  /// them lowers are written by one launch there, one segment of identical
+  /// shape (the decoder layers' A^T blocks: 4 launches instead of 63 on the
+  /// bench's 1b step). At most kMaxBlocks per launch (kernel parameters).
+  void planAdapterBlockLaunches(ArrayRef<Operation *> ops) {
+    constexpr size_t kMaxBlocks = 32;
+    DenseMap<Operation *, size_t> position;
+    for (auto [i, op] : llvm::enumerate(ops))
+      position[op] = i;
+    DenseMap<Type, FusionOp> leaders;
+    for (Operation *op : ops) {
+      auto fusion = dyn_cast<FusionOp>(op);
+      if (!fusion || !paddedConcats.count(fusion))
+        continue;
+      std::optional<WeightConcat> w = weightConcatOf(fusion);
+      if (!w || !needsAdapterKernel(*w))
+        continue;
+      Type blockType = w->concat->getOperand(1).getType();
+      auto it = leaders.find(blockType);
+      if (it == leaders.end() || adapterLaunches[it->second].size() == kMaxBlocks) {
+        leaders[blockType] = fusion;
+        adapterLaunches[fusion].push_back(fusion);
+        continue;
+      }
+      size_t at = position.lookup(it->second);
+      bool available = true;
+      for (auto [i, input] : llvm::enumerate(fusion.getInputs())) {
+        Operation *def = input.getDefiningOp();
+        available &= i == w->weightArg || !def || position.lookup(def) < at;
+      }
+      if (!available)
+        continue; // launches its own kernel
+      adapterLaunches[it->second].push_back(fusion);
+      adapterJoined.insert(fusion);
+    }
+  }
+
   /// A view of `p`'s buffer: `shape` at `offset`, rows at the padded stride.
   Value paddedView(Location loc, PaddedWeight &p, ArrayRef<int64_t> shape, int64_t offset,
                    Type element) {
@@ -653,26 +703,35 @@ struct Lowering {
     Location loc = fusion.getLoc();
     std::optional<WeightConcat> w = weightConcatOf(fusion);
     Type element = tensorOf(w->weight.getResult()).getElementType();
-    auto arg = dyn_cast<BlockArgument>(w->concat->getOperand(1));
-    if (!arg || !weightBlockOf.count(fusion.getInputs()[arg.getArgNumber()])) {
+    if (needsAdapterKernel(*w) && !adapterJoined.contains(fusion)) {
+      SmallVector<FusionOp> members = adapterLaunches.lookup(fusion);
+      if (members.empty())
+        members.push_back(fusion);
       OpBuilder top(func);
       std::string name = (func.getName() + "_k" + Twine(kernels++) + "_adapter_block").str();
       auto kernel = top.create<KernelOp>(loc, name, FusionKind::loop, top.getStrArrayAttr({}));
       Block *body = new Block();
       kernel.getBody().push_back(body);
-      SmallVector<Value> inputs = buildAdapterBlockBody(*w, *body);
+      SmallVector<Value> inputs, blocks, outs;
+      SmallVector<int64_t> strides;
+      for (FusionOp member : members) {
+        WeightConcat m = *weightConcatOf(member);
+        blocks.push_back(appendAdapterBlock(m, *body, inputs));
+        outs.push_back(adapterBlock(loc, m));
+        strides.push_back(rowStrideOfColumns(outs.back()));
+      }
+      OpBuilder::atBlockEnd(body).create<YieldOp>(loc, blocks);
       SmallVector<std::string> symbols = bodySymbols(*body);
       SmallVector<StringRef> refs(symbols.begin(), symbols.end());
       kernel.setSymbolsAttr(top.getStrArrayAttr(refs));
-      Value out = adapterBlock(loc, *w);
-      if (int64_t stride = rowStrideOfColumns(out))
-        kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr({stride}));
+      if (llvm::any_of(strides, [](int64_t s) { return s != 0; }))
+        kernel->setAttr("kiln.out_row_strides", top.getDenseI64ArrayAttr(strides));
       SmallVector<Value> ins;
       for (Value v : inputs)
         ins.push_back(lookup(v));
       markStridedInputs(kernel, ins);
       LaunchShape shape = launchShape(FusionKind::loop, *body);
-      builder.create<LaunchOp>(loc, kernel.getSymName(), ins, ValueRange{out}, shape.items,
+      builder.create<LaunchOp>(loc, kernel.getSymName(), ins, outs, shape.items,
                                shape.itemsPerBlock, shape.block, shape.shared);
       ++launches;
     }
@@ -998,6 +1057,7 @@ struct Lowering {
     // until the GPU measures the in-place concatenations).
     if (func->hasAttr("kiln.lora_k_concat")) {
       planPaddedWeights(ops);
+      planAdapterBlockLaunches(ops);
       planInPlaceConcats(ops);
     }
     for (Operation *op : ops)

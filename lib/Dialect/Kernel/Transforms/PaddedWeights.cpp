@@ -48,10 +48,10 @@ std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
   return w;
 }
 
-SmallVector<Value> kiln::kernel::buildAdapterBlockBody(WeightConcat w, Block &body) {
+Value kiln::kernel::appendAdapterBlock(WeightConcat w, Block &body,
+                                      SmallVectorImpl<Value> &inputs) {
   Block &old = w.fusion.getBody().front();
   IRMapping map;
-  SmallVector<Value> inputs;
   for (BlockArgument arg : old.getArguments()) {
     if (arg.getArgNumber() == w.weightArg)
       continue;
@@ -62,6 +62,5 @@ SmallVector<Value> kiln::kernel::buildAdapterBlockBody(WeightConcat w, Block &bo
   for (Operation &op : old.without_terminator())
     if (&op != w.concat.getOperation())
       inside.clone(op, map);
-  inside.create<YieldOp>(w.concat.getLoc(), map.lookup(w.concat->getOperand(1)));
-  return inputs;
+  return map.lookup(w.concat->getOperand(1));
 }
