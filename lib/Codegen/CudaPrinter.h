@@ -251,12 +251,8 @@ struct Printer {
   /// The sum (or max) over the current row's threads: the block, or the
   /// warp of a warp-per-row layout.
   std::string rowReduce(const std::string &v, bool isMax = false);
-  /// The C type moving `width` elements of \p element in one access (32
-  /// bytes: kiln_vec32, two 16-byte accesses).
+  /// The C type moving `width` elements of \p element in one access.
   static std::string vectorType(Type element, int64_t width);
-  /// A register array holding one chunk of `element` at the row layout's
-  /// width: aligned as the chunk's vector type.
-  std::string alignedAs(Type element);
   /// The vectorized row template's register loads and stores (RowKernel.cpp).
   std::string rowLoads(bool weights);
 

@@ -59,8 +59,8 @@ void Printer::forCols(const Index &lead, ArrayRef<std::string> trail,
   body = std::move(outer);
   SmallVector<unsigned> stored(rowStored.begin(), rowStored.end());
   for (unsigned i : stored)
-    line(alignedAs(elementOf(plan.outputs[i])) + storageType(elementOf(plan.outputs[i])) + " " +
-         outName(i) + "_v[" + w + "];");
+    line("__align__(16) " + storageType(elementOf(plan.outputs[i])) + " " + outName(i) + "_v[" + w +
+         "];");
   body += lanes;
   for (unsigned i : stored) {
     std::string type = vectorType(elementOf(plan.outputs[i]), rowVec.width);
@@ -99,17 +99,10 @@ std::string Printer::rowReduce(const std::string &v, bool isMax) {
 std::string Printer::vectorType(Type element, int64_t width) {
   unsigned bits = element.getIntOrFloatBitWidth();
   int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
-  return bytes == 32   ? "kiln_vec32"
-         : bytes == 16 ? "uint4"
-         : bytes == 8  ? "uint2"
+  return bytes == 16  ? "uint4"
+         : bytes == 8 ? "uint2"
          : bytes == 4 ? "unsigned int"
                       : "unsigned short";
-}
-
-std::string Printer::alignedAs(Type element) {
-  unsigned bits = element.getIntOrFloatBitWidth();
-  int64_t bytes = (bits < 8 ? 1 : bits / 8) * rowVec.width;
-  return bytes > 16 ? "__align__(32) " : "__align__(16) ";
 }
 
 std::string Printer::rowLoads(bool weights) {
@@ -124,7 +117,7 @@ std::string Printer::rowLoads(bool weights) {
   line(weights ? "// The weights' chunks of this thread, for every row."
                : "// The row's chunks of this thread: every load in flight at once, one read.");
   for (Value arg : inputs)
-    line(alignedAs(typeOf(arg).getElementType()) + storageType(typeOf(arg).getElementType()) + " " +
+    line("__align__(16) " + storageType(typeOf(arg).getElementType()) + " " +
          names.params.lookup(arg) + suffix + "[" + chunks + "][" + w + "];");
   line("#pragma unroll");
   open("for (int c = 0; c < " + chunks + "; ++c)");

@@ -1,9 +1,6 @@
 // Kiln's device helpers (lib/Codegen/cuda/Prelude.cuh), in every kernel source.
 typedef long long int64_t;
 #define KILN_INF __int_as_float(0x7f800000)
-// 32 bytes moved as two 16-byte accesses: a row kernel's f32 chunk beside
-// 8-element bf16 vectors.
-struct __align__(32) kiln_vec32 { uint4 lo, hi; };
 
 // a / b for a result rounded to bf16/f16 next: PTX's full-range division
 // (at most 2 ulp of fp32, subnormals flushed) instead of IEEE's div.rn,

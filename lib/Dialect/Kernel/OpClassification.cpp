@@ -157,25 +157,17 @@ RowLayout rowLayout(Block &body) {
       return layout;
     cols *= type.getDimSize(i);
   }
-  // 16 bytes of the narrowest element per access, the widest moving up to
-  // 32 (two 16-byte accesses: f32 beside bf16 takes 8-element vectors, so
-  // the bf16 streams are not held to 8 bytes by an f32 weight or statistic).
-  unsigned narrowest = 16, widest = 1;
+  unsigned widest = 1;
   auto widen = [&](Type t) {
     Type element = cast<RankedTensorType>(t).getElementType();
     unsigned bits = element.getIntOrFloatBitWidth();
-    unsigned bytes = bits < 8 ? 1u : bits / 8;
-    widest = std::max(widest, bytes);
-    narrowest = std::min(narrowest, bytes);
+    widest = std::max(widest, bits < 8 ? 1u : bits / 8);
   };
   for (Type t : body.getArgumentTypes())
     widen(t);
   for (Type t : body.getTerminator()->getOperandTypes())
     widen(t);
-  int64_t width = std::min(16 / narrowest, 32 / widest);
-  // A row the wide vectors do not divide: 16 bytes of the widest.
-  if (cols % width)
-    width = 16 / widest;
+  int64_t width = 16 / widest;
   if (width < 2 || cols % width)
     return layout;
   int64_t vectors = cols / width;
