@@ -196,24 +196,11 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<uint16_t> a, b;
   const char *names[] = {"cvt", "cvt2", "int", "pair", "copy"};
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
   double bytes = 6.0 * elems * 2;
   for (int v = 0; v <= Copy; ++v) {
     launch(v, out);
     CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      CHECK_CUDA(cudaEventRecord(start));
-      launch(v, out);
-      CHECK_CUDA(cudaEventRecord(stop));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float t;
-      CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
+    const double med = medianEventMs(reps, [&] { launch(v, out); });
     int64_t diff = 0;
     if (v != Copy)
       for (int i = 0; i < 3; ++i) {
@@ -225,7 +212,6 @@ int main(int argc, char **argv) {
         for (int64_t j = 0; j < n; ++j)
           diff += a[j] != b[j];
       }
-    double med = ms[ms.size() / 2];
     std::printf("%-5s %8.4f ms  %5.2f TB/s  %s\n", names[v], med, bytes / (med * 1e-3) / 1e12,
                 v == Copy ? "(no math)" : diff ? "DIFFERS" : "bit-identical");
     if (v != Copy && diff)

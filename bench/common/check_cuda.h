@@ -1,5 +1,5 @@
-// CHECK_CUDA for the standalone GPU harnesses under bench/: a failed CUDA
-// runtime call prints its place and error and exits 2.
+// CHECK_CUDA and a median timer for the standalone GPU harnesses under
+// bench/: a failed CUDA runtime call prints its place and error and exits 2.
 #pragma once
 
 #include <cstdio>
@@ -13,3 +13,28 @@
       std::exit(2);                                                                                \
     }                                                                                              \
   } while (0)
+
+#include <algorithm>
+#include <vector>
+
+/// The median of `reps` timings of `launch()` (CUDA events around each
+/// launch, one at a time).
+template <typename Launch> float medianEventMs(int reps, Launch launch) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(start));
+    launch();
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}

@@ -153,9 +153,6 @@ int main(int argc, char **argv) {
       {"fastdiv", [](unsigned g, uint4 **i, uint4 **o, int64_t n) { gradKernel<1, true><<<g, 256>>>(i[0], i[1], i[2], o[0], o[1], o[2], n); }, blocksFor(1), false},
   };
   std::vector<uint16_t> reference[3], got(elements);
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
   double moved = 6.0 * bytes;
   std::printf("[%ld, %ld] bf16, %d reps, median:\n", long(rows), long(cols), reps);
   int failures = 0;
@@ -174,35 +171,14 @@ int main(int argc, char **argv) {
         for (int64_t e = 0; e < elements; ++e)
           differ += got[e] != reference[j][e];
     }
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      CHECK_CUDA(cudaEventRecord(start));
-      v.launch(v.grid, in, out, n);
-      CHECK_CUDA(cudaEventRecord(stop));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float t;
-      CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    float t = ms[reps / 2];
+    float t = medianEventMs(reps, [&] { v.launch(v.grid, in, out, n); });
     bool bad = v.exact && differ;
     failures += bad;
     std::printf("  %-13s grid %7u  %.4f ms  %.2f TB/s  %ld elements differ from once%s\n", v.name,
                 v.grid, t, moved / (t * 1e-3) / 1e12, long(differ), bad ? "  FAIL" : "");
   }
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(start));
-    siluMul<<<blocksFor(1), 256>>>(in[0], in[1], out[0], n);
-    CHECK_CUDA(cudaEventRecord(stop));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float t;
-    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  float bar = medianEventMs(reps, [&] { siluMul<<<blocksFor(1), 256>>>(in[0], in[1], out[0], n); });
   std::printf("  %-13s grid %7u  %.4f ms  %.2f TB/s  (2 in, 1 out: the bar)\n", "silu_mul",
-              blocksFor(1), ms[reps / 2], 3.0 * bytes / (ms[reps / 2] * 1e-3) / 1e12);
+              blocksFor(1), bar, 3.0 * bytes / (bar * 1e-3) / 1e12);
   return failures ? 1 : 0;
 }
