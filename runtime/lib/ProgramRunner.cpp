@@ -584,6 +584,9 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
   // NF4 GEMMs on the codes where chosen (ProgramRunnerNf4.cpp).
   if (Status s = r->prepareNf4(sizes, memory); !s)
     return s.takeError();
+  // An adapter's dT and dB in one pass over Y (ProgramRunnerLoraPair.cpp).
+  if (Status s = r->prepareLoraPairs(memory); !s)
+    return Error{origin + ": " + s.getError()};
   return r;
 }
 
@@ -690,6 +693,8 @@ Status ProgramRunner::recordAction(std::pair<Action, size_t> entry, CUstream str
     case Action::AllReduceWait: return recordAllReduce(entry, stream);
     case Action::Nf4Gemm: return enqueueNf4(nf4List[index], /*fused=*/true, stream);
     case Action::Skipped: break;
+    case Action::LoraPair: return enqueueLoraPair(pairList[index], stream);
+    case Action::PairedGemm: break;
     }
   }
   return Status::success();
@@ -763,6 +768,8 @@ std::string ProgramRunner::actionLabel(std::pair<Action, size_t> entry) const {
   case Action::AllReduceWait: return "nccl all_reduce wait bucket " + std::to_string(entry.second);
   case Action::Nf4Gemm: return nf4List[entry.second].label;
   case Action::Skipped: return "skipped " + launchList[entry.second].name + " (readers fused)";
+  case Action::LoraPair: return pairList[entry.second].label;
+  case Action::PairedGemm: return "skipped " + gemmList[entry.second].label + " (in the pair above)";
   }
   return "?";
 }

@@ -14,11 +14,14 @@
 #ifndef KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 #define KILN_RUNTIME_LIB_PROGRAMRUNNER_H
 
+#include "LoraGradPairPlan.h"
 #include "kiln/artifact/ArenaScratch.h"
 #include "kiln/runtime/Communicator.h"
 #include "kiln/runtime/CudnnAttention.h"
 #include "kiln/runtime/MemoryPlanSection.h"
 #include "kiln/runtime/StepExecutor.h"
+
+#include <array>
 
 namespace kiln::runtime {
 
@@ -63,6 +66,9 @@ struct SharedMemory {
   /// --thin-gemm on: GEMMs Kiln's thin-GEMM kernels take run through them
   /// (ProgramRunnerThinGemm.cpp), the others through cuBLASLt.
   bool thinGemm = false;
+  /// An adapter's dT and dB GEMMs side by side over one Y run as one pass
+  /// over Y (ProgramRunnerLoraPair.cpp): --lora-grad-pairs on.
+  bool loraPairs = false;
   /// Kiln's fused NF4 GEMM (kernels/Nf4GemmKernels.cu) where this device
   /// runs it (sm_90); null: NF4 GEMMs stay dequantize + cuBLASLt.
   const KernelModule *nf4 = nullptr;
@@ -121,6 +127,8 @@ public:
   size_t tunedOps = 0, defaultOps = 0;
   /// GEMMs run by Kiln's thin-GEMM kernels (--thin-gemm on).
   size_t thinGemms = 0;
+  /// dT/dB GEMM pairs run by kernels/LoraGradPair.cuh (two GEMMs each).
+  size_t loraPairCount = 0;
   std::string tuningNote;
   /// The attention launches' database hash (empty: none) and label.
   std::string attentionHash, attentionLabel;
@@ -237,8 +245,19 @@ private:
     Attention,
     AllReduce,
     AllReduceWait,
-    Nf4Gemm, ///< nf4List: the fused kernel instead of a GEMM
-    Skipped  ///< a dequantize launch no reader needs (nothing recorded)
+    Nf4Gemm,    ///< nf4List: the fused kernel instead of a GEMM
+    Skipped,    ///< a dequantize launch no reader needs (nothing recorded)
+    LoraPair,   ///< pairList: an adapter's dT and dB GEMMs in one pass
+    PairedGemm  ///< gemmList: the second GEMM of a LoraPair (nothing recorded)
+  };
+  /// Two GEMMs run by kernels/LoraGradPair.cuh (ProgramRunnerLoraPair.cpp).
+  struct LoraPair {
+    CUfunction kernel = nullptr, finish = nullptr;
+    unsigned gridX = 1, gridY = 1, shared = 0, finishGrid = 1;
+    pair::LaunchArgs args;
+    pair::FinishArgs finishArgs;
+    std::array<size_t, 2> gemms{}; ///< gemmList indices
+    std::string label;
   };
 
   ProgramRunner(const Device &device, const CublasLt &lt, StepProgram program)
@@ -271,6 +290,11 @@ private:
   /// takes the descriptor (ProgramRunnerThinGemm.cpp); cuBLASLt otherwise.
   Status applyThinGemm(Gemm &g, const SharedMemory &memory);
   Status enqueueThinGemm(const Gemm &g, CUstream stream) const;
+  /// With memory.loraPairs: adjacent dT/dB GEMMs LoraGradPairPlan takes
+  /// become LoraPair actions; the others stay.
+  Status prepareLoraPairs(const SharedMemory &memory);
+  Status enqueueLoraPair(const LoraPair &p, CUstream stream) const;
+  static pair::Gemm describePair(const Gemm &g);
   /// The launch shapes of \p launch (op \p op at \p items) and the one the
   /// tuning database chose (ProgramRunnerTuning.cpp).
   void applyTunedLaunch(Launch &launch, const ProgramOp &op, int64_t items,
@@ -315,6 +339,7 @@ private:
   std::vector<std::pair<Action, size_t>> actions;
   std::vector<size_t> opAction; ///< per op: its first action (SIZE_MAX: none)
   std::vector<Nf4Run> nf4List;
+  std::vector<LoraPair> pairList;
   std::vector<Launch> launchList;
   std::vector<size_t> tunableLaunches; // launchList indices with variants
   std::vector<Gemm> gemmList;

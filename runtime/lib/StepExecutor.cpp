@@ -399,6 +399,7 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
                       &moduleHashes,
                       options.thinGemm};
   memory.nf4 = nf4Module;
+  memory.loraPairs = options.loraGradPairs;
   Expected<std::unique_ptr<ProgramRunner>> runner =
       ProgramRunner::prepare(**program, section == "step" ? "step program" : section, *device, *lt,
                              handle, moduleIndex, store, loadWeight, sizes, *plan, memory);
@@ -629,6 +630,7 @@ std::string StepExecutor::getGraphRefusal() const {
 size_t StepExecutor::getLaunchCount() const { return current->runner->launches; }
 size_t StepExecutor::getGemmCount() const { return current->runner->gemms; }
 size_t StepExecutor::getThinGemmCount() const { return current->runner->thinGemms; }
+size_t StepExecutor::getLoraPairCount() const { return current->runner->loraPairCount; }
 
 std::string StepExecutor::getAttentionSummary() const {
   const ProgramRunner &r = *current->runner;

@@ -67,3 +67,6 @@ extern "C" __global__ void kiln_copy(unsigned char *target, const unsigned char 
 // Kiln's own kernels for the thin (LoRA) GEMMs, bf16 out (ThinGemmPlan.h).
 #include "ThinGemm.cuh"
 KILN_THIN_GEMM_ALL(bf16, __nv_bfloat16)
+
+// An adapter's dT and dB from one pass over dy (LoraGradPairPlan.h).
+#include "LoraGradPair.cuh"

@@ -121,6 +121,10 @@ constexpr const char *kTrainUsage =
     "  --thin-gemm on|off      run the bf16 GEMMs with one of M, N, K 16..64 (the\n"
     "                          LoRA GEMMs) on Kiln's own kernels instead of\n"
     "                          cuBLASLt (default off: slower on the H200 for most)\n"
+    "  --lora-grad-pairs on|off\n"
+    "                          run each LoRA adapter's dT and dB GEMMs as one pass\n"
+    "                          over the output gradient (default off: slower in\n"
+    "                          the H200's 1b and small steps)\n"
     "  --attention auto|kernels|cudnn|sm90\n"
     "                          who runs attention: cuDNN's fused attention where\n"
     "                          libcudnn.so.9 loads (KILN_CUDNN_LIBRARY names it)\n"
@@ -163,7 +167,7 @@ const std::vector<std::string> kiln::run::kTrainFlags = {
     "profile",      "progress",      "attention",    "batching",    "labels",    "shuffle",
     "lr-schedule",  "warmup",        "min-lr-ratio", "grad-accum",  "eval-data", "eval-every",
     "eval-batches", "save-every",    "keep-last",    "log-file",    "tuning",    "db",
-    "gpus",         "rendezvous",    "thin-gemm"};
+    "gpus",         "rendezvous",    "thin-gemm",    "lora-grad-pairs"};
 
 /// Parses --batch/--seq: comma lists of positive integers, zipped (a list
 /// of one repeats) into the run's shapes.
@@ -241,6 +245,7 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
   if (std::optional<std::string> text = args.get("graph-cache")) // checked by runTrain
     options.graphsPerProgram = static_cast<size_t>(std::strtoll(text->c_str(), nullptr, 10));
   options.thinGemm = args.get("thin-gemm").value_or("off") == "on"; // checked by runTrain
+  options.loraGradPairs = args.get("lora-grad-pairs").value_or("off") == "on"; // checked too
   if (std::optional<std::string> mode = args.get("attention")) // checked by runTrain
     options.attention = *mode == "kernels" ? StepExecutor::Options::Attention::Kernels
                         : *mode == "cudnn" ? StepExecutor::Options::Attention::Cudnn
@@ -277,6 +282,9 @@ int executeSteps(const StepArtifact &artifact, const Device &gpu, const CublasLt
   if (options.thinGemm)
     std::printf("thin GEMMs: %zu of %zu on Kiln's kernels (--thin-gemm on)\n",
                 x.getThinGemmCount(), x.getGemmCount());
+  if (size_t pairs = x.getLoraPairCount())
+    std::printf("lora grad pairs: %zu (%zu of %zu GEMMs) in one pass over dy\n", pairs, 2 * pairs,
+                x.getGemmCount());
   if (std::string nf4 = x.getNf4Summary(); !nf4.empty())
     std::printf("%s\n", nf4.c_str());
   if (tuning) {
@@ -656,6 +664,9 @@ int kiln::run::runTrain(int argc, char **argv) {
   if (std::optional<std::string> mode = args->get("thin-gemm");
       mode && *mode != "on" && *mode != "off")
     problems.push_back("--thin-gemm must be on or off, got '" + *mode + "'");
+  if (std::optional<std::string> mode = args->get("lora-grad-pairs");
+      mode && *mode != "on" && *mode != "off")
+    problems.push_back("--lora-grad-pairs must be on or off, got '" + *mode + "'");
   // The tuning database: used when it exists (or --tuning on), never
   // trusted when damaged.
   std::optional<std::string> tuningMode = args->get("tuning");

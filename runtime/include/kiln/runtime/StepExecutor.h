@@ -128,6 +128,10 @@ public:
     /// --thin-gemm on: the GEMMs Kiln's thin-GEMM kernels take (bf16, one
     /// of M, N, K 16..64: the LoRA GEMMs) run through them, not cuBLASLt.
     bool thinGemm = false;
+    /// An adapter's dT and dB GEMMs over one output gradient as one pass
+    /// (kernels/LoraGradPair.cuh); --lora-grad-pairs on. Off by default:
+    /// slower in the H200's steps (docs/benchmarks.md, "Fourteenth session").
+    bool loraGradPairs = false;
   };
   /// Decodes the step (and init) program, loads the kernel modules for this
   /// device, uploads parameters and frozen weights from \p weights (may be
@@ -203,6 +207,8 @@ public:
   size_t getGemmCount() const;
   /// Of them, those run by Kiln's thin-GEMM kernels (Options::thinGemm).
   size_t getThinGemmCount() const;
+  /// dT/dB GEMM pairs run as one pass (Options::loraGradPairs), two GEMMs each.
+  size_t getLoraPairCount() const;
   /// "attention: 32 launches on cuDNN 9.19.0 (libcudnn.so.9), 0 on kernels"
   /// for the current shape, with the reason where cuDNN took none.
   std::string getAttentionSummary() const;
