@@ -18,13 +18,15 @@
 #include <vector>
 
 /// The median of `reps` timings of `launch()` (CUDA events around each
-/// launch, one at a time).
-template <typename Launch> float medianEventMs(int reps, Launch launch) {
+/// launch, one at a time), `prepare()` enqueued before each, untimed.
+template <typename Prepare, typename Launch>
+float medianEventMs(int reps, Prepare prepare, Launch launch) {
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
+    prepare();
     CHECK_CUDA(cudaEventRecord(start));
     launch();
     CHECK_CUDA(cudaEventRecord(stop));
@@ -37,4 +39,9 @@ template <typename Launch> float medianEventMs(int reps, Launch launch) {
   CHECK_CUDA(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+/// The median of `reps` timings of `launch()` alone.
+template <typename Launch> float medianEventMs(int reps, Launch launch) {
+  return medianEventMs(reps, [] {}, launch);
 }

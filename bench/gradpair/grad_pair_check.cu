@@ -10,7 +10,9 @@
 // Exits 1 when a case's error is above 1.05 x cuBLAS's (the numerics
 // policy: no worse than the library's bf16 GEMM on the same inputs) or a
 // result is not repeatable.
+#include "../common/check_cublas.h"
 #include "../common/check_cuda.h"
+#include "../common/random_fill.cuh"
 #include "LoraGradPairPlan.h"
 #define KILN_LORA_PAIR_NO_INSTANCES
 #include "kernels/LoraGradPair.cuh"
@@ -26,14 +28,6 @@ using namespace kiln::runtime;
 static_assert(sizeof(pair::LaunchArgs) == sizeof(kiln_pair::Params), "Params layout");
 static_assert(sizeof(pair::FinishArgs) == sizeof(kiln_pair::FinishParams), "FinishParams layout");
 
-#define CHECK_CUBLAS(x)                                                                            \
-  do {                                                                                             \
-    cublasStatus_t st_ = (x);                                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)st_);           \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 namespace {
 
@@ -44,17 +38,6 @@ struct Case {
   bool dTBeside; ///< dT written into the columns of [Y | dT] beside Y
   bool dBFirst;  ///< the program's order: dB's GEMM first
 };
-
-__global__ void fillRandom(__nv_bfloat16 *p, int64_t n, uint32_t seed, float scale) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed * 40503u;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6du;
-    h ^= h >> 12;
-    p[i] = __float2bfloat16(((h >> 8) / 16777216.0f * 2 - 1) * scale);
-  }
-}
 
 __global__ void fillNaN(__nv_bfloat16 *p, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * cols;
@@ -174,11 +157,11 @@ int main(int argc, char **argv) {
     CHECK_CUDA(cudaMalloc(&dB, N * R * 2));
     CHECK_CUDA(cudaMalloc(&oldT, T * R * 2));
     CHECK_CUDA(cudaMalloc(&oldB, N * R * 2));
-    fillRandom<<<1024, 256>>>(y, T * ldy, 1, 1.f);
-    fillRandom<<<1024, 256>>>(bm, N * R, 2, 0.05f);
-    fillRandom<<<1024, 256>>>(t, T * R, 3, 1.f);
-    fillRandom<<<1024, 256>>>(oldT, T * R, 4, 1.f);
-    fillRandom<<<1024, 256>>>(oldB, N * R, 5, 1.f);
+    fillUniformBf16<<<1024, 256>>>(y, T * ldy, 1, 1.f);
+    fillUniformBf16<<<1024, 256>>>(bm, N * R, 2, 0.05f);
+    fillUniformBf16<<<1024, 256>>>(t, T * R, 3, 1.f);
+    fillUniformBf16<<<1024, 256>>>(oldT, T * R, 4, 1.f);
+    fillUniformBf16<<<1024, 256>>>(oldB, N * R, 5, 1.f);
     int64_t lddT = c.dTBeside ? ldy : R;
     if (c.dTBeside)
       dT = y + N; // the columns beside Y

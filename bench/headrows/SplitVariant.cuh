@@ -37,23 +37,7 @@ extern "C" __global__ void __launch_bounds__(kHeadBlock)
   for (int64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) {
     uint4 q = zv[i];
     share[i - v0] = q;
-    float f[kLanes];
-    HeadVector<__nv_bfloat16>::unpack(q, f);
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kLanes; ++k) {
-      f[k] = headCap(f[k], cap);
-      mx = fmaxf(mx, f[k]);
-    }
-    if (mx > m) {
-      s *= __expf(m - mx);
-      m = mx;
-    }
-    float t = 0.f;
-#pragma unroll
-    for (int k = 0; k < kLanes; ++k)
-      t += __expf(f[k] - m);
-    s += t;
+    headOnline<__nv_bfloat16>(q, cap, m, s);
   }
   float max = headReduce<true>(m, scratch);
   float sum = headReduce<false>(m == -INFINITY ? 0.f : s * __expf(m - max), scratch);

@@ -10,23 +10,13 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I runtime/lib/kernels bench/headrows/head_rows_check.cu \
 //     -o head_rows_check && ./head_rows_check [ROWS VOCAB REPS]
 #include "../common/check_cuda.h"
+#include "../common/random_fill.cuh"
 #include "CrossEntropyKernels.cuh"
 #include "SplitVariant.cuh"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-__global__ void fillLogits(__nv_bfloat16 *p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    p[i] = __float2bfloat16(((h >> 8) / 16777216.0f - 0.5f) * 8.f);
-  }
-}
 
 int main(int argc, char **argv) {
   int64_t rows = argc > 1 ? std::atoll(argv[1]) : 1024, vocab = argc > 2 ? std::atoll(argv[2]) : 128256;
@@ -35,7 +25,7 @@ int main(int argc, char **argv) {
   __nv_bfloat16 *source, *chunk;
   CHECK_CUDA(cudaMalloc(&source, bytes));
   CHECK_CUDA(cudaMalloc(&chunk, bytes));
-  fillLogits<<<2048, 256>>>(source, int64_t(rows) * vocab, 7);
+  fillUniformBf16<<<2048, 256>>>(source, int64_t(rows) * vocab, 7, 4.f);
   std::vector<int64_t> labels(rows);
   for (int64_t r = 0; r < rows; ++r)
     labels[r] = (r * 7919) % vocab;
@@ -63,6 +53,22 @@ int main(int argc, char **argv) {
   std::memcpy(&cap, &capBits, 8);
   int sms;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // The median of `reps` runs, each timed alone right after the chunk is
+  // rewritten from `source` (as the logits GEMM leaves it).
+  auto medianAfterRewrite = [&](auto run) {
+    return medianEventMs(
+        reps, [&] { CHECK_CUDA(cudaMemcpyAsync(chunk, source, bytes, cudaMemcpyDeviceToDevice)); },
+        run);
+  };
+  // One run from a fresh chunk, its gradient and stats into got, gotStats.
+  auto runOnce = [&](auto run) {
+    CHECK_CUDA(cudaMemcpy(chunk, source, bytes, cudaMemcpyDeviceToDevice));
+    run();
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemcpy(got.data(), chunk, bytes, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(gotStats.data(), stats, (rows + 1) * 4, cudaMemcpyDeviceToHost));
+  };
   for (int round = 0; round < 2; ++round)
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); ++i) {
       const Variant &v = variants[i];
@@ -70,31 +76,12 @@ int main(int argc, char **argv) {
         kiln_head_rows_bf16_logits<<<unsigned(rows), v.block, v.shared>>>(
             chunk, dLabels, grad, stats, 0, vocab, rows, 0, -100, cap, 1);
       };
-      CHECK_CUDA(cudaMemcpy(chunk, source, bytes, cudaMemcpyDeviceToDevice));
-      run();
-      CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaDeviceSynchronize());
-      CHECK_CUDA(cudaMemcpy(got.data(), chunk, bytes, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(gotStats.data(), stats, (rows + 1) * 4, cudaMemcpyDeviceToHost));
+      runOnce(run);
       if (i == 0 && round == 0)
         refGrad = got, refStats = gotStats;
       bool same = got == refGrad && gotStats == refStats;
       (void)same;
-      cudaEvent_t a, b;
-      CHECK_CUDA(cudaEventCreate(&a));
-      CHECK_CUDA(cudaEventCreate(&b));
-      std::vector<float> ms;
-      for (int r = 0; r < reps; ++r) {
-        CHECK_CUDA(cudaMemcpyAsync(chunk, source, bytes, cudaMemcpyDeviceToDevice));
-        CHECK_CUDA(cudaEventRecord(a));
-        run();
-        CHECK_CUDA(cudaEventRecord(b));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        float t;
-        CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
+      const float median = medianAfterRewrite(run);
       int perSm = 0;
       CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kiln_head_rows_bf16_logits,
                                                                v.block, v.shared));
@@ -102,7 +89,7 @@ int main(int argc, char **argv) {
       std::printf("block %4u shared %6d: %d per SM (%4d rows in flight, %5.1f MB): %8.1f us, "
                   "%.2f TB/s at 3 passes%s\n",
                   v.block, v.shared, perSm, perSm * sms, perSm * sms * vocab * 2 / 1e6,
-                  ms[ms.size() / 2] * 1000, moved / (ms[ms.size() / 2] * 1e-3) / 1e12,
+                  median * 1000, moved / (median * 1e-3) / 1e12,
                   same ? ", bitwise the default's" : ", DIFFERS from the default");
     }
   // The cluster-split kernel.
@@ -128,12 +115,7 @@ int main(int argc, char **argv) {
                                       (const void *)dLabels, (const float *)grad, stats, zero,
                                       vocab, rows, zero, ignore, cap, one64));
       };
-      CHECK_CUDA(cudaMemcpy(chunk, source, bytes, cudaMemcpyDeviceToDevice));
-      run();
-      CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaDeviceSynchronize());
-      CHECK_CUDA(cudaMemcpy(got.data(), chunk, bytes, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(gotStats.data(), stats, (rows + 1) * 4, cudaMemcpyDeviceToHost));
+      runOnce(run);
       double statDiff = 0, num = 0, den = 0;
       size_t differ = 0;
       for (int64_t r = 0; r <= rows; ++r)
@@ -149,27 +131,13 @@ int main(int argc, char **argv) {
         differ += got[i] != refGrad[i];
         num += (a - b) * (a - b), den += b * b;
       }
-      cudaEvent_t a, b;
-      CHECK_CUDA(cudaEventCreate(&a));
-      CHECK_CUDA(cudaEventCreate(&b));
-      std::vector<float> ms;
-      for (int r = 0; r < reps; ++r) {
-        CHECK_CUDA(cudaMemcpyAsync(chunk, source, bytes, cudaMemcpyDeviceToDevice));
-        CHECK_CUDA(cudaEventRecord(a));
-        run();
-        CHECK_CUDA(cudaEventRecord(b));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        float t;
-        CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
-      }
-      std::sort(ms.begin(), ms.end());
+      const float median = medianAfterRewrite(run);
       double moved = 2.0 * bytes; // one read and one write of the chunk
       std::printf("split over %u CTAs (%zu KB each): %8.1f us, %.2f TB/s at 2 passes; against the "
                   "default: stats max |diff| %.3g, gradient %zu of %zu elements differ, "
                   "|diff|/|ref| %.3g\n",
-                  parts, share / 1024, ms[ms.size() / 2] * 1000,
-                  moved / (ms[ms.size() / 2] * 1e-3) / 1e12, statDiff, differ, got.size(),
+                  parts, share / 1024, median * 1000,
+                  moved / (median * 1e-3) / 1e12, statDiff, differ, got.size(),
                   std::sqrt(num / den));
     }
   return 0;

@@ -11,7 +11,9 @@
 //   lowprio  side16 with the second stream at a lower priority.
 // Prints the graph's median time per variant and each op class's serial time.
 //   nvcc -O3 -std=c++17 -arch=sm_90 overlap_check.cu -lcublas -o overlap_check
+#include "../common/check_cublas.h"
 #include "../common/check_cuda.h"
+#include "../common/random_fill.cuh"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -21,14 +23,6 @@
 #include <string>
 #include <vector>
 
-#define CHECK_CUBLAS(x)                                                                            \
-  do {                                                                                             \
-    cublasStatus_t st_ = (x);                                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)st_);           \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 namespace {
 
@@ -100,20 +94,10 @@ __global__ void streamKernel(const uint4 *in, uint4 *out, int64_t n) {
   }
 }
 
-__global__ void fillKernel(__nv_bfloat16 *p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    p[i] = __float2bfloat16(((h >> 8) & 0xffff) / 65536.0f - 0.5f);
-  }
-}
-
 __nv_bfloat16 *alloc(int64_t elements, uint32_t seed) {
   void *p;
   CHECK_CUDA(cudaMalloc(&p, elements * 2));
-  fillKernel<<<1024, 256>>>((__nv_bfloat16 *)p, elements, seed);
+  fillUniformBf16<<<1024, 256>>>((__nv_bfloat16 *)p, elements, seed, 0.5f);
   return (__nv_bfloat16 *)p;
 }
 

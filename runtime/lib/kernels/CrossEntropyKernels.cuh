@@ -84,6 +84,31 @@ template <> struct HeadVector<__nv_bfloat16> {
 __device__ float headLoad(const float *z, int64_t v) { return z[v]; }
 __device__ float headLoad(const __nv_bfloat16 *z, int64_t v) { return __bfloat162float(z[v]); }
 
+/// One 16-byte vector of logits, capped, into a thread's running max \p m
+/// and its sum \p s of exp(z - m), rescaled whenever m grows (online
+/// softmax).
+template <typename L>
+__device__ __forceinline__ void headOnline(const uint4 &q, float cap, float &m, float &s) {
+  constexpr int kLanes = HeadVector<L>::kLanes;
+  float f[kLanes];
+  HeadVector<L>::unpack(q, f);
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    f[k] = headCap(f[k], cap);
+    mx = fmaxf(mx, f[k]);
+  }
+  if (mx > m) {
+    s *= __expf(m - mx); // 0 while m is -inf (s is 0 then)
+    m = mx;
+  }
+  float t = 0.f;
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k)
+    t += __expf(f[k] - m);
+  s += t;
+}
+
 /// The row's log-sum-exp, one pass: each thread keeps a running max and a
 /// sum rescaled whenever its max grows (online softmax), then the block
 /// combines them. `Vector`: the row is 16-byte aligned (vocab a multiple of
@@ -98,25 +123,8 @@ __device__ float headLse(const L *z, int64_t vocab, float cap, float *scratch) {
     const uint4 *zv = reinterpret_cast<const uint4 *>(z);
     int64_t nv = vocab / kLanes;
 #pragma unroll 4
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      float f[kLanes];
-      HeadVector<L>::unpack(zv[i], f);
-      float mx = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < kLanes; ++k) {
-        f[k] = headCap(f[k], cap);
-        mx = fmaxf(mx, f[k]);
-      }
-      if (mx > m) {
-        s *= __expf(m - mx); // 0 while m is -inf (s is 0 then)
-        m = mx;
-      }
-      float t = 0.f;
-#pragma unroll
-      for (int k = 0; k < kLanes; ++k)
-        t += __expf(f[k] - m);
-      s += t;
-    }
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x)
+      headOnline<L>(zv[i], cap, m, s);
   } else {
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
       float c = headCap(headLoad(z, v), cap);
