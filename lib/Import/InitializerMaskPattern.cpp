@@ -65,7 +65,8 @@ std::optional<std::string> initializerMaskPattern(const onnx::TensorProto &proto
   for (size_t d = 0; d + 2 < rank; ++d)
     matrices *= shape[d];
   int64_t n = shape[rank - 1];
-  if (matrices > kMaxLeadingMatrices || n > (int64_t(1) << 15) ||
+  // An empty tensor (a zero leading dimension) is no mask: nothing to read.
+  if (matrices <= 0 || matrices > kMaxLeadingMatrices || n > (int64_t(1) << 15) ||
       matrices * n * n > kMaxMaskElements || !firstElementMayKeep(proto, dtype))
     return std::nullopt;
   absl::StatusOr<HostTensor> host = tensorFromProto(proto, folder);
@@ -99,6 +100,8 @@ std::optional<double> initializerSplatValue(const onnx::TensorProto &proto,
   int64_t numel = 1;
   for (int64_t d : shape)
     numel *= d;
+  if (numel <= 0) // empty: no value to splat
+    return std::nullopt;
   // Inline data is decoded in memory; external data only when small.
   bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
   if (numel > (external ? int64_t(1) << 20 : kMaxMaskElements))
