@@ -33,7 +33,8 @@ DimBounds boundsOf(Dim d) {
   int64_t sum = 0;
   bool anyPositive = false, anyNegative = false;
   for (const SymTerm &t : d.getTerms()) {
-    sum += t.coeff;
+    if (__builtin_add_overflow(sum, t.coeff, &sum))
+      return DimBounds{}; // past int64: no bounds
     if (t.degree() > 0) {
       anyPositive |= t.coeff > 0;
       anyNegative |= t.coeff < 0;
@@ -49,7 +50,14 @@ DimBounds boundsOf(Dim d) {
 
 /// The truth of `a <op> b` for a comparison op, when the bounds decide it.
 std::optional<bool> compareDims(StringRef opType, Dim a, Dim b) {
-  DimBounds diff = boundsOf(dimSub(a, b));
+  if (opType == "Equal" && a == b)
+    return true;
+  Dim difference = dimSub(a, b);
+  if (!difference) { // a - b past int64: the bounds cannot say
+    (void)takeDimOverflow(); // Handled: not the node's error.
+    return std::nullopt;
+  }
+  DimBounds diff = boundsOf(difference);
   auto positive = [&] { return diff.low && *diff.low > 0; };
   auto nonNegative = [&] { return diff.low && *diff.low >= 0; };
   auto negative = [&] { return diff.high && *diff.high < 0; };

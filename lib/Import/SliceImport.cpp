@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "NodeContext.h"
+#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/ShapeInference.h"
 
 #include <limits>
@@ -61,7 +62,13 @@ FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
   }
   Dim first = s && *s < 0 ? dimAdd(size, start) : start;
   Dim last = e && *e >= kToEnd ? size : (e && *e < 0 ? dimAdd(size, end) : end);
-  return SliceRange{first, dimSub(last, first), step};
+  Dim length = first && last ? dimSub(last, first) : Dim();
+  if (!length) {
+    (void)takeDimOverflow();
+    (void)ctx.unsupported("Slice bounds past int64");
+    return failure();
+  }
+  return SliceRange{first, length, step};
 }
 
 LogicalResult importSlice(NodeContext &ctx) {
