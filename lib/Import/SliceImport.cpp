@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "NodeContext.h"
-#include "kiln/Dialect/Graph/DimOverflow.h"
 #include "kiln/Dialect/Graph/ShapeInference.h"
 
 #include <limits>
@@ -62,13 +61,7 @@ FailureOr<SliceRange> sliceRange(NodeContext &ctx, Dim size, Dim start, Dim end,
   }
   Dim first = s && *s < 0 ? dimAdd(size, start) : start;
   Dim last = e && *e >= kToEnd ? size : (e && *e < 0 ? dimAdd(size, end) : end);
-  Dim length = first && last ? dimSub(last, first) : Dim();
-  if (!length) {
-    (void)takeDimOverflow();
-    (void)ctx.unsupported("Slice bounds past int64");
-    return failure();
-  }
-  return SliceRange{first, length, step};
+  return SliceRange{first, dimSub(last, first), step};
 }
 
 LogicalResult importSlice(NodeContext &ctx) {
