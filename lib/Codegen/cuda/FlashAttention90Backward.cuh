@@ -242,7 +242,11 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
   // Causal: query tiles before the key tile's first key see none of it.
   const int64_t qStart = causal ? (j0 / BM < qTiles ? j0 / BM : qTiles) : 0;
   const int perHead = (int)(qTiles - qStart), nIter = (int)(G * perHead);
-  const int group = threadIdx.x / 128, tid = threadIdx.x % 128;
+  // The warpgroup through a shuffle from lane 0, as in the forward: ptxas
+  // knows it is uniform per warp and schedules the products better
+  // (measured on the H200: 1b 0.810 -> 0.783 ms, 8B-like 2.245 -> 2.150,
+  // 1b packed documents 0.518 -> 0.499).
+  const int group = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0), tid = threadIdx.x % 128;
   const Strides qs = stridesOf<(Bits & kSeqQ) != 0, D>(H, Sq),
                 ks = stridesOf<(Bits & kSeqK) != 0, D>(Hkv, L),
                 vs = stridesOf<(Bits & kSeqV) != 0, D>(Hkv, L),
