@@ -6,7 +6,8 @@
 # Forward builds (driver.cu): base, ov128 (kOverlap at head dim 128).
 # Backward builds (backward.cu, which runs the forward first and checks O
 # too): base, split (kSplitDq), splitmerge (+ kMergedDkDq), splitpipe
-# (+ kPipelined), all (splitpipe + a 3-stage ring + ov128). Each backward
+# (+ kPipelined), all (splitpipe + a 3-stage ring + ov128), bulk
+# (kBulkDq: dQ by bulk reductions at head dim 64), bulksplit (+ kSplitDq). Each backward
 # build runs on the same inputs and float64 reference (bwd_check.py --bin).
 set -o pipefail
 mode=$1
@@ -16,7 +17,8 @@ NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v"
 FWD=("base:" "ov128:-DKILN_FA90_OVERLAP128=1")
 BWD=("base:" "split:-DKILN_FA90_BWD_SPLIT=1" "splitmerge:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_MERGE=1"
      "splitpipe:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1"
-     "all:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1")
+     "all:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1"
+     "bulk:-DKILN_FA90_BWD_BULKDQ=1" "bulksplit:-DKILN_FA90_BWD_BULKDQ=1 -DKILN_FA90_BWD_SPLIT=1")
 if [ "$mode" = build ]; then
   for v in "${FWD[@]}"; do
     name=${v%%:*}; flags=${v#*:}

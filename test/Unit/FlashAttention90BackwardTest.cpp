@@ -99,7 +99,7 @@ TEST(FlashAttention90Backward, CompilesTheMaskedFormsForSm90a) {
 
 /// The -D switch sets bench/fa90/variants.sh builds (FlashAttention90*.cuh:
 /// the forward's overlap at head dim 128, the backward's dQ split, merged
-/// waits, pipelining and ring depth) still compile through NVRTC, whichever
+/// waits, pipelining, ring depth and bulk dQ reductions) still compile through NVRTC, whichever
 /// of them the headers' defaults pick: bf16, both head dims, unmasked (the
 /// test above compiles the mask forms with the defaults).
 TEST(FlashAttention90Backward, CompilesEverySwitchSetForSm90a) {
@@ -108,6 +108,8 @@ TEST(FlashAttention90Backward, CompilesEverySwitchSetForSm90a) {
       "#define KILN_FA90_BWD_SPLIT 1\n",
       "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_MERGE 1\n",
       "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_PIPE 1\n#define KILN_FA90_BWD_STAGES 3\n",
+      "#define KILN_FA90_BWD_BULKDQ 1\n",
+      "#define KILN_FA90_BWD_BULKDQ 1\n#define KILN_FA90_BWD_SPLIT 1\n",
       ("#define KILN_FA90_BWD_SPLIT 0\n#define KILN_FA90_BWD_MERGE 0\n#define KILN_FA90_BWD_PIPE 0\n"
        "#define KILN_FA90_OVERLAP128 0\n#define KILN_FA90_BWD_STAGES 2\n")};
   for (const char *defines : sets) {

@@ -69,6 +69,21 @@ template <int D> constexpr bool kMergedDkDq = KILN_FA90_BWD_MERGE != 0 && kSplit
 // issued before this tile's dQ atomics, which run under those products.
 // Head dim 64 only: at 128 the extra live accumulators spill (ptxas).
 template <int D> constexpr bool kPipelined = KILN_FA90_BWD_PIPE != 0 && kSplitDq<D> && D == 64;
+// kBulkDq: a warpgroup's dQ tile goes to the fp32 accumulator as one bulk
+// reduction per row (cp.reduce.async.bulk .add.f32, the TMA unit's) from a
+// staging tile in shared memory, instead of 8-byte atomics from every
+// thread: the reductions leave the consumers' instruction stream and reach
+// L2 as whole rows. Head dim 64 (at 128 the staging does not fit), without
+// kMergedDkDq / kPipelined. Off until measured (bench/fa90's A/B builds:
+// -DKILN_FA90_BWD_BULKDQ=1).
+#ifndef KILN_FA90_BWD_BULKDQ
+#define KILN_FA90_BWD_BULKDQ 0
+#endif
+template <int D>
+constexpr bool kBulkDq = KILN_FA90_BWD_BULKDQ != 0 && D == 64 && !kMergedDkDq<D> && !kPipelined<D>;
+// The staging tile's row pitch in floats: 8 more than the row, so that the
+// 8 rows one store instruction covers fall on different banks (2-way).
+template <int D> constexpr int kDqPitch = D + 8;
 
 // Dynamic shared memory: K, V (BN rows), the two warpgroups' dS^T tiles
 // (64 keys x BM queries; two sets with kAlternateDq), the ring of Q, dO
@@ -78,7 +93,9 @@ template <int D> struct Smem {
   static constexpr int kv = BN * D * 2, qt = BM * D * 2, ds = 64 * BM * 2;
   static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
                        lse = dO + kStages * qt, dd = lse + kStages * BM * 4,
-                       bars = dd + kStages * BM * 4, bytes = bars + (2 * kStages + 1) * 8 + 1024;
+                       dqStage = dd + kStages * BM * 4, // kBulkDq: a tile per warpgroup
+                       bars = dqStage + (kBulkDq<D> ? 2 * 64 * kDqPitch<D> * 4 : 0),
+                       bytes = bars + (2 * kStages + 1) * 8 + 1024;
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 block gets");
 };
 constexpr int kThreads = 384;
@@ -498,6 +515,33 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
         }
       }
     };
+    // kBulkDq: the fragment of block hb into this warpgroup's staging tile,
+    // then one bulk reduction per row of it.
+    unsigned char *stage = smem + S::dqStage + cg * 64 * kDqPitch<D> * 4;
+    auto dqStageWrite = [&](int hb) {
+      const int col0 = kSplitDq<D> ? cg * DQN : 64 * hb;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = 16 * warp + lane / 4 + 8 * rr;
+#pragma unroll
+        for (int jb = 0; jb < DQN / 8; ++jb)
+          *reinterpret_cast<float2 *>(stage + (r * kDqPitch<D> + col0 + 8 * jb + 2 * (lane % 4)) * 4) =
+              make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]);
+      }
+    };
+    auto dqFlush = [&] {
+      fenceProxyAsync(); // the staging writes, seen by the bulk copies
+      groupSync(1 + cg);
+      const int col0 = kSplitDq<D> ? cg * DQN : 0, width = kSplitDq<D> ? DQN : D;
+      if (tid < 64 && i0 + tid < Sq) {
+        float *dst = dqBase + (int64_t)tid * dqs.seq + col0;
+        const uint32_t src = smemAddr(stage + (tid * kDqPitch<D> + col0) * 4);
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                     "cp.async.bulk.commit_group;\n" ::"l"(dst),
+                     "r"(src), "r"(width * 4)
+                     : "memory");
+      }
+    };
     auto release = [&] {
       pin(dk);
       pinU(ps);
@@ -536,13 +580,24 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
       mmaWait<0>();
       release();
       if (myDq) {
+        if constexpr (kBulkDq<D>) {
+          // This warpgroup's last bulk reductions have read the staging tile.
+          if (tid < 64)
+            asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+          groupSync(1 + cg);
+        }
 #pragma unroll
         for (int hb = 0; hb < dqBlocks; ++hb) {
           dqProducts(hb);
           mmaWait<0>();
           pin(dq);
-          dqAdd(hb);
+          if constexpr (kBulkDq<D>)
+            dqStageWrite(hb);
+          else
+            dqAdd(hb);
         }
+        if constexpr (kBulkDq<D>)
+          dqFlush();
       }
     }
     // The next iteration overwrites myDs: every warp's dQ product is done
@@ -553,6 +608,10 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
       groupSync(1 + cg);
     t = tNext;
   }
+  // The staging tile stays until the bulk reductions from it are done.
+  if constexpr (kBulkDq<D>)
+    if (tid < 64)
+      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   // dK = scale dS^T Q, dV; rows keyA, keyA + 8.
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
