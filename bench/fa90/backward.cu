@@ -41,13 +41,23 @@ struct KeepTensor {
   }
 };
 
+// The forward's consumer warpgroups: the default's, or with
+// -DFA90_MASKED_NC=N that many for masked forwards (A/B builds: a masked
+// head-dim-64 forward spills at NC = 3, docs/benchmarks.md).
+#ifndef FA90_MASKED_NC
+#define FA90_MASKED_NC 0
+#endif
+template <int D, typename Mask> __host__ __device__ constexpr int consumersOf() {
+  return FA90_MASKED_NC && !Mask::kNone ? FA90_MASKED_NC : kiln_fa90::defaultConsumers<D>();
+}
+
 template <int D, typename Mask>
-__global__ void __launch_bounds__(kiln_fa90::threads<kiln_fa90::defaultConsumers<D>()>(), 1)
+__global__ void __launch_bounds__(kiln_fa90::threads<consumersOf<D, Mask>()>(), 1)
     fa90Forward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *lse, int64_t B,
                 int64_t H, int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal,
                 Mask mask) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  kiln_fa90::forward<bf16, D, kiln_fa90::defaultConsumers<D>(), Mask>(
+  kiln_fa90::forward<bf16, D, consumersOf<D, Mask>(), Mask>(
       q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem, mask);
 }
 template <int D>
@@ -132,8 +142,8 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
                       {lse, rows * 4}, {dd, rows * 4}, {acc, nq * 4}})
     CHECK(cudaMemset(p, 0xff, n));
   const float scale = 1.f / std::sqrt((float)D);
-  constexpr int nc = kiln_fa90::defaultConsumers<D>();
-  constexpr int fwdBytes = kiln_fa90::Smem<D>::bytes, bwdBytes = kiln_fa90::bwd::Smem<D>::bytes;
+  constexpr int nc = consumersOf<D, Mask>();
+  constexpr int fwdBytes = kiln_fa90::Smem<D, nc>::bytes, bwdBytes = kiln_fa90::bwd::Smem<D>::bytes;
   CHECK(cudaFuncSetAttribute(fa90Forward<D, Mask>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes));
   CHECK(cudaFuncSetAttribute(fa90Backward<D, Mask>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwdBytes));
   auto forward = [&] {

@@ -7,7 +7,10 @@
 # Backward builds (backward.cu, which runs the forward first and checks O
 # too): base, split (kSplitDq), splitmerge (+ kMergedDkDq), splitpipe
 # (+ kPipelined), all (splitpipe + a 3-stage ring + ov128), bulk
-# (kBulkDq: dQ by bulk reductions at head dim 64), bulksplit (+ kSplitDq). Each backward
+# (kBulkDq: dQ by bulk reductions at head dim 64), bulksplit (+ kSplitDq),
+# maskednc2 (the harness's masked forwards on two consumer warpgroups: the
+# forward times bwd_check.py prints for masked shapes), maskednc2shfl (+ the
+# warpgroup shuffle in masked forwards). Each backward
 # build runs on the same inputs and float64 reference (bwd_check.py --bin).
 set -o pipefail
 mode=$1
@@ -18,7 +21,8 @@ FWD=("base:" "ov128:-DKILN_FA90_OVERLAP128=1")
 BWD=("base:" "split:-DKILN_FA90_BWD_SPLIT=1" "splitmerge:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_MERGE=1"
      "splitpipe:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1"
      "all:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1"
-     "bulk:-DKILN_FA90_BWD_BULKDQ=1" "bulksplit:-DKILN_FA90_BWD_BULKDQ=1 -DKILN_FA90_BWD_SPLIT=1")
+     "bulk:-DKILN_FA90_BWD_BULKDQ=1" "bulksplit:-DKILN_FA90_BWD_BULKDQ=1 -DKILN_FA90_BWD_SPLIT=1"
+     "maskednc2:-DFA90_MASKED_NC=2" "maskednc2shfl:-DFA90_MASKED_NC=2 -DKILN_FA90_MASKED_SHFL=1")
 if [ "$mode" = build ]; then
   for v in "${FWD[@]}"; do
     name=${v%%:*}; flags=${v#*:}

@@ -51,6 +51,9 @@ template <int NC> __host__ __device__ constexpr int threads() { return 128 * (NC
 #define KILN_FA90_OVERLAP128 0
 #endif
 template <int D> constexpr bool kOverlap = D == 64 || KILN_FA90_OVERLAP128 != 0;
+#ifndef KILN_FA90_MASKED_SHFL
+#define KILN_FA90_MASKED_SHFL 0
+#endif
 
 // Without kOverlap (two consumer warpgroups, which then walk the same key
 // tiles: 128 rows, tiles of 128 keys), whether the two warpgroups issue their
@@ -336,9 +339,10 @@ __device__ __forceinline__ void forward(const T *q, const T *k, const T *v, T *o
   // H200: 1b 0.221 -> 0.214 ms, 8B-like 0.586 -> 0.554 ms). With a mask the
   // shuffle's extra live state makes the consumers spill more, which costs
   // more than it gains (1b packed documents 0.344 -> 0.383 ms), so masked
-  // forwards keep threadIdx.x / 128.
+  // forwards keep threadIdx.x / 128 (-DKILN_FA90_MASKED_SHFL=1 gives them
+  // the shuffle too, for bench/fa90's A/B builds with two consumers).
   const int group = [] {
-    if constexpr (Mask::kNone)
+    if constexpr (Mask::kNone || KILN_FA90_MASKED_SHFL != 0)
       return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     else
       return (int)(threadIdx.x / 128);
