@@ -51,6 +51,6 @@ done
 bins=()
 for v in "${BWD[@]}"; do bins+=(--bin "${v%%:*}=$dir/fa90bwd_${v%%:*}"); done
 echo "== backward" | tee -a $log
-timeout ${BWD_TIMEOUT:-165} python3 bwd_check.py "${bins[@]}" --iters ${ITERS:-10} \
+timeout ${BWD_TIMEOUT:-280} python3 bwd_check.py "${bins[@]}" --iters ${ITERS:-10} \
   --shapes ${SHAPES:-tail64,full64,tail128,full128,1b,8b,small} \
-  --masked ${MASKED:-elem64,elem128-causal,doc128,pad128-causal,1b-doc} 2>&1 | grep -v Warning | tee -a $log
+  --masked ${MASKED:-elem64,elem128-causal,doc128,pad128-causal,1b-doc,1b-pad} 2>&1 | grep -v Warning | tee -a $log
