@@ -5,24 +5,26 @@
 #   bench/fa90/variants.sh run DIR     # GPU machine: every build, logs in $OUT
 # Forward builds (driver.cu): base, ov128 (kOverlap at head dim 128).
 # Backward builds (backward.cu, which runs the forward first and checks O
-# too): base, split (kSplitDq), splitmerge (+ kMergedDkDq), splitpipe
-# (+ kPipelined), all (splitpipe + a 3-stage ring + ov128), bulk
-# (kBulkDq: dQ by bulk reductions at head dim 64), bulksplit (+ kSplitDq),
-# maskednc2 (the harness's masked forwards on two consumer warpgroups: the
-# forward times bwd_check.py prints for masked shapes), maskednc2shfl (+ the
-# warpgroup shuffle in masked forwards). Each backward
-# build runs on the same inputs and float64 reference (bwd_check.py --bin).
+# too): base (the defaults: kSplitDq and kDqWarp), nosplit (kDqWarp alone),
+# f2 (float2 atomics, no split: the defaults before 2026-12-03), v4
+# (kDqV4: 16-byte atomics through a lane trade, no staging), splitmerge
+# (+ kMergedDkDq), splitpipe (+ kPipelined), all (splitpipe + a 3-stage ring
+# + ov128, float2 atomics: the staging does not fit beside 3 stages at 128), bulk (kBulkDq: dQ by bulk reductions at head dim 64), maskednc2
+# (the harness's masked forwards on two consumer warpgroups: the forward
+# times bwd_check.py prints for masked shapes). Each backward build runs on
+# the same inputs and float64 reference (bwd_check.py --bin).
 set -o pipefail
 mode=$1
 dir=$(cd "$2" 2>/dev/null && pwd) || { echo "usage: $0 build|run DIR" >&2; exit 2; }
 cd "$(dirname "$0")"
 NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v"
 FWD=("base:" "ov128:-DKILN_FA90_OVERLAP128=1")
-BWD=("base:" "split:-DKILN_FA90_BWD_SPLIT=1" "splitmerge:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_MERGE=1"
-     "splitpipe:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1"
-     "all:-DKILN_FA90_BWD_SPLIT=1 -DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1"
-     "bulk:-DKILN_FA90_BWD_BULKDQ=1" "bulksplit:-DKILN_FA90_BWD_BULKDQ=1 -DKILN_FA90_BWD_SPLIT=1"
-     "maskednc2:-DFA90_MASKED_NC=2" "maskednc2shfl:-DFA90_MASKED_NC=2 -DKILN_FA90_MASKED_SHFL=1")
+BWD=("base:" "nosplit:-DKILN_FA90_BWD_SPLIT=0" "f2:-DKILN_FA90_BWD_DQWARP=0 -DKILN_FA90_BWD_SPLIT=0"
+     "v4:-DKILN_FA90_BWD_DQWARP=0 -DKILN_FA90_BWD_DQV4=1 -DKILN_FA90_BWD_SPLIT=0"
+     "splitmerge:-DKILN_FA90_BWD_MERGE=1" "splitpipe:-DKILN_FA90_BWD_PIPE=1"
+     "all:-DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1 -DKILN_FA90_BWD_DQWARP=0"
+     "bulk:-DKILN_FA90_BWD_DQWARP=0 -DKILN_FA90_BWD_SPLIT=0 -DKILN_FA90_BWD_BULKDQ=1"
+     "maskednc2:-DFA90_MASKED_NC=2")
 if [ "$mode" = build ]; then
   for v in "${FWD[@]}"; do
     name=${v%%:*}; flags=${v#*:}

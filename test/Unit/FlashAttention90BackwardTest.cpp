@@ -99,7 +99,8 @@ TEST(FlashAttention90Backward, CompilesTheMaskedFormsForSm90a) {
 
 /// The -D switch sets bench/fa90/variants.sh builds (FlashAttention90*.cuh:
 /// the forward's overlap at head dim 128, the backward's dQ split, merged
-/// waits, pipelining, ring depth and bulk dQ reductions) still compile through NVRTC, whichever
+/// waits, pipelining, ring depth, and dQ by float2 or 16-byte atomics, warp
+/// staging or bulk reductions) still compile through NVRTC, whichever
 /// of them the headers' defaults pick: bf16, both head dims, unmasked (the
 /// test above compiles the mask forms with the defaults).
 TEST(FlashAttention90Backward, CompilesEverySwitchSetForSm90a) {
@@ -107,11 +108,16 @@ TEST(FlashAttention90Backward, CompilesEverySwitchSetForSm90a) {
       "#define KILN_FA90_OVERLAP128 1\n",
       "#define KILN_FA90_BWD_SPLIT 1\n",
       "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_MERGE 1\n",
-      "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_PIPE 1\n#define KILN_FA90_BWD_STAGES 3\n",
-      "#define KILN_FA90_BWD_BULKDQ 1\n",
-      "#define KILN_FA90_BWD_BULKDQ 1\n#define KILN_FA90_BWD_SPLIT 1\n",
-      ("#define KILN_FA90_BWD_SPLIT 0\n#define KILN_FA90_BWD_MERGE 0\n#define KILN_FA90_BWD_PIPE 0\n"
-       "#define KILN_FA90_OVERLAP128 0\n#define KILN_FA90_BWD_STAGES 2\n")};
+      "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_PIPE 1\n#define KILN_FA90_BWD_STAGES 3\n"
+      "#define KILN_FA90_BWD_DQWARP 0\n",
+      "#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_PIPE 1\n",
+      "#define KILN_FA90_BWD_DQWARP 0\n#define KILN_FA90_BWD_SPLIT 0\n#define KILN_FA90_BWD_BULKDQ 1\n",
+      "#define KILN_FA90_BWD_DQWARP 0\n#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_BULKDQ 1\n",
+      "#define KILN_FA90_BWD_DQWARP 0\n#define KILN_FA90_BWD_SPLIT 0\n#define KILN_FA90_BWD_DQV4 1\n",
+      "#define KILN_FA90_BWD_DQWARP 0\n#define KILN_FA90_BWD_SPLIT 0\n",
+      "#define KILN_FA90_BWD_SPLIT 0\n",
+      ("#define KILN_FA90_BWD_SPLIT 1\n#define KILN_FA90_BWD_DQWARP 1\n#define KILN_FA90_BWD_MERGE 0\n"
+       "#define KILN_FA90_BWD_PIPE 0\n#define KILN_FA90_OVERLAP128 0\n#define KILN_FA90_BWD_STAGES 2\n")};
   for (const char *defines : sets) {
     std::string text = std::string(defines) + flashAttention90Prelude() +
                        flashAttention90BackwardPrelude();

@@ -16,8 +16,9 @@
 //      from registers, rounded once to bf16/f16), dS^T = P^T (dP^T - D),
 //      dK += dS^T Q (registers), and dQ += dS K: dS^T is stored to shared
 //      memory and read back transposed (wgmma's MN-major A), and the
-//      tile's dQ (kAlternateDq below) is added to the fp32 accumulator with
-//      float2 atomics;
+//      tile's dQ (kAlternateDq, kSplitDq below: both warpgroups, half the
+//      head dim each) is added to the fp32 accumulator with 16-byte
+//      reductions from a per-warp staging tile (kDqWarp);
 //   3. finish: dQ = scale * accumulator, rounded to bf16/f16.
 // Plain FlashAttention numerics: P and dS rounded once before their
 // products (the policy of docs/codegen.md). Layouts: q, o, dO, dQ
@@ -45,7 +46,9 @@ constexpr int BN = 128, BM = 64, kStages = KILN_FA90_BWD_STAGES;
 #endif
 template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
 // How dQ's product is scheduled (bench/fa90 builds the variants to compare:
-// -DKILN_FA90_BWD_SPLIT, _MERGE, _PIPE = 0/1).
+// -DKILN_FA90_BWD_SPLIT, _MERGE, _PIPE = 0/1). The split is on (with kDqWarp
+// below it measured best on every shape: docs/benchmarks.md, "Sixteenth
+// session"); merge and pipelining stay off.
 // kSplitDq: both warpgroups compute every query tile's dQ over all 128 keys,
 // each half of the head dim's columns (m64n32 at head dim 64, m64n64 at
 // 128): the same atomics as kAlternateDq, the same work for both on every
@@ -53,13 +56,17 @@ template <int D> constexpr bool kAlternateDq = KILN_FA90_BWD_ALTERNATE != 0;
 // branch with a product in flight makes ptxas serialize every wgmma, C7518,
 // which is why the two below need it).
 #ifndef KILN_FA90_BWD_SPLIT
-#define KILN_FA90_BWD_SPLIT 0
+#define KILN_FA90_BWD_SPLIT 1
 #endif
 #ifndef KILN_FA90_BWD_MERGE
 #define KILN_FA90_BWD_MERGE 0
 #endif
 #ifndef KILN_FA90_BWD_PIPE
 #define KILN_FA90_BWD_PIPE 0
+#endif
+// How dQ reaches the fp32 accumulator (kDqWarp, kDqV4, kBulkDq below).
+#ifndef KILN_FA90_BWD_DQWARP
+#define KILN_FA90_BWD_DQWARP 1
 #endif
 template <int D> constexpr bool kSplitDq = KILN_FA90_BWD_SPLIT != 0 && kAlternateDq<D>;
 // kMergedDkDq: dQ's product is issued right behind dK += dS^T Q, one wait
@@ -72,15 +79,41 @@ template <int D> constexpr bool kPipelined = KILN_FA90_BWD_PIPE != 0 && kSplitDq
 // kBulkDq: a warpgroup's dQ tile goes to the fp32 accumulator as one bulk
 // reduction per row (cp.reduce.async.bulk .add.f32, the TMA unit's) from a
 // staging tile in shared memory, instead of 8-byte atomics from every
-// thread: the reductions leave the consumers' instruction stream and reach
-// L2 as whole rows. Head dim 64 (at 128 the staging does not fit), without
-// kMergedDkDq / kPipelined. Off until measured (bench/fa90's A/B builds:
-// -DKILN_FA90_BWD_BULKDQ=1).
+// thread. Head dim 64 (at 128 the staging does not fit), without
+// kMergedDkDq / kPipelined. Measured 13% slower at 1b than the float2
+// atomics (the warpgroup barriers around the staging): off
+// (-DKILN_FA90_BWD_BULKDQ=1 -DKILN_FA90_BWD_DQWARP=0).
 #ifndef KILN_FA90_BWD_BULKDQ
 #define KILN_FA90_BWD_BULKDQ 0
 #endif
 template <int D>
-constexpr bool kBulkDq = KILN_FA90_BWD_BULKDQ != 0 && D == 64 && !kMergedDkDq<D> && !kPipelined<D>;
+constexpr bool kBulkDq = KILN_FA90_BWD_BULKDQ != 0 && KILN_FA90_BWD_DQWARP == 0 && D == 64 && !kMergedDkDq<D> && !kPipelined<D>;
+// kDqV4 (without kDqWarp): the dQ atomics as 16-byte `red.global.add.v4.f32`
+// (sm_90): lanes 2m and 2m + 1 trade one float pair through a shuffle so
+// that each holds four consecutive columns of one row (the even lane the
+// first row, the odd lane the second): half the reductions of the float2
+// atomics, the same bytes. Measured 1b 0.782 -> 0.715 ms, 8B-like 2.155 ->
+// 2.013; a little behind kDqWarp except with documents at head dim 128
+// (0.331 against 0.336 ms). -DKILN_FA90_BWD_DQWARP=0 -DKILN_FA90_BWD_DQV4=1.
+#ifndef KILN_FA90_BWD_DQV4
+#define KILN_FA90_BWD_DQV4 0
+#endif
+template <int D> constexpr bool kDqV4 = KILN_FA90_BWD_DQV4 != 0 && KILN_FA90_BWD_DQWARP == 0;
+// kDqWarp (on): each consumer warp writes its 16 rows of a dQ block (its
+// DQN columns) to a staging tile of its own, reads them back row-major and
+// sends them as 16-byte `red.global.add.v4.f32` that cover whole 128-byte
+// lines (4 lines per instruction, against 8 lines of 32 bytes for a float2
+// atomic): half the reductions and a quarter of the L2 requests, and only
+// __syncwarp between the stores and the reads. With kSplitDq, measured on
+// the H200 against float2 atomics: 1b 0.782 -> 0.702 ms, 8B-like 2.155 ->
+// 1.939 (docs/benchmarks.md). The atomics' issue and L2 requests were what
+// the kernel waited on: without any dQ atomics (a timing-only build) 1b
+// takes 0.640 ms, 8B-like 1.63. -DKILN_FA90_BWD_DQWARP=0 restores them.
+template <int D> constexpr bool kDqWarp = KILN_FA90_BWD_DQWARP != 0;
+// The warp staging tile's row pitch in floats: 72 puts the 8 rows of one
+// float2 store 32 bytes apart in the banks (two wavefronts for 256 bytes,
+// the least there is), and rows stay 16-byte aligned for the v4 reads.
+constexpr int kWarpPitch = 72;
 // The staging tile's row pitch in floats: 8 more than the row, so that the
 // 8 rows one store instruction covers fall on different banks (2-way).
 template <int D> constexpr int kDqPitch = D + 8;
@@ -94,7 +127,8 @@ template <int D> struct Smem {
   static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
                        lse = dO + kStages * qt, dd = lse + kStages * BM * 4,
                        dqStage = dd + kStages * BM * 4, // kBulkDq: a tile per warpgroup
-                       bars = dqStage + (kBulkDq<D> ? 2 * 64 * kDqPitch<D> * 4 : 0),
+                       dqWarp = dqStage + (kBulkDq<D> ? 2 * 64 * kDqPitch<D> * 4 : 0), // kDqWarp: a tile per consumer warp
+                       bars = dqWarp + (kDqWarp<D> ? 8 * 16 * kWarpPitch * 4 : 0),
                        bytes = bars + (2 * kStages + 1) * 8 + 1024;
   static_assert(bytes <= 227 * 1024, "more shared memory than an sm_90 block gets");
 };
@@ -503,15 +537,58 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
     };
     auto dqAdd = [&](int hb) {
       const int col0 = kSplitDq<D> ? cg * DQN : 64 * hb;
+      if constexpr (kDqWarp<D>) {
+        unsigned char *ws = smem + S::dqWarp + (cg * 4 + warp) * (16 * kWarpPitch * 4);
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = 16 * warp + lane / 4 + 8 * rr;
-        if (i0 + r < Sq) {
+        for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
           for (int jb = 0; jb < DQN / 8; ++jb)
-            atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * dqs.seq + col0 + 8 * jb +
-                                                 2 * (lane % 4)),
-                      make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
+            *reinterpret_cast<float2 *>(ws + ((lane / 4 + 8 * rr) * kWarpPitch + 8 * jb + 2 * (lane % 4)) * 4) =
+                make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]);
+        __syncwarp();
+        constexpr int lanesPerRow = DQN / 4, rowsPerTurn = 32 / lanesPerRow;
+        const int cc = 4 * (lane % lanesPerRow);
+#pragma unroll
+        for (int p = 0; p < 16; p += rowsPerTurn) {
+          const int rl = p + lane / lanesPerRow, r = 16 * warp + rl;
+          const float4 v4 = *reinterpret_cast<const float4 *>(ws + (rl * kWarpPitch + cc) * 4);
+          if (i0 + r < Sq)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dqBase + (int64_t)r * dqs.seq + col0 + cc),
+                         "f"(v4.x), "f"(v4.y), "f"(v4.z), "f"(v4.w)
+                         : "memory");
+        }
+        __syncwarp(); // the reads are done before the next block's stores
+      } else if constexpr (kDqV4<D>) {
+        // Lane l holds rows r, r + 8 at columns c, c + 1 (c = 8 jb + 2 (l % 4));
+        // after the trade the even lane has row r, columns c .. c + 3, the
+        // odd lane row r + 8, columns c - 2 .. c + 1. Every lane shuffles,
+        // so the tail rows test only around the reduction.
+        const bool odd = (lane & 1) != 0;
+        const int r = 16 * warp + lane / 4 + (odd ? 8 : 0);
+        const int c = 2 * (lane % 4) - (odd ? 2 : 0);
+        float *rowAt = dqBase + (int64_t)r * dqs.seq + col0 + c;
+#pragma unroll
+        for (int jb = 0; jb < DQN / 8; ++jb) {
+          const float s0 = odd ? dq[4 * jb] : dq[4 * jb + 2], s1 = odd ? dq[4 * jb + 1] : dq[4 * jb + 3];
+          const float g0 = __shfl_xor_sync(0xffffffffu, s0, 1), g1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+          const float v0 = odd ? g0 : dq[4 * jb], v1 = odd ? g1 : dq[4 * jb + 1],
+                      v2 = odd ? dq[4 * jb + 2] : g0, v3 = odd ? dq[4 * jb + 3] : g1;
+          if (i0 + r < Sq)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(rowAt + 8 * jb),
+                         "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+                         : "memory");
+        }
+      } else {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = 16 * warp + lane / 4 + 8 * rr;
+          if (i0 + r < Sq) {
+#pragma unroll
+            for (int jb = 0; jb < DQN / 8; ++jb)
+              atomicAdd(reinterpret_cast<float2 *>(dqBase + (int64_t)r * dqs.seq + col0 + 8 * jb +
+                                                   2 * (lane % 4)),
+                        make_float2(dq[4 * jb + 2 * rr], dq[4 * jb + 2 * rr + 1]));
+          }
         }
       }
     };

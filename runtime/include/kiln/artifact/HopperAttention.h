@@ -131,13 +131,14 @@ inline constexpr int kHopperAttentionBackwardThreads = 384;
 /// Keys of one backward block, query rows of one of its steps.
 inline constexpr int64_t kHopperAttentionBackwardKeys = 128, kHopperAttentionBackwardRows = 64;
 /// kiln_fa90::bwd::Smem<D>::bytes: K and V (128 keys), two dS tiles
-/// (64 x 64), double-buffered, two stages of Q, dO (64 rows), lse and D, five mbarriers,
-/// 1024 bytes of alignment slack.
+/// (64 x 64), double-buffered, two stages of Q, dO (64 rows), lse and D, a
+/// dQ staging tile per consumer warp (8 x 16 rows x 72 floats: kDqWarp),
+/// five mbarriers, 1024 bytes of alignment slack.
 inline int hopperAttentionBackwardSharedBytes(int64_t headDim) {
   const int64_t kv = kHopperAttentionBackwardKeys * headDim * 2,
                 rows = kHopperAttentionBackwardRows;
   return static_cast<int>(2 * kv + 4 * 64 * rows * 2 + 2 * (2 * rows * headDim * 2 + 2 * rows * 4) +
-                          5 * 8 + 1024);
+                          8 * 16 * 72 * 4 + 5 * 8 + 1024);
 }
 /// One block per 128 keys of every (batch, kv head).
 inline int64_t hopperAttentionBackwardBlocks(int64_t batch, int64_t kvHeads, int64_t kvSeq) {
