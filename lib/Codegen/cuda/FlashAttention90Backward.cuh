@@ -33,7 +33,14 @@ namespace bwd {
 #ifndef KILN_FA90_BWD_STAGES
 #define KILN_FA90_BWD_STAGES 2
 #endif
-constexpr int BN = 128, BM = 64, kStages = KILN_FA90_BWD_STAGES;
+// The Q/dO ring's depth at head dim 64 (at 128 a third stage does not fit
+// beside the warp staging tiles): KILN_FA90_BWD_STAGES64, the ring at 64
+// only, for A/B builds.
+#ifndef KILN_FA90_BWD_STAGES64
+#define KILN_FA90_BWD_STAGES64 KILN_FA90_BWD_STAGES
+#endif
+constexpr int BN = 128, BM = 64;
+template <int D> constexpr int kStagesOf = D == 64 ? KILN_FA90_BWD_STAGES64 : KILN_FA90_BWD_STAGES;
 // How dQ += dS K is shared between the two consumer warpgroups. By turns
 // (kAlternateDq): warpgroup t % 2 computes query tile t's whole dQ over all
 // 128 keys and adds it to the fp32 accumulator: half the atomics of one
@@ -123,6 +130,7 @@ template <int D> constexpr int kDqPitch = D + 8;
 // (BM rows), lse and D (BM floats), the mbarriers; 1024 bytes of slack for
 // the 1024-byte alignment.
 template <int D> struct Smem {
+  static constexpr int kStages = kStagesOf<D>;
   static constexpr int kv = BN * D * 2, qt = BM * D * 2, ds = 64 * BM * 2;
   static constexpr int k = 0, v = k + kv, dS = v + kv, q = dS + (kAlternateDq<D> ? 4 : 2) * ds, dO = q + kStages * qt,
                        lse = dO + kStages * qt, dd = lse + kStages * BM * 4,
@@ -277,6 +285,7 @@ __device__ __forceinline__ void backward(const T *q, const T *k, const T *v, con
                                          Layout<Bits> = Layout<Bits>()) {
   static_assert(D == 64 || D == 128, "kiln_fa90 backward handles head dims 64 and 128");
   using S = Smem<D>;
+  constexpr int kStages = S::kStages;
   constexpr int C = D / 8; // 16-byte chunks per row
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~static_cast<uintptr_t>(1023));
