@@ -51,6 +51,30 @@ template <int D, typename Mask> __host__ __device__ constexpr int consumersOf() 
   return FA90_MASKED_NC && !Mask::kNone ? FA90_MASKED_NC : kiln_fa90::defaultConsumers<D>();
 }
 
+// -DFA90_LAYOUT=BITS: the kernels read and write the tensors whose role bit
+// is set (kiln_fa90::Layout: q 1, k 2, v 4, o 8, dO 16, dQ 32, dK 64, dV 128)
+// as [B, S, H, D], as the step's `--attention-layout=bshd` launches do (1b:
+// v, o, dO, dV = 156). The files stay [B, H, S, D]: inputs are permuted on
+// the host before the upload and outputs back after the download, so the
+// checks of bwd_check.py hold as they are.
+#ifndef FA90_LAYOUT
+#define FA90_LAYOUT 0
+#endif
+constexpr unsigned kLayout = FA90_LAYOUT;
+using HarnessLayout = kiln_fa90::Layout<kLayout>;
+// [B, H, S, D] <-> [B, S, H, D] on the host (toSeq: the first to the second).
+static void permuteHeads(std::vector<bf16> &x, int B, int H, int S, int D, bool toSeq) {
+  std::vector<bf16> y(x.size());
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < S; ++i) {
+        const size_t headMajor = (((size_t)b * H + h) * S + i) * D,
+                     seqMajor = (((size_t)b * S + i) * H + h) * D;
+        std::copy_n(&x[toSeq ? headMajor : seqMajor], D, &y[toSeq ? seqMajor : headMajor]);
+      }
+  x.swap(y);
+}
+
 template <int D, typename Mask>
 __global__ void __launch_bounds__(kiln_fa90::threads<consumersOf<D, Mask>()>(), 1)
     fa90Forward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *lse, int64_t B,
@@ -58,11 +82,12 @@ __global__ void __launch_bounds__(kiln_fa90::threads<consumersOf<D, Mask>()>(), 
                 Mask mask) {
   extern __shared__ __align__(1024) unsigned char smem[];
   kiln_fa90::forward<bf16, D, consumersOf<D, Mask>(), Mask>(
-      q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem, mask);
+      q, k, v, o, lse, B, H, Hkv, Sq, L, scale, causal, smem, mask, HarnessLayout());
 }
 template <int D>
-__global__ void fa90Prepare(const bf16 *o, const bf16 *dO, float *dd, float *dqAcc, int64_t rows) {
-  kiln_fa90::bwd::prepare<bf16, D>(o, dO, dd, dqAcc, rows);
+__global__ void fa90Prepare(const bf16 *o, const bf16 *dO, float *dd, float *dqAcc, int64_t rows,
+                            int64_t H, int64_t Sq) {
+  kiln_fa90::bwd::prepare<bf16, D>(o, dO, dd, dqAcc, rows, H, Sq, HarnessLayout());
 }
 template <int D, typename Mask>
 __global__ void __launch_bounds__(kiln_fa90::bwd::kThreads, 1)
@@ -71,7 +96,7 @@ __global__ void __launch_bounds__(kiln_fa90::bwd::kThreads, 1)
                  int64_t Hkv, int64_t Sq, int64_t L, float scale, bool causal, Mask mask) {
   extern __shared__ __align__(1024) unsigned char smem[];
   kiln_fa90::bwd::backward<bf16, D, Mask>(q, k, v, dO, lse, dd, dqAcc, dK, dV, B, H, Hkv, Sq, L,
-                                          scale, causal, smem, mask);
+                                          scale, causal, smem, mask, HarnessLayout());
 }
 __global__ void fa90Finish(const float *dqAcc, bf16 *dq, float scale, int64_t n) {
   kiln_fa90::bwd::finish<bf16>(dqAcc, dq, scale, n);
@@ -87,9 +112,13 @@ static bool readRaw(const char *path, size_t count, std::vector<bf16> &data) {
     std::fprintf(stderr, "fa90bwd: cannot read %zu bf16 values from %s\n", count, path);
   return ok;
 }
-static bool writeRaw(const std::string &path, const bf16 *dev, size_t count) {
+// seq: the tensor is stored [B, S, H, D] on the device (permuted back here).
+static bool writeRaw(const std::string &path, const bf16 *dev, size_t count, bool seq = false,
+                     int B = 0, int H = 0, int S = 0, int D = 0) {
   std::vector<bf16> host(count);
   CHECK(cudaMemcpy(host.data(), dev, count * 2, cudaMemcpyDeviceToHost));
+  if (seq)
+    permuteHeads(host, B, H, S, D, false);
   FILE *f = std::fopen(path.c_str(), "wb");
   const bool ok = f && std::fwrite(host.data(), 2, count, f) == count;
   if (f)
@@ -127,6 +156,11 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   if (!readRaw(paths[0], nq, hq) || !readRaw(paths[1], nk, hk) || !readRaw(paths[2], nk, hv) ||
       !readRaw(paths[3], nq, hdo))
     return 2;
+  auto bit = [](unsigned b) { return (kLayout & b) != 0; };
+  if (bit(1)) permuteHeads(hq, B, H, Sq, D, true);
+  if (bit(2)) permuteHeads(hk, B, Hkv, L, D, true);
+  if (bit(4)) permuteHeads(hv, B, Hkv, L, D, true);
+  if (bit(16)) permuteHeads(hdo, B, H, Sq, D, true);
   bf16 *q, *k, *v, *o, *dO, *dq, *dk, *dv;
   float *lse, *dd, *acc;
   CHECK(cudaMalloc(&q, nq * 2)); CHECK(cudaMalloc(&k, nk * 2)); CHECK(cudaMalloc(&v, nk * 2));
@@ -155,7 +189,7 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   auto backward = [&] {
-    fa90Prepare<D><<<sms * 8, 256>>>(o, dO, dd, acc, (int64_t)rows);
+    fa90Prepare<D><<<sms * 8, 256>>>(o, dO, dd, acc, (int64_t)rows, H, Sq);
     const int blocks = (L + kiln_fa90::bwd::BN - 1) / kiln_fa90::bwd::BN * B * Hkv;
     fa90Backward<D, Mask><<<blocks, kiln_fa90::bwd::kThreads, bwdBytes>>>(
         q, k, v, dO, lse, dd, acc, dk, dv, B, H, Hkv, Sq, L, scale, causal, mask);
@@ -166,8 +200,10 @@ static int runShape(int B, int H, int Hkv, int Sq, int L, bool causal, char **pa
   backward();
   CHECK(cudaDeviceSynchronize());
   const std::string dir = paths[4];
-  if (!writeRaw(dir + "/o.bin", o, nq) || !writeRaw(dir + "/dq.bin", dq, nq) ||
-      !writeRaw(dir + "/dk.bin", dk, nk) || !writeRaw(dir + "/dv.bin", dv, nk))
+  if (!writeRaw(dir + "/o.bin", o, nq, bit(8), B, H, Sq, D) ||
+      !writeRaw(dir + "/dq.bin", dq, nq, bit(32), B, H, Sq, D) ||
+      !writeRaw(dir + "/dk.bin", dk, nk, bit(64), B, Hkv, L, D) ||
+      !writeRaw(dir + "/dv.bin", dv, nk, bit(128), B, Hkv, L, D))
     return 2;
   if (iters > 0) {
     const float f = median(forward, iters), bw = median(backward, iters);

@@ -11,7 +11,9 @@
 # (+ kMergedDkDq), splitpipe (+ kPipelined), all (splitpipe + a 3-stage ring
 # + ov128, float2 atomics: the staging does not fit beside 3 stages at 128), bulk (kBulkDq: dQ by bulk reductions at head dim 64), maskednc2
 # (the harness's masked forwards on two consumer warpgroups: the forward
-# times bwd_check.py prints for masked shapes). Each backward build runs on
+# times bwd_check.py prints for masked shapes), bshd (the defaults with v, o,
+# dO, dV stored [B, S, H, D], the 1b step's layout: -DFA90_LAYOUT=156, its
+# forward too). Each backward build runs on
 # the same inputs and float64 reference (bwd_check.py --bin).
 set -o pipefail
 mode=$1
@@ -24,7 +26,7 @@ BWD=("base:" "nosplit:-DKILN_FA90_BWD_SPLIT=0" "f2:-DKILN_FA90_BWD_DQWARP=0 -DKI
      "splitmerge:-DKILN_FA90_BWD_MERGE=1" "splitpipe:-DKILN_FA90_BWD_PIPE=1"
      "all:-DKILN_FA90_BWD_PIPE=1 -DKILN_FA90_BWD_STAGES=3 -DKILN_FA90_OVERLAP128=1 -DKILN_FA90_BWD_DQWARP=0"
      "bulk:-DKILN_FA90_BWD_DQWARP=0 -DKILN_FA90_BWD_SPLIT=0 -DKILN_FA90_BWD_BULKDQ=1"
-     "maskednc2:-DFA90_MASKED_NC=2")
+     "maskednc2:-DFA90_MASKED_NC=2" "bshd:-DFA90_LAYOUT=156")
 if [ "$mode" = build ]; then
   for v in "${FWD[@]}"; do
     name=${v%%:*}; flags=${v#*:}
