@@ -32,12 +32,13 @@ func.func @hf_causal(%q: tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>, %k: tensor<?x
 
 // -----
 
-// A sliding window (key > query - 4) is not provably causal: the i1
+// A sliding window (key > query - 4) is not causal alone: the i1
 // condition is the mask operand (no float S x S mask), and the guard of
-// fully masked rows stays, on the attention's output.
+// fully masked rows stays, on the attention's output. Its key <= query
+// conjunct makes the op `causal` too (CausalFromMask), the mask unchanged.
 // CHECK-LABEL: func.func @sliding_window
 // CHECK: %[[KEEP:.+]] = kiln.and
-// CHECK: %[[O:.+]] = kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[KEEP]] {scale = 1.000000e+00 : f64}
+// CHECK: %[[O:.+]] = kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[KEEP]] {causal, scale = 1.000000e+00 : f64}
 // CHECK: %[[NAN:.+]] = kiln.is_nan %[[O]]
 // CHECK: kiln.select %[[NAN]], %{{.+}}, %[[O]]
 func.func @sliding_window(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
@@ -138,4 +139,48 @@ func.func @finite_lowest_unguarded(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16
   %p = kiln.softmax %scores {axis = 3 : i64} : tensor<1x2x8x8xf32>
   %o = kiln.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
   return %o : tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// Packed documents (transformers' find_packed_sequence_indices: ids from a
+// cumsum of the data, key <= query and the same id): a mask operand, and
+// `causal` by its key <= query conjunct.
+// CHECK-LABEL: func.func @packed_documents
+// CHECK: %[[KEEP:.+]] = kiln.and
+// CHECK: kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[KEEP]] {causal, scale = 1.000000e+00 : f64}
+func.func @packed_documents(%q: tensor<2x2x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %doc: tensor<2x8xi64>) -> tensor<2x2x8x16xf32> {
+  %pos = kiln.iota {dim = 0 : i64} : tensor<8xi64>
+  %query = kiln.unsqueeze %pos {axes = array<i64: 1>} : (tensor<8xi64>) -> tensor<8x1xi64>
+  %key = kiln.unsqueeze %pos {axes = array<i64: 0>} : (tensor<8xi64>) -> tensor<1x8xi64>
+  %causal = kiln.le %key, %query : (tensor<1x8xi64>, tensor<8x1xi64>) -> tensor<8x8xi1>
+  %dq = kiln.unsqueeze %doc {axes = array<i64: 1, 3>} : (tensor<2x8xi64>) -> tensor<2x1x8x1xi64>
+  %dk = kiln.unsqueeze %doc {axes = array<i64: 1, 2>} : (tensor<2x8xi64>) -> tensor<2x1x1x8xi64>
+  %same = kiln.eq %dq, %dk : (tensor<2x1x8x1xi64>, tensor<2x1x1x8xi64>) -> tensor<2x1x8x8xi1>
+  %keep = kiln.and %causal, %same : (tensor<8x8xi1>, tensor<2x1x8x8xi1>) -> tensor<2x1x8x8xi1>
+  %o = kiln.attention %q, %k, %v, %keep {scale = 1.0 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x8x8xi1>) -> tensor<2x2x8x16xf32>
+  return %o : tensor<2x2x8x16xf32>
+}
+
+// -----
+
+// key <= query in a mask broadcast along the keys (its key dim is 1)
+// proves nothing about the op's keys: no `causal`. Nor does a mask from
+// data alone, or key >= query.
+// CHECK-LABEL: func.func @not_causal
+// CHECK: kiln.attention %arg0, %arg1, %arg2, %{{[0-9]+}} {scale = 1.000000e+00 : f64}
+// CHECK: kiln.attention %arg0, %arg1, %arg2, %arg3 {scale = 1.000000e+00 : f64}
+// CHECK: kiln.attention %arg0, %arg1, %arg2, %{{[0-9]+}} {scale = 1.000000e+00 : f64}
+func.func @not_causal(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>, %data: tensor<1x1x8x8xi1>) -> (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) {
+  %pos = kiln.iota {dim = 0 : i64} : tensor<8xi64>
+  %query = kiln.unsqueeze %pos {axes = array<i64: 1>} : (tensor<8xi64>) -> tensor<8x1xi64>
+  %one = kiln.iota {dim = 0 : i64} : tensor<1xi64>
+  %key1 = kiln.unsqueeze %one {axes = array<i64: 0>} : (tensor<1xi64>) -> tensor<1x1xi64>
+  %narrow = kiln.le %key1, %query : (tensor<1x1xi64>, tensor<8x1xi64>) -> tensor<8x1xi1>
+  %a = kiln.attention %q, %k, %v, %narrow {scale = 1.0 : f64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8x1xi1>) -> tensor<1x2x8x16xf32>
+  %b = kiln.attention %q, %k, %v, %data {scale = 1.0 : f64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x1x8x8xi1>) -> tensor<1x2x8x16xf32>
+  %key = kiln.unsqueeze %pos {axes = array<i64: 0>} : (tensor<8xi64>) -> tensor<1x8xi64>
+  %after = kiln.ge %key, %query : (tensor<1x8xi64>, tensor<8x1xi64>) -> tensor<8x8xi1>
+  %c = kiln.attention %q, %k, %v, %after {scale = 1.0 : f64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8x8xi1>) -> tensor<1x2x8x16xf32>
+  return %a, %b, %c : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>
 }

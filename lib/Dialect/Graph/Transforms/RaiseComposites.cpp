@@ -420,6 +420,30 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// An attention whose i1 mask keeps no key after its query (transformers'
+/// packed documents: causal and the same document; a sliding window) is
+/// also `causal`: the keep set is the same (mask and causal = mask), and
+/// the kernels skip the key tiles above the diagonal instead of computing
+/// and dropping them. The mask's query and key dims must be the op's own:
+/// a mask broadcast along the keys proves nothing about them.
+struct CausalFromMask final : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    Value mask = op.getMask();
+    if (op.getCausal() || !mask || !tensorOf(mask).getElementType().isInteger(1))
+      return failure();
+    DimList q = getDims(tensorOf(op.getQuery())), k = getDims(tensorOf(op.getKey())),
+            m = getDims(tensorOf(mask));
+    size_t r = m.size();
+    // (An unknown dim is null: equal to another unknown, yet proves nothing.)
+    if (r < 2 || !q[2] || !(q[2] == k[2]) || !(m[r - 2] == q[2]) || !(m[r - 1] == k[2]) ||
+        !maskImpliesCausal(mask))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.setCausal(true); });
+    return success();
+  }
+};
+
 struct RaiseCompositesPass final : kiln::impl::RaiseCompositesPassBase<RaiseCompositesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -432,5 +456,6 @@ struct RaiseCompositesPass final : kiln::impl::RaiseCompositesPassBase<RaiseComp
 } // namespace
 
 void kiln::populateRaiseCompositesPatterns(RewritePatternSet &patterns) {
-  patterns.add<RaiseSilu, RaiseRmsNorm, FoldRmsNormWeight, RaiseAttention>(patterns.getContext());
+  patterns.add<RaiseSilu, RaiseRmsNorm, FoldRmsNormWeight, RaiseAttention, CausalFromMask>(
+      patterns.getContext());
 }
