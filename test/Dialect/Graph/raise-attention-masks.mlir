@@ -35,9 +35,12 @@ func.func @hf_causal(%q: tensor<?x2x?x16xf32, #kiln.dims<[b, s]>>, %k: tensor<?x
 // A sliding window (key > query - 4) is not causal alone: the i1
 // condition is the mask operand (no float S x S mask), and the guard of
 // fully masked rows stays, on the attention's output. Its key <= query
-// conjunct makes the op `causal` too (CausalFromMask), the mask unchanged.
+// conjunct makes the op `causal` (CausalFromMask), and the mask keeps only
+// the other conjunct, key > query - 4.
 // CHECK-LABEL: func.func @sliding_window
-// CHECK: %[[KEEP:.+]] = kiln.and
+// CHECK-NOT: kiln.and
+// CHECK: %[[KEEP:.+]] = kiln.gt
+// CHECK-NOT: kiln.and
 // CHECK: %[[O:.+]] = kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[KEEP]] {causal, scale = 1.000000e+00 : f64}
 // CHECK: %[[NAN:.+]] = kiln.is_nan %[[O]]
 // CHECK: kiln.select %[[NAN]], %{{.+}}, %[[O]]
@@ -144,10 +147,11 @@ func.func @finite_lowest_unguarded(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16
 // -----
 
 // Packed documents (transformers' find_packed_sequence_indices: ids from a
-// cumsum of the data, key <= query and the same id): a mask operand, and
-// `causal` by its key <= query conjunct.
+// cumsum of the data, key <= query and the same id): `causal` by its
+// key <= query conjunct, and the same-id test alone as the mask.
 // CHECK-LABEL: func.func @packed_documents
-// CHECK: %[[KEEP:.+]] = kiln.and
+// CHECK: %[[KEEP:.+]] = kiln.eq
+// CHECK-NOT: kiln.and
 // CHECK: kiln.attention %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[KEEP]] {causal, scale = 1.000000e+00 : f64}
 func.func @packed_documents(%q: tensor<2x2x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %doc: tensor<2x8xi64>) -> tensor<2x2x8x16xf32> {
   %pos = kiln.iota {dim = 0 : i64} : tensor<8xi64>
@@ -183,4 +187,23 @@ func.func @not_causal(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: te
   %after = kiln.ge %key, %query : (tensor<1x8xi64>, tensor<8x1xi64>) -> tensor<8x8xi1>
   %c = kiln.attention %q, %k, %v, %after {scale = 1.0 : f64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8x8xi1>) -> tensor<1x2x8x16xf32>
   return %a, %b, %c : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// A window that keeps everything but the causal part (key >= 0 and
+// key <= query): causal, no mask left.
+// CHECK-LABEL: func.func @causal_and_all
+// CHECK: kiln.attention %arg0, %arg1, %arg2 {causal, scale = 1.000000e+00 : f64}
+func.func @causal_and_all(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>, %data: tensor<1x1x8x8xi1>) -> tensor<1x2x8x16xf32> {
+  %pos = kiln.iota {dim = 0 : i64} : tensor<8xi64>
+  %query = kiln.unsqueeze %pos {axes = array<i64: 1>} : (tensor<8xi64>) -> tensor<8x1xi64>
+  %key = kiln.unsqueeze %pos {axes = array<i64: 0>} : (tensor<8xi64>) -> tensor<1x8xi64>
+  %causal = kiln.le %key, %query : (tensor<1x8xi64>, tensor<8x1xi64>) -> tensor<8x8xi1>
+  %z = kiln.constant dense<0> : tensor<i64>
+  %nonneg = kiln.ge %key, %z : (tensor<1x8xi64>, tensor<i64>) -> tensor<1x8xi1>
+  %all = kiln.expand %nonneg : tensor<1x8xi1> -> tensor<8x8xi1>
+  %keep = kiln.and %all, %causal : (tensor<8x8xi1>, tensor<8x8xi1>) -> tensor<8x8xi1>
+  %o = kiln.attention %q, %k, %v, %keep {scale = 1.0 : f64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8x8xi1>) -> tensor<1x2x8x16xf32>
+  return %o : tensor<1x2x8x16xf32>
 }

@@ -425,7 +425,8 @@ struct RaiseAttention : OpRewritePattern<MatmulOp> {
 /// also `causal`: the keep set is the same (mask and causal = mask), and
 /// the kernels skip the key tiles above the diagonal instead of computing
 /// and dropping them. The mask's query and key dims must be the op's own:
-/// a mask broadcast along the keys proves nothing about them.
+/// a mask broadcast along the keys proves nothing about them. Of `and(c,
+/// m)` with c exactly causal only m stays the mask.
 struct CausalFromMask final : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
@@ -439,7 +440,29 @@ struct CausalFromMask final : OpRewritePattern<AttentionOp> {
     if (r < 2 || !q[2] || !(q[2] == k[2]) || !(m[r - 2] == q[2]) || !(m[r - 1] == k[2]) ||
         !maskImpliesCausal(mask))
       return failure();
-    rewriter.modifyOpInPlace(op, [&] { op.setCausal(true); });
+    // A conjunct that is exactly key <= query over the op's dims says
+    // nothing `causal` does not: the mask keeps the other one (no per-score
+    // loads of the positions it compares), or none when that keeps all.
+    Value rest = mask;
+    if (auto both = mask.getDefiningOp<AndOp>())
+      for (auto [c, other] : {std::pair{both.getLhs(), both.getRhs()}, {both.getRhs(), both.getLhs()}}) {
+        DimList cd = getDims(tensorOf(c));
+        size_t n = cd.size();
+        if (n < 2 || !(cd[n - 2] == q[2]) || !(cd[n - 1] == k[2]) ||
+            classifyMask(c) != MaskKind::Causal || tensorOf(other).getRank() < 2)
+          continue;
+        rest = classifyMask(other) == MaskKind::All ? Value() : other;
+        break;
+      }
+    rewriter.modifyOpInPlace(op, [&] {
+      op.setCausal(true);
+      if (rest != mask) {
+        if (rest)
+          op.getMaskMutable().assign(rest);
+        else
+          op.getMaskMutable().clear();
+      }
+    });
     return success();
   }
 };
