@@ -29,6 +29,10 @@ the GPU is:
       sm90a" with Kiln's sm_90a backward too
       (lib/Codegen/cuda/FlashAttention90Backward.cuh: prepare, main and
       finish launches, timed together, after its own forward's O and lse).
+      With --cudnn-harness PATH (bench/cudnnplans/run.sh build DIR makes
+      DIR/cudnnplans), row "kiln cudnn": the cuDNN graphs kiln-run builds
+      for its cuDNN implementation (runtime/lib/CudnnAttention.cpp, the
+      heuristic's plan) on the same inputs, forward and backward.
 """
 import argparse
 import json
@@ -366,6 +370,12 @@ def run(args):
             rows["kiln sm90a fwd"] = {"fwd_ms": fwd_ms, "bwd_ms": None,
                                       "err": [rel_l2(o90, ref[0])],
                                       "note": "forward only (the backward is the tiled kernel)"}
+        if args.cudnn_harness:
+            outs, fwd_ms, bwd_ms = run_fa90_backward(args.cudnn_harness, shape, q, k, v, do,
+                                                     scratch / "cudnn", args.launches)
+            rows["kiln cudnn"] = {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
+                                  "err": [rel_l2(x, r) for x, r in zip(outs, ref)],
+                                  "note": "kiln-run's cuDNN graphs (heuristic plan)"}
         flash = rows.get("torch flash", {}).get("err")
         print(f"\n{name}: b{b} h{h} kv{kv} s{s} d{d}, causal bf16")
         print(f"{'':14} {'fwd ms':>8} {'TFLOP/s':>8} {'bwd ms':>8} {'TFLOP/s':>8}   "
@@ -409,6 +419,8 @@ def main():
                         "forward too")
     parser.add_argument("--fa90-bwd", help="bench/fa90's backward harness (fa90bwd; default: "
                         "beside --fa90): time Kiln's sm_90a backward too")
+    parser.add_argument("--cudnn-harness", help="bench/cudnnplans' binary: time kiln-run's "
+                        "cuDNN attention graphs too (row 'kiln cudnn')")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.phase == "prepare":

@@ -36,6 +36,7 @@ PY
   python3 -m unittest discover -q -s ../scripts -p 'test_compat_table.py'
   bash -n run.sh
   bash -n nf4gemm/run.sh
+  bash -n cudnnplans/run.sh
   bash -n curve.sh
   bash -n ../scripts/gpu-hf-peft-check.sh
   bash -n ../scripts/compat-table.sh
