@@ -655,7 +655,22 @@ def AttentionLayoutPass : Pass<"kiln-attention-layout", "::mlir::func::FuncOp"> 
     ```mlir
     %ot = kiln.attention %q, %k, %v {causal, seq_major = array<i1: false, false, true, true>} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
     ```
+
+    With `through-elementwise` (default), a swap transpose separated from
+    the attention op by layout-neutral ops (elementwise ops with
+    broadcasts, slices and concats: RoPE's rotation of q and k, and its
+    gradient of dQ and dK) moves through them first: when a connected
+    group of such ops is bounded only by swap transposes, attention
+    operands and results, and broadcast inputs without both head and
+    sequence extents (RoPE's cos and sin), the group is rebuilt in the
+    other layout (those inputs reshaped), its transposes vanish and the
+    attention ends take the `seq_major` flags.
   }];
+  let options = [
+    Option<"throughElementwise", "through-elementwise", "bool", /*default=*/"true",
+           "also move the layout through the elementwise, slice and concat ops "
+           "(RoPE) between a head transpose and attention">
+  ];
 }
 
 def LoraKConcatPass : Pass<"kiln-lora-k-concat", "::mlir::func::FuncOp"> {
