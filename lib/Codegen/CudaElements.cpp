@@ -212,7 +212,7 @@ std::string Printer::value(Value v, ArrayRef<std::string> idx) {
           int64_t first;
           std::optional<std::string> x = step == 1 ? laneBase(idx[i]) : std::nullopt;
           if (x && !StringRef(st).getAsInteger(10, first) && first % laneWidth == 0)
-            in.push_back(first == 0 ? idx[i] : laneIndex("(" + st + " + " + *x + ")"));
+            in.push_back(first == 0 ? idx[i] : laneIndex(plusOffset(*x, st)));
           else
             in.push_back(st == "0" ? scaled : "(" + st + " + " + scaled + ")");
         }
@@ -307,6 +307,35 @@ std::string Printer::constant(kiln::ConstantOp k, ArrayRef<std::string> idx) {
   return table + "[" + linear(idx, dims(k.getResult())) + "]";
 }
 
+// A concat's side indexes its input at `i - offset`, and a slice of it at
+// `start + i'`: RoPE's rotate-half takes the second half of x (a slice from
+// D/2) into the first side of a concat and back. Printing `o + (i - o)` as
+// `i` lets the load be recognized as the element's own (and both sides'
+// loads match, so they merge).
+std::string Printer::plusOffset(const std::string &i, const std::string &offset) {
+  StringRef s(i);
+  if (s.consume_front("(") && s.consume_back(" - " + offset + ")") && balanced(s))
+    return s.str();
+  return "(" + offset + " + " + i + ")";
+}
+
+std::string Printer::minusOffset(const std::string &i, const std::string &offset) {
+  StringRef s(i);
+  if (s.consume_front("(" + offset + " + ") && s.consume_back(")") && balanced(s))
+    return s.str();
+  return "(" + i + " - " + offset + ")";
+}
+
+bool Printer::balanced(StringRef s) {
+  int depth = 0;
+  for (char c : s) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth < 0)
+      return false;
+  }
+  return depth == 0;
+}
+
 std::string Printer::wrapIndex(const std::string &i, const std::string &size) {
   return "(" + i + " < 0 ? " + i + " + " + size + " : " + i + ")";
 }
@@ -361,8 +390,7 @@ std::string Printer::concat(ConcatOp cat, ArrayRef<std::string> idx) {
     Index in(idx.begin(), idx.end());
     std::string off = dim(offset);
     if (off != "0")
-      in[axis] = uniform ? laneIndex("(" + *x + " - " + off + ")")
-                         : "(" + idx[axis] + " - " + off + ")";
+      in[axis] = uniform ? laneIndex(minusOffset(*x, off)) : minusOffset(idx[axis], off);
     line(out + " = " + value(input, in) + ";");
     close();
     offset = next;

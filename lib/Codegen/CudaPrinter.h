@@ -156,6 +156,10 @@ struct Printer {
   std::optional<std::string> laneBase(const std::string &i);
   /// `(X + lane)` for an aligned X (recorded as aligned).
   std::string laneIndex(const std::string &x);
+  /// `(offset + i)` and `(i - offset)`, cancelling one the other.
+  std::string plusOffset(const std::string &i, const std::string &offset);
+  std::string minusOffset(const std::string &i, const std::string &offset);
+  static bool balanced(llvm::StringRef s);
   /// Inside the lane loop, where every block opened in it is lane-uniform,
   /// an input read at idx whose innermost index is `(X + lane)` (X aligned,
   /// the innermost size a constant multiple of the width): the lanes read

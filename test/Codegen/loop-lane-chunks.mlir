@@ -9,12 +9,16 @@
 // before the branches, so a warp whose threads take different sides
 // issues one load, not one per side. Sides that load unalike keep their
 // own loads. A boundary inside a chunk keeps the per-lane branch and
-// scalar reads.
+// scalar reads. RoPE spelled on halves (cos and sin of D/2, the halves
+// rotated and concatenated, as the bench's export in [B, S, H, D]) reads
+// the second half at `32 + (i - 32)`: printed as `i`, that is the
+// element's own vector, and the sides' remaining loads merge.
 // RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
 // RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
 // RUN: cat %t/rope_k0_*.cu | FileCheck %s --check-prefix=ROPE
 // RUN: cat %t/ragged_k0_*.cu | FileCheck %s --check-prefix=RAGGED
 // RUN: cat %t/unalike_k0_*.cu | FileCheck %s --check-prefix=UNALIKE
+// RUN: cat %t/halves_k0_*.cu | FileCheck %s --check-prefix=HALVES
 
 // ROPE: 8 elements per thread, moved with vector accesses
 // ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64;
@@ -66,4 +70,27 @@ func.func @unalike(%s: tensor<?x16xbf16, #kiln.dims<[n]>>, %a: tensor<?x8xbf16, 
   %cat = kiln.concat %a, %c {axis = 1 : i64} : (tensor<?x8xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
   %y = kiln.mul %s, %cat : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
   return %y : tensor<?x16xbf16, #kiln.dims<[n]>>
+}
+
+// HALVES: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
+// HALVES: for (int lane = 0; lane < 8; ++lane) {
+// HALVES-COUNT-3: if (lane == 0) *reinterpret_cast<uint4 *>({{in[0-9]_c[0-9]+}}) = *reinterpret_cast<const uint4 *>(({{ix[0-9]+}} < 32) ?
+// HALVES-NEXT: if ({{ix[0-9]+}} < 32) {
+// HALVES-NEXT: __bfloat162float(in0_v[lane])
+// HALVES: else {
+// HALVES-NEXT: __bfloat162float(in0_v[lane])
+// HALVES-NOT: - 32)))
+// HALVES: reinterpret_cast<uint4 *>(out0)[chunk]
+func.func @halves(%x: tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, %cos: tensor<?x32xbf16, #kiln.dims<[s]>>,
+                  %sin: tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>> {
+  %lo = kiln.slice %x {starts = #kiln.dims<[0, 0, 0]>, steps = array<i64: 1, 1, 1>} : tensor<?x?x64xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %hi = kiln.slice %x {starts = #kiln.dims<[0, 0, 32]>, steps = array<i64: 1, 1, 1>} : tensor<?x?x64xbf16, #kiln.dims<[b, s]>> -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %lc = kiln.mul %lo, %cos : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %hs = kiln.mul %hi, %sin : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %first = kiln.sub %lc, %hs : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %hc = kiln.mul %hi, %cos : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %ls = kiln.mul %lo, %sin : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x32xbf16, #kiln.dims<[s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %second = kiln.add %hc, %ls : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
+  %y = kiln.concat %first, %second {axis = 2 : i64} : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+  return %y : tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
 }
