@@ -656,7 +656,8 @@ def AttentionLayoutPass : Pass<"kiln-attention-layout", "::mlir::func::FuncOp"> 
     %ot = kiln.attention %q, %k, %v {causal, seq_major = array<i1: false, false, true, true>} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
     ```
 
-    With `through-elementwise` (default), a swap transpose separated from
+    With `through-elementwise` (off by default: measured neutral on the
+    H200, docs/benchmarks.md), a swap transpose separated from
     the attention op by layout-neutral ops (elementwise ops with
     broadcasts, slices and concats: RoPE's rotation of q and k, and its
     gradient of dQ and dK) moves through them first: when a connected
@@ -667,7 +668,7 @@ def AttentionLayoutPass : Pass<"kiln-attention-layout", "::mlir::func::FuncOp"> 
     attention ends take the `seq_major` flags.
   }];
   let options = [
-    Option<"throughElementwise", "through-elementwise", "bool", /*default=*/"true",
+    Option<"throughElementwise", "through-elementwise", "bool", /*default=*/"false",
            "also move the layout through the elementwise, slice and concat ops "
            "(RoPE) between a head transpose and attention">
   ];

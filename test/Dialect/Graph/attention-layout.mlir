@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s --split-input-file --kiln-attention-layout | FileCheck %s
-// RUN: kiln-opt %s --split-input-file --kiln-attention-layout=through-elementwise=false | FileCheck %s --check-prefix=OFF
+// RUN: kiln-opt %s --split-input-file --kiln-attention-layout=through-elementwise=true | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-attention-layout | FileCheck %s --check-prefix=OFF
 
 // Forward: v and the output move in [B, S, H, D]; q and k, produced
 // head-major (RoPE after the transpose), stay so.
@@ -54,7 +54,7 @@ func.func @mixed_users(%q: tensor<2x4x8x16xf32>) -> (tensor<2x8x4x16xf32>, tenso
 
 // -----
 
-// RoPE between q's transpose and attention (through-elementwise): the
+// RoPE between q's transpose and attention (through-elementwise=true): the
 // rotation runs in [B, S, H, D], its cos and sin reshaped to [1, S, 1, D/2];
 // q and k (the same value here) become seq-major. The gradient side: dQ's
 // rotation back, ending in a transpose to [B, S, H, D], runs on the
@@ -94,8 +94,8 @@ func.func @rope(%x: tensor<2x8x4x16xf32>, %cos: tensor<1x1x8x8xf32>, %sin: tenso
 // -----
 
 // A group member with a user outside (here a return) keeps the layout; a
-// broadcast input with both head and sequence extents too; with
-// through-elementwise=false nothing moves.
+// broadcast input with both head and sequence extents too; without
+// through-elementwise (the default) nothing moves.
 // CHECK-LABEL: func.func @rope_kept
 // CHECK: kiln.transpose %arg0
 // CHECK-NOT: seq_major
