@@ -35,16 +35,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../common/check_cuda.h"
+
 namespace fe = cudnn_frontend;
 
-#define CUDA_OK(x)                                                                                 \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 namespace {
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDout, kDq, kDk, kDv };
@@ -149,8 +143,8 @@ struct Buffers {
 
 float maxRelDiff(const void *a, const void *ref, size_t n) {
   std::vector<__nv_bfloat16> ha(n), hr(n);
-  CUDA_OK(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(hr.data(), ref, n * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hr.data(), ref, n * 2, cudaMemcpyDeviceToHost));
   float diff = 0, scale = 0;
   for (size_t i = 0; i < n; ++i) {
     float x = __bfloat162float(ha[i]), r = __bfloat162float(hr[i]);
@@ -194,9 +188,6 @@ bool sweep(cudnnHandle_t handle, const Shape &s, unsigned layout, bool backward,
     pack[kDk] = buf.dk;
     pack[kDv] = buf.dv;
   }
-  cudaEvent_t a, b;
-  CUDA_OK(cudaEventCreate(&a));
-  CUDA_OK(cudaEventCreate(&b));
   int ran = 0;
   for (int64_t i = 0; i < count; ++i) {
     std::string name = "?";
@@ -210,11 +201,11 @@ bool sweep(cudnnHandle_t handle, const Shape &s, unsigned layout, bool backward,
     (void)g->get_workspace_size_plan_at_index(i, ws);
     void *workspace = nullptr;
     if (ws > 0)
-      CUDA_OK(cudaMalloc(&workspace, ws));
+      CHECK_CUDA(cudaMalloc(&workspace, ws));
     if (backward) {
-      CUDA_OK(cudaMemset(buf.dq, 0xff, buf.qBytes)); // NaN-poisoned outputs
-      CUDA_OK(cudaMemset(buf.dk, 0xff, buf.kvBytes));
-      CUDA_OK(cudaMemset(buf.dv, 0xff, buf.kvBytes));
+      CHECK_CUDA(cudaMemset(buf.dq, 0xff, buf.qBytes)); // NaN-poisoned outputs
+      CHECK_CUDA(cudaMemset(buf.dk, 0xff, buf.kvBytes));
+      CHECK_CUDA(cudaMemset(buf.dv, 0xff, buf.kvBytes));
     }
     bool ok = true;
     for (int w = 0; w < 3 && ok; ++w)
@@ -223,29 +214,19 @@ bool sweep(cudnnHandle_t handle, const Shape &s, unsigned layout, bool backward,
       std::printf("%-6s layout %3u %-8s plan %2lld %-40s does not run\n", s.name, layout, what,
                   (long long)i, name.c_str());
       if (workspace)
-        CUDA_OK(cudaFree(workspace));
+        CHECK_CUDA(cudaFree(workspace));
       continue;
     }
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<float> times;
-    for (int it = 0; it < iters; ++it) {
-      CUDA_OK(cudaEventRecord(a));
-      (void)g->execute_plan_at_index(handle, pack, workspace, i);
-      CUDA_OK(cudaEventRecord(b));
-      CUDA_OK(cudaEventSynchronize(b));
-      float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    float median = times[times.size() / 2];
+    CHECK_CUDA(cudaDeviceSynchronize());
+    float median = medianEventMs(
+        iters, [&] { (void)g->execute_plan_at_index(handle, pack, workspace, i); });
     std::string check;
     if (backward) {
       size_t nq = buf.qBytes / 2, nkv = buf.kvBytes / 2;
       if (firstIsReference && ran == 0) {
-        CUDA_OK(cudaMemcpy(buf.dqRef, buf.dq, buf.qBytes, cudaMemcpyDeviceToDevice));
-        CUDA_OK(cudaMemcpy(buf.dkRef, buf.dk, buf.kvBytes, cudaMemcpyDeviceToDevice));
-        CUDA_OK(cudaMemcpy(buf.dvRef, buf.dv, buf.kvBytes, cudaMemcpyDeviceToDevice));
+        CHECK_CUDA(cudaMemcpy(buf.dqRef, buf.dq, buf.qBytes, cudaMemcpyDeviceToDevice));
+        CHECK_CUDA(cudaMemcpy(buf.dkRef, buf.dk, buf.kvBytes, cudaMemcpyDeviceToDevice));
+        CHECK_CUDA(cudaMemcpy(buf.dvRef, buf.dv, buf.kvBytes, cudaMemcpyDeviceToDevice));
         check = "reference";
       } else {
         char text[96];
@@ -261,10 +242,8 @@ bool sweep(cudnnHandle_t handle, const Shape &s, unsigned layout, bool backward,
     std::fflush(stdout);
     ++ran;
     if (workspace)
-      CUDA_OK(cudaFree(workspace));
+      CHECK_CUDA(cudaFree(workspace));
   }
-  CUDA_OK(cudaEventDestroy(a));
-  CUDA_OK(cudaEventDestroy(b));
   return ran > 0;
 }
 
@@ -279,16 +258,16 @@ void forward(cudnnHandle_t handle, const Shape &s, unsigned layout, Buffers &buf
   (void)g->get_workspace_size(ws);
   void *workspace = nullptr;
   if (ws)
-    CUDA_OK(cudaMalloc(&workspace, ws));
+    CHECK_CUDA(cudaMalloc(&workspace, ws));
   std::unordered_map<int64_t, void *> pack{
       {kQ, buf.q}, {kK, buf.k}, {kV, buf.v}, {kO, buf.o}, {kStats, buf.stats}};
   if (g->execute(handle, pack, workspace).is_bad()) {
     std::fprintf(stderr, "forward failed for %s\n", s.name);
     std::exit(1);
   }
-  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaDeviceSynchronize());
   if (workspace)
-    CUDA_OK(cudaFree(workspace));
+    CHECK_CUDA(cudaFree(workspace));
 }
 
 std::vector<__nv_bfloat16> readFile(const char *path, size_t n) {
@@ -328,30 +307,14 @@ std::shared_ptr<fe::graph::Graph> heuristicPlan(cudnnHandle_t handle, const Shap
   (void)g->get_workspace_size(ws);
   *workspace = nullptr;
   if (ws)
-    CUDA_OK(cudaMalloc(workspace, ws));
+    CHECK_CUDA(cudaMalloc(workspace, ws));
   return g;
 }
 
 template <typename F> float medianMs(F &&fn, int iters) {
-  cudaEvent_t a, b;
-  CUDA_OK(cudaEventCreate(&a));
-  CUDA_OK(cudaEventCreate(&b));
   for (int w = 0; w < 3; ++w)
     fn();
-  std::vector<float> times;
-  for (int i = 0; i < iters; ++i) {
-    CUDA_OK(cudaEventRecord(a));
-    fn();
-    CUDA_OK(cudaEventRecord(b));
-    CUDA_OK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms);
-  }
-  CUDA_OK(cudaEventDestroy(a));
-  CUDA_OK(cudaEventDestroy(b));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return medianEventMs(iters, fn);
 }
 
 int harness(cudnnHandle_t handle, char **argv) {
@@ -375,18 +338,18 @@ int harness(cudnnHandle_t handle, char **argv) {
   void **qSide[] = {&buf.q, &buf.o, &buf.dout, &buf.dq};
   void **kvSide[] = {&buf.k, &buf.v, &buf.dk, &buf.dv};
   for (void **p : qSide)
-    CUDA_OK(cudaMalloc(p, nq * 2));
+    CHECK_CUDA(cudaMalloc(p, nq * 2));
   for (void **p : kvSide)
-    CUDA_OK(cudaMalloc(p, nk * 2));
-  CUDA_OK(cudaMalloc(&buf.stats, size_t(s.b) * s.h * s.s * 4));
-  CUDA_OK(cudaMemcpy(buf.q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(buf.k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(buf.v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(buf.dout, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(p, nk * 2));
+  CHECK_CUDA(cudaMalloc(&buf.stats, size_t(s.b) * s.h * s.s * 4));
+  CHECK_CUDA(cudaMemcpy(buf.q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(buf.k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(buf.v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(buf.dout, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
   for (void **p : {&buf.o, &buf.dq}) // NaN where cuDNN writes: a skipped element shows
-    CUDA_OK(cudaMemset(*p, 0xff, nq * 2));
+    CHECK_CUDA(cudaMemset(*p, 0xff, nq * 2));
   for (void **p : {&buf.dk, &buf.dv})
-    CUDA_OK(cudaMemset(*p, 0xff, nk * 2));
+    CHECK_CUDA(cudaMemset(*p, 0xff, nk * 2));
   void *fws = nullptr, *bws = nullptr;
   auto fg = heuristicPlan(handle, s, layout, false, &fws);
   auto bg = heuristicPlan(handle, s, layout, true, &bws);
@@ -411,13 +374,13 @@ int harness(cudnnHandle_t handle, char **argv) {
   };
   forward();
   backward();
-  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaDeviceSynchronize());
   std::string dir = argv[12];
   struct Out { const char *name; void *p; size_t n; int64_t heads; unsigned bit; };
   for (Out o : {Out{"o", buf.o, nq, s.h, bO}, Out{"dq", buf.dq, nq, s.h, bDq},
                 Out{"dk", buf.dk, nk, s.kv, bDk}, Out{"dv", buf.dv, nk, s.kv, bDv}}) {
     std::vector<__nv_bfloat16> host(o.n);
-    CUDA_OK(cudaMemcpy(host.data(), o.p, o.n * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(host.data(), o.p, o.n * 2, cudaMemcpyDeviceToHost));
     if (layout & o.bit)
       permuteHeads(host, s, o.heads, false);
     std::string path = dir + "/" + o.name + ".bin";
@@ -476,15 +439,15 @@ int main(int argc, char **argv) {
     void **qSide[] = {&buf.q, &buf.o, &buf.dout, &buf.dq, &buf.dqRef};
     void **kvSide[] = {&buf.k, &buf.v, &buf.dk, &buf.dv, &buf.dkRef, &buf.dvRef};
     for (void **p : qSide)
-      CUDA_OK(cudaMalloc(p, buf.qBytes));
+      CHECK_CUDA(cudaMalloc(p, buf.qBytes));
     for (void **p : kvSide)
-      CUDA_OK(cudaMalloc(p, buf.kvBytes));
-    CUDA_OK(cudaMalloc(&buf.stats, size_t(s.b) * s.h * s.s * 4));
+      CHECK_CUDA(cudaMalloc(p, buf.kvBytes));
+    CHECK_CUDA(cudaMalloc(&buf.stats, size_t(s.b) * s.h * s.s * 4));
     fillRandom<<<1024, 256>>>((__nv_bfloat16 *)buf.q, buf.qBytes / 2, 1);
     fillRandom<<<1024, 256>>>((__nv_bfloat16 *)buf.k, buf.kvBytes / 2, 2);
     fillRandom<<<1024, 256>>>((__nv_bfloat16 *)buf.v, buf.kvBytes / 2, 3);
     fillRandom<<<1024, 256>>>((__nv_bfloat16 *)buf.dout, buf.qBytes / 2, 4);
-    CUDA_OK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     for (unsigned layout : layouts) {
       sweep(handle, s, layout, false, false, buf, iters, false);
       forward(handle, s, layout, buf);
@@ -492,10 +455,10 @@ int main(int argc, char **argv) {
       sweep(handle, s, layout, true, true, buf, iters, false);
     }
     for (void **p : qSide)
-      CUDA_OK(cudaFree(*p));
+      CHECK_CUDA(cudaFree(*p));
     for (void **p : kvSide)
-      CUDA_OK(cudaFree(*p));
-    CUDA_OK(cudaFree(buf.stats));
+      CHECK_CUDA(cudaFree(*p));
+    CHECK_CUDA(cudaFree(buf.stats));
   }
   cudnnDestroy(handle);
   return 0;
