@@ -32,6 +32,11 @@ prepare)
   "$kiln" compile test/fixtures/onnx/llama_dynamo/model.onnx --precision=bf16 \
     --lora r=8,alpha=16,dropout=0 --optimizer adamw:lr=1e-4 --lora-k-concat \
     --emit=cuda --arch=sm_90,sm_80 --kernel-check="$sizes" -o "$out/data/llama_dynamo_bf16_lora_kconcat"
+  # Frozen weights grouped (--lora-group-frozen): the RoPE and SiLU
+  # gradients writing into [dq | dk | dv | dT] and [dg | du | dT].
+  "$kiln" compile test/fixtures/onnx/llama_dynamo/model.onnx --precision=bf16 \
+    --lora r=8,alpha=16,dropout=0 --optimizer adamw:lr=1e-4 --lora-k-concat --lora-group-frozen \
+    --emit=cuda --arch=sm_90,sm_80 --kernel-check="$sizes" -o "$out/data/llama_dynamo_bf16_lora_group"
   # The row kernels' vectorized layouts at the bench's row lengths (2048
   # columns: a block per row; 768: a warp per row; ragged, cross entropy,
   # scalar fallbacks), 37 rows (a last block of 5 warps' rows).

@@ -63,6 +63,9 @@ prepare)
     "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
       --optimizer=sgd:lr=1 --lora-k-concat --emit=artifact --arch=sm_90,sm_80 \
       -o "$out/llama_${precision}_lora_kconcat_sgd.kiln"
+    "$kiln" compile "$fixture/model.onnx" --precision=$precision --lora=r=8,alpha=16,dropout=0 \
+      --optimizer=sgd:lr=1 --lora-k-concat --lora-group-frozen --emit=artifact \
+      --arch=sm_90,sm_80 -o "$out/llama_${precision}_lora_group_sgd.kiln"
   done
   "$kiln" compile "$fixture/model.onnx" --precision=bf16 --lora=r=8 --quant=nf4 \
     --emit=artifact --arch=sm_90,sm_80 -o "$out/llama_bf16_qlora.kiln"

@@ -709,7 +709,20 @@ def LoraKConcatPass : Pass<"kiln-lora-k-concat", "::mlir::func::FuncOp"> {
     %wb = kiln.concat %w, %bs {axis = 0 : i64} : (tensor<64x176xbf16>, tensor<16x176xbf16>) -> tensor<80x176xbf16>
     %z = kiln.matmul %xt, %wb : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<80x176xbf16>) -> tensor<?x176xbf16, #kiln.dims<[n]>>
     ```
+
+    With `group-frozen`, the other frozen products of the sum that read rows
+    of the same shape, each through a frozen 2-D parameter in the wide
+    product's orientation, join the same product: q/k/v's input gradient
+    `dq Wq^T + dk Wk^T + dv Wv^T + dT A` becomes `[dq | dk | dv | dT] [Wq |
+    Wk | Wv | A^T]^T`, one GEMM over K = 3 projections + r instead of three
+    (the lowering keeps the frozen weights side by side in one padded
+    buffer). The frozen products join in program order after the wide one.
   }];
+  let options = [
+    Option<"groupFrozen", "group-frozen", "bool", /*default=*/"false",
+           "also concatenate the sum's other frozen products over the same rows "
+           "(the input gradients of q/k/v and of gate/up) into the same GEMM">
+  ];
 }
 
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {

@@ -207,8 +207,22 @@ def Kernel_WeightOp : Kernel_Op<"weight", [Pure]> {
     %w = kiln_kernel.weight "l.up_proj.weight" {padded_from = array<i64: 64, 176>}
         : !kiln_kernel.buffer<tensor<80x192xbf16>>
     ```
+
+    With `members` the block holds several weights side by side along
+    `member_axis` (`name` is the first), each `member_sizes` wide: the frozen
+    weights of one GEMM over `[Wq | Wk | Wv | A^T]` (kiln-lora-k-concat's
+    group-frozen); each member's own GEMMs read views of its part.
+
+    ```mlir
+    %w = kiln_kernel.weight "q.weight" {padded_from = array<i64: 64, 96>,
+        members = ["q.weight", "k.weight", "v.weight"], member_sizes = array<i64: 64, 16, 16>,
+        member_axis = 1 : i64} : !kiln_kernel.buffer<tensor<72x104xbf16>>
+    ```
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$padded_from);
+  let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$padded_from,
+                       OptionalAttr<StrArrayAttr>:$members,
+                       OptionalAttr<DenseI64ArrayAttr>:$member_sizes,
+                       OptionalAttr<I64Attr>:$member_axis);
   let results = (outs Kernel_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` qualified(type($result))";
   let hasVerifier = 1;

@@ -242,6 +242,19 @@ kiln::emitStepProgramSection(func::FuncOp func, const llvm::StringMap<std::strin
         entry.set("padded_from", std::move(dims));
         version = std::max<int64_t>(version, 4);
       }
+      // Version 6: frozen weights side by side in that block.
+      if (std::optional<ArrayAttr> members = weight.getMembers()) {
+        Json list = Json::array();
+        for (auto [name, size] : llvm::zip(*members, *weight.getMemberSizes())) {
+          Json m = Json::object();
+          m.set("name", Json::string(cast<StringAttr>(name).getValue().str()));
+          m.set("size", Json::integer(size));
+          list.push(std::move(m));
+        }
+        entry.set("members", std::move(list));
+        entry.set("member_axis", Json::integer(static_cast<int64_t>(*weight.getMemberAxis())));
+        version = std::max<int64_t>(version, 6);
+      }
     } else if (auto constant = dyn_cast<kernel::ConstantOp>(op)) {
       FailureOr<std::string> hex = literalHex(&op, constant.getValue());
       if (failed(hex))

@@ -205,6 +205,10 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
     error = "--lora-k-concat needs --lora";
     return failure();
   }
+  if (options.loraGroupFrozen && !options.loraKConcat) {
+    error = "--lora-group-frozen needs --lora-k-concat";
+    return failure();
+  }
   if (options.doubleQuant && options.quant.empty()) {
     error = "--double-quant needs --quant nf4";
     return failure();

@@ -96,8 +96,11 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     // On the whole step: the input gradients are sums only after autodiff.
-    if (options.loraKConcat && succeeded(lora))
-      pm.addNestedPass<func::FuncOp>(createLoraKConcatPass());
+    if (options.loraKConcat && succeeded(lora)) {
+      LoraKConcatPassOptions kconcat;
+      kconcat.groupFrozen = options.loraGroupFrozen;
+      pm.addNestedPass<func::FuncOp>(createLoraKConcatPass(kconcat));
+    }
     // After CSE, which would merge the clones back.
     if (!options.quant.empty())
       pm.addNestedPass<func::FuncOp>(createRecomputeDequantizedPass());

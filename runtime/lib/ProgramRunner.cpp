@@ -433,7 +433,8 @@ Expected<std::unique_ptr<ProgramRunner>> ProgramRunner::prepare(
         return Error{origin + ": " + where + ": weight '" + op.name +
                      "' is padded from a shape larger than its buffer"};
       Expected<NamedTensor *> weight = loadWeight(weightKey(p, op), p.buffers[op.result].dtype,
-                                                  shapes[op.result], op.name, op.paddedFrom);
+                                                  shapes[op.result], op.name, op.paddedFrom,
+                                                  op.members, op.memberAxis);
       if (!weight)
         return Error{origin + ": " + weight.getError()};
       if ((*weight)->dtype != p.buffers[op.result].dtype ||

@@ -79,6 +79,9 @@ public:
       case ProgramOp::Kind::Weight:
         if (!params.count(op.name))
           return fail(where + ": weight '" + op.name + "' is not in \"params\"");
+        for (const WeightMember &m : op.members)
+          if (!params.count(m.name))
+            return fail(where + ": weight '" + m.name + "' is not in \"params\"");
         break;
       case ProgramOp::Kind::Launch:
         if (!modules.count(op.module))

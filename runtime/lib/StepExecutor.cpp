@@ -235,7 +235,7 @@ StepExecutor::create(const StepArtifact &artifact, const Device &device, const C
     if (arg.role == "param") {
       x->paramNames.push_back(arg.name);
       if (!fromInit.count(arg.name))
-        if (Expected<NamedTensor *> t = loadNamed(arg.name, buffer.dtype, shape, arg.name, {}); !t)
+        if (Expected<NamedTensor *> t = loadNamed(arg.name, buffer.dtype, shape, arg.name, {}, {}, 1); !t)
           return t.takeError();
     } else if (arg.role == "state") {
       x->stateNames.push_back(arg.name);
@@ -412,8 +412,9 @@ Expected<std::unique_ptr<ProgramRunner>> StepExecutor::prepareRunner(const Symbo
 Status StepExecutor::selectShape(const SymbolBindings &sizes) {
   // Every persistent tensor exists by now: a later shape only finds them.
   WeightLoader existing = [&](const std::string &name, DType, const std::vector<int64_t> &,
-                              const std::string &,
-                              const std::vector<int64_t> &) -> Expected<NamedTensor *> {
+                              const std::string &, const std::vector<int64_t> &,
+                              const std::vector<WeightMember> &,
+                              int64_t) -> Expected<NamedTensor *> {
     auto it = store.find(name);
     if (it == store.end())
       return Error{"weight '" + name + "' was not loaded"};
@@ -732,8 +733,9 @@ Status StepExecutor::prepareVariant(const std::string &name, const TuningDb *tun
   if (attentionOnCudnn && *attentionOnCudnn && !cudnn)
     return Error{"cuDNN is not loaded" + (cudnnNote.empty() ? "" : " (" + cudnnNote + ")")};
   WeightLoader existing = [&](const std::string &weight, DType, const std::vector<int64_t> &,
-                              const std::string &,
-                              const std::vector<int64_t> &) -> Expected<NamedTensor *> {
+                              const std::string &, const std::vector<int64_t> &,
+                              const std::vector<WeightMember> &,
+                              int64_t) -> Expected<NamedTensor *> {
     auto it = store.find(weight);
     if (it == store.end())
       return Error{"weight '" + weight + "' was not loaded"};

@@ -159,14 +159,33 @@ WeightLoader StepExecutor::makeWeightLoader(const std::vector<SafetensorsFile> *
   };
   return [this, weightBytes](const std::string &key, DType dtype, const std::vector<int64_t> &shape,
                              const std::string &source,
-                             const std::vector<int64_t> &paddedFrom) -> Expected<NamedTensor *> {
+                             const std::vector<int64_t> &paddedFrom,
+                             const std::vector<WeightMember> &members,
+                             int64_t memberAxis) -> Expected<NamedTensor *> {
     auto existing = store.find(key);
     if (existing != store.end())
       return &existing->second;
     // A padded weight (K-concatenation): its own values in the top-left
     // block, zeros in the rows and columns the step writes its adapter into.
+    // A group's members stand side by side in that block.
     bool padded = !paddedFrom.empty();
-    Expected<std::string> bytes = weightBytes(padded ? source : key, dtype, padded ? paddedFrom : shape);
+    Expected<std::string> bytes = std::string();
+    if (!members.empty()) {
+      std::vector<std::string> images;
+      std::vector<int64_t> sizes;
+      for (const WeightMember &m : members) {
+        std::vector<int64_t> own = paddedFrom;
+        own[memberAxis] = m.size;
+        Expected<std::string> image = weightBytes(m.name, dtype, own);
+        if (!image)
+          return image.takeError();
+        images.push_back(std::move(*image));
+        sizes.push_back(m.size);
+      }
+      bytes = groupWeightImage(images, dtypeSize(dtype), memberAxis, paddedFrom[0], sizes);
+    } else {
+      bytes = weightBytes(padded ? source : key, dtype, padded ? paddedFrom : shape);
+    }
     if (!bytes)
       return bytes.takeError();
     if (padded)

@@ -94,7 +94,7 @@ static void testDecodeErrors() {
   CHECK_EQ(decode({{"meta", kMeta}, {"step", "garbage"}}).getError(),
            "a.kiln: section 'step': invalid JSON at byte 0: unexpected character");
   CHECK_EQ(decode({{"meta", kMeta}, {"step", kProgram}, {"init", "{}"}}).getError(),
-           "a.kiln: section 'init': not a version 1 to 5 kiln-step-program");
+           "a.kiln: section 'init': not a version 1 to 6 kiln-step-program");
   Expected<StepArtifact> ok = decode(
       {{"meta", R"({"format":"kiln-step","vocab_size":32000})"},
        {"params",

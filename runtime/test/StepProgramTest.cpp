@@ -113,8 +113,8 @@ static void testDecodeErrors() {
   struct Case {
     const char *json, *error;
   } cases[] = {
-      {R"({"format":"kiln-step-program","version":6})",
-       "step: not a version 1 to 5 kiln-step-program"},
+      {R"({"format":"kiln-step-program","version":7})",
+       "step: not a version 1 to 6 kiln-step-program"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[{"dtype":"F31","shape":[]}],"args":[],"results":[],"ops":[]})",
        "step: buffer 0: unknown dtype 'F31'"},
       {R"({"format":"kiln-step-program","version":1,"buffers":[],"args":[],"results":[],"ops":[{"op":"frob"}]})",
@@ -782,6 +782,57 @@ static void testPaddedWeights() {
            std::string("aAbBcC\0\0\0\0dDeEfF\0\0\0\0", 20));
 }
 
+// Version 6: frozen weights side by side in one padded buffer (q/k/v of
+// kiln-lora-k-concat's group-frozen): "w" [64, 128] and "u" [64, 48] along
+// axis 1 fill the [64, 176] block of paddedProgram's buffer.
+static void testWeightGroups() {
+  const std::string group =
+      R"(,"padded_from":[64,176],"members":[{"name":"w","size":128},{"name":"u","size":48}],)"
+      R"("member_axis":1)";
+  Expected<StepProgram> good = StepProgram::decode(paddedProgram(6, group), "step");
+  CHECK(good);
+  if (good) {
+    const ProgramOp &op = good->ops[0];
+    CHECK(op.members.size() == 2 && op.members[1].name == "u" && op.members[1].size == 48 &&
+          op.memberAxis == 1);
+    // Not the tensor of "w" padded alone.
+    CHECK_EQ(weightKey(*good, op), "w#padded:80x192|u");
+  }
+  auto member = [](const char *name, int size) {
+    return std::string(R"({"name":")") + name + R"(","size":)" + std::to_string(size) + "}";
+  };
+  for (auto [version, fields, error] : {
+           std::tuple<int, std::string, std::string>{
+               5, group, "step: op 0 (weight): 'members' needs a version 6 program"},
+           {6, R"(,"members":[)" + member("w", 128) + "," + member("u", 48) + R"(],"member_axis":1)",
+            "step: op 0 (weight): 'members' needs 'padded_from'"},
+           {6, R"(,"padded_from":[64,176],"members":[)" + member("w", 176) + R"(],"member_axis":1)",
+            "step: op 0 (weight): 'members' lists two or more weights"},
+           {6, R"(,"padded_from":[64,176],"members":[)" + member("w", 128) + "," + member("u", 48) +
+                   R"(],"member_axis":2)",
+            "step: op 0 (weight): 'member_axis' is 0 or 1"},
+           {6, R"(,"padded_from":[64,176],"members":[)" + member("u", 128) + "," + member("w", 48) +
+                   R"(],"member_axis":1)",
+            "step: op 0 (weight): member 0: the first member is the weight's 'name'"},
+           {6, R"(,"padded_from":[64,176],"members":[)" + member("w", 128) + "," + member("u", 0) +
+                   R"(],"member_axis":1)",
+            "step: op 0 (weight): member 1: a name and a positive size"},
+           {6, R"(,"padded_from":[64,176],"members":[)" + member("w", 128) + "," + member("u", 40) +
+                   R"(],"member_axis":1)",
+            "step: op 0 (weight): the members' sizes add up to 168, not 'padded_from' dim 1"}}) {
+    Expected<StepProgram> bad = StepProgram::decode(paddedProgram(version, fields), "step");
+    CHECK(!bad);
+    if (!bad)
+      CHECK_EQ(bad.getError(), error);
+  }
+  // The block's image: along axis 1 each row holds every member's row in
+  // turn; along axis 0 the members' rows follow each other.
+  CHECK_EQ(groupWeightImage({"abcd", "XY"}, 1, 1, 2, {2, 1}), std::string("abXcdY"));
+  CHECK_EQ(groupWeightImage({"aAbBcCdD", "xXyY"}, 2, 1, 2, {2, 1}),
+           std::string("aAbBxXcCdDyY"));
+  CHECK_EQ(groupWeightImage({"abcd", "XY"}, 1, 0, 0, {2, 1}), std::string("abcdXY"));
+}
+
 int main() {
   testDecodeAndPlan();
   testDecodeErrors();
@@ -790,6 +841,7 @@ int main() {
   testGemmLeadingDims();
   testStridedViews();
   testPaddedWeights();
+  testWeightGroups();
   testAttentionRoles();
   testLinearCrossEntropy();
   testConvert();

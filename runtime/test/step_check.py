@@ -24,7 +24,9 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
   lora-k-concat-grads  fp32 and bf16 LoRA with SGD lr=1 from the same
               nonzero adapters (the init's A, random B), one step on the
               fixture's inputs, plain against --lora-k-concat (padded frozen
-              weights): the losses within 1e-5 (fp32) / 2e-3 (bf16) relative,
+              weights) and against --lora-group-frozen too (q/k/v's and
+              gate/up's frozen weights in one buffer, one input-gradient
+              GEMM each): the losses within 1e-5 (fp32) / 2e-3 (bf16) relative,
               every adapter gradient (old - new, --save-adapters) nonzero and
               within 1e-4 of its norm in fp32; in bf16 no farther from the
               fp32 plain gradient than 1.5x the plain bf16 one + 1e-3.
@@ -42,6 +44,7 @@ onnx only). Usage: step_check.py CASE DATA_DIR KILN_RUN
               (--resume) within 1e-5 relative; the bucket's step 2 matches
               the bucket-free artifact's within 1e-5.
 """
+import itertools
 import json
 import os
 import re
@@ -281,9 +284,10 @@ elif case == "lora-k-concat-grads":
             if "lora_B" in name:
                 tensors[name] = (0.05 * rng.standard_normal(tensors[name].shape)).astype(np.float32)
         write_safetensors(os.path.join(start, "adapter_model.safetensors"), tensors)
-        for kind in ("plain", "kconcat"):
-            artifact = (f"llama_{precision}_lora_sgd.kiln" if kind == "plain"
-                        else f"llama_{precision}_lora_kconcat_sgd.kiln")
+        for kind in ("plain", "kconcat", "group"):
+            artifact = {"plain": f"llama_{precision}_lora_sgd.kiln",
+                        "kconcat": f"llama_{precision}_lora_kconcat_sgd.kiln",
+                        "group": f"llama_{precision}_lora_group_sgd.kiln"}[kind]
             after = os.path.join(work, f"after_{precision}_{kind}")
             losses = train(artifact, "--steps", "1", "--lr", "1", "--adapters", start,
                            "--save-adapters", after,
@@ -291,14 +295,15 @@ elif case == "lora-k-concat-grads":
             new = read_safetensors(os.path.join(after, "adapter_model.safetensors"))
             grads = {n: tensors[n].astype(np.float64) - new[n].astype(np.float64) for n in tensors}
             results[precision, kind] = (losses.get(1), grads)
-    for precision, tol in (("fp32", 1e-4), ("bf16", None)):
-        (lp, gp), (lk, gk) = results[precision, "plain"], results[precision, "kconcat"]
+    for (precision, tol), kind in itertools.product((("fp32", 1e-4), ("bf16", None)),
+                                                    ("kconcat", "group")):
+        (lp, gp), (lk, gk) = results[precision, "plain"], results[precision, kind]
         check(lp is not None and lk is not None, f"{precision}: both steps logged a loss")
         if lp is None or lk is None:
             continue
         rel = abs(lk - lp) / abs(lp)
         check(rel <= (1e-5 if precision == "fp32" else 2e-3),
-              f"{precision}: loss k-concat {lk:.7f} vs plain {lp:.7f} (rel {rel:.2e})")
+              f"{precision}: loss {kind} {lk:.7f} vs plain {lp:.7f} (rel {rel:.2e})")
         check(sorted(gp) == sorted(gk) and len(gp) > 0, f"{precision}: {len(gp)} adapter tensors")
         worst = 0.0
         for name in sorted(gp):
@@ -308,7 +313,7 @@ elif case == "lora-k-concat-grads":
                 err = np.linalg.norm(gk[name] - gp[name]) / max(norm, 1e-30)
                 worst = max(worst, err)
                 if err > tol:
-                    check(False, f"fp32: {name}: k-concat gradient differs by {err:.2e} of its norm")
+                    check(False, f"fp32: {name}: {kind} gradient differs by {err:.2e} of its norm")
             else:
                 # bf16: no farther from the fp32 plain step's gradient than the
                 # plain bf16 step is (1.5x + 1e-3), the numerics policy.
@@ -317,10 +322,10 @@ elif case == "lora-k-concat-grads":
                 plain, kcat = np.linalg.norm(gp[name] - ref) / rn, np.linalg.norm(gk[name] - ref) / rn
                 worst = max(worst, kcat / max(plain, 1e-12))
                 if kcat > 1.5 * plain + 1e-3:
-                    check(False, f"bf16: {name}: k-concat {kcat:.2e} from fp32, plain bf16 {plain:.2e}")
-        print(f"{precision}: worst gradient " +
+                    check(False, f"bf16: {name}: {kind} {kcat:.2e} from fp32, plain bf16 {plain:.2e}")
+        print(f"{precision} {kind}: worst gradient " +
               (f"difference {worst:.2e} of the norm" if precision == "fp32"
-               else f"error ratio k-concat / plain {worst:.2f}"))
+               else f"error ratio {kind} / plain {worst:.2f}"))
 elif case == "shapes":
     tokens = ["--data", os.path.join(data, "inputs", "tokens.bin"), "--seed", "3"]
     schedule = ["8", "16", "24", "8"]

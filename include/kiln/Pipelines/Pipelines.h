@@ -52,6 +52,10 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                           "frozen GEMM as one GEMM over concatenated K "
                                           "(kiln compile turns it on with --lora unless "
                                           "--quant; here it is asked for)")};
+  Option<bool> loraGroupFrozen{*this, "lora-group-frozen",
+                               llvm::cl::desc("With lora-k-concat: a sum's frozen products over "
+                                              "the same rows (q/k/v's, gate/up's input "
+                                              "gradients) join the same GEMM")};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
   ListOption<std::string> fp32Ops{*this, "fp32-ops",

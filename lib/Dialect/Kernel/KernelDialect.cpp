@@ -64,6 +64,26 @@ LogicalResult FusionOp::verify() {
 
 LogicalResult WeightOp::verify() {
   std::optional<ArrayRef<int64_t>> from = getPaddedFrom();
+  bool grouped = getMembers() || getMemberSizes() || getMemberAxis();
+  if (grouped) {
+    if (!from || !getMembers() || !getMemberSizes() || !getMemberAxis())
+      return emitOpError("members need padded_from, member_sizes and member_axis");
+    ArrayAttr members = *getMembers();
+    ArrayRef<int64_t> sizes = *getMemberSizes();
+    uint64_t axis = *getMemberAxis();
+    if (members.size() < 2 || sizes.size() != members.size() || axis > 1)
+      return emitOpError("needs two or more members, a size each, and member_axis 0 or 1");
+    if (cast<StringAttr>(members[0]).getValue() != getName())
+      return emitOpError("'s first member is not its name");
+    int64_t total = 0;
+    for (int64_t size : sizes) {
+      if (size <= 0)
+        return emitOpError("member sizes are positive");
+      total += size;
+    }
+    if (from->size() == 2 && total != (*from)[axis])
+      return emitOpError("member sizes add up to ") << total << ", not padded_from's " << (*from)[axis];
+  }
   if (!from)
     return success();
   RankedTensorType type = getResult().getType().getTensor();

@@ -417,8 +417,8 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
   int64_t version = 0;
   if (!root.isObject() || !d.string(root, "format", format, "program") ||
       format != "kiln-step-program" || !d.integer(root, "version", version, "program") ||
-      version < 1 || version > 5)
-    return Error{origin + ": not a version 1 to 5 kiln-step-program"};
+      version < 1 || version > 6)
+    return Error{origin + ": not a version 1 to 6 kiln-step-program"};
   d.version = version;
   if (const Json *lr = root.get("default_lr"); lr && lr->isNumber())
     program.defaultLr = lr->getNumber();
@@ -513,6 +513,40 @@ Expected<StepProgram> StepProgram::decode(std::string_view json, const std::stri
           else
             op.paddedFrom.push_back(dim.getInteger());
         }
+      }
+      // Version 6: frozen weights side by side in that block.
+      if (ok && o.get("members")) {
+        const Json *members = d.member(o, "members", Json::Kind::Array, where);
+        ok = members != nullptr;
+        if (ok && version < 6)
+          ok = d.fail(where + ": 'members' needs a version 6 program");
+        if (ok && op.paddedFrom.empty())
+          ok = d.fail(where + ": 'members' needs 'padded_from'");
+        if (ok && members->getElements().size() < 2)
+          ok = d.fail(where + ": 'members' lists two or more weights");
+        if (ok) {
+          ok = d.integer(o, "member_axis", op.memberAxis, where);
+          if (ok && op.memberAxis != 0 && op.memberAxis != 1)
+            ok = d.fail(where + ": 'member_axis' is 0 or 1");
+        }
+        int64_t total = 0;
+        for (size_t i = 0; ok && i < members->getElements().size(); ++i) {
+          const Json &m = members->getElements()[i];
+          WeightMember member;
+          std::string at = where + ": member " + std::to_string(i);
+          ok = m.getKind() == Json::Kind::Object ? d.string(m, "name", member.name, at) &&
+                                                     d.integer(m, "size", member.size, at)
+                                                 : d.fail(at + " is not an object");
+          if (ok && (member.name.empty() || member.size <= 0 ||
+                     __builtin_add_overflow(total, member.size, &total)))
+            ok = d.fail(at + ": a name and a positive size");
+          if (ok && i == 0 && member.name != op.name)
+            ok = d.fail(at + ": the first member is the weight's 'name'");
+          op.members.push_back(std::move(member));
+        }
+        if (ok && total != op.paddedFrom[op.memberAxis])
+          ok = d.fail(where + ": the members' sizes add up to " + std::to_string(total) +
+                      ", not 'padded_from' dim " + std::to_string(op.memberAxis));
       }
     } else if (kind == "constant") {
       op.kind = ProgramOp::Kind::Constant;
@@ -900,7 +934,33 @@ std::string kiln::artifact::weightKey(const StepProgram &program, const ProgramO
   const std::vector<SizeExpr> &shape = program.buffers[op.result].shape;
   for (size_t i = 0; i < shape.size(); ++i)
     key += (i ? "x" : "") + shape[i].getText();
+  for (size_t i = 1; i < op.members.size(); ++i)
+    key += (i == 1 ? (op.memberAxis ? "|" : ";") : ",") + op.members[i].name;
   return key;
+}
+
+std::string kiln::artifact::groupWeightImage(const std::vector<std::string> &images,
+                                             size_t elementSize, int64_t axis, int64_t rows,
+                                             const std::vector<int64_t> &sizes) {
+  std::string block;
+  if (axis == 0) {
+    for (const std::string &image : images)
+      block += image;
+    return block;
+  }
+  int64_t cols = 0;
+  for (int64_t size : sizes)
+    cols += size;
+  block.resize(static_cast<size_t>(rows * cols) * elementSize);
+  for (int64_t i = 0; i < rows; ++i) {
+    size_t at = static_cast<size_t>(i * cols) * elementSize;
+    for (size_t m = 0; m < images.size(); ++m) {
+      size_t width = static_cast<size_t>(sizes[m]) * elementSize;
+      std::memcpy(&block[at], &images[m][static_cast<size_t>(i) * width], width);
+      at += width;
+    }
+  }
+  return block;
 }
 
 std::string kiln::artifact::padWeightImage(const std::string &packed, size_t elementSize,

@@ -119,3 +119,44 @@ func.func @two_layers(%dy: tensor<?x176xbf16, #kiln.dims<[n]>>, %dt: tensor<?x16
   %dx1 = kiln.matmul %dyt, %wa1 {transpose_b} : (tensor<?x192xbf16, #kiln.dims<[n]>>, tensor<64x192xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
   return %dx0, %dx1 : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
 }
+
+// -----
+
+// A group (kiln-lora-k-concat group-frozen): q, k and v's frozen weights
+// side by side, [Wq | Wk | Wv | A^T] read by one input-gradient GEMM, each
+// member's [W ; s B^T] by its forward GEMM. One persistent [64 + 8, 96 + 8]
+// buffer holds all three (members at columns 0, 64, 80); each forward
+// reads its columns at the buffer's row stride, each adapter's rows lie
+// below its member, A^T beside all of them.
+// CHECK-LABEL: func.func @group
+// CHECK: %[[W:.+]] = kiln_kernel.weight "q.weight" {member_axis = 1 : i64, member_sizes = array<i64: 64, 16, 16>, members = ["q.weight", "k.weight", "v.weight"], padded_from = array<i64: 64, 96>} : !kiln_kernel.buffer<tensor<72x104xbf16>>
+// CHECK-DAG: kiln_kernel.view %[[W]] {offset = #kiln.expr<6656>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<8x64xbf16>>
+// CHECK-DAG: kiln_kernel.view %[[W]] {offset = #kiln.expr<6720>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<8x16xbf16>>
+// CHECK-DAG: kiln_kernel.view %[[W]] {offset = #kiln.expr<6736>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<8x16xbf16>>
+// CHECK-DAG: %[[WK:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<64>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<72x16xbf16>>
+// CHECK-DAG: %[[AT:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<96>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<64x8xbf16>>
+// CHECK-DAG: kiln_kernel.gemm %{{.+}}, %[[WK]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<16> k = #kiln.expr<72> {{.*}} {lds = #kiln.dims<[72, 104, 16]>}
+// CHECK-DAG: %[[WA:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>} : !kiln_kernel.buffer<tensor<72x104xbf16>> -> !kiln_kernel.buffer<tensor<64x104xbf16>>
+// CHECK-DAG: kiln_kernel.gemm %{{.+}}, %[[WA]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<104> {{.*}} {trans_b}
+// CHECK-NOT: kiln.concat %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<64x64xbf16>
+func.func @group(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %t: tensor<?x8xbf16, #kiln.dims<[n]>>,
+                 %dq: tensor<?x64xbf16, #kiln.dims<[n]>>, %dk: tensor<?x16xbf16, #kiln.dims<[n]>>,
+                 %dv: tensor<?x16xbf16, #kiln.dims<[n]>>, %dt: tensor<?x8xbf16, #kiln.dims<[n]>>,
+                 %a: tensor<8x64xbf16>, %bqt: tensor<8x64xbf16>, %bkt: tensor<8x16xbf16>, %bvt: tensor<8x16xbf16>)
+    -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %wq = kiln.parameter "q.weight" : tensor<64x64xbf16>
+  %xt = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x72xbf16, #kiln.dims<[n]>>
+  %wqb = kiln.concat %wq, %bqt {axis = 0 : i64} : (tensor<64x64xbf16>, tensor<8x64xbf16>) -> tensor<72x64xbf16>
+  %yq = kiln.matmul %xt, %wqb : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x64xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %wk = kiln.parameter "k.weight" : tensor<64x16xbf16>
+  %wkb = kiln.concat %wk, %bkt {axis = 0 : i64} : (tensor<64x16xbf16>, tensor<8x16xbf16>) -> tensor<72x16xbf16>
+  %yk = kiln.matmul %xt, %wkb : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x16xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %wv = kiln.parameter "v.weight" : tensor<64x16xbf16>
+  %wvb = kiln.concat %wv, %bvt {axis = 0 : i64} : (tensor<64x16xbf16>, tensor<8x16xbf16>) -> tensor<72x16xbf16>
+  %yv = kiln.matmul %xt, %wvb : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x16xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %at = kiln.transpose %a {perm = array<i64: 1, 0>} : (tensor<8x64xbf16>) -> tensor<64x8xbf16>
+  %wa = kiln.concat %wq, %wk, %wv, %at {axis = 1 : i64} : (tensor<64x64xbf16>, tensor<64x16xbf16>, tensor<64x16xbf16>, tensor<64x8xbf16>) -> tensor<64x104xbf16>
+  %dyt = kiln.concat %dq, %dk, %dv, %dt {axis = 1 : i64} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x8xbf16, #kiln.dims<[n]>>) -> tensor<?x104xbf16, #kiln.dims<[n]>>
+  %dx = kiln.matmul %dyt, %wa {transpose_b} : (tensor<?x104xbf16, #kiln.dims<[n]>>, tensor<64x104xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %yq, %yk, %yv, %dx : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}

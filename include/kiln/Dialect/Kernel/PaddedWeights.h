@@ -3,7 +3,9 @@
 // K-concatenation's frozen weights (docs/design/lora-k-concat.md, piece 4):
 // kiln-lower-to-step gives a frozen weight read by `[W ; s B^T]` and
 // `[W | A^T]` one persistent buffer with room for both, and lowers each such
-// concatenation to a kernel that writes only the adapter's block.
+// concatenation to a kernel that writes only the adapter's block. Frozen
+// weights concatenated side by side (kiln-lora-k-concat's group-frozen:
+// `[Wq | Wk | Wv | A^T]`) share one such buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,15 +19,20 @@
 
 namespace kiln::kernel {
 
-/// A loop fusion yielding `concat(W, X)` along axis 0 or 1 of a static 2-D
-/// float tensor, W a frozen `kiln.parameter` that the body reads only
-/// there and X computed pointwise (nothing initializes it).
+/// A loop fusion yielding `concat(W..., X)` along axis 0 or 1 of a static
+/// 2-D float tensor: one or more frozen `kiln.parameter`s W (the members,
+/// side by side along the axis) that the body reads only there, and X
+/// computed pointwise (nothing initializes it), last.
 struct WeightConcat {
   FusionOp fusion;
-  kiln::ParameterOp weight;
+  kiln::ParameterOp weight; ///< the first member
   kiln::ConcatOp concat;
-  unsigned weightArg = 0; ///< W's block argument
+  unsigned weightArg = 0; ///< the first member's block argument
   int64_t axis = 0;
+  llvm::SmallVector<kiln::ParameterOp, 1> members;
+  llvm::SmallVector<unsigned, 1> memberArgs;
+  /// X: the concat's last operand.
+  mlir::Value adapter() const { return concat->getOperand(concat->getNumOperands() - 1); }
 };
 
 std::optional<WeightConcat> weightConcatOf(FusionOp fusion);

@@ -8,6 +8,8 @@
 // GEMM does r more columns of work. The concatenations are ordinary graph
 // ops (the interpreter runs them as they are); they are cheap only when the
 // lowering writes their inputs in place (docs/design/lora-k-concat.md).
+// With group-frozen the sum's other frozen products over the same rows join
+// too (q/k/v's input gradient: one GEMM over K = q + k + v + r).
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,6 +128,14 @@ void collectTerms(Value v, Type type, SmallVectorImpl<Value> &terms, SmallVector
   terms.push_back(v);
 }
 
+/// A frozen 2-D parameter read as it is stored (no cast): the lowering
+/// can keep several such side by side in one buffer.
+bool isFrozenWeight(Value v) {
+  auto param = v.getDefiningOp<ParameterOp>();
+  auto type = cast<RankedTensorType>(v.getType());
+  return param && !param.getTrainable() && type.getRank() == 2 && type.hasStaticShape();
+}
+
 /// Both left operands with the same dims but the last (the contraction).
 bool sameRows(Value a, Value b) {
   auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
@@ -137,8 +147,8 @@ bool sameRows(Value a, Value b) {
 struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> {
   using LoraKConcatPassBase::LoraKConcatPassBase;
 
-  // One [x | t] per pair of left operands: the adapters of a group share it.
-  std::map<std::pair<void *, void *>, Value> lhsConcats;
+  // One [x | t] per list of left operands: the adapters of a group share it.
+  std::map<std::vector<void *>, Value> lhsConcats;
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -199,13 +209,42 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
     }
     if (!wide)
       return nullptr;
+    // With group-frozen: the other frozen products over the same rows whose
+    // weights stand beside the wide one's (the same rows of W in the
+    // contraction's orientation), in program order.
+    SmallVector<Product> extras;
+    MatmulOp w = wide->matmul;
+    if (groupFrozen && isFrozenWeight(w.getRhs())) {
+      auto wideType = cast<RankedTensorType>(w.getRhs().getType());
+      int64_t side = w.getTransposeB() ? 0 : 1; // the dim the weights share
+      for (Value term : terms) {
+        std::optional<Product> p = productOf(term);
+        if (!p || p->scale || term == thin->term || term == wide->term ||
+            fused.contains(p->matmul) || p->matmul->getBlock() != root->getBlock() ||
+            p->matmul.getTransposeB() != w.getTransposeB() || !isFrozenWeight(p->matmul.getRhs()) ||
+            !sameRows(p->matmul.getLhs(), thin->matmul.getLhs()))
+          continue;
+        auto type = cast<RankedTensorType>(p->matmul.getRhs().getType());
+        if (type.getElementType() != wideType.getElementType() ||
+            type.getDimSize(side) != wideType.getDimSize(side))
+          continue;
+        extras.push_back(*p);
+      }
+      llvm::sort(extras, [](const Product &x, const Product &y) {
+        return x.matmul->isBeforeInBlock(y.matmul);
+      });
+    }
     OpBuilder b(root);
     Location loc = root.getLoc();
-    Value fusedValue = concatenated(b, loc, *wide, *thin);
+    Value fusedValue = concatenated(b, loc, *wide, extras, *thin);
+    auto joined = [&](Value term) {
+      return term == thin->term ||
+             llvm::any_of(extras, [&](const Product &p) { return p.term == term; });
+    };
     // The sum of the other terms and the fused product, in their order.
     Value sum;
     for (Value term : terms) {
-      if (term == thin->term)
+      if (joined(term))
         continue;
       Value v = term == wide->term ? fusedValue : term;
       sum = sum ? b.create<AddOp>(loc, sum, v).getResult() : v;
@@ -215,7 +254,10 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
       add->dropAllReferences();
     for (AddOp add : adds)
       add->erase();
-    for (Product *p : {&*thin, &*wide}) {
+    SmallVector<Product *> gone{&*thin, &*wide};
+    for (Product &p : extras)
+      gone.push_back(&p);
+    for (Product *p : gone) {
       Operation *term = p->term.getDefiningOp();
       if (term != p->matmul.getOperation() && term->use_empty())
         term->erase();
@@ -226,25 +268,33 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
     return sum.getDefiningOp<AddOp>();
   }
 
-  /// matmul([a_w | a_t], [b_w ; op(b_t) * s] in b_w's orientation).
-  Value concatenated(OpBuilder &b, Location loc, const Product &wide, const Product &thin) {
+  /// matmul([a_w | a_e... | a_t], [b_w ; b_e... ; op(b_t) * s] in b_w's
+  /// orientation).
+  Value concatenated(OpBuilder &b, Location loc, const Product &wide, ArrayRef<Product> extras,
+                     const Product &thin) {
     MatmulOp w = wide.matmul, t = thin.matmul;
     int64_t axis = cast<RankedTensorType>(w.getLhs().getType()).getRank() - 1;
-    Value &lhs = lhsConcats[{w.getLhs().getAsOpaquePointer(), t.getLhs().getAsOpaquePointer()}];
+    SmallVector<Value> lhsParts{w.getLhs()};
+    for (const Product &p : extras)
+      lhsParts.push_back(MatmulOp(p.matmul).getLhs());
+    lhsParts.push_back(t.getLhs());
+    std::vector<void *> key;
+    for (Value v : lhsParts)
+      key.push_back(v.getAsOpaquePointer());
+    Value &lhs = lhsConcats[key];
     if (!lhs || !lhs.getParentBlock()) {
-      // Where the later of the two operands is defined, so that every
-      // product of the group can read it.
+      // Where the latest of the operands is defined, so that every product
+      // of the group can read it.
       OpBuilder at(b);
       Operation *later = nullptr;
-      for (Value v : {w.getLhs(), t.getLhs()})
+      for (Value v : lhsParts)
         if (Operation *def = v.getDefiningOp(); def && (!later || later->isBeforeInBlock(def)))
           later = def;
       if (later && later->getBlock() == b.getInsertionBlock())
         at.setInsertionPointAfter(later);
       else
         at.setInsertionPointToStart(b.getInsertionBlock());
-      lhs =
-          at.create<ConcatOp>(loc, ValueRange{w.getLhs(), t.getLhs()}, static_cast<uint64_t>(axis));
+      lhs = at.create<ConcatOp>(loc, lhsParts, static_cast<uint64_t>(axis));
     }
     // The adapter's matrix as rows (k-major) when the frozen one is not
     // transposed, as columns when it is.
@@ -253,8 +303,12 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
       rhs = b.create<TransposeOp>(loc, rhs, b.getDenseI64ArrayAttr({1, 0}));
     if (thin.scale)
       rhs = b.create<MulOp>(loc, rhs, thin.scale);
-    Value weights = b.create<ConcatOp>(loc, ValueRange{w.getRhs(), rhs},
-                                       static_cast<uint64_t>(w.getTransposeB() ? 1 : 0));
+    SmallVector<Value> rhsParts{w.getRhs()};
+    for (const Product &p : extras)
+      rhsParts.push_back(MatmulOp(p.matmul).getRhs());
+    rhsParts.push_back(rhs);
+    Value weights =
+        b.create<ConcatOp>(loc, rhsParts, static_cast<uint64_t>(w.getTransposeB() ? 1 : 0));
     return b.create<MatmulOp>(loc, lhs, weights, false, w.getTransposeB());
   }
 };

@@ -14,7 +14,9 @@
 #include "kiln/Dialect/Kernel/Passes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -198,14 +200,29 @@ struct Lowering {
   /// its top-left block, the forward's adapter block (`s B^T`, when W is
   /// [in, out]) in the rows below and the input gradient's (`A^T`) in the
   /// columns beside; each concatenation is a view of it.
+  /// Frozen weights concatenated side by side (group-frozen's `[Wq | Wk |
+  /// Wv | A^T]`) are the members of one buffer: r x c is their block, each
+  /// member at its offset along `axis`.
   struct PaddedWeight {
     int64_t r = 0, c = 0, rows = 0, cols = 0;
     SmallVector<WeightConcat, 2> concats;
-    std::string name;
+    std::string name; // the first member's
     Type element;
     Value buffer; // the weight op, made where the first reader lowers
+    int64_t axis = 1;
+    SmallVector<std::string, 1> names;
+    SmallVector<int64_t, 1> sizes, offsets; // along axis
+    int64_t stride() const { return c + cols; }
+    /// The member's own block: {first row, first column, rows, columns}.
+    std::array<int64_t, 4> memberBlock(StringRef member) const {
+      size_t i = llvm::find(names, member) - names.begin();
+      return axis == 1 ? std::array<int64_t, 4>{0, offsets[i], r, sizes[i]}
+                       : std::array<int64_t, 4>{offsets[i], 0, sizes[i], c};
+    }
   };
   std::map<std::string, PaddedWeight> paddedWeights;
+  /// Per member weight name, its buffer's key in paddedWeights.
+  std::map<std::string, std::string> paddedGroupOf;
   DenseMap<Operation *, std::string> paddedConcats; // concat fusion -> weight
   /// Adapter blocks whose producer writes them into their padded weight
   /// (the concat fusion's other input, read by nothing else).
@@ -387,64 +404,183 @@ struct Lowering {
     }
   }
 
+  /// Where a weight concatenation's adapter block lies in `p`: {first row,
+  /// first column, rows, columns}. Along the members' axis it follows all
+  /// of them; across, it lies beside its one member.
+  std::array<int64_t, 4> adapterRegion(const PaddedWeight &p, WeightConcat w) const {
+    if (w.axis == p.axis)
+      return p.axis == 1 ? std::array<int64_t, 4>{0, p.c, p.r, p.cols}
+                         : std::array<int64_t, 4>{p.r, 0, p.rows, p.c};
+    std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
+    return w.axis == 0 ? std::array<int64_t, 4>{p.r, own[1], p.rows, own[3]}
+                       : std::array<int64_t, 4>{own[0], p.c, own[2], p.cols};
+  }
+
+  /// The region a weight concatenation reads: its members' blocks and its
+  /// adapter block.
+  std::array<int64_t, 4> concatRegion(const PaddedWeight &p, WeightConcat w) const {
+    std::array<int64_t, 4> a = adapterRegion(p, w);
+    if (w.axis == p.axis)
+      return p.axis == 1 ? std::array<int64_t, 4>{0, 0, p.r, p.c + p.cols}
+                         : std::array<int64_t, 4>{0, 0, p.r + p.rows, p.c};
+    std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
+    return w.axis == 0 ? std::array<int64_t, 4>{0, own[1], own[2] + a[2], own[3]}
+                       : std::array<int64_t, 4>{own[0], 0, own[2], own[3] + a[3]};
+  }
+
   /// Decides which frozen weights get a padded buffer: every concatenation
   /// of one is a WeightConcat (at most one per axis), every other reader a
   /// GEMM taking it as a 2-D right operand (it reads the top-left block
   /// at the padded row stride), and the padded width and every block's
   /// first column and width are multiples of 8 elements (vector stores,
-  /// cuBLASLt's 16-byte alignment).
+  /// cuBLASLt's 16-byte alignment). Weights concatenated side by side (a
+  /// concatenation with several members) share one buffer, the members in
+  /// its order; each member's own concatenation across lies beside it, all
+  /// with the same adapter extent.
   void planPaddedWeights(ArrayRef<Operation *> ops) {
     std::map<std::string, SmallVector<ParameterOp>> params;
+    SmallVector<WeightConcat> found;
     for (Operation *op : ops) {
       if (auto param = dyn_cast<ParameterOp>(op))
         params[param.getName().str()].push_back(param);
       auto fusion = dyn_cast<FusionOp>(op);
       if (std::optional<WeightConcat> w = fusion ? weightConcatOf(fusion) : std::nullopt)
-        paddedWeights[w->weight.getName().str()].concats.push_back(*w);
+        found.push_back(*w);
+    }
+    // Groups: a weight in two different groups gets none.
+    std::map<std::string, SmallVector<std::string, 1>> groups; // key -> members
+    llvm::StringSet<> conflicted;
+    for (WeightConcat w : found) {
+      if (w.members.size() < 2)
+        continue;
+      SmallVector<std::string, 1> names;
+      for (ParameterOp m : w.members)
+        names.push_back(m.getName().str());
+      auto [it, fresh] = groups.try_emplace(names.front(), names);
+      if (!fresh && it->second != names)
+        conflicted.insert(names.front());
+    }
+    for (auto &[key, names] : groups)
+      for (const std::string &name : names) {
+        auto [it, fresh] = paddedGroupOf.try_emplace(name, key);
+        if (!fresh && it->second != key)
+          conflicted.insert(it->second), conflicted.insert(key);
+      }
+    for (auto it = paddedGroupOf.begin(); it != paddedGroupOf.end();)
+      it = conflicted.contains(it->second) ? paddedGroupOf.erase(it) : std::next(it);
+    for (WeightConcat w : found) {
+      std::string name = w.weight.getName().str();
+      auto group = paddedGroupOf.find(name);
+      std::string key = group == paddedGroupOf.end() ? name : group->second;
+      bool ok = w.members.size() == 1 || (group != paddedGroupOf.end() && key == name);
+      for (ParameterOp m : w.members) {
+        auto g = paddedGroupOf.find(m.getName().str());
+        ok = ok && (g == paddedGroupOf.end() ? w.members.size() == 1 : g->second == key);
+      }
+      if (!ok)
+        conflicted.insert(key);
+      paddedWeights[key].concats.push_back(w);
     }
     for (auto it = paddedWeights.begin(); it != paddedWeights.end();) {
       PaddedWeight &p = it->second;
-      auto type = tensorOf(p.concats.front().weight.getResult());
       p.name = it->first;
-      p.element = type.getElementType();
-      p.r = type.getDimSize(0);
-      p.c = type.getDimSize(1);
-      bool ok = type.hasStaticShape();
+      bool ok = !conflicted.contains(it->first);
+      auto groupIt = groups.find(it->first);
+      p.names = groupIt != groups.end() ? groupIt->second
+                                        : SmallVector<std::string, 1>{it->first};
+      // The members' axis: their concatenation's, or 1 for a lone weight.
+      for (WeightConcat w : p.concats)
+        if (w.members.size() > 1)
+          p.axis = w.axis;
+      // Each member's type, from its parameter ops.
+      SmallVector<RankedTensorType, 1> types;
+      for (const std::string &name : p.names) {
+        auto &ops = params[name];
+        ok = ok && !ops.empty();
+        if (!ok)
+          break;
+        auto type = tensorOf(ops.front().getResult());
+        ok = type.hasStaticShape() && type.getRank() == 2;
+        types.push_back(type);
+      }
+      if (ok) {
+        p.element = types.front().getElementType();
+        int64_t across = types.front().getDimSize(1 - p.axis), along = 0;
+        for (RankedTensorType type : types) {
+          ok = ok && type.getElementType() == p.element && type.getDimSize(1 - p.axis) == across;
+          p.offsets.push_back(along);
+          p.sizes.push_back(type.getDimSize(p.axis));
+          along += type.getDimSize(p.axis);
+        }
+        p.r = p.axis == 1 ? across : along;
+        p.c = p.axis == 1 ? along : across;
+      }
       llvm::SmallPtrSet<Operation *, 4> concatOps;
+      // At most one concatenation along the members' axis, and across each
+      // member at most one, all with one extent.
+      bool along = false;
+      llvm::StringSet<> across;
+      int64_t acrossExtent = -1;
       for (WeightConcat w : p.concats) {
-        int64_t &extra = w.axis == 0 ? p.rows : p.cols;
-        int64_t size = tensorOf(w.concat.getResult()).getDimSize(w.axis) -
-                       type.getDimSize(w.axis);
-        ok = ok && extra == 0 && tensorOf(w.weight.getResult()) == type;
-        extra = size;
+        if (!ok)
+          break;
+        auto result = tensorOf(w.concat.getResult());
+        if (w.axis == p.axis) {
+          ok = !along && w.members.size() == p.names.size();
+          for (auto [m, name] : llvm::zip(w.members, p.names))
+            ok = ok && m.getName() == name;
+          int64_t own = p.axis == 1 ? p.c : p.r;
+          int64_t extra = result.getDimSize(p.axis) - own;
+          (p.axis == 1 ? p.cols : p.rows) = extra;
+          ok = ok && extra > 0 && result.getDimSize(1 - p.axis) == (p.axis == 1 ? p.r : p.c);
+          along = true;
+        } else {
+          std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
+          ok = ok && w.members.size() == 1 && across.insert(w.weight.getName()).second;
+          int64_t extra = result.getDimSize(w.axis) - (w.axis == 0 ? own[2] : own[3]);
+          ok = ok && extra > 0 && (acrossExtent < 0 || acrossExtent == extra);
+          acrossExtent = extra;
+          (w.axis == 0 ? p.rows : p.cols) = extra;
+        }
         concatOps.insert(w.fusion);
       }
       ok = ok && p.c % 8 == 0 && p.cols % 8 == 0;
-      for (ParameterOp param : params[it->first])
-        for (Operation *user : param->getUsers()) {
-          auto mm = dyn_cast<MatmulOp>(user);
-          ok = ok && (concatOps.contains(user) ||
-                      (mm && mm.getRhs() == param.getResult() && mm.getLhs() != param.getResult() &&
-                       (!mm.getTransposeA() || tensorOf(mm.getLhs()).getRank() == 2)));
-        }
+      if (ok && p.axis == 1)
+        for (auto [offset, size] : llvm::zip(p.offsets, p.sizes))
+          ok = ok && offset % 8 == 0 && size % 8 == 0;
+      for (const std::string &name : p.names)
+        for (ParameterOp param : params[name])
+          for (Operation *user : param->getUsers()) {
+            auto mm = dyn_cast<MatmulOp>(user);
+            ok = ok && (concatOps.contains(user) ||
+                        (mm && mm.getRhs() == param.getResult() &&
+                         mm.getLhs() != param.getResult() &&
+                         (!mm.getTransposeA() || tensorOf(mm.getLhs()).getRank() == 2)));
+          }
       if (!ok) {
+        for (const std::string &name : p.names)
+          if (auto g = paddedGroupOf.find(name); g != paddedGroupOf.end() && g->second == it->first)
+            paddedGroupOf.erase(g);
         it = paddedWeights.erase(it);
         continue;
       }
+      for (const std::string &name : p.names)
+        paddedGroupOf[name] = it->first;
       for (WeightConcat w : p.concats) {
         paddedConcats[w.fusion] = it->first;
         // The adapter block's producer writes it in place when nothing
         // else reads it and it stores at the block's alignment.
-        auto arg = dyn_cast<BlockArgument>(w.concat->getOperand(1));
+        auto arg = dyn_cast<BlockArgument>(w.adapter());
         if (!arg)
           continue;
         Value block = w.fusion.getInputs()[arg.getArgNumber()];
         int64_t vector = std::max<int64_t>(8, vectorWidthOf(block));
-        int64_t width = w.axis == 0 ? p.c : p.cols, first = w.axis == 0 ? 0 : p.c;
+        std::array<int64_t, 4> region = adapterRegion(p, w);
+        int64_t width = region[3], first = region[1];
         llvm::SmallPtrSet<Operation *, 1> none;
         if (block.hasOneUse() && writesAsColumns(block, none) && !weightBlockOf.count(block) &&
             block.getParentBlock() == w.fusion->getBlock() && width % vector == 0 &&
-            first % vector == 0 && (p.c + p.cols) % vector == 0)
+            first % vector == 0 && p.stride() % vector == 0)
           weightBlockOf[block] = w.fusion;
       }
       ++it;
@@ -454,7 +590,7 @@ struct Lowering {
   /// Whether the adapter's block of `w` needs a kernel: no producer writes
   /// it in place.
   bool needsAdapterKernel(WeightConcat w) const {
-    auto arg = dyn_cast<BlockArgument>(w.concat->getOperand(1));
+    auto arg = dyn_cast<BlockArgument>(w.adapter());
     return !arg || !weightBlockOf.count(w.fusion.getInputs()[arg.getArgNumber()]);
   }
 
@@ -476,7 +612,7 @@ struct Lowering {
       std::optional<WeightConcat> w = weightConcatOf(fusion);
       if (!w || !needsAdapterKernel(*w))
         continue;
-      Type blockType = w->concat->getOperand(1).getType();
+      Type blockType = w->adapter().getType();
       auto it = leaders.find(blockType);
       if (it == leaders.end() || adapterLaunches[it->second].size() == kMaxBlocks) {
         leaders[blockType] = fusion;
@@ -487,7 +623,7 @@ struct Lowering {
       bool available = true;
       for (auto [i, input] : llvm::enumerate(fusion.getInputs())) {
         Operation *def = input.getDefiningOp();
-        available &= i == w->weightArg || !def || position.lookup(def) < at;
+        available &= llvm::is_contained(w->memberArgs, i) || !def || position.lookup(def) < at;
       }
       if (!available)
         continue; // launches its own kernel
@@ -504,11 +640,19 @@ struct Lowering {
     // before every use.
     if (!p.buffer) {
       auto full = RankedTensorType::get({p.r + p.rows, p.c + p.cols}, p.element);
-      p.buffer = builder.create<WeightOp>(loc, bufferOf(full), p.name,
-                                          builder.getDenseI64ArrayAttr({p.r, p.c}));
+      auto weight = builder.create<WeightOp>(loc, bufferOf(full), p.name,
+                                             builder.getDenseI64ArrayAttr({p.r, p.c}), ArrayAttr(),
+                                             DenseI64ArrayAttr(), IntegerAttr());
+      if (p.names.size() > 1) {
+        SmallVector<StringRef> names(p.names.begin(), p.names.end());
+        weight.setMembersAttr(builder.getStrArrayAttr(names));
+        weight.setMemberSizesAttr(builder.getDenseI64ArrayAttr(p.sizes));
+        weight.setMemberAxisAttr(builder.getI64IntegerAttr(p.axis));
+      }
+      p.buffer = weight;
     }
     auto type = RankedTensorType::get(shape, element);
-    int64_t stride = p.c + p.cols;
+    int64_t stride = p.stride();
     return builder.create<ViewOp>(loc, BufferType::get(ctx, type), p.buffer, dimConst(ctx, offset),
                                   stride != shape.back() ? dimConst(ctx, stride) : Dim());
   }
@@ -518,9 +662,8 @@ struct Lowering {
   Value adapterBlock(Location loc, WeightConcat w) {
     PaddedWeight &p = paddedWeights.at(paddedConcats.lookup(w.fusion));
     Type element = tensorOf(w.weight.getResult()).getElementType();
-    if (w.axis == 0)
-      return paddedView(loc, p, {p.rows, p.c}, p.r * (p.c + p.cols), element);
-    return paddedView(loc, p, {p.r, p.cols}, p.c, element);
+    std::array<int64_t, 4> a = adapterRegion(p, w);
+    return paddedView(loc, p, {a[2], a[3]}, a[0] * p.stride() + a[1], element);
   }
 
   /// Marks the inputs `kernel` reads as blocks of columns of a wider
@@ -735,9 +878,9 @@ struct Lowering {
                                shape.itemsPerBlock, shape.block, shape.shared);
       ++launches;
     }
-    SmallVector<int64_t> shape{p.r, p.c};
-    shape[w->axis] += w->axis == 0 ? p.rows : p.cols;
-    map.map(fusion->getResult(0), paddedView(loc, p, shape, 0, element));
+    std::array<int64_t, 4> region = concatRegion(p, *w);
+    map.map(fusion->getResult(0), paddedView(loc, p, {region[2], region[3]},
+                                             region[0] * p.stride() + region[1], element));
     return success();
   }
 
@@ -961,17 +1104,22 @@ struct Lowering {
     if (auto reduce = dyn_cast<kiln::AllReduceOp>(op))
       return lowerAllReduce(reduce);
     if (auto param = dyn_cast<ParameterOp>(op)) {
-      auto padded = paddedWeights.find(param.getName().str());
+      auto group = paddedGroupOf.find(param.getName().str());
+      auto padded = group == paddedGroupOf.end() ? paddedWeights.end()
+                                                 : paddedWeights.find(group->second);
       if (padded == paddedWeights.end()) {
         map.map(param.getResult(),
                 builder.create<WeightOp>(loc, bufferOf(param.getType()), param.getName(),
-                                         DenseI64ArrayAttr()));
+                                         DenseI64ArrayAttr(), ArrayAttr(), DenseI64ArrayAttr(),
+                                         IntegerAttr()));
         return success();
       }
-      // One buffer per name, W in its top-left block.
+      // One buffer per name (or group), W in its block.
       PaddedWeight &p = padded->second;
       RankedTensorType type = tensorOf(param.getResult());
-      map.map(param.getResult(), paddedView(loc, p, type.getShape(), 0, type.getElementType()));
+      std::array<int64_t, 4> own = p.memberBlock(param.getName());
+      map.map(param.getResult(), paddedView(loc, p, type.getShape(),
+                                            own[0] * p.stride() + own[1], type.getElementType()));
       return success();
     }
     if (auto constant = dyn_cast<kiln::ConstantOp>(op)) {

@@ -20,7 +20,7 @@ std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
     return std::nullopt;
   Block &body = fusion.getBody().front();
   auto concat = body.getTerminator()->getOperand(0).getDefiningOp<kiln::ConcatOp>();
-  if (!concat || concat->getNumOperands() != 2 || !concat->hasOneUse())
+  if (!concat || concat->getNumOperands() < 2 || !concat->hasOneUse())
     return std::nullopt;
   auto type = cast<RankedTensorType>(concat.getType());
   // 16- and 32-bit floats: a kernel writing them moves at most 8 elements
@@ -29,21 +29,33 @@ std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
   if (type.getRank() != 2 || !type.hasStaticShape() ||
       !(element.isBF16() || element.isF16() || element.isF32()) || concat.getAxis() > 1)
     return std::nullopt;
-  auto arg = dyn_cast<BlockArgument>(concat->getOperand(0));
-  if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
-    return std::nullopt;
-  auto weight = fusion.getInputs()[arg.getArgNumber()].getDefiningOp<kiln::ParameterOp>();
-  if (!weight || weight.getTrainable() || weight.getType() != concat->getOperand(0).getType())
-    return std::nullopt;
-  // The adapter's block is computed afresh (a pointwise body), never
-  // accumulated into.
-  if (outputInit(concat->getOperand(1)) != OutputInit::None)
-    return std::nullopt;
+  // The members: every operand but the last, each a frozen parameter the
+  // body reads only here.
   WeightConcat w;
+  unsigned last = concat->getNumOperands() - 1;
+  for (unsigned i = 0; i < last; ++i) {
+    auto arg = dyn_cast<BlockArgument>(concat->getOperand(i));
+    if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
+      return std::nullopt;
+    auto weight = fusion.getInputs()[arg.getArgNumber()].getDefiningOp<kiln::ParameterOp>();
+    if (!weight || weight.getTrainable() || weight.getType() != concat->getOperand(i).getType() ||
+        llvm::is_contained(w.members, weight))
+      return std::nullopt;
+    w.members.push_back(weight);
+    w.memberArgs.push_back(arg.getArgNumber());
+  }
+  // The adapter's block is computed afresh (a pointwise body), never
+  // accumulated into, and is not a weight itself.
+  Value adapter = concat->getOperand(last);
+  if (outputInit(adapter) != OutputInit::None)
+    return std::nullopt;
+  if (auto arg = dyn_cast<BlockArgument>(adapter); arg && arg.getOwner() == &body)
+    if (fusion.getInputs()[arg.getArgNumber()].getDefiningOp<kiln::ParameterOp>())
+      return std::nullopt;
   w.fusion = fusion;
-  w.weight = weight;
+  w.weight = w.members.front();
   w.concat = concat;
-  w.weightArg = arg.getArgNumber();
+  w.weightArg = w.memberArgs.front();
   w.axis = static_cast<int64_t>(concat.getAxis());
   return w;
 }
@@ -53,7 +65,7 @@ Value kiln::kernel::appendAdapterBlock(WeightConcat w, Block &body,
   Block &old = w.fusion.getBody().front();
   IRMapping map;
   for (BlockArgument arg : old.getArguments()) {
-    if (arg.getArgNumber() == w.weightArg)
+    if (llvm::is_contained(w.memberArgs, arg.getArgNumber()))
       continue;
     map.map(arg, body.addArgument(arg.getType(), arg.getLoc()));
     inputs.push_back(w.fusion.getInputs()[arg.getArgNumber()]);
@@ -62,5 +74,5 @@ Value kiln::kernel::appendAdapterBlock(WeightConcat w, Block &body,
   for (Operation &op : old.without_terminator())
     if (&op != w.concat.getOperation())
       inside.clone(op, map);
-  return map.lookup(w.concat->getOperand(1));
+  return map.lookup(w.adapter());
 }

@@ -114,6 +114,12 @@ struct LinearCrossEntropy {
   }
 };
 
+/// A frozen weight of a group sharing one padded buffer (version 6).
+struct WeightMember {
+  std::string name;
+  int64_t size = 0; ///< along the group's axis
+};
+
 struct ProgramOp {
   enum class Kind {
     Alloc,
@@ -136,6 +142,10 @@ struct ProgramOp {
   /// weight, version 4: the weight's own [rows, cols] in the top-left block
   /// of its larger buffer (a padded frozen weight; empty: the whole buffer).
   std::vector<int64_t> paddedFrom;
+  /// weight, version 6: several frozen weights side by side in that block
+  /// (the first is `name`), each `size` along `memberAxis`; empty: one.
+  std::vector<WeightMember> members;
+  int64_t memberAxis = 1;
   std::string bytes;     ///< constant: raw little-endian element bytes
   double value = 0;      ///< fill
   std::string module;    ///< launch: kernels/<module>/...
@@ -256,6 +266,12 @@ Expected<std::vector<GemmMatrix>> gemmMatrices(const StepProgram &program, const
 /// program reading the same weight packed, or padded otherwise, gets a
 /// tensor of its own.
 std::string weightKey(const StepProgram &program, const ProgramOp &op);
+
+/// The block of a weight group: the members' row-major images (each
+/// `sizes[i]` rows of `cols` for axis 0, `rows` rows of `sizes[i]` for axis
+/// 1) side by side along `axis`, row-major.
+std::string groupWeightImage(const std::vector<std::string> &images, size_t elementSize,
+                             int64_t axis, int64_t rows, const std::vector<int64_t> &sizes);
 
 /// The padded image of a weight: `rows x cols` elements of `elementSize`
 /// bytes (row-major, `packed`) in the top-left block of a row-major

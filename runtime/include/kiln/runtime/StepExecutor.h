@@ -83,10 +83,13 @@ class Communicator;
 /// Finds or loads the persistent tensor a program's `weight` op names:
 /// `key` (artifact::weightKey), the buffer's dtype and shape, and for a
 /// padded weight the weight's own [rows, cols] (`paddedFrom`, else empty)
-/// and its name (`source`), whose values fill the buffer's top-left block.
+/// and its name (`source`), whose values fill the buffer's top-left block;
+/// for a group (`members`, else empty) the members' values side by side
+/// along `memberAxis` fill it.
 using WeightLoader = std::function<Expected<NamedTensor *>(
     const std::string &key, artifact::DType dtype, const std::vector<int64_t> &shape,
-    const std::string &source, const std::vector<int64_t> &paddedFrom)>;
+    const std::string &source, const std::vector<int64_t> &paddedFrom,
+    const std::vector<artifact::WeightMember> &members, int64_t memberAxis)>;
 
 /// One op's device time in a profiled step: a kernel's name, "gemm MxNxK
 /// DTYPE", "memset", "memcpy" or "result copies".
