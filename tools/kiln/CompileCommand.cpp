@@ -184,8 +184,9 @@ cl::opt<bool> loraGroupFrozen(
     cl::desc("With --lora-k-concat: a sum's frozen products over the same rows join the "
              "same GEMM too, [dq | dk | dv | dT] [Wq | Wk | Wv | A^T]^T for q/k/v's input "
              "gradient, the frozen weights side by side in one padded buffer "
-             "(kiln-lora-k-concat group-frozen; default: off)"),
-    cl::init(false), cl::sub(compileCommand()), cl::cat(category()));
+             "(kiln-lora-k-concat group-frozen; default: on with --lora-k-concat; =false: "
+             "one GEMM per frozen weight)"),
+    cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
@@ -407,9 +408,9 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.loraKConcat = loraKConcat.getNumOccurrences()
                             ? loraKConcat.getValue()
                             : !loraSpec.empty() && quant.empty();
-  if (loraGroupFrozen && !options.loraKConcat)
+  if (loraGroupFrozen.getNumOccurrences() && loraGroupFrozen && !options.loraKConcat)
     return fail("--lora-group-frozen needs --lora-k-concat (and --lora, without --quant)");
-  options.loraGroupFrozen = loraGroupFrozen.getValue();
+  options.loraGroupFrozen = options.loraKConcat && loraGroupFrozen.getValue();
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

@@ -151,6 +151,7 @@ void setStepOptions(PipelineOptions &options, StringRef until, bool withLora, bo
   // kiln compile's default: LoRA products as extra K columns of plain
   // frozen weights (not of NF4 ones).
   options.loraKConcat = withLora && !nf4;
+  options.loraGroupFrozen = options.loraKConcat;
   options.rematBudget = remat.str();
   if (remat != "none") {
     std::vector<std::string> pairs;
