@@ -175,6 +175,17 @@ std::string Printer::linear(ArrayRef<std::string> idx, ArrayRef<std::string> siz
     return "0";
   if (const std::string *flat = related("L", key(idx), sizes))
     return *flat;
+  // A lane index last, in a row of whole chunks: the chunk's first element
+  // is aligned too, so the sum stays a lane index (a reshape's merged dims
+  // keep the chunk loads of what they read).
+  int64_t inner;
+  if (std::optional<std::string> x = laneBase(idx.back());
+      x && idx.size() > 1 && !StringRef(sizes.back()).getAsInteger(10, inner) &&
+      inner % laneWidth == 0) {
+    Index head(idx.begin(), idx.end());
+    head.back() = *x;
+    return laneIndex(linear(head, sizes));
+  }
   // Horner form without the terms of zero indices and unit sizes.
   std::string out;
   bool isSum = false;

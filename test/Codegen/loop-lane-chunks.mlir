@@ -12,13 +12,17 @@
 // scalar reads. RoPE spelled on halves (cos and sin of D/2, the halves
 // rotated and concatenated, as the bench's export in [B, S, H, D]) reads
 // the second half at `32 + (i - 32)`: printed as `i`, that is the
-// element's own vector, and the sides' remaining loads merge.
+// element's own vector, and the sides' remaining loads merge. A reshape
+// that merges the lane's dim into a wider one (v's [B, S, 8, 64] read from
+// the columns of a merged q/k/v projection) keeps the lane index aligned:
+// one vector load per chunk, not one scalar load per lane.
 // RUN: rm -rf %t && kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.mlir
 // RUN: kiln compile %t.mlir --emit=cuda --arch=none -o %t
 // RUN: cat %t/rope_k0_*.cu | FileCheck %s --check-prefix=ROPE
 // RUN: cat %t/ragged_k0_*.cu | FileCheck %s --check-prefix=RAGGED
 // RUN: cat %t/unalike_k0_*.cu | FileCheck %s --check-prefix=UNALIKE
 // RUN: cat %t/halves_k0_*.cu | FileCheck %s --check-prefix=HALVES
+// RUN: cat %t/merged_columns_k0_*.cu | FileCheck %s --check-prefix=MERGED
 
 // ROPE: 8 elements per thread, moved with vector accesses
 // ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64;
@@ -93,4 +97,14 @@ func.func @halves(%x: tensor<?x?x64xbf16, #kiln.dims<[b, s]>>, %cos: tensor<?x32
   %second = kiln.add %hc, %ls : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x32xbf16, #kiln.dims<[b, s]>>
   %y = kiln.concat %first, %second {axis = 2 : i64} : (tensor<?x?x32xbf16, #kiln.dims<[b, s]>>, tensor<?x?x32xbf16, #kiln.dims<[b, s]>>) -> tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
   return %y : tensor<?x?x64xbf16, #kiln.dims<[b, s]>>
+}
+
+// MERGED: 4 elements per thread, moved with vector accesses
+// MERGED: if (lane == 0) *reinterpret_cast<uint2 *>([[C:in0_c[0-9]+]]) = *reinterpret_cast<const uint2 *>(in0 + ({{.*}} * 96 + ((80 + {{.*}} * 8 + {{ix[0-9]+}}))));
+// MERGED-NOT: in0[
+func.func @merged_columns(%qkv: tensor<?x96xbf16, #kiln.dims<[n]>>) -> tensor<?x2x8xf32, #kiln.dims<[n]>> {
+  %v = kiln.slice %qkv {starts = #kiln.dims<[0, 80]>, steps = array<i64: 1, 1>} : tensor<?x96xbf16, #kiln.dims<[n]>> -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %r = kiln.reshape %v : tensor<?x16xbf16, #kiln.dims<[n]>> -> tensor<?x2x8xbf16, #kiln.dims<[n]>>
+  %c = kiln.cast %r : tensor<?x2x8xbf16, #kiln.dims<[n]>> -> tensor<?x2x8xf32, #kiln.dims<[n]>>
+  return %c : tensor<?x2x8xf32, #kiln.dims<[n]>>
 }

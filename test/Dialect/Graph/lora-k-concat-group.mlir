@@ -62,3 +62,51 @@ func.func @not_joined(%dq: tensor<?x64xf32, #kiln.dims<[n]>>, %dk: tensor<?x16xf
   %s4 = kiln.add %s3, %pt : (tensor<?x48xf32, #kiln.dims<[n]>>, tensor<?x48xf32, #kiln.dims<[n]>>) -> tensor<?x48xf32, #kiln.dims<[n]>>
   return %s4 : tensor<?x48xf32, #kiln.dims<[n]>>
 }
+
+// -----
+
+// The group's forward: each member's K-concatenated product [x | t] [W ;
+// Y] reads the same [x | t], and k and v are narrow, so the three become
+// one product over [Wq Wk Wv ; Yq Yk Yv] whose column slices stand for
+// them (the lowering reads it from the group's padded buffer).
+// CHECK-LABEL: func.func @forward_merge
+// CHECK: %[[XT:.+]] = kiln.concat %arg0, %arg1 {axis = 1 : i64}
+// CHECK: %[[W:.+]] = kiln.concat %{{.+}}, %{{.+}}, %{{.+}} {axis = 1 : i64} : (tensor<64x64xf32>, tensor<64x16xf32>, tensor<64x16xf32>) -> tensor<64x96xf32>
+// CHECK: %[[Y:.+]] = kiln.concat %arg6, %arg7, %arg8 {axis = 1 : i64} : (tensor<8x64xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x96xf32>
+// CHECK: %[[WY:.+]] = kiln.concat %[[W]], %[[Y]] {axis = 0 : i64} : (tensor<64x96xf32>, tensor<8x96xf32>) -> tensor<72x96xf32>
+// CHECK: %[[QKV:.+]] = kiln.matmul %[[XT]], %[[WY]] : (tensor<?x72xf32, #kiln.dims<[n]>>, tensor<72x96xf32>) -> tensor<?x96xf32, #kiln.dims<[n]>>
+// CHECK: %[[Q:.+]] = kiln.slice %[[QKV]] {starts = #kiln.dims<[0, 0]>, {{.*}}} : tensor<?x96xf32, #kiln.dims<[n]>> -> tensor<?x64xf32, #kiln.dims<[n]>>
+// CHECK: %[[K:.+]] = kiln.slice %[[QKV]] {starts = #kiln.dims<[0, 64]>, {{.*}}} : tensor<?x96xf32, #kiln.dims<[n]>> -> tensor<?x16xf32, #kiln.dims<[n]>>
+// CHECK: %[[V:.+]] = kiln.slice %[[QKV]] {starts = #kiln.dims<[0, 80]>, {{.*}}} : tensor<?x96xf32, #kiln.dims<[n]>> -> tensor<?x16xf32, #kiln.dims<[n]>>
+// CHECK: return %[[Q]], %[[K]], %[[V]]
+// Without group-frozen the forward products stay apart.
+// OFF-LABEL: func.func @forward_merge
+// OFF-COUNT-3: kiln.matmul %{{.+}}, %{{.+}} : (tensor<?x72xf32
+func.func @forward_merge(%x: tensor<?x64xf32, #kiln.dims<[n]>>, %t: tensor<?x8xf32, #kiln.dims<[n]>>,
+                         %dq: tensor<?x64xf32, #kiln.dims<[n]>>, %dk: tensor<?x16xf32, #kiln.dims<[n]>>,
+                         %dv: tensor<?x16xf32, #kiln.dims<[n]>>, %dt: tensor<?x8xf32, #kiln.dims<[n]>>,
+                         %yq: tensor<8x64xf32>, %yk: tensor<8x16xf32>, %yv: tensor<8x16xf32>,
+                         %a: tensor<8x64xf32> {kiln.param = "m.q_proj.lora_A.weight"})
+    -> (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x16xf32, #kiln.dims<[n]>>, tensor<?x16xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) {
+  %xt = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x8xf32, #kiln.dims<[n]>>) -> tensor<?x72xf32, #kiln.dims<[n]>>
+  %wq = kiln.parameter "wq" : tensor<64x64xf32>
+  %fq = kiln.concat %wq, %yq {axis = 0 : i64} : (tensor<64x64xf32>, tensor<8x64xf32>) -> tensor<72x64xf32>
+  %q = kiln.matmul %xt, %fq : (tensor<?x72xf32, #kiln.dims<[n]>>, tensor<72x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %wk = kiln.parameter "wk" : tensor<64x16xf32>
+  %fk = kiln.concat %wk, %yk {axis = 0 : i64} : (tensor<64x16xf32>, tensor<8x16xf32>) -> tensor<72x16xf32>
+  %k = kiln.matmul %xt, %fk : (tensor<?x72xf32, #kiln.dims<[n]>>, tensor<72x16xf32>) -> tensor<?x16xf32, #kiln.dims<[n]>>
+  %wv = kiln.parameter "wv" : tensor<64x16xf32>
+  %fv = kiln.concat %wv, %yv {axis = 0 : i64} : (tensor<64x16xf32>, tensor<8x16xf32>) -> tensor<72x16xf32>
+  %v = kiln.matmul %xt, %fv : (tensor<?x72xf32, #kiln.dims<[n]>>, tensor<72x16xf32>) -> tensor<?x16xf32, #kiln.dims<[n]>>
+  %wq2 = kiln.parameter "wq" : tensor<64x64xf32>
+  %wk2 = kiln.parameter "wk" : tensor<64x16xf32>
+  %wv2 = kiln.parameter "wv" : tensor<64x16xf32>
+  %pq = kiln.matmul %dq, %wq2 {transpose_b} : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<64x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %pk = kiln.matmul %dk, %wk2 {transpose_b} : (tensor<?x16xf32, #kiln.dims<[n]>>, tensor<64x16xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %s1 = kiln.add %pq, %pk : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %pv = kiln.matmul %dv, %wv2 {transpose_b} : (tensor<?x16xf32, #kiln.dims<[n]>>, tensor<64x16xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %s2 = kiln.add %s1, %pv : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %pt = kiln.matmul %dt, %a : (tensor<?x8xf32, #kiln.dims<[n]>>, tensor<8x64xf32>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  %s3 = kiln.add %s2, %pt : (tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>) -> tensor<?x64xf32, #kiln.dims<[n]>>
+  return %q, %k, %v, %s3 : tensor<?x64xf32, #kiln.dims<[n]>>, tensor<?x16xf32, #kiln.dims<[n]>>, tensor<?x16xf32, #kiln.dims<[n]>>, tensor<?x64xf32, #kiln.dims<[n]>>
+}

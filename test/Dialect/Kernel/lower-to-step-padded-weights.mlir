@@ -160,3 +160,34 @@ func.func @group(%x: tensor<?x64xbf16, #kiln.dims<[n]>>, %t: tensor<?x8xbf16, #k
   %dx = kiln.matmul %dyt, %wa {transpose_b} : (tensor<?x104xbf16, #kiln.dims<[n]>>, tensor<64x104xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
   return %yq, %yk, %yv, %dx : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
 }
+
+// -----
+
+// The group's merged forward (kiln-lora-k-concat group-frozen): [Wq Wk Wv ;
+// Yq Yk Yv] is the group buffer's first 96 columns, its rows block below
+// all three members (one adapter-block output at offset 64 * 104).
+// CHECK-LABEL: func.func @group_forward
+// CHECK: %[[W:.+]] = kiln_kernel.weight "q.weight" {member_axis = 1 : i64, member_sizes = array<i64: 64, 16, 16>, members = ["q.weight", "k.weight", "v.weight"], padded_from = array<i64: 64, 96>} : !kiln_kernel.buffer<tensor<72x104xbf16>>
+// CHECK: %[[Y:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<6656>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<8x96xbf16>>
+// CHECK: kiln_kernel.launch @group_forward_k{{[0-9]+}}_adapter_block ins({{.*}}) outs(%[[Y]] : {{.*}})
+// CHECK: %[[WY:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<104>} : {{.*}} -> !kiln_kernel.buffer<tensor<72x96xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[WY]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<96> k = #kiln.expr<72> {{.*}} {lds = #kiln.dims<[72, 104, 96]>}
+// CHECK: kiln_kernel.gemm %{{.+}}, %{{.+}} -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<104> {{.*}} {trans_b}
+func.func @group_forward(%xt: tensor<?x72xbf16, #kiln.dims<[n]>>, %dyt: tensor<?x104xbf16, #kiln.dims<[n]>>,
+                         %a: tensor<8x64xbf16>, %bqt: tensor<8x64xbf16>, %bkt: tensor<8x16xbf16>, %bvt: tensor<8x16xbf16>)
+    -> (tensor<?x96xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %wq = kiln.parameter "q.weight" : tensor<64x64xbf16>
+  %wk = kiln.parameter "k.weight" : tensor<64x16xbf16>
+  %wv = kiln.parameter "v.weight" : tensor<64x16xbf16>
+  %w = kiln.concat %wq, %wk, %wv {axis = 1 : i64} : (tensor<64x64xbf16>, tensor<64x16xbf16>, tensor<64x16xbf16>) -> tensor<64x96xbf16>
+  %y = kiln.concat %bqt, %bkt, %bvt {axis = 1 : i64} : (tensor<8x64xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x96xbf16>
+  %wy = kiln.concat %w, %y {axis = 0 : i64} : (tensor<64x96xbf16>, tensor<8x96xbf16>) -> tensor<72x96xbf16>
+  %qkv = kiln.matmul %xt, %wy : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<72x96xbf16>) -> tensor<?x96xbf16, #kiln.dims<[n]>>
+  %wq2 = kiln.parameter "q.weight" : tensor<64x64xbf16>
+  %wk2 = kiln.parameter "k.weight" : tensor<64x16xbf16>
+  %wv2 = kiln.parameter "v.weight" : tensor<64x16xbf16>
+  %at = kiln.transpose %a {perm = array<i64: 1, 0>} : (tensor<8x64xbf16>) -> tensor<64x8xbf16>
+  %wa = kiln.concat %wq2, %wk2, %wv2, %at {axis = 1 : i64} : (tensor<64x64xbf16>, tensor<64x16xbf16>, tensor<64x16xbf16>, tensor<64x8xbf16>) -> tensor<64x104xbf16>
+  %dx = kiln.matmul %dyt, %wa {transpose_b} : (tensor<?x104xbf16, #kiln.dims<[n]>>, tensor<64x104xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %qkv, %dx : tensor<?x96xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}

@@ -22,7 +22,8 @@ namespace kiln::kernel {
 /// A loop fusion yielding `concat(W..., X)` along axis 0 or 1 of a static
 /// 2-D float tensor: one or more frozen `kiln.parameter`s W (the members,
 /// side by side along the axis) that the body reads only there, and X
-/// computed pointwise (nothing initializes it), last.
+/// computed pointwise (nothing initializes it), last; or `concat(concat(W...),
+/// X)`, the members side by side across the axis and X beside all of them.
 struct WeightConcat {
   FusionOp fusion;
   kiln::ParameterOp weight; ///< the first member
@@ -31,6 +32,10 @@ struct WeightConcat {
   int64_t axis = 0;
   llvm::SmallVector<kiln::ParameterOp, 1> members;
   llvm::SmallVector<unsigned, 1> memberArgs;
+  /// Where the members stand side by side across `axis` (`[W_1 .. W_n ;
+  /// X]`), their concatenation; the axis they stand along.
+  kiln::ConcatOp inner;
+  int64_t memberAxis = 0;
   /// X: the concat's last operand.
   mlir::Value adapter() const { return concat->getOperand(concat->getNumOperands() - 1); }
 };

@@ -16,8 +16,10 @@
 #include "kiln/Dialect/Graph/GraphDialect.h"
 #include "kiln/Dialect/Graph/GraphOps.h"
 #include "kiln/Dialect/Graph/Passes.h"
+#include "kiln/Dialect/Graph/SymbolicShape.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <map>
 
@@ -144,6 +146,9 @@ bool sameRows(Value a, Value b) {
          ta.getEncoding() == tb.getEncoding();
 }
 
+/// The widest projection that still runs below the GEMM's rate alone.
+constexpr int64_t kNarrowProjection = 1024;
+
 struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> {
   using LoraKConcatPassBase::LoraKConcatPassBase;
 
@@ -169,9 +174,12 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
     });
     // A sum with several adapter products (adapters with dropout keep their
     // own) pairs each with another frozen product.
+    groups.clear();
     for (AddOp root : roots)
       while (root)
         root = rewrite(root);
+    for (ConcatOp group : groups)
+      mergeForwards(group);
     // kiln-lower-to-step writes this function's concatenations in place
     // (docs/codegen.md); other steps keep their copy kernels until that is
     // measured.
@@ -180,6 +188,118 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
   }
 
   llvm::SmallPtrSet<Operation *, 16> fused;
+  /// The weight concatenations with several frozen members (group-frozen).
+  SmallVector<ConcatOp> groups;
+
+  /// Moves `v`'s pure computation before `point` where it is later (its
+  /// operands first); false when an op on the way has effects or regions,
+  /// or reads a value defined after `point` that cannot move.
+  static bool hoistBefore(Value v, Operation *point) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != point->getBlock() || def->isBeforeInBlock(point))
+      return true;
+    if (def == point || def->getNumRegions() || !isPure(def))
+      return false;
+    for (Value operand : def->getOperands())
+      if (!hoistBefore(operand, point))
+        return false;
+    def->moveBefore(point);
+    return true;
+  }
+
+  /// With group-frozen: the members' forward products, `L [W_i ; Y_i]`
+  /// (K-concatenated, one per member, the same L), become one product over
+  /// the members' columns, `L [W_1 .. W_n ; Y_1 .. Y_n]`, whose column
+  /// slices replace them: q/k/v's projections as one GEMM. The weights are
+  /// the group's own members side by side (the lowering's one buffer holds
+  /// the adapters' rows below them), so nothing is copied.
+  void mergeForwards(ConcatOp group) {
+    int64_t axis = static_cast<int64_t>(group.getAxis());
+    unsigned n = group->getNumOperands() - 1;
+    SmallVector<MatmulOp> products;
+    SmallVector<ConcatOp> weights;
+    // The members by name: the forward reads its own op of each weight.
+    auto func = group->getParentOfType<func::FuncOp>();
+    for (unsigned i = 0; i < n; ++i) {
+      StringRef name = group->getOperand(i).getDefiningOp<ParameterOp>().getName();
+      SmallVector<Operation *> users;
+      func.walk([&](ParameterOp param) {
+        if (param.getName() == name)
+          users.append(param->user_begin(), param->user_end());
+      });
+      for (Operation *user : users) {
+        auto c = dyn_cast<ConcatOp>(user);
+        if (!c || c == group || static_cast<int64_t>(c.getAxis()) != 1 - axis ||
+            c->getNumOperands() != 2 || !c->getOperand(0).getDefiningOp<ParameterOp>() ||
+            !c->hasOneUse())
+          continue;
+        auto mm = dyn_cast<MatmulOp>(*c->user_begin());
+        if (!mm || mm.getRhs() != c.getResult() || mm.getLhs() == c.getResult() ||
+            mm.getTransposeA() || mm.getTransposeB() != (axis == 0))
+          continue;
+        products.push_back(mm);
+        weights.push_back(c);
+        break;
+      }
+      if (products.size() != i + 1)
+        return;
+    }
+    // Only where a member runs narrow (GQA's k and v: N = 512 of 2048):
+    // gate/up's two 8192-wide products merged along N measured slower on
+    // the H200 than apart (docs/benchmarks.md, twelfth session).
+    if (llvm::none_of(products, [](MatmulOp mm) {
+          return cast<RankedTensorType>(mm.getType()).getShape().back() <= kNarrowProjection;
+        }))
+      return;
+    MatmulOp first = products.front();
+    auto resultType = cast<RankedTensorType>(first.getType());
+    auto adapterType = cast<RankedTensorType>(weights.front()->getOperand(1).getType());
+    for (auto [mm, w] : llvm::zip(products, weights)) {
+      auto type = cast<RankedTensorType>(mm.getType());
+      auto adapter = cast<RankedTensorType>(w->getOperand(1).getType());
+      if (mm.getLhs() != first.getLhs() || type.getElementType() != resultType.getElementType() ||
+          type.getShape().drop_back() != resultType.getShape().drop_back() ||
+          type.getEncoding() != resultType.getEncoding() ||
+          adapter.getElementType() != adapterType.getElementType() ||
+          adapter.getDimSize(1 - axis) != adapterType.getDimSize(1 - axis))
+        return;
+      if (mm->isBeforeInBlock(first))
+        first = mm;
+    }
+    // At the first product: the weights and the adapters' rows (pure ops
+    // on parameters) move before it where they come later.
+    for (ConcatOp w : weights)
+      for (Value v : w->getOperands())
+        if (!hoistBefore(v, first))
+          return;
+    OpBuilder b(first);
+    Location loc = first.getLoc();
+    SmallVector<Value> members, adapters;
+    for (ConcatOp w : weights) {
+      members.push_back(w->getOperand(0));
+      adapters.push_back(w->getOperand(1));
+    }
+    auto along = static_cast<uint64_t>(axis), across = static_cast<uint64_t>(1 - axis);
+    Value block = b.create<ConcatOp>(loc, members, along);
+    Value rows = b.create<ConcatOp>(loc, adapters, along);
+    Value rhs = b.create<ConcatOp>(loc, ValueRange{block, rows}, across);
+    Value merged = b.create<MatmulOp>(loc, first.getLhs(), rhs, false, axis == 0);
+    MLIRContext *ctx = b.getContext();
+    int64_t rank = resultType.getRank(), offset = 0;
+    for (MatmulOp mm : products) {
+      DimList starts(rank, dimConst(ctx, 0));
+      starts[rank - 1] = dimConst(ctx, offset);
+      offset += cast<RankedTensorType>(mm.getType()).getShape().back();
+      Value columnsOf = b.create<SliceOp>(mm.getLoc(), mm.getType(), merged,
+                                          DimsAttr::get(ctx, starts),
+                                          b.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 1)));
+      mm.getResult().replaceAllUsesWith(columnsOf);
+    }
+    for (auto [mm, w] : llvm::zip(products, weights)) {
+      mm->erase();
+      w->erase();
+    }
+  }
 
   /// Rewrites the sum ending at `root`; returns the new sum's last add, or
   /// null when nothing changed.
@@ -307,8 +427,10 @@ struct LoraKConcatPass final : kiln::impl::LoraKConcatPassBase<LoraKConcatPass> 
     for (const Product &p : extras)
       rhsParts.push_back(MatmulOp(p.matmul).getRhs());
     rhsParts.push_back(rhs);
-    Value weights =
+    auto weights =
         b.create<ConcatOp>(loc, rhsParts, static_cast<uint64_t>(w.getTransposeB() ? 1 : 0));
+    if (!extras.empty())
+      groups.push_back(weights);
     return b.create<MatmulOp>(loc, lhs, weights, false, w.getTransposeB());
   }
 };

@@ -411,9 +411,17 @@ struct Lowering {
     if (w.axis == p.axis)
       return p.axis == 1 ? std::array<int64_t, 4>{0, p.c, p.r, p.cols}
                          : std::array<int64_t, 4>{p.r, 0, p.rows, p.c};
-    std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
+    std::array<int64_t, 4> own = ownBlock(p, w);
     return w.axis == 0 ? std::array<int64_t, 4>{p.r, own[1], p.rows, own[3]}
                        : std::array<int64_t, 4>{own[0], p.c, own[2], p.cols};
+  }
+
+  /// The block of W a concatenation across the members' axis reads: its
+  /// member's, or all of them side by side.
+  static std::array<int64_t, 4> ownBlock(const PaddedWeight &p, WeightConcat w) {
+    if (w.members.size() > 1)
+      return {0, 0, p.r, p.c};
+    return p.memberBlock(w.weight.getName());
   }
 
   /// The region a weight concatenation reads: its members' blocks and its
@@ -423,7 +431,7 @@ struct Lowering {
     if (w.axis == p.axis)
       return p.axis == 1 ? std::array<int64_t, 4>{0, 0, p.r, p.c + p.cols}
                          : std::array<int64_t, 4>{0, 0, p.r + p.rows, p.c};
-    std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
+    std::array<int64_t, 4> own = ownBlock(p, w);
     return w.axis == 0 ? std::array<int64_t, 4>{0, own[1], own[2] + a[2], own[3]}
                        : std::array<int64_t, 4>{own[0], 0, own[2], own[3] + a[3]};
   }
@@ -491,7 +499,7 @@ struct Lowering {
       // The members' axis: their concatenation's, or 1 for a lone weight.
       for (WeightConcat w : p.concats)
         if (w.members.size() > 1)
-          p.axis = w.axis;
+          p.axis = w.memberAxis;
       // Each member's type, from its parameter ops.
       SmallVector<RankedTensorType, 1> types;
       for (const std::string &name : p.names) {
@@ -535,8 +543,14 @@ struct Lowering {
           ok = ok && extra > 0 && result.getDimSize(1 - p.axis) == (p.axis == 1 ? p.r : p.c);
           along = true;
         } else {
-          std::array<int64_t, 4> own = p.memberBlock(w.weight.getName());
-          ok = ok && w.members.size() == 1 && across.insert(w.weight.getName()).second;
+          // One member's, or (the merged forward) all members' at once.
+          std::array<int64_t, 4> own = ownBlock(p, w);
+          bool all = w.members.size() == p.names.size() && w.members.size() > 1;
+          for (auto [m, name] : llvm::zip(w.members, p.names))
+            all = all && m.getName() == name;
+          ok = ok && (w.members.size() == 1 || all);
+          for (ParameterOp m : w.members)
+            ok = ok && across.insert(m.getName()).second;
           int64_t extra = result.getDimSize(w.axis) - (w.axis == 0 ? own[2] : own[3]);
           ok = ok && extra > 0 && (acrossExtent < 0 || acrossExtent == extra);
           acrossExtent = extra;

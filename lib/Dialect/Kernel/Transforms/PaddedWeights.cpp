@@ -33,12 +33,21 @@ std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
   // body reads only here.
   WeightConcat w;
   unsigned last = concat->getNumOperands() - 1;
-  for (unsigned i = 0; i < last; ++i) {
-    auto arg = dyn_cast<BlockArgument>(concat->getOperand(i));
+  // Or one operand, the members side by side across the concat's axis
+  // (`[W_1 .. W_n ; X]`: the group's merged forward).
+  SmallVector<Value> memberValues(concat->getOperands().drop_back());
+  if (auto inner = concat->getOperand(0).getDefiningOp<kiln::ConcatOp>();
+      inner && last == 1 && inner->getBlock() == &body && inner->hasOneUse() &&
+      inner.getAxis() != concat.getAxis() && inner->getNumOperands() >= 2) {
+    memberValues.assign(inner->operand_begin(), inner->operand_end());
+    w.inner = inner;
+  }
+  for (Value member : memberValues) {
+    auto arg = dyn_cast<BlockArgument>(member);
     if (!arg || arg.getOwner() != &body || !arg.hasOneUse())
       return std::nullopt;
     auto weight = fusion.getInputs()[arg.getArgNumber()].getDefiningOp<kiln::ParameterOp>();
-    if (!weight || weight.getTrainable() || weight.getType() != concat->getOperand(i).getType() ||
+    if (!weight || weight.getTrainable() || weight.getType() != member.getType() ||
         llvm::is_contained(w.members, weight))
       return std::nullopt;
     w.members.push_back(weight);
@@ -57,6 +66,7 @@ std::optional<WeightConcat> kiln::kernel::weightConcatOf(FusionOp fusion) {
   w.concat = concat;
   w.weightArg = w.memberArgs.front();
   w.axis = static_cast<int64_t>(concat.getAxis());
+  w.memberAxis = w.inner ? static_cast<int64_t>(w.inner.getAxis()) : w.axis;
   return w;
 }
 
@@ -72,7 +82,7 @@ Value kiln::kernel::appendAdapterBlock(WeightConcat w, Block &body,
   }
   OpBuilder inside = OpBuilder::atBlockEnd(&body);
   for (Operation &op : old.without_terminator())
-    if (&op != w.concat.getOperation())
+    if (&op != w.concat.getOperation() && &op != w.inner.getOperation())
       inside.clone(op, map);
   return map.lookup(w.adapter());
 }
