@@ -48,7 +48,7 @@ cl::opt<std::string>
                     cl::desc("Recompute activations in the backward pass (kiln-remat): none, "
                              "pointwise (keep the fewest bytes recomputing only pointwise, cast "
                              "and shape ops), auto (also norms, and matmul/attention while the "
-                             "estimated step time grows by at most 9%), min (the smallest "
+                             "estimated step time grows by at most 8.5%), min (the smallest "
                              "planned peak it can reach) or a planned-peak limit in GiB; "
                              "default pointwise"),
                     cl::value_desc("none|pointwise|auto|min|GiB"), cl::init("pointwise"),
