@@ -191,3 +191,35 @@ func.func @group_forward(%xt: tensor<?x72xbf16, #kiln.dims<[n]>>, %dyt: tensor<?
   %dx = kiln.matmul %dyt, %wa {transpose_b} : (tensor<?x104xbf16, #kiln.dims<[n]>>, tensor<64x104xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
   return %qkv, %dx : tensor<?x96xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
 }
+
+// -----
+
+// A group of weights stored [out, in] (transpose_b): the members stand one
+// above the other (rows 0, 64, 80), each adapter's columns beside its rows,
+// A below all of them (row 96), and the input gradient reads the first 64
+// columns of all 104 rows.
+// CHECK-LABEL: func.func @group0
+// CHECK: %[[W:.+]] = kiln_kernel.weight "q.weight" {member_axis = 0 : i64, member_sizes = array<i64: 64, 16, 16>, members = ["q.weight", "k.weight", "v.weight"], padded_from = array<i64: 96, 64>} : !kiln_kernel.buffer<tensor<104x72xbf16>>
+// CHECK: kiln_kernel.view %[[W]] {offset = #kiln.expr<64>, row_stride = #kiln.expr<72>} : {{.*}} -> !kiln_kernel.buffer<tensor<64x8xbf16>>
+// CHECK: kiln_kernel.view %[[W]] {offset = #kiln.expr<4672>, row_stride = #kiln.expr<72>} : {{.*}} -> !kiln_kernel.buffer<tensor<16x8xbf16>>
+// CHECK: %[[K:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<4608>} : {{.*}} -> !kiln_kernel.buffer<tensor<16x72xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[K]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<16> k = #kiln.expr<72> {{.*}} {trans_b}
+// CHECK: kiln_kernel.view %[[W]] {offset = #kiln.expr<6912>, row_stride = #kiln.expr<72>} : {{.*}} -> !kiln_kernel.buffer<tensor<8x64xbf16>>
+// CHECK: %[[WA:.+]] = kiln_kernel.view %[[W]] {offset = #kiln.expr<0>, row_stride = #kiln.expr<72>} : {{.*}} -> !kiln_kernel.buffer<tensor<104x64xbf16>>
+// CHECK: kiln_kernel.gemm %{{.+}}, %[[WA]] -> %{{.+}} m = #kiln.expr<n> n = #kiln.expr<64> k = #kiln.expr<104> {{.*}} {lds = #kiln.dims<[104, 72, 64]>}
+func.func @group0(%xt: tensor<?x72xbf16, #kiln.dims<[n]>>, %dyt: tensor<?x104xbf16, #kiln.dims<[n]>>,
+                  %a: tensor<8x64xbf16>, %bq: tensor<64x8xbf16>, %bk: tensor<16x8xbf16>, %bv: tensor<16x8xbf16>)
+    -> (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>) attributes {kiln.lora_k_concat} {
+  %wq = kiln.parameter "q.weight" : tensor<64x64xbf16>
+  %fq = kiln.concat %wq, %bq {axis = 1 : i64} : (tensor<64x64xbf16>, tensor<64x8xbf16>) -> tensor<64x72xbf16>
+  %q = kiln.matmul %xt, %fq {transpose_b} : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<64x72xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  %wk = kiln.parameter "k.weight" : tensor<16x64xbf16>
+  %fk = kiln.concat %wk, %bk {axis = 1 : i64} : (tensor<16x64xbf16>, tensor<16x8xbf16>) -> tensor<16x72xbf16>
+  %k = kiln.matmul %xt, %fk {transpose_b} : (tensor<?x72xbf16, #kiln.dims<[n]>>, tensor<16x72xbf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+  %wq2 = kiln.parameter "q.weight" : tensor<64x64xbf16>
+  %wk2 = kiln.parameter "k.weight" : tensor<16x64xbf16>
+  %wv2 = kiln.parameter "v.weight" : tensor<16x64xbf16>
+  %wa = kiln.concat %wq2, %wk2, %wv2, %a {axis = 0 : i64} : (tensor<64x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<8x64xbf16>) -> tensor<104x64xbf16>
+  %dx = kiln.matmul %dyt, %wa : (tensor<?x104xbf16, #kiln.dims<[n]>>, tensor<104x64xbf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+  return %q, %k, %dx : tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x64xbf16, #kiln.dims<[n]>>
+}
