@@ -725,6 +725,51 @@ def LoraKConcatPass : Pass<"kiln-lora-k-concat", "::mlir::func::FuncOp"> {
   ];
 }
 
+def LoraGroupGradsPass : Pass<"kiln-lora-group-grads", "::mlir::func::FuncOp"> {
+  let summary = "A LoRA group's dT and dB products over its concatenated output gradients";
+  let description = [{
+    Runs after `kiln-lora-k-concat` with `group-frozen`. An input-gradient
+    concatenation `[d_1 | .. | d_n | dT]` (along the last axis) whose last
+    operand is a sum of one product per piece, `dT = sum_i (d_i s) R_i` (one
+    rank-0 scale s or none; each R_i a static `[width of d_i, r]` matrix:
+    the group's padded B), becomes `[P | (P s) [R_1 ; .. ; R_n]]` with `P =
+    [d_1 | .. | d_n]`. Where each `d_i s` is also read by `(d_i s)^T T`
+    (the padded dB, summed over the batch by a `reduce_sum`) with one T for
+    all, those become row slices of one `(P s)^T T`. q/k/v's six thin GEMMs
+    (three for dT, two of them accumulating, and three dB) become two, and
+    the lowering writes P in place inside the input gradient's buffer (a
+    concatenation in a concatenation). By default only groups with a piece
+    at most 1024 wide (GQA's k and v); `all-groups` takes gate/up too.
+
+    Before:
+    ```mlir
+    %sq = kiln.mul %dq, %s : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<bf16>) -> tensor<?x64xbf16, #kiln.dims<[n]>>
+    %tq = kiln.matmul %sq, %rq : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<64x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %bq = kiln.matmul %sq, %t {transpose_a} : (tensor<?x64xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) -> tensor<64x32xbf16>
+    %sk = kiln.mul %dk, %s : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<bf16>) -> tensor<?x16xbf16, #kiln.dims<[n]>>
+    %tk = kiln.matmul %sk, %rk : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<16x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %bk = kiln.matmul %sk, %t {transpose_a} : (tensor<?x16xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) -> tensor<16x32xbf16>
+    %dt = kiln.add %tq, %tk : (tensor<?x32xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %l = kiln.concat %dq, %dk, %dt {axis = 1 : i64} : (...) -> tensor<?x112xbf16, #kiln.dims<[n]>>
+    ```
+    After:
+    ```mlir
+    %p = kiln.concat %dq, %dk {axis = 1 : i64} : (...) -> tensor<?x80xbf16, #kiln.dims<[n]>>
+    %sp = kiln.mul %p, %s : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<bf16>) -> tensor<?x80xbf16, #kiln.dims<[n]>>
+    %r = kiln.concat %rq, %rk {axis = 0 : i64} : (tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<80x32xbf16>
+    %dt = kiln.matmul %sp, %r : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<80x32xbf16>) -> tensor<?x32xbf16, #kiln.dims<[n]>>
+    %b = kiln.matmul %sp, %t {transpose_a} : (tensor<?x80xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) -> tensor<80x32xbf16>
+    %bq = kiln.slice %b {starts = #kiln.dims<[0, 0]>, steps = array<i64: 1, 1>} : tensor<80x32xbf16> -> tensor<64x32xbf16>
+    %bk = kiln.slice %b {starts = #kiln.dims<[64, 0]>, steps = array<i64: 1, 1>} : tensor<80x32xbf16> -> tensor<16x32xbf16>
+    %l = kiln.concat %p, %dt {axis = 1 : i64} : (...) -> tensor<?x112xbf16, #kiln.dims<[n]>>
+    ```
+  }];
+  let options = [
+    Option<"allGroups", "all-groups", "bool", /*default=*/"false",
+           "also groups whose pieces are all wider than 1024 (gate/up)">
+  ];
+}
+
 def QuantizeNf4Pass : Pass<"kiln-quantize-nf4", "::mlir::ModuleOp"> {
   let summary = "Store frozen linear-layer weights as NF4 with explicit dequantization";
   let description = [{

@@ -209,6 +209,15 @@ LogicalResult verifyPipelineOptions(const PipelineOptions &options, std::string 
     error = "--lora-group-frozen needs --lora-k-concat";
     return failure();
   }
+  if (options.loraGroupGrads != "off" && options.loraGroupGrads != "narrow" &&
+      options.loraGroupGrads != "all") {
+    error = "--lora-group-grads must be off, narrow or all, not '" + options.loraGroupGrads + "'";
+    return failure();
+  }
+  if (options.loraGroupGrads != "off" && !options.loraGroupFrozen) {
+    error = "--lora-group-grads needs --lora-group-frozen";
+    return failure();
+  }
   if (options.doubleQuant && options.quant.empty()) {
     error = "--double-quant needs --quant nf4";
     return failure();

@@ -100,6 +100,11 @@ void buildTrainStepPipeline(OpPassManager &pm, const PipelineOptions &options) {
       LoraKConcatPassOptions kconcat;
       kconcat.groupFrozen = options.loraGroupFrozen;
       pm.addNestedPass<func::FuncOp>(createLoraKConcatPass(kconcat));
+      if (options.loraGroupGrads != "off") {
+        LoraGroupGradsPassOptions grads;
+        grads.allGroups = options.loraGroupGrads == "all";
+        pm.addNestedPass<func::FuncOp>(createLoraGroupGradsPass(grads));
+      }
     }
     // After CSE, which would merge the clones back.
     if (!options.quant.empty())

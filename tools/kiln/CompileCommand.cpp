@@ -187,6 +187,14 @@ cl::opt<bool> loraGroupFrozen(
              "(kiln-lora-k-concat group-frozen; default: on with --lora-k-concat; =false: "
              "one GEMM per frozen weight)"),
     cl::init(true), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<std::string> loraGroupGrads(
+    "lora-group-grads",
+    cl::desc("With --lora-group-frozen: a group's adapter gradients as one GEMM each, dT = "
+             "[dq | dk | dv] [Bq ; Bk ; Bv] and dB = [dq | dk | dv]^T T, the pieces written in "
+             "place in the input gradient's [dq | dk | dv | dT] (kiln-lora-group-grads): "
+             "narrow (default: groups with a piece at most 1024 wide, GQA's q/k/v), all "
+             "(gate/up too) or off"),
+    cl::init("narrow"), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
@@ -411,6 +419,9 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   if (loraGroupFrozen.getNumOccurrences() && loraGroupFrozen && !options.loraKConcat)
     return fail("--lora-group-frozen needs --lora-k-concat (and --lora, without --quant)");
   options.loraGroupFrozen = options.loraKConcat && loraGroupFrozen.getValue();
+  if (loraGroupGrads.getNumOccurrences() && loraGroupGrads != "off" && !options.loraGroupFrozen)
+    return fail("--lora-group-grads needs --lora-group-frozen");
+  options.loraGroupGrads = options.loraGroupFrozen ? loraGroupGrads.getValue() : "off";
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

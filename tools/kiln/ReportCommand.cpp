@@ -152,6 +152,7 @@ void setStepOptions(PipelineOptions &options, StringRef until, bool withLora, bo
   // frozen weights (not of NF4 ones).
   options.loraKConcat = withLora && !nf4;
   options.loraGroupFrozen = options.loraKConcat;
+  options.loraGroupGrads = options.loraGroupFrozen ? "narrow" : "off";
   options.rematBudget = remat.str();
   if (remat != "none") {
     std::vector<std::string> pairs;

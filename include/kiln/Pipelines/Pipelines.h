@@ -56,6 +56,12 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                llvm::cl::desc("With lora-k-concat: a sum's frozen products over "
                                               "the same rows (q/k/v's, gate/up's input "
                                               "gradients) join the same GEMM")};
+  Option<std::string> loraGroupGrads{
+      *this, "lora-group-grads",
+      llvm::cl::desc("With lora-group-frozen: a group's dT and dB as one GEMM each over "
+                     "[dq | dk | dv] (kiln-lora-group-grads): off, narrow (groups with a "
+                     "piece at most 1024 wide) or all"),
+      llvm::cl::init("off")};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
   ListOption<std::string> fp32Ops{*this, "fp32-ops",
