@@ -243,15 +243,35 @@ Index Printer::delinearize(const std::string &flat, ArrayRef<std::string> sizes)
       return shared;
     }
   }
+  // Element indices fit 32 bits (kiln-shape-guards checks every symbolic
+  // element count against INT32_MAX at run time): the division chain runs
+  // in unsigned 32-bit arithmetic, a few instructions per step where a
+  // 64-bit division by a symbolic size is a call of ~70. A constant shape
+  // past 2^32 elements (unguarded) keeps 64 bits.
+  bool narrow = true;
+  int64_t constant = 1;
+  for (const std::string &size : sizes)
+    if (!size.empty() && llvm::all_of(size, llvm::isDigit)) {
+      int64_t v = std::stoll(size);
+      narrow = narrow && v > 0 && constant <= (int64_t{1} << 32) / v;
+      constant = narrow ? constant * v : constant;
+    }
+  auto divisor = [&](const std::string &size) {
+    if (!narrow)
+      return size;
+    return llvm::all_of(size, llvm::isDigit) ? size + "u" : "(unsigned)(" + size + ")";
+  };
   std::string rest = fresh("r");
-  line("int64_t " + rest + " = " + flat + ";");
+  line((narrow ? "unsigned " + rest + " = (unsigned)(" + flat + ")"
+               : "int64_t " + rest + " = " + flat) +
+       ";");
   for (int64_t i = sizes.size() - 1; i >= 0; --i) {
     std::string name = fresh("ix");
     if (i == 0) {
       line("const int64_t " + name + " = " + rest + ";");
     } else {
-      line("const int64_t " + name + " = " + rest + " % " + sizes[i] + ";");
-      line(rest + " /= " + sizes[i] + ";");
+      line("const int64_t " + name + " = " + rest + " % " + divisor(sizes[i]) + ";");
+      line(rest + " /= " + divisor(sizes[i]) + ";");
     }
     idx[i] = name;
   }
@@ -432,10 +452,11 @@ int64_t Printer::outRowStride(unsigned i) {
 }
 
 /// The element at flat offset `flat` of a `width`-column block whose rows
-/// start `stride` elements apart.
+/// start `stride` elements apart (the division in 32 bits, as
+/// delinearize's; the offset in 64).
 static std::string stridedIndex(const std::string &flat, int64_t width, int64_t stride) {
-  std::string w = std::to_string(width);
-  return "((" + flat + ") / " + w + " * " + std::to_string(stride) + " + (" + flat + ") % " + w +
+  std::string w = std::to_string(width) + "u", f = "(unsigned)(" + flat + ")";
+  return "((int64_t)(" + f + " / " + w + ") * " + std::to_string(stride) + " + " + f + " % " + w +
          ")";
 }
 

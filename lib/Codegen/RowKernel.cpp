@@ -84,9 +84,10 @@ std::string Printer::rowChunkAt(RankedTensorType type, int64_t stride) {
   // and the stride are multiples of the vector width: one row).
   if (type.getShape().back() == rowVec.cols)
     return "row * " + std::to_string(stride) + " + chunk * " + w;
-  std::string flat = "row * cols + chunk * " + w, width = std::to_string(type.getShape().back());
-  return "((" + flat + ") / " + width + " * " + std::to_string(stride) + " + (" + flat + ") % " +
-         width + ")";
+  std::string flat = "(unsigned)(row * cols + chunk * " + w + ")",
+              width = std::to_string(type.getShape().back()) + "u";
+  return "((int64_t)(" + flat + " / " + width + ") * " + std::to_string(stride) + " + " + flat +
+         " % " + width + ")";
 }
 
 std::string Printer::rowReduce(const std::string &v, bool isMax) {

@@ -19,7 +19,7 @@
 // STEP-NOT: {{_k[0-9]+_concat}}
 // STEP-NOT: {{_k[0-9]+_columns}}
 // STEP: kiln_kernel.launch @loopread_k1_mul ins(%[[X]], %{{.+}} : {{.*}})
-// LOOP: reinterpret_cast<const uint4 *>(in0 + ((chunk * 8) / 64 * 72 + (chunk * 8) % 64))[0];
+// LOOP: reinterpret_cast<const uint4 *>(in0 + ((int64_t)((unsigned)(chunk * 8) / 64u) * 72 + (unsigned)(chunk * 8) % 64u))[0];
 // LOOP: reinterpret_cast<const uint4 *>(in1)[chunk];
 func.func @loopread(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64xbf16>, %w: tensor<72x64xbf16>) -> tensor<?x?x64xbf16, #kiln.dims<[n, s]>> attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<?x?x64xbf16, #kiln.dims<[n, s]>>
@@ -51,7 +51,7 @@ func.func @rowread(%x: tensor<?x?x64xbf16, #kiln.dims<[n, s]>>, %a: tensor<8x64x
 // A scalar loop kernel (a transpose reads across rows): each element at
 // its row's offset.
 // STEP: kiln_kernel.kernel @scalarread_k1_{{[a-z_]+}} <loop> {{.*}} {kiln.in_row_strides = array<i64: 72>}
-// SCALAR: in0[(({{.+}}) / 64 * 72 + ({{.+}}) % 64)]
+// SCALAR: in0[((int64_t)((unsigned)({{.+}}) / 64u) * 72 + (unsigned)({{.+}}) % 64u)]
 func.func @scalarread(%x: tensor<4x16x64xbf16>, %a: tensor<8x64xbf16>, %w: tensor<72x64xbf16>) -> (tensor<4x16x64xbf16>, tensor<4x64x16xbf16>) attributes {kiln.lora_k_concat} {
   %h = kiln.silu %x : tensor<4x16x64xbf16>
   %t = kiln.matmul %h, %a {transpose_b} : (tensor<4x16x64xbf16>, tensor<8x64xbf16>) -> tensor<4x16x8xbf16>

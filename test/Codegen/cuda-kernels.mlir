@@ -32,7 +32,7 @@
 // LOOP: for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n;
 // The 4 lanes share the row (32 is a multiple of 4): one division per chunk.
 // LOOP: const int64_t base = chunk * 4;
-// LOOP: const int64_t [[COL:ix[0-9]+]] = {{r[0-9]+}} % 32;
+// LOOP: const int64_t [[COL:ix[0-9]+]] = {{r[0-9]+}} % 32u;
 // LOOP: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
 // LOOP: for (int lane = 0; lane < 4; ++lane) {
 // LOOP-NEXT: const int64_t flat = base + lane;

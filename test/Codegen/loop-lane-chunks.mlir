@@ -25,7 +25,7 @@
 // RUN: cat %t/merged_columns_k0_*.cu | FileCheck %s --check-prefix=MERGED
 
 // ROPE: 8 elements per thread, moved with vector accesses
-// ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64;
+// ROPE: const int64_t [[D:ix[0-9]+]] = r0 % 64u;
 // ROPE: *reinterpret_cast<uint4 *>(in0_v) = reinterpret_cast<const uint4 *>(in0)[chunk];
 // ROPE: __align__(16) __nv_bfloat16 {{in1_c[0-9]+}}[8];
 // ROPE: for (int lane = 0; lane < 8; ++lane) {
