@@ -44,6 +44,18 @@ prepare)
     -o "$out/row-vector.mlir"
   "$kiln" compile "$out/row-vector.mlir" --emit=cuda --arch=sm_90,sm_80 --kernel-check=n=37,m=40 \
     -o "$out/data/row_vector"
+  # kiln-row-dot: thin GEMMs in the loop kernel that made their rows ([K, n]
+  # and trans_b [n, K] Bs, one to three n-tiles, a sum of two products, 16
+  # and 32 rows per block), 37 rows (a partial last block), and a tiny
+  # tiny64 LoRA step whose gate/up, down and q/k/v products the pass takes.
+  "${KILN_OPT:-build/bin/kiln-opt}" test/Codegen/row-dot.mlir --kiln-fuse --kiln-lower-to-step \
+    --kiln-row-dot -o "$out/row-dot.mlir"
+  "$kiln" compile "$out/row-dot.mlir" --emit=cuda --arch=sm_90,sm_80 --kernel-check=n=37 \
+    -o "$out/data/row_dot"
+  python3 scripts/llama_mlir.py --config tiny64 > "$out/tiny64.mlir"
+  "$kiln" compile "$out/tiny64.mlir" --precision=bf16 --lora r=16,alpha=32,dropout=0 \
+    --optimizer adamw:lr=1e-4 --row-dot --emit=cuda --arch=sm_90,sm_80 --kernel-check="$sizes" \
+    -o "$out/data/tiny64_bf16_lora_row_dot"
   ;;
 run)
   dirs=$(find "$(cd "$out" && pwd)/data" -mindepth 1 -maxdepth 1 -type d | sort | tr '\n' ';')

@@ -146,6 +146,71 @@ def UpdateInPlacePass : Pass<"kiln-update-in-place", "::mlir::func::FuncOp"> {
   ];
 }
 
+def RowDotPass : Pass<"kiln-row-dot", "::mlir::ModuleOp"> {
+  let summary = "Compute thin GEMMs of a loop kernel's rows in the kernel that produced them";
+  let description = [{
+    After `kiln-lower-to-step`, a GEMM whose A is an output of the
+    vectorized bf16 loop kernel launched before it — the kernel's rows as
+    its rows, their whole width K (a multiple of 256, at least `min-k`) as
+    its k — and whose B is a packed `[K, n]` matrix (or `[n, K]` read
+    transposed) with n <= 64 (a LoRA adapter's `dT = s dy B`, or the
+    forward's `t = h Aᵀ`) becomes part of that launch: B an input, C an
+    output, the body `kiln.matmul`s in f32 of the yielded value, times alpha
+    (an f32 constant), cast to C's type. Later GEMMs that accumulate into
+    the same C with the same alpha join it as terms of one sum. Nothing may
+    read or write C, or write A, between the launch and the GEMMs; a B
+    written after the launch by a launch that can move (q/k/v's stacked
+    adapters) moves before it, and so do C's alloc and views. The kernel
+    gets `kiln.row_dot` = rows per block (16 when it reads three or more
+    full-width inputs, to keep the registers of one CTA per SM under 128,
+    else 32); lib/Codegen/RowDotKernel.cpp computes the products on tensor
+    cores from the registers that hold the rows (docs/codegen.md). `kiln
+    compile --row-dot=false` leaves the GEMMs, `--row-dot-min-k=N` takes
+    only rows at least N wide.
+
+    Before:
+    ```mlir
+    kiln_kernel.kernel @k0_mul <loop> symbols ["n"] {
+    ^bb0(%x: tensor<?x512xbf16, #kiln.dims<[n]>>, %y: tensor<?x512xbf16, #kiln.dims<[n]>>):
+      %z = kiln.mul %x, %y : ...
+      kiln_kernel.yield %z : tensor<?x512xbf16, #kiln.dims<[n]>>
+    }
+    ...
+    kiln_kernel.launch @k0_mul ins(%x, %y : ...) outs(%z : ...)
+        items = #kiln.expr<64*n> per 256 block 256 shared #kiln.expr<0>
+    %d = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x16xbf16, #kiln.dims<[n]>>>
+    kiln_kernel.gemm %z, %b -> %d m = #kiln.expr<n> n = #kiln.expr<16>
+        k = #kiln.expr<512> ... {alpha = 2.0 : f64} : ..., !kiln_kernel.buffer<tensor<512x16xbf16>> -> ...
+    ```
+    After:
+    ```mlir
+    kiln_kernel.kernel @k0_mul_dot <loop> symbols ["n"] attributes {kiln.row_dot = 32 : i64} {
+    ^bb0(%x: ..., %y: ..., %b: tensor<512x16xbf16>):
+      %z = kiln.mul %x, %y : ...
+      %zf = kiln.cast %z : tensor<?x512xbf16, ...> -> tensor<?x512xf32, ...>
+      %bf = kiln.cast %b : tensor<512x16xbf16> -> tensor<512x16xf32>
+      %p = kiln.matmul %zf, %bf : ... -> tensor<?x16xf32, #kiln.dims<[n]>>
+      %c = kiln.constant dense<2.000000e+00> : tensor<f32>
+      %s = kiln.mul %p, %c : ...
+      %d = kiln.cast %s : tensor<?x16xf32, ...> -> tensor<?x16xbf16, ...>
+      kiln_kernel.yield %z, %d : ...
+    }
+    ...
+    %d = kiln_kernel.alloc : !kiln_kernel.buffer<tensor<?x16xbf16, #kiln.dims<[n]>>>
+    kiln_kernel.launch @k0_mul_dot ins(%x, %y, %b : ...) outs(%z, %d : ...)
+        items = #kiln.expr<n> per 32 block 256 shared #kiln.expr<0>
+    ```
+  }];
+  let options = [
+    Option<"minK", "min-k", "int64_t", /*default=*/"256",
+           "Only rows at least this wide (the GEMMs' k; a multiple of 256 always)">,
+  ];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Launches that now compute GEMMs of their rows">,
+    Statistic<"numGemms", "gemms", "GEMMs computed inside those launches">,
+  ];
+}
+
 def DedupeKernelsPass : Pass<"kiln-dedupe-kernels", "::mlir::ModuleOp"> {
   let summary = "One kernel per distinct body: identical kernels become one launched many times";
   let description = [{

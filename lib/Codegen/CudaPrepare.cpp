@@ -28,6 +28,9 @@ FailureOr<KernelPlan> prepareKernel(KernelOp kernel) {
     return kernel.emitOpError("has no ") << stringifyFusionKind(plan.kind) << " op";
   for (Operation &op : body.without_terminator()) {
     OpClass cls = classifyOp(&op);
+    // A row-dot kernel's products of its rows with small matrices.
+    if (isa<MatmulOp>(op) && isRowDotKernel(kernel))
+      continue;
     if (cls == OpClass::Gemm || cls == OpClass::Unsupported || cls == OpClass::Collective ||
         cls == OpClass::ChunkedHead || isa<ParameterOp>(op))
       return op.emitOpError("cannot be emitted inside a CUDA kernel");

@@ -246,6 +246,17 @@ struct Printer {
   /// own offset and all outputs move as one 16-byte (or narrower) access;
   /// the lane loop is unrolled by the compiler.
   void vectorLoopKernel(int64_t width, Dim segment);
+  /// One chunk of a vector loop (`chunk` in scope): the lanes and the
+  /// stores of every output \p skip does not name. Returns the input loads,
+  /// which the caller places before them (at `chunkLoadsAt`, or earlier).
+  std::string vectorChunk(int64_t width, Dim segment, llvm::function_ref<bool(unsigned)> skip);
+  /// The 16-byte (or narrower) vector of input \p arg at chunk \p chunk.
+  std::string vectorInputLoad(Value arg, int64_t width, const std::string &chunk);
+  /// Where in `body` vectorChunk's input loads belong.
+  size_t chunkLoadsAt = 0;
+
+  /// A loop whose rows also multiply small matrices (RowDotKernel.cpp).
+  void rowDotKernel();
 
   /// Loops over the columns of the current row; `each` prints the body with
   /// the input index of this column.

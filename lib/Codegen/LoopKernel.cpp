@@ -18,6 +18,8 @@ using namespace kiln::kernel;
 namespace kiln::codegen::detail {
 
 void Printer::loopKernel() {
+  if (isRowDotKernel(plan.kernel))
+    return rowDotKernel();
   SmallVector<Dim> segments = loopSegments(plan.kernel.getBody().front());
   MLIRContext *ctx = plan.kernel.getContext();
   auto firstOf = [&](Dim segment) {
@@ -65,12 +67,29 @@ void Printer::loopKernel() {
 }
 
 void Printer::vectorLoopKernel(int64_t width, Dim segment) {
-  Value first = plan.outputs.front();
-  std::string w = std::to_string(width);
-  line("// " + w + " elements per thread, moved with vector accesses");
+  line("// " + std::to_string(width) + " elements per thread, moved with vector accesses");
   line("const int64_t n = " + dim(dimDivExact(segment, width)) + ";");
   open("for (int64_t chunk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; chunk < n; "
        "chunk += (int64_t)gridDim.x * blockDim.x)");
+  std::string loads = vectorChunk(width, segment, nullptr);
+  // The loads go before the lanes that read them.
+  body.insert(chunkLoadsAt, loads);
+  close();
+}
+
+std::string Printer::vectorInputLoad(Value arg, int64_t width, const std::string &chunk) {
+  std::string name = names.params.lookup(arg);
+  std::string type = vectorType(elementOf(arg), width);
+  // A block-of-columns input: as a block-of-columns output below.
+  return "reinterpret_cast<const " + type + " *>(" + name +
+         (inRowStride(arg) ? " + " + inIndex(arg, chunk + " * " + std::to_string(width)) + ")[0]"
+                           : ")[" + chunk + "]");
+}
+
+std::string Printer::vectorChunk(int64_t width, Dim segment,
+                                 llvm::function_ref<bool(unsigned)> skip) {
+  Value first = plan.outputs.front();
+  std::string w = std::to_string(width);
   // When the innermost dim is a multiple of the width, the lanes share
   // every index but the last: divide once per chunk, not once per lane
   // (64-bit division by a symbolic size costs more than the lane's math).
@@ -85,6 +104,7 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
     if (!ShapedType::isDynamic(inner) && inner % width == 0)
       chunkIndex = delinearize("base", firstDims);
   }
+  chunkLoadsAt = body.size();
   // Print the lane body first: it tells which inputs are read at `flat`.
   std::string outer = std::move(body);
   body.clear();
@@ -102,7 +122,7 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   } else {
     idx = delinearize("flat", firstDims);
   }
-  storeOutputs("flat", first, idx, segment);
+  storeOutputs("flat", first, idx, segment, skip);
   close();
   vectorLanes = false;
   laneLoopDepth = 0;
@@ -110,37 +130,32 @@ void Printer::vectorLoopKernel(int64_t width, Dim segment) {
   laneAligned = {};
   std::string lanes = std::move(body);
   body = std::move(outer);
-  auto vectorType = [&](Value v) {
-    unsigned bits = typeOf(v).getElementType().getIntOrFloatBitWidth();
-    int64_t bytes = (bits < 8 ? 1 : bits / 8) * width;
-    return bytes == 16  ? "uint4"
-           : bytes == 8 ? "uint2"
-           : bytes == 4 ? "unsigned int"
-                        : "unsigned short";
-  };
+  std::string loads;
   for (Value arg : vectorInputs) {
-    std::string name = names.params.lookup(arg), type = storageType(typeOf(arg).getElementType());
-    line("__align__(16) " + type + " " + name + "_v[" + w + "];");
-    // A block-of-columns input: as a block-of-columns output below.
-    line("*reinterpret_cast<" + std::string(vectorType(arg)) + " *>(" + name +
-         "_v) = "
-         "reinterpret_cast<const " +
-         vectorType(arg) + " *>(" + name +
-         (inRowStride(arg) ? " + " + inIndex(arg, "chunk * " + w) + ")[0]" : ")[chunk]") + ";");
+    std::string name = names.params.lookup(arg), type = storageType(elementOf(arg));
+    loads += std::string(indent * 2, ' ') + "__align__(16) " + type + " " + name + "_v[" + w +
+             "];\n";
+    loads += std::string(indent * 2, ' ') + "*reinterpret_cast<" +
+             vectorType(elementOf(arg), width) + " *>(" + name + "_v) = " +
+             vectorInputLoad(arg, width, "chunk") + ";\n";
   }
   for (const LaneChunk &c : laneChunks)
     line("__align__(16) " + storageType(c.element) + " " + c.reg + "[" + w + "];");
   for (auto [i, out] : llvm::enumerate(plan.outputs))
-    line("__align__(16) " + storageType(typeOf(out).getElementType()) + " " + outName(i) + "_v[" +
-         w + "];");
+    if (!skip || !skip(i))
+      line("__align__(16) " + storageType(elementOf(out)) + " " + outName(i) + "_v[" + w + "];");
   body += lanes;
   // A block-of-columns output: its width and row stride are multiples of
   // the vector width (kiln-lower-to-step), so a chunk stays in one row.
-  for (auto [i, out] : llvm::enumerate(plan.outputs))
-    line("reinterpret_cast<" + std::string(vectorType(out)) + " *>(" + outName(i) +
+  for (auto [i, out] : llvm::enumerate(plan.outputs)) {
+    if (skip && skip(i))
+      continue;
+    std::string type = vectorType(elementOf(out), width);
+    line("reinterpret_cast<" + type + " *>(" + outName(i) +
          (outRowStride(i) ? " + " + outIndex(i, "chunk * " + w) + ")[0]" : ")[chunk]") +
-         " = *reinterpret_cast<const " + vectorType(out) + " *>(" + outName(i) + "_v);");
-  close();
+         " = *reinterpret_cast<const " + type + " *>(" + outName(i) + "_v);");
+  }
+  return loads;
 }
 
 } // namespace kiln::codegen::detail

@@ -22,6 +22,8 @@ void buildKernelPipeline(OpPassManager &pm, const PipelineOptions &options) {
     return;
   pm.addPass(kernel::createLowerToStepPass());
   pm.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
+  if (options.rowDot)
+    pm.addPass(kernel::createRowDotPass({options.rowDotMinK}));
   pm.addPass(kernel::createDedupeKernelsPass());
 }
 

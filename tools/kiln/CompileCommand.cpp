@@ -195,6 +195,17 @@ cl::opt<std::string> loraGroupGrads(
              "narrow (default: groups with a piece at most 1024 wide, GQA's q/k/v), all "
              "(gate/up too) or off"),
     cl::init("narrow"), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> rowDot(
+    "row-dot",
+    cl::desc("Thin GEMMs of a vectorized loop kernel's rows (a LoRA adapter's dT = s dy B, "
+             "n <= 64) computed in that kernel on tensor cores instead of reading its output "
+             "again (kiln-row-dot; default: off, measured slower in the bench step)"),
+    cl::init(false), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> rowDotMinK(
+    "row-dot-min-k",
+    cl::desc("With --row-dot: only rows at least this many columns wide (the GEMM's k; "
+             "default 256, every row the template takes)"),
+    cl::init(256), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
@@ -422,6 +433,8 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   if (loraGroupGrads.getNumOccurrences() && loraGroupGrads != "off" && !options.loraGroupFrozen)
     return fail("--lora-group-grads needs --lora-group-frozen");
   options.loraGroupGrads = options.loraGroupFrozen ? loraGroupGrads.getValue() : "off";
+  options.rowDot = rowDot.getValue();
+  options.rowDotMinK = rowDotMinK.getValue();
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

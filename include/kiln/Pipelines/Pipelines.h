@@ -129,6 +129,13 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                              "seq=512,1024;batch=8")};
 
   // Kernel pipeline.
+  Option<bool> rowDot{*this, "row-dot",
+                      llvm::cl::desc("kiln-row-dot: thin GEMMs of a loop kernel's rows "
+                                     "computed in that kernel"),
+                      llvm::cl::init(false)};
+  Option<int64_t> rowDotMinK{*this, "row-dot-min-k",
+                             llvm::cl::desc("kiln-row-dot: only rows at least this wide"),
+                             llvm::cl::init(256)};
   Option<bool> fuseOnly{*this, "fuse-only",
                         llvm::cl::desc("Stop after kiln-fuse (kiln compile --emit=fused-mlir)")};
 

@@ -85,3 +85,84 @@ __device__ __forceinline__ unsigned int kiln_nf4_encode(float x) {
       code = c;
   return code;
 }
+
+// Row-dot kernels (kiln-row-dot): a 16-byte copy global -> shared that
+// need not pass through registers, the transposing 8x8 matrix loads of
+// the tensor cores' B fragments, and the bf16 m16n8k16 product with fp32
+// accumulators. Before sm_80 (no bf16 mma) the same fragment layouts are
+// computed with shuffles and fp32 FMAs, so every arch gets the same sums.
+__device__ __forceinline__ void kiln_cp_async16(void *shared, const void *global) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(shared)),
+               "l"(global));
+#else
+  *reinterpret_cast<uint4 *>(shared) = *reinterpret_cast<const uint4 *>(global);
+#endif
+}
+__device__ __forceinline__ void kiln_cp_async_wait_all() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+// Matrix j's row r is at lane 8j + r's address; lane (g, t) = (lane / 4,
+// lane % 4) gets rows 2t and 2t + 1 of column g of each (.trans).
+__device__ __forceinline__ void kiln_ldmatrix_x4_trans(unsigned r[4], const void *row) {
+#if __CUDA_ARCH__ >= 750
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"((unsigned)__cvta_generic_to_shared(row)));
+#else
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const unsigned long long p = reinterpret_cast<unsigned long long>(row);
+  for (int j = 0; j < 4; ++j) {
+    const unsigned short *r0 = reinterpret_cast<const unsigned short *>(
+        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t));
+    const unsigned short *r1 = reinterpret_cast<const unsigned short *>(
+        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t + 1));
+    r[j] = (unsigned)r0[g] | ((unsigned)r1[g] << 16);
+  }
+#endif
+}
+__device__ __forceinline__ void kiln_ldmatrix_x2_trans(unsigned r[2], const void *row) {
+#if __CUDA_ARCH__ >= 750
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"((unsigned)__cvta_generic_to_shared(row)));
+#else
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const unsigned long long p = reinterpret_cast<unsigned long long>(row);
+  for (int j = 0; j < 2; ++j) {
+    const unsigned short *r0 = reinterpret_cast<const unsigned short *>(
+        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t));
+    const unsigned short *r1 = reinterpret_cast<const unsigned short *>(
+        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t + 1));
+    r[j] = (unsigned)r0[g] | ((unsigned)r1[g] << 16);
+  }
+#endif
+}
+__device__ __forceinline__ float kiln_bf16_lo(unsigned x) { return __uint_as_float(x << 16); }
+__device__ __forceinline__ float kiln_bf16_hi(unsigned x) { return __uint_as_float(x & 0xffff0000u); }
+// d += a b: a the 16x16 row-major fragment, b0/b1 the 16x8 column-major one.
+__device__ __forceinline__ void kiln_mma_bf16_16816(float d[4], const unsigned a[4], unsigned b0,
+                                                    unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  for (int k2 = 0; k2 < 8; ++k2) { // k = 2 k2, 2 k2 + 1
+    const int from = k2 & 3;
+    const unsigned r0 = __shfl_sync(0xffffffffu, k2 < 4 ? a[0] : a[2], g * 4 + from);
+    const unsigned r1 = __shfl_sync(0xffffffffu, k2 < 4 ? a[1] : a[3], g * 4 + from);
+    const unsigned c0 = __shfl_sync(0xffffffffu, k2 < 4 ? b0 : b1, (2 * t) * 4 + from);
+    const unsigned c1 = __shfl_sync(0xffffffffu, k2 < 4 ? b0 : b1, (2 * t + 1) * 4 + from);
+    d[0] += kiln_bf16_lo(r0) * kiln_bf16_lo(c0) + kiln_bf16_hi(r0) * kiln_bf16_hi(c0);
+    d[1] += kiln_bf16_lo(r0) * kiln_bf16_lo(c1) + kiln_bf16_hi(r0) * kiln_bf16_hi(c1);
+    d[2] += kiln_bf16_lo(r1) * kiln_bf16_lo(c0) + kiln_bf16_hi(r1) * kiln_bf16_hi(c0);
+    d[3] += kiln_bf16_lo(r1) * kiln_bf16_lo(c1) + kiln_bf16_hi(r1) * kiln_bf16_hi(c1);
+  }
+#endif
+}

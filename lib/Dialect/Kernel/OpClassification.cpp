@@ -222,6 +222,14 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   switch (kind) {
   case FusionKind::loop:
+    for (Operation &op : body)
+      if (auto mm = dyn_cast<MatmulOp>(op)) { // kiln-row-dot: a block per 32 rows
+        DimList dims = getDims(type(mm.getLhs()));
+        shape.items = dimProduct(ArrayRef<Dim>(dims).drop_back(), context);
+        shape.itemsPerBlock = rowDotRowsPerBlock(cast<KernelOp>(body.getParentOp()));
+        shape.block = kRowDotThreads;
+        return shape;
+      }
     shape.items = dimConst(context, 0);
     for (Dim segment : loopSegments(body))
       shape.items = dimAdd(shape.items, segment);
@@ -279,6 +287,15 @@ LaunchShape launchShape(FusionKind kind, Block &body) {
   }
   }
   return shape;
+}
+
+bool isRowDotKernel(KernelOp kernel) {
+  return kernel.getKind() == FusionKind::loop && kernel->hasAttr("kiln.row_dot");
+}
+
+int64_t rowDotRowsPerBlock(KernelOp kernel) {
+  auto rows = kernel->getAttrOfType<IntegerAttr>("kiln.row_dot");
+  return rows && rows.getInt() == 16 ? 16 : 32;
 }
 
 } // namespace kiln::kernel

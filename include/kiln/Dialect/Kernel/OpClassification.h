@@ -89,6 +89,14 @@ struct LaunchShape {
 };
 LaunchShape launchShape(FusionKind kind, mlir::Block &body);
 
+/// A loop kernel of kiln-row-dot (`kiln.row_dot`): its body also multiplies
+/// elementwise outputs [rows, K] by small matrices (`kiln.matmul`), one
+/// block per 32 rows (lib/Codegen/RowDotKernel.cpp).
+bool isRowDotKernel(KernelOp kernel);
+/// Its rows per block, 16 or 32 (`kiln.row_dot`'s value).
+int64_t rowDotRowsPerBlock(KernelOp kernel);
+constexpr int64_t kRowDotThreads = 256, kRowDotStep = 256;
+
 /// Whether an attention / attention_grad op runs as the tiled tensor-core
 /// kernel (lib/Codegen/cuda/FlashAttention.cuh): q, k, v (and the gradient) of
 /// one bf16/f16 type and a static head dim, equal for q/k and v, that is a
