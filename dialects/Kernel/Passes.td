@@ -162,11 +162,12 @@ def RowDotPass : Pass<"kiln-row-dot", "::mlir::ModuleOp"> {
     written after the launch by a launch that can move (q/k/v's stacked
     adapters) moves before it, and so do C's alloc and views. The kernel
     gets `kiln.row_dot` = rows per block (16 when it reads three or more
-    full-width inputs, to keep the registers of one CTA per SM under 128,
+    inputs along the rows, to keep the registers of one CTA per SM under 128,
     else 32); lib/Codegen/RowDotKernel.cpp computes the products on tensor
     cores from the registers that hold the rows (docs/codegen.md). `kiln
     compile --row-dot=false` leaves the GEMMs, `--row-dot-min-k=N` takes
-    only rows at least N wide.
+    only rows at least N wide, `--row-dot-max-inputs=N` only kernels that
+    read at most N inputs along the rows.
 
     Before:
     ```mlir
@@ -204,6 +205,8 @@ def RowDotPass : Pass<"kiln-row-dot", "::mlir::ModuleOp"> {
   let options = [
     Option<"minK", "min-k", "int64_t", /*default=*/"256",
            "Only rows at least this wide (the GEMMs' k; a multiple of 256 always)">,
+    Option<"maxInputs", "max-inputs", "int64_t", /*default=*/"0",
+           "Only kernels reading at most this many inputs of the rows' own shape (0: any)">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Launches that now compute GEMMs of their rows">,

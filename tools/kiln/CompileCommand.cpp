@@ -206,6 +206,12 @@ cl::opt<int64_t> rowDotMinK(
     cl::desc("With --row-dot: only rows at least this many columns wide (the GEMM's k; "
              "default 256, every row the template takes)"),
     cl::init(256), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<int64_t> rowDotMaxInputs(
+    "row-dot-max-inputs",
+    cl::desc("With --row-dot: only kernels reading at most this many inputs of their rows' "
+             "shape (the SiLU gradient reads 3: gate, up and the output's gradient; default 0: "
+             "any)"),
+    cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
@@ -435,6 +441,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.loraGroupGrads = options.loraGroupFrozen ? loraGroupGrads.getValue() : "off";
   options.rowDot = rowDot.getValue();
   options.rowDotMinK = rowDotMinK.getValue();
+  options.rowDotMaxInputs = rowDotMaxInputs.getValue();
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

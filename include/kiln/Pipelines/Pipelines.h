@@ -136,6 +136,11 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
   Option<int64_t> rowDotMinK{*this, "row-dot-min-k",
                              llvm::cl::desc("kiln-row-dot: only rows at least this wide"),
                              llvm::cl::init(256)};
+  Option<int64_t> rowDotMaxInputs{
+      *this, "row-dot-max-inputs",
+      llvm::cl::desc("kiln-row-dot: only kernels reading at most this many full-width inputs "
+                     "(0: any)"),
+      llvm::cl::init(0)};
   Option<bool> fuseOnly{*this, "fuse-only",
                         llvm::cl::desc("Stop after kiln-fuse (kiln compile --emit=fused-mlir)")};
 

@@ -124,7 +124,7 @@ struct HoistedB {
 struct RowDot {
   ModuleOp module;
   SymbolTable symbols;
-  int64_t rewritten = 0, gemms = 0, minK = kRowDotStep;
+  int64_t rewritten = 0, gemms = 0, minK = kRowDotStep, maxInputs = 0;
 
   explicit RowDot(ModuleOp m) : module(m), symbols(m) {}
 
@@ -151,6 +151,8 @@ struct RowDot {
           !out.getElementType().isBF16())
         return nullptr;
     }
+    if (maxInputs > 0 && rowInputs(kernel) > maxInputs)
+      return nullptr;
     DimList dims = getDims(type);
     rows = dimProduct(ArrayRef<Dim>(dims).drop_back(), kernel.getContext());
     return kernel;
@@ -307,14 +309,21 @@ struct RowDot {
   /// rows); 16 where three or more full-size inputs are loaded ahead for
   /// all rows of a thread, which would otherwise leave the registers for
   /// one block per SM (the SiLU gradient: 167 registers at 32 rows).
-  static int64_t rowsPerBlock(KernelOp kernel) {
+  static int64_t rowsPerBlock(KernelOp kernel) { return rowInputs(kernel) >= 3 ? 16 : 32; }
+
+  /// The inputs read along the rows (the rows' leading dims): each is
+  /// loaded ahead for all rows of a thread, so they set the registers (the
+  /// SiLU gradient reads gate, up and the output's gradient: 3).
+  static int64_t rowInputs(KernelOp kernel) {
     Block &body = kernel.getBody().front();
     auto out = cast<RankedTensorType>(body.getTerminator()->getOperand(0).getType());
-    int64_t full = llvm::count_if(body.getArgumentTypes(), [&](Type t) {
+    DimList outDims = getDims(out);
+    return llvm::count_if(body.getArgumentTypes(), [&](Type t) {
       auto in = cast<RankedTensorType>(t);
-      return in.getShape() == out.getShape() && getDims(in) == getDims(out);
+      DimList inDims = getDims(in);
+      return in.getRank() == out.getRank() &&
+             llvm::equal(ArrayRef<Dim>(inDims).drop_back(), ArrayRef<Dim>(outDims).drop_back());
     });
-    return full >= 3 ? 16 : 32;
   }
 
   /// The kernel with its products: B inputs after the old ones, one output
@@ -433,6 +442,7 @@ struct RowDotPass : impl::RowDotPassBase<RowDotPass> {
   void runOnOperation() override {
     RowDot rd(getOperation());
     rd.minK = minK;
+    rd.maxInputs = maxInputs;
     rd.run();
     numKernels = rd.rewritten;
     numGemms = rd.gemms;
