@@ -10,7 +10,7 @@
 // RUN: FileCheck %s --check-prefix=IR < %t.mlir
 // RUN: kiln-opt %s --kiln-fuse --kiln-lower-to-step -o %t.off.mlir
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.mlir
-// RUN: kiln compile %t.mlir --emit=cuda --arch=sm_90,sm_80 -o %t 2>&1 | FileCheck %s --check-prefix=WROTE
+// RUN: kiln compile %t.mlir --emit=cuda --arch=sm_90,sm_75 -o %t 2>&1 | FileCheck %s --check-prefix=WROTE
 // RUN: FileCheck %s --check-prefix=CUDA < %t/silu_k0_sigmoid_mul_dot.cu
 // RUN: FileCheck %s --check-prefix=TILES < %t/one_k0_mul_dot.cu
 // RUN: FileCheck %s --check-prefix=TRANS < %t/down_k0_mul_dot.cu

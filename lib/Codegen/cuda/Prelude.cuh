@@ -89,8 +89,9 @@ __device__ __forceinline__ unsigned int kiln_nf4_encode(float x) {
 // Row-dot kernels (kiln-row-dot): a 16-byte copy global -> shared that
 // need not pass through registers, the transposing 8x8 matrix loads of
 // the tensor cores' B fragments, and the bf16 m16n8k16 product with fp32
-// accumulators. Before sm_80 (no bf16 mma) the same fragment layouts are
-// computed with shuffles and fp32 FMAs, so every arch gets the same sums.
+// accumulators. sm_75 (Kiln's oldest target: ldmatrix, no cp.async, no
+// bf16 mma) copies through registers and computes the same fragment
+// layouts with shuffles and fp32 FMAs, so every arch gets the same sums.
 __device__ __forceinline__ void kiln_cp_async16(void *shared, const void *global) {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
@@ -108,38 +109,14 @@ __device__ __forceinline__ void kiln_cp_async_wait_all() {
 // Matrix j's row r is at lane 8j + r's address; lane (g, t) = (lane / 4,
 // lane % 4) gets rows 2t and 2t + 1 of column g of each (.trans).
 __device__ __forceinline__ void kiln_ldmatrix_x4_trans(unsigned r[4], const void *row) {
-#if __CUDA_ARCH__ >= 750
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"((unsigned)__cvta_generic_to_shared(row)));
-#else
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const unsigned long long p = reinterpret_cast<unsigned long long>(row);
-  for (int j = 0; j < 4; ++j) {
-    const unsigned short *r0 = reinterpret_cast<const unsigned short *>(
-        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t));
-    const unsigned short *r1 = reinterpret_cast<const unsigned short *>(
-        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t + 1));
-    r[j] = (unsigned)r0[g] | ((unsigned)r1[g] << 16);
-  }
-#endif
 }
 __device__ __forceinline__ void kiln_ldmatrix_x2_trans(unsigned r[2], const void *row) {
-#if __CUDA_ARCH__ >= 750
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"((unsigned)__cvta_generic_to_shared(row)));
-#else
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const unsigned long long p = reinterpret_cast<unsigned long long>(row);
-  for (int j = 0; j < 2; ++j) {
-    const unsigned short *r0 = reinterpret_cast<const unsigned short *>(
-        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t));
-    const unsigned short *r1 = reinterpret_cast<const unsigned short *>(
-        __shfl_sync(0xffffffffu, p, 8 * j + 2 * t + 1));
-    r[j] = (unsigned)r0[g] | ((unsigned)r1[g] << 16);
-  }
-#endif
 }
 __device__ __forceinline__ float kiln_bf16_lo(unsigned x) { return __uint_as_float(x << 16); }
 __device__ __forceinline__ float kiln_bf16_hi(unsigned x) { return __uint_as_float(x & 0xffff0000u); }
