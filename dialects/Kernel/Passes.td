@@ -167,7 +167,9 @@ def RowDotPass : Pass<"kiln-row-dot", "::mlir::ModuleOp"> {
     cores from the registers that hold the rows (docs/codegen.md). `kiln
     compile --row-dot=false` leaves the GEMMs, `--row-dot-min-k=N` takes
     only rows at least N wide, `--row-dot-max-inputs=N` only kernels that
-    read at most N inputs along the rows.
+    read at most N inputs along the rows, and `--row-dot-prefetch` (option
+    `prefetch`, `kiln.row_dot_prefetch`) makes each 256-column step load
+    the next step's inputs before its barrier and products.
 
     Before:
     ```mlir
@@ -207,6 +209,9 @@ def RowDotPass : Pass<"kiln-row-dot", "::mlir::ModuleOp"> {
            "Only rows at least this wide (the GEMMs' k; a multiple of 256 always)">,
     Option<"maxInputs", "max-inputs", "int64_t", /*default=*/"0",
            "Only kernels reading at most this many inputs of the rows' own shape (0: any)">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "Each 256-column step loads the next step's inputs before its barrier and "
+           "products (kiln.row_dot_prefetch)">,
   ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Launches that now compute GEMMs of their rows">,

@@ -38,6 +38,11 @@ std::string Printer::signature() {
     prefix = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
              ", 1)\n" + names.kernel + "(";
   }
+  // Row-dot kernels hold rows, fragments and products in registers: two
+  // blocks per SM need at most 128 a thread.
+  if (plan.kind == FusionKind::loop && isRowDotKernel(plan.kernel))
+    prefix = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kRowDotThreads) +
+             ", 2)\n" + names.kernel + "(";
   for (const std::string &symbol : plan.symbols)
     params.push_back("int64_t " + names.symbols.lookup(symbol));
   std::string sig = prefix;

@@ -166,6 +166,9 @@ void Printer::rowDotKernel() {
   open("for (int64_t rb = blockIdx.x; rb * " + R + " < rows; rb += gridDim.x)");
   for (auto [d, dot] : llvm::enumerate(dots))
     line("float " + accName(d) + "[" + MT + "][" + std::to_string(dot.n / 8) + "][4] = {};");
+  bool prefetch = rowDotPrefetches(plan.kernel);
+  size_t beforeSteps = body.size();
+  int stepsIndent = indent;
   open("for (int64_t c0 = 0; c0 < " + k + "; c0 += 256)");
   line("const int64_t col = c0 + warp * 32 + t * 8;");
   line("__syncthreads(); // the last step's reads of the B parts are done");
@@ -209,22 +212,41 @@ void Printer::rowDotKernel() {
   std::string chunkBody = std::move(body);
   body = std::move(outer);
   SmallVector<Value> inputs(vectorInputs.begin(), vectorInputs.end());
-  for (Value arg : inputs)
-    line("uint4 kiln_dot_in_" + names.params.lookup(arg) + "[" + H + "];");
-  auto rowChunk = [&]() {
+  prefetch = prefetch && !inputs.empty(); // lane-chunk inputs load in the chunk
+  auto rowChunk = [&](const std::string &colExpr) {
     line("const int64_t row = rb * " + R + " + g + 8 * h;");
-    line("const int64_t chunk = ((row < rows ? row : rows - 1) * " + k + " + col) / 8;");
+    line("const int64_t chunk = ((row < rows ? row : rows - 1) * " + k + " + " + colExpr +
+         ") / 8;");
   };
+  auto loadInputs = [&](const std::string &colExpr) {
+    line("#pragma unroll");
+    open("for (int h = 0; h < " + H + "; ++h)");
+    rowChunk(colExpr);
+    for (Value arg : inputs)
+      line("kiln_dot_in_" + names.params.lookup(arg) + "[h] = " + vectorInputLoad(arg, 8, "chunk") +
+           ";");
+    close();
+  };
+  if (prefetch) {
+    // The first step's inputs before the steps; each step loads the next
+    // one's before its barrier and products, so they are in flight then.
+    std::string steps = body.substr(beforeSteps);
+    body.resize(beforeSteps);
+    int stepsInner = indent;
+    indent = stepsIndent;
+    for (Value arg : inputs)
+      line("uint4 kiln_dot_in_" + names.params.lookup(arg) + "[" + H + "];");
+    loadInputs("warp * 32 + t * 8");
+    body += steps;
+    indent = stepsInner;
+  } else {
+    for (Value arg : inputs)
+      line("uint4 kiln_dot_in_" + names.params.lookup(arg) + "[" + H + "];");
+    loadInputs("col");
+  }
   line("#pragma unroll");
   open("for (int h = 0; h < " + H + "; ++h)");
-  rowChunk();
-  for (Value arg : inputs)
-    line("kiln_dot_in_" + names.params.lookup(arg) + "[h] = " + vectorInputLoad(arg, 8, "chunk") +
-         ";");
-  close();
-  line("#pragma unroll");
-  open("for (int h = 0; h < " + H + "; ++h)");
-  rowChunk();
+  rowChunk("col");
   open("if (row < rows)");
   // vectorChunk's loads, from the registers loaded above.
   for (Value arg : inputs) {
@@ -242,6 +264,11 @@ void Printer::rowDotKernel() {
          "[h][2] = " + xName(outputOf(x)) + "[h][3] = 0u;");
   close();
   close();
+  if (prefetch) {
+    open("if (c0 + 256 < " + k + ")");
+    loadInputs("col + 256");
+    close();
+  }
   line("kiln_cp_async_wait_all();");
   line("__syncthreads();");
   // The products: per k-step (two in the thread's eight columns), per

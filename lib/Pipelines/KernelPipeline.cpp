@@ -23,7 +23,8 @@ void buildKernelPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(kernel::createLowerToStepPass());
   pm.addNestedPass<func::FuncOp>(kernel::createUpdateInPlacePass());
   if (options.rowDot)
-    pm.addPass(kernel::createRowDotPass({options.rowDotMinK, options.rowDotMaxInputs}));
+    pm.addPass(kernel::createRowDotPass(
+        {options.rowDotMinK, options.rowDotMaxInputs, options.rowDotPrefetch}));
   pm.addPass(kernel::createDedupeKernelsPass());
 }
 

@@ -14,6 +14,9 @@
 // RUN: FileCheck %s --check-prefix=CUDA < %t/silu_k0_sigmoid_mul_dot.cu
 // RUN: FileCheck %s --check-prefix=TILES < %t/one_k0_mul_dot.cu
 // RUN: FileCheck %s --check-prefix=TRANS < %t/down_k0_mul_dot.cu
+// RUN: kiln-opt %s --kiln-fuse --kiln-lower-to-step --kiln-row-dot=prefetch=true -o %t.pf.mlir
+// RUN: kiln compile %t.pf.mlir --emit=cuda --arch=sm_90 -o %t.pf 2>&1 | FileCheck %s --check-prefix=WROTE
+// RUN: FileCheck %s --check-prefix=PREFETCH < %t.pf/silu_k0_sigmoid_mul_dot.cu
 
 // IR-LABEL: kiln_kernel.kernel @silu_k0_sigmoid_mul_dot <loop>
 // IR-SAME: kiln.row_dot = 16
@@ -64,6 +67,17 @@
 // TILES: kiln_ldmatrix_x2_trans(b, p);
 // TILES: kiln_mma_bf16_16816(kiln_dot_acc0[1][2], a[1], b[0], b[1]);
 // TILES: out1[(rb * 32 + r) * 24 + c] = __float2bfloat16(1.000000000e+00f * v);
+
+// With prefetch the first step's inputs load before the steps, and each
+// step loads the next one's before its barrier and products.
+// PREFETCH: __launch_bounds__(256, 2)
+// PREFETCH: kiln_dot_in_in0[h] = reinterpret_cast<const uint4 *>(in0)[chunk];
+// PREFETCH: for (int64_t c0 = 0; c0 < 512; c0 += 256) {
+// PREFETCH-NOT: kiln_dot_in_in0[h] = reinterpret_cast
+// PREFETCH: if (c0 + 256 < 512) {
+// PREFETCH: const int64_t chunk = ((row < rows ? row : rows - 1) * 512 + col + 256) / 8;
+// PREFETCH-NEXT: kiln_dot_in_in1[h] = reinterpret_cast<const uint4 *>(in1)[chunk];
+// PREFETCH: kiln_cp_async_wait_all();
 
 func.func @silu(%g: tensor<?x512xbf16, #kiln.dims<[n]>>, %u: tensor<?x512xbf16, #kiln.dims<[n]>>, %dh: tensor<?x512xbf16, #kiln.dims<[n]>>, %b1: tensor<512x32xbf16>, %b2: tensor<512x32xbf16>) -> (tensor<?x512xbf16, #kiln.dims<[n]>>, tensor<?x512xbf16, #kiln.dims<[n]>>, tensor<?x32xbf16, #kiln.dims<[n]>>) {
   %s = kiln.sigmoid %g : tensor<?x512xbf16, #kiln.dims<[n]>>

@@ -212,6 +212,12 @@ cl::opt<int64_t> rowDotMaxInputs(
              "shape (the SiLU gradient reads 3: gate, up and the output's gradient; default 0: "
              "any)"),
     cl::init(0), cl::sub(compileCommand()), cl::cat(category()));
+cl::opt<bool> rowDotPrefetch(
+    "row-dot-prefetch",
+    cl::desc("With --row-dot: each 256-column step of a row-dot kernel loads the next step's "
+             "inputs before its barrier and tensor-core products, so they are in flight "
+             "meanwhile (default off: not measured yet)"),
+    cl::init(false), cl::sub(compileCommand()), cl::cat(category()));
 cl::opt<std::string> attentionLayout(
     "attention-layout",
     cl::desc("Layout of attention's q/k/v, output and gradients: bshd (default; "
@@ -442,6 +448,7 @@ int compileModel(MLIRContext &context, TimingScope &timing) {
   options.rowDot = rowDot.getValue();
   options.rowDotMinK = rowDotMinK.getValue();
   options.rowDotMaxInputs = rowDotMaxInputs.getValue();
+  options.rowDotPrefetch = rowDotPrefetch.getValue();
   options.attentionLayout = attentionLayout.getValue();
   options.precision = precision.getValue();
   options.fp32Ops = std::vector<std::string>(fp32Ops.begin(), fp32Ops.end());

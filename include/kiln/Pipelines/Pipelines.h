@@ -87,6 +87,10 @@ struct PipelineOptions : mlir::PassPipelineOptions<PipelineOptions> {
                                                "largest power of two up to 4096 whose chunk, "
                                                "bf16 or fp32 as kept, fits 256 MiB)"),
                                 llvm::cl::init(0)};
+  Option<bool> rowDotPrefetch{*this, "row-dot-prefetch",
+                              llvm::cl::desc("kiln-row-dot: load each step's inputs during "
+                                             "the step before"),
+                              llvm::cl::init(false)};
   Option<bool> ceBf16Logits{*this, "ce-bf16-logits",
                             llvm::cl::desc("The fused LM head's logits chunk in bf16 where the "
                                            "head matmul yields bf16 (fp32 statistics)"),

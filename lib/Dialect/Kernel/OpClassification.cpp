@@ -293,6 +293,8 @@ bool isRowDotKernel(KernelOp kernel) {
   return kernel.getKind() == FusionKind::loop && kernel->hasAttr("kiln.row_dot");
 }
 
+bool rowDotPrefetches(KernelOp kernel) { return kernel->hasAttr("kiln.row_dot_prefetch"); }
+
 int64_t rowDotRowsPerBlock(KernelOp kernel) {
   auto rows = kernel->getAttrOfType<IntegerAttr>("kiln.row_dot");
   return rows && rows.getInt() == 16 ? 16 : 32;

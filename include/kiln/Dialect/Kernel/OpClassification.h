@@ -95,6 +95,9 @@ LaunchShape launchShape(FusionKind kind, mlir::Block &body);
 bool isRowDotKernel(KernelOp kernel);
 /// Its rows per block, 16 or 32 (`kiln.row_dot`'s value).
 int64_t rowDotRowsPerBlock(KernelOp kernel);
+/// Whether a row-dot kernel loads each step's inputs during the step
+/// before (`kiln.row_dot_prefetch`, kiln-row-dot's `prefetch`).
+bool rowDotPrefetches(KernelOp kernel);
 constexpr int64_t kRowDotThreads = 256, kRowDotStep = 256;
 
 /// Whether an attention / attention_grad op runs as the tiled tensor-core

@@ -125,6 +125,7 @@ struct RowDot {
   ModuleOp module;
   SymbolTable symbols;
   int64_t rewritten = 0, gemms = 0, minK = kRowDotStep, maxInputs = 0;
+  bool prefetch = false;
 
   explicit RowDot(ModuleOp m) : module(m), symbols(m) {}
 
@@ -336,6 +337,8 @@ struct RowDot {
     symbols.insert(kernel); // renames it when taken
     kernel->setAttr("kiln.row_dot", IntegerAttr::get(IntegerType::get(kernel.getContext(), 64),
                                                      rowsPerBlock(old)));
+    if (prefetch)
+      kernel->setAttr("kiln.row_dot_prefetch", UnitAttr::get(kernel.getContext()));
     Block &body = kernel.getBody().front();
     Operation *yield = body.getTerminator();
     SmallVector<Value> results(yield->getOperands());
@@ -443,6 +446,7 @@ struct RowDotPass : impl::RowDotPassBase<RowDotPass> {
     RowDot rd(getOperation());
     rd.minK = minK;
     rd.maxInputs = maxInputs;
+    rd.prefetch = prefetch;
     rd.run();
     numKernels = rd.rewritten;
     numGemms = rd.gemms;
